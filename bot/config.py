@@ -1,0 +1,240 @@
+"""skybot's configuration: one TOML file, validated strictly at start-up.
+
+Secrets never live in the file: they come from the environment under Bolt's usual names.
+Every error names the offending key in one line (`ConfigError`), so `skybot run` can print it
+and exit 2 instead of dumping a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any, get_type_hints
+
+DEFAULT_CONFIG_PATH = Path("/etc/skybot/skybot.toml")
+
+
+class ConfigError(Exception):
+    """A configuration problem, phrased as one line for the operator."""
+
+
+@dataclass(frozen=True)
+class SlackConfig:
+    mode: str = "socket"  # "socket" or "http"
+    http_host: str = "127.0.0.1"
+    http_port: int = 3000
+    alert_channel: str = "#skynet-users"
+
+
+@dataclass(frozen=True)
+class SlurmConfig:
+    bin_dir: str = "/usr/bin"
+    command_timeout_seconds: float = 20.0
+    poll_seconds: float = 15.0
+    caps_poll_seconds: float = 300.0
+    overcap_partition: str = "overcap"
+    overcap_account: str = "overcap"
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    poll_seconds: float = 300.0
+    # disk-usage.txt files larger than this are garbage, not usage reports.
+    max_usage_file_bytes: int = 4096
+
+
+@dataclass(frozen=True)
+class DatabaseConfig:
+    path: str = "/var/lib/skybot/skybot.db"
+    history_days: int = 90
+
+
+@dataclass(frozen=True)
+class LabConfig:
+    name: str
+    partition: str
+    account: str
+    storage_roots: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Config:
+    slack: SlackConfig = field(default_factory=SlackConfig)
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
+    database: DatabaseConfig = field(default_factory=DatabaseConfig)
+    labs: tuple[LabConfig, ...] = ()
+
+    def lab_named(self, name: str) -> LabConfig | None:
+        wanted = name.casefold()
+        return next((lab for lab in self.labs if lab.name.casefold() == wanted), None)
+
+    def lab_for_account(self, account: str) -> LabConfig | None:
+        return next((lab for lab in self.labs if lab.account == account), None)
+
+    def lab_for_partition(self, partition: str) -> LabConfig | None:
+        return next((lab for lab in self.labs if lab.partition == partition), None)
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """Tokens from the environment. repr() never shows them."""
+
+    bot_token: str = field(default="", repr=False)
+    app_token: str = field(default="", repr=False)
+    signing_secret: str = field(default="", repr=False)
+    api_url: str | None = None
+
+    @classmethod
+    def from_environment(cls, environ: dict[str, str] | None = None) -> Secrets:
+        env = os.environ if environ is None else environ
+        return cls(
+            bot_token=env.get("SLACK_BOT_TOKEN", ""),
+            app_token=env.get("SLACK_APP_TOKEN", ""),
+            signing_secret=env.get("SLACK_SIGNING_SECRET", ""),
+            api_url=env.get("SLACK_API_URL") or None,
+        )
+
+    def require_for(self, mode: str) -> None:
+        """Raise ConfigError naming the first missing variable this transport needs."""
+        needed = {"SLACK_BOT_TOKEN": self.bot_token}
+        if mode == "socket":
+            needed["SLACK_APP_TOKEN"] = self.app_token
+        else:
+            needed["SLACK_SIGNING_SECRET"] = self.signing_secret
+        for name, value in needed.items():
+            if not value:
+                raise ConfigError(f"{name} is not set in the environment (needed for {mode} mode)")
+        if mode == "socket" and not self.app_token.startswith("xapp-"):
+            raise ConfigError("SLACK_APP_TOKEN must be an app-level token (xapp-…)")
+
+
+# The configuration `skybot console` and `skybot poll` use when no file is given: it describes
+# the local test cluster that deploy/testcluster.sh brings up.
+EMBEDDED_DEFAULT_TOML = """
+[database]
+path = "~/.local/state/skybot/skybot.db"
+
+[[labs]]
+name = "hoffman-lab"
+partition = "hoffman-lab"
+account = "hoffman-lab"
+storage_roots = ["/srv/hoffman-lab/flash9"]
+
+[[labs]]
+name = "kira-lab"
+partition = "kira-lab"
+account = "kira-lab"
+storage_roots = ["/srv/kira-lab/share4"]
+"""
+
+
+def load_config(path: Path | None) -> Config:
+    """Read and validate a config file; None means the embedded default."""
+    if path is None:
+        return parse_config(tomllib.loads(EMBEDDED_DEFAULT_TOML))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"cannot read config file {path}: {error.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path} is not valid TOML: {error}") from None
+    return parse_config(data)
+
+
+def parse_config(data: dict[str, Any]) -> Config:
+    sections = {
+        "slack": SlackConfig,
+        "slurm": SlurmConfig,
+        "storage": StorageConfig,
+        "database": DatabaseConfig,
+    }
+    unknown = set(data) - set(sections) - {"labs"}
+    if unknown:
+        raise ConfigError(f"unknown config section or key: {sorted(unknown)[0]}")
+    values: dict[str, Any] = {
+        name: _build(cls, data.get(name, {}), name) for name, cls in sections.items()
+    }
+    labs_data = data.get("labs", [])
+    if not isinstance(labs_data, list):
+        raise ConfigError("labs must be an array of tables ([[labs]])")
+    labs = tuple(_build(LabConfig, lab, f"labs[{i}]") for i, lab in enumerate(labs_data))
+    seen: set[str] = set()
+    for i, lab in enumerate(labs):
+        if lab.name.casefold() in seen:
+            raise ConfigError(f"labs[{i}].name: duplicate lab name {lab.name!r}")
+        seen.add(lab.name.casefold())
+    config = Config(**values, labs=labs)
+    _check_values(config)
+    return config
+
+
+def _build(cls: type, table: Any, where: str) -> Any:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
+    hints = get_type_hints(cls)
+    known = {f.name: f for f in fields(cls)}
+    for key in table:
+        if key not in known:
+            raise ConfigError(f"unknown config key: {where}.{key}")
+    kwargs: dict[str, Any] = {}
+    for name, f in known.items():
+        if name not in table:
+            if f.default is MISSING and f.default_factory is MISSING:
+                raise ConfigError(f"missing config key: {where}.{name}")
+            continue
+        kwargs[name] = _coerce(table[name], hints[name], f"{where}.{name}")
+    return cls(**kwargs)
+
+
+def _coerce(value: Any, hint: Any, key: str) -> Any:
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key} must be true or false, not {value!r}")
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key} must be a whole number, not {value!r}")
+    if hint is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{key} must be a number, not {value!r}")
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{key} must be a string, not {value!r}")
+    if hint == tuple[str, ...]:
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        raise ConfigError(f"{key} must be a list of strings")
+    raise ConfigError(f"{key}: unsupported type")  # pragma: no cover - schema bug
+
+
+def _check_values(config: Config) -> None:
+    if config.slack.mode not in ("socket", "http"):
+        raise ConfigError(f"slack.mode must be 'socket' or 'http', not {config.slack.mode!r}")
+    if not 0 < config.slack.http_port < 65536:
+        raise ConfigError("slack.http_port must be between 1 and 65535")
+    for key, seconds in (
+        ("slurm.poll_seconds", config.slurm.poll_seconds),
+        ("slurm.caps_poll_seconds", config.slurm.caps_poll_seconds),
+        ("slurm.command_timeout_seconds", config.slurm.command_timeout_seconds),
+        ("storage.poll_seconds", config.storage.poll_seconds),
+    ):
+        if seconds <= 0:
+            raise ConfigError(f"{key} must be greater than 0")
+    if not config.slack.alert_channel:
+        raise ConfigError("slack.alert_channel must not be empty")
+    for i, lab in enumerate(config.labs):
+        for root in lab.storage_roots:
+            if not root.startswith("/"):
+                raise ConfigError(f"labs[{i}].storage_roots: {root!r} is not an absolute path")
+
+
+def database_path(config: Config) -> Path:
+    return Path(config.database.path).expanduser()
