@@ -1,0 +1,125 @@
+"""How much of its GPU cap each lab is using, computed from a snapshot (pure functions).
+
+Slurm enforces a lab's GrpTRES on its *account*, whatever partition a job runs in, so GPUs are
+counted by account. Overcap work is counted separately: it runs under the shared `overcap`
+account, and is attributed to a lab through its users' membership.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from core.records import Job, Node
+
+# Pending reasons that mean "your group's limit is reached", not "the cluster is full".
+_CAP_REASON_PREFIXES = ("AssocGrp", "AssocMax", "QOSGrp", "QOSMax")
+
+# Job states whose GPUs count as in use (allocated).
+_HOLDING_GPUS = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED"})
+
+
+def is_held_by_cap(job: Job) -> bool:
+    return job.state == "PENDING" and job.reason.startswith(_CAP_REASON_PREFIXES)
+
+
+def holds_gpus(job: Job) -> bool:
+    return job.state in _HOLDING_GPUS
+
+
+@dataclass(frozen=True, slots=True)
+class LabUsage:
+    lab: str
+    account: str
+    cap: int | None
+    gpus_used: int
+    by_user: dict[str, int] = field(default_factory=dict)
+    by_type: dict[str, int] = field(default_factory=dict)
+    overcap_by_user: dict[str, int] = field(default_factory=dict)
+    pending_at_cap: tuple[Job, ...] = ()
+    pending: int = 0
+
+    @property
+    def headroom(self) -> int | None:
+        return None if self.cap is None else max(0, self.cap - self.gpus_used)
+
+    @property
+    def at_cap(self) -> bool:
+        return self.cap is not None and self.gpus_used >= self.cap
+
+    @property
+    def overcap_gpus(self) -> int:
+        return sum(self.overcap_by_user.values())
+
+
+def lab_usage(
+    lab: str,
+    account: str,
+    cap: int | None,
+    jobs: Iterable[Job],
+    members: Iterable[str] = (),
+    overcap_account: str = "overcap",
+) -> LabUsage:
+    """Usage of one lab from all jobs in the snapshot."""
+    member_set = set(members)
+    by_user: Counter[str] = Counter()
+    by_type: Counter[str] = Counter()
+    overcap: Counter[str] = Counter()
+    pending_at_cap: list[Job] = []
+    pending = 0
+    for job in jobs:
+        if job.account == account:
+            member_set.add(job.user)
+            if holds_gpus(job):
+                by_user[job.user] += job.gpus
+                for gpu_type, count in job.gpus_by_type.items():
+                    by_type[gpu_type] += count
+            elif job.state == "PENDING":
+                pending += 1
+                if is_held_by_cap(job):
+                    pending_at_cap.append(job)
+    for job in jobs:
+        if job.account == overcap_account and job.user in member_set and holds_gpus(job):
+            overcap[job.user] += job.gpus
+    return LabUsage(
+        lab=lab,
+        account=account,
+        cap=cap,
+        gpus_used=sum(by_user.values()),
+        by_user=_drop_zero(by_user),
+        by_type=_drop_zero(by_type),
+        overcap_by_user=_drop_zero(overcap),
+        pending_at_cap=tuple(sorted(pending_at_cap, key=lambda j: j.job_id)),
+        pending=pending,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class IdleGpus:
+    gpu_type: str
+    node: str
+    count: int
+    partitions: tuple[str, ...]
+
+
+def idle_gpus(nodes: Iterable[Node]) -> list[IdleGpus]:
+    """Idle GPUs per type and node on schedulable nodes, most idle first."""
+    idle = [
+        IdleGpus(gpu_type, node.name, count, node.partitions)
+        for node in nodes
+        for gpu_type, count in node.gpus_idle.items()
+        if count > 0
+    ]
+    return sorted(idle, key=lambda i: (-i.count, i.gpu_type, i.node))
+
+
+def idle_by_type(nodes: Iterable[Node]) -> dict[str, int]:
+    totals: Counter[str] = Counter()
+    for item in idle_gpus(nodes):
+        totals[item.gpu_type] += item.count
+    return dict(sorted(totals.items()))
+
+
+def _drop_zero(counts: Mapping[str, int]) -> dict[str, int]:
+    return dict(sorted(((k, v) for k, v in counts.items() if v), key=lambda kv: (-kv[1], kv[0])))

@@ -1,0 +1,130 @@
+"""Plain typed records: what every part of skybot knows about the cluster.
+
+Parsers in `core.slurm_json` and `core.disk_usage` produce these; the store persists them;
+handlers and watchers read them. They carry no Slurm-version quirks: those stay in the parsers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+# Job states after Slurm's flags (e.g. "+REQUEUED") are split off.
+ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED"})
+FINAL_STATES = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "TIMEOUT",
+        "CANCELLED",
+        "OUT_OF_MEMORY",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One Slurm job (or one array task) as the scheduler reports it."""
+
+    job_id: int
+    name: str
+    user: str
+    account: str
+    partition: str
+    state: str
+    reason: str = ""
+    # GPUs by type; "" is the key for GPUs of no stated type. Allocated GPUs once the job
+    # runs, requested GPUs while it pends.
+    gpus_by_type: dict[str, int] = field(default_factory=dict)
+    nodes: str = ""
+    array_job_id: int | None = None
+    array_task: str | None = None
+    submit_time: int | None = None
+    start_time: int | None = None
+    end_time: int | None = None
+    time_limit_minutes: int | None = None
+    restarts: int = 0
+    exit_code: int | None = None
+    exit_signal: int | None = None
+    std_out: str = ""
+    work_dir: str = ""
+
+    @property
+    def gpus(self) -> int:
+        return sum(self.gpus_by_type.values())
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in FINAL_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One compute node with its GPUs (total and allocated) by type."""
+
+    name: str
+    state: str
+    partitions: tuple[str, ...] = ()
+    gpus_total: dict[str, int] = field(default_factory=dict)
+    gpus_used: dict[str, int] = field(default_factory=dict)
+    cpus: int = 0
+    cpus_allocated: int = 0
+
+    @property
+    def gpus_idle(self) -> dict[str, int]:
+        if not self.schedulable:
+            return {t: 0 for t in self.gpus_total}
+        return {t: max(0, n - self.gpus_used.get(t, 0)) for t, n in self.gpus_total.items()}
+
+    @property
+    def schedulable(self) -> bool:
+        unusable = ("DOWN", "DRAIN", "FAIL", "MAINT", "NOT_RESPONDING", "INVAL", "FUTURE")
+        return not any(flag in self.state.upper() for flag in unusable)
+
+
+@dataclass(frozen=True, slots=True)
+class LabCap:
+    """A Slurm account's GPU limit (GrpTRES gres/gpu); None means no limit."""
+
+    account: str
+    gpu_cap: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class DirectoryUsage:
+    """One user directory's weekly disk-usage.txt."""
+
+    root: str
+    owner: str
+    path: str
+    updated: datetime
+    kib: int
+    human: str
+
+    @property
+    def bytes(self) -> int:
+        return self.kib * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class FilesystemUsage:
+    """Size and fill level of one mounted storage filesystem (from statvfs)."""
+
+    mount: str
+    size_bytes: int
+    used_bytes: int
+    avail_bytes: int
+
+    @property
+    def percent_used(self) -> float:
+        # Like df: used / (used + available), since root-reserved blocks are not for users.
+        usable = self.used_bytes + self.avail_bytes
+        return 100.0 * self.used_bytes / usable if usable else 0.0

@@ -1,0 +1,47 @@
+"""The read-only picture of the cluster that every command, alert and DM answers from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from core.records import DirectoryUsage, FilesystemUsage, Job, LabCap, Node
+
+SOURCES = ("slurm", "caps", "storage")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStatus:
+    """When a poller last succeeded, and what went wrong since, if anything."""
+
+    source: str
+    taken_at: float | None = None
+    error: str | None = None
+    error_at: float | None = None
+
+    @property
+    def failing(self) -> bool:
+        return self.error is not None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """Everything skybot last saw, with the age and health of each source."""
+
+    jobs: tuple[Job, ...] = ()
+    nodes: tuple[Node, ...] = ()
+    caps: tuple[LabCap, ...] = ()
+    directories: tuple[DirectoryUsage, ...] = ()
+    filesystems: tuple[FilesystemUsage, ...] = ()
+    # Slurm account -> users with an association in it (from sacctmgr).
+    members: dict[str, frozenset[str]] = field(default_factory=dict)
+    status: dict[str, SourceStatus] = field(default_factory=dict)
+    version: int = 0
+
+    def source(self, name: str) -> SourceStatus:
+        return self.status.get(name, SourceStatus(name))
+
+    def job(self, job_id: int) -> Job | None:
+        return next((j for j in self.jobs if j.job_id == job_id), None)
+
+    def cap_for(self, account: str) -> int | None:
+        return next((c.gpu_cap for c in self.caps if c.account == account), None)

@@ -1,0 +1,76 @@
+"""Indexes and derived figures over one snapshot, computed once and shared by every command.
+
+A snapshot changes every poll interval while commands arrive many times a second, so lab usage
+and per-user job lists are worked out lazily, once per snapshot, not once per command.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from core.lab_usage import IdleGpus, LabUsage, idle_by_type, idle_gpus, lab_usage
+from core.records import Job
+from core.snapshot import ClusterSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class LabInfo:
+    """The part of a lab's configuration the core needs (kept free of the config module)."""
+
+    name: str
+    partition: str
+    account: str
+    storage_roots: tuple[str, ...] = ()
+
+
+@dataclass
+class ClusterView:
+    snapshot: ClusterSnapshot
+    labs: tuple[LabInfo, ...]
+    overcap_account: str = "overcap"
+    _usage: dict[str, LabUsage] = field(default_factory=dict, repr=False)
+
+    @cached_property
+    def jobs_by_id(self) -> dict[int, Job]:
+        return {job.job_id: job for job in self.snapshot.jobs}
+
+    @cached_property
+    def jobs_by_user(self) -> dict[str, list[Job]]:
+        by_user: dict[str, list[Job]] = defaultdict(list)
+        for job in self.snapshot.jobs:
+            by_user[job.user].append(job)
+        return dict(by_user)
+
+    @cached_property
+    def idle(self) -> list[IdleGpus]:
+        return idle_gpus(self.snapshot.nodes)
+
+    @cached_property
+    def idle_by_type(self) -> dict[str, int]:
+        return idle_by_type(self.snapshot.nodes)
+
+    def lab(self, name: str) -> LabInfo | None:
+        wanted = name.casefold()
+        return next((lab for lab in self.labs if lab.name.casefold() == wanted), None)
+
+    def labs_of_user(self, user: str) -> list[LabInfo]:
+        """Labs whose account the user belongs to (association or running jobs)."""
+        accounts = {a for a, users in self.snapshot.members.items() if user in users}
+        accounts |= {job.account for job in self.jobs_by_user.get(user, ())}
+        return [lab for lab in self.labs if lab.account in accounts]
+
+    def usage(self, lab: LabInfo) -> LabUsage:
+        cached = self._usage.get(lab.name)
+        if cached is None:
+            cached = lab_usage(
+                lab.name,
+                lab.account,
+                self.snapshot.cap_for(lab.account),
+                self.snapshot.jobs,
+                self.snapshot.members.get(lab.account, ()),
+                self.overcap_account,
+            )
+            self._usage[lab.name] = cached
+        return cached
