@@ -1,0 +1,105 @@
+"""Opening skybot's SQLite database and keeping its schema current.
+
+WAL mode lets handlers read the last committed snapshot while a poller is writing the next
+one: readers never wait for a poll. Migrations are numbered with SQLite's `user_version`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import sqlite_utils
+
+# Each entry migrates the schema from version i to i + 1. Append only; never edit a shipped one.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE source_status (
+        source TEXT PRIMARY KEY, taken_at REAL, error TEXT, error_at REAL
+    );
+    CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+    CREATE TABLE jobs (
+        job_id INTEGER PRIMARY KEY, user TEXT NOT NULL, account TEXT NOT NULL,
+        partition TEXT NOT NULL, state TEXT NOT NULL, record TEXT NOT NULL
+    );
+    CREATE INDEX jobs_user ON jobs(user);
+    CREATE TABLE nodes (name TEXT PRIMARY KEY, record TEXT NOT NULL);
+    CREATE TABLE lab_caps (account TEXT PRIMARY KEY, gpu_cap INTEGER);
+    CREATE TABLE lab_members (
+        account TEXT NOT NULL, user TEXT NOT NULL, PRIMARY KEY (account, user)
+    );
+    CREATE TABLE directories (
+        path TEXT PRIMARY KEY, root TEXT NOT NULL, owner TEXT NOT NULL,
+        updated TEXT NOT NULL, kib INTEGER NOT NULL, human TEXT NOT NULL
+    );
+    CREATE TABLE filesystems (
+        mount TEXT PRIMARY KEY, size_bytes INTEGER NOT NULL, used_bytes INTEGER NOT NULL,
+        avail_bytes INTEGER NOT NULL
+    );
+    CREATE TABLE job_states (
+        job_id INTEGER PRIMARY KEY, state TEXT NOT NULL, restarts INTEGER NOT NULL,
+        seen_at REAL NOT NULL
+    );
+    CREATE TABLE job_transitions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, user TEXT NOT NULL,
+        from_state TEXT, to_state TEXT NOT NULL, restarts INTEGER NOT NULL, at REAL NOT NULL,
+        record TEXT NOT NULL
+    );
+    CREATE INDEX job_transitions_job ON job_transitions(job_id);
+    CREATE TABLE lab_usage_history (
+        at REAL NOT NULL, lab TEXT NOT NULL, gpus_used INTEGER NOT NULL, gpu_cap INTEGER,
+        overcap_gpus INTEGER NOT NULL, PRIMARY KEY (at, lab)
+    );
+    CREATE TABLE directory_history (
+        path TEXT NOT NULL, updated TEXT NOT NULL, kib INTEGER NOT NULL,
+        PRIMARY KEY (path, updated)
+    );
+    CREATE TABLE filesystem_history (
+        at REAL NOT NULL, mount TEXT NOT NULL, used_bytes INTEGER NOT NULL,
+        size_bytes INTEGER NOT NULL, PRIMARY KEY (at, mount)
+    );
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class SchemaTooNewError(RuntimeError):
+    """The database was written by a newer skybot; refusing to guess at its schema."""
+
+
+def open_db(path: Path | str, *, any_thread: bool = False) -> sqlite_utils.Database:
+    """Open (creating if needed) the database at `path`, migrated to the current schema.
+
+    ":memory:" gives a private in-memory database (tests). `any_thread` allows a connection
+    that its owner hands between worker threads, one at a time, under its own lock.
+    """
+    if str(path) == ":memory:":
+        db = sqlite_utils.Database(memory=True)
+    else:
+        file = Path(path).expanduser()
+        file.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite_utils.Database(sqlite3.connect(file, check_same_thread=not any_thread))
+        db.enable_wal()
+    # Another process may be mid-write; wait for it rather than fail at once.
+    db.execute("PRAGMA busy_timeout = 5000")
+    db.execute("PRAGMA synchronous = NORMAL")
+    migrate(db)
+    return db
+
+
+def migrate(db: sqlite_utils.Database) -> None:
+    current = db.execute("PRAGMA user_version").fetchone()[0]
+    if current > SCHEMA_VERSION:
+        raise SchemaTooNewError(
+            f"database schema version {current} is newer than this skybot ({SCHEMA_VERSION})"
+        )
+    for version in range(current, SCHEMA_VERSION):
+        with db.atomic():
+            for statement in _statements(MIGRATIONS[version]):
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version = {version + 1}")
+
+
+def _statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]

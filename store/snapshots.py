@@ -1,0 +1,234 @@
+"""Writing the pollers' snapshots and reading them back.
+
+Pollers are the only writers (one way in for data); handlers and watchers only read. Each
+successful write bumps `snapshot_version`, so a reader can keep the decoded snapshot in memory
+and reload it only when something new was committed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+import sqlite_utils
+
+from core.records import DirectoryUsage, FilesystemUsage, Job, LabCap, Node
+from core.snapshot import SOURCES, ClusterSnapshot, SourceStatus
+from core.transitions import KnownState, Transition, detect_transitions, merge_observations
+
+
+def save_slurm_poll(
+    db: sqlite_utils.Database,
+    live: Sequence[Job],
+    accounted: Sequence[Job],
+    nodes: Sequence[Node],
+    at: float,
+) -> list[Transition]:
+    """Replace the job and node snapshot and record state transitions, in one transaction.
+
+    `live` is what squeue lists now; `accounted` is what sacct reported since the last poll.
+    Returns the transitions recorded.
+    """
+    observed = merge_observations(live, accounted)
+    with db.atomic():
+        known = {
+            row[0]: KnownState(row[1], row[2])
+            for row in db.execute("SELECT job_id, state, restarts FROM job_states")
+        }
+        transitions = detect_transitions(known, observed)
+        db.execute("DELETE FROM jobs")
+        db["jobs"].insert_all((_job_row(job) for job in live), batch_size=2000)
+        db.execute("DELETE FROM nodes")
+        db["nodes"].insert_all(
+            ({"name": n.name, "record": _encode(n)} for n in nodes), batch_size=2000
+        )
+        db["job_states"].upsert_all(
+            (
+                {"job_id": j.job_id, "state": j.state, "restarts": j.restarts, "seen_at": at}
+                for j in observed.values()
+            ),
+            pk="job_id",
+            batch_size=2000,
+        )
+        db["job_transitions"].insert_all(
+            (
+                {
+                    "job_id": t.job.job_id,
+                    "user": t.job.user,
+                    "from_state": t.from_state,
+                    "to_state": t.to_state,
+                    "restarts": t.restarts,
+                    "at": at,
+                    "record": _encode(t.job),
+                }
+                for t in transitions
+            ),
+            batch_size=2000,
+        )
+        _mark_success(db, "slurm", at)
+    return transitions
+
+
+def save_caps(
+    db: sqlite_utils.Database,
+    caps: Iterable[LabCap],
+    members: Mapping[str, Iterable[str]],
+    at: float,
+) -> None:
+    """Replace the GPU caps and account memberships from Slurm's associations."""
+    with db.atomic():
+        db.execute("DELETE FROM lab_caps")
+        db["lab_caps"].insert_all({"account": c.account, "gpu_cap": c.gpu_cap} for c in caps)
+        db.execute("DELETE FROM lab_members")
+        db["lab_members"].insert_all(
+            {"account": account, "user": user}
+            for account, users in members.items()
+            for user in users
+        )
+        _mark_success(db, "caps", at)
+
+
+def save_storage(
+    db: sqlite_utils.Database,
+    directories: Sequence[DirectoryUsage],
+    filesystems: Sequence[FilesystemUsage],
+    at: float,
+) -> None:
+    """Replace the storage snapshot and extend its history (one row per weekly report)."""
+    with db.atomic():
+        db.execute("DELETE FROM directories")
+        db["directories"].insert_all(_directory_row(d) for d in directories)
+        db.execute("DELETE FROM filesystems")
+        db["filesystems"].insert_all(asdict(f) for f in filesystems)
+        db["directory_history"].insert_all(
+            ({"path": d.path, "updated": d.updated.isoformat(), "kib": d.kib} for d in directories),
+            ignore=True,
+        )
+        db["filesystem_history"].insert_all(
+            (
+                {"at": at, "mount": f.mount, "used_bytes": f.used_bytes, "size_bytes": f.size_bytes}
+                for f in filesystems
+            ),
+            ignore=True,
+        )
+        _mark_success(db, "storage", at)
+
+
+def record_poll_failure(db: sqlite_utils.Database, source: str, error: str, at: float) -> None:
+    """Keep the last good snapshot but note that `source` is failing, and since when."""
+    with db.atomic():
+        db.execute(
+            "INSERT INTO source_status (source, error, error_at) VALUES (?, ?, ?) "
+            "ON CONFLICT(source) DO UPDATE SET error = excluded.error, "
+            "error_at = COALESCE(source_status.error_at, excluded.error_at)",
+            [source, error, at],
+        )
+        _bump_version(db)
+
+
+def snapshot_version(db: sqlite_utils.Database) -> int:
+    row = db.execute("SELECT value FROM counters WHERE name = 'snapshot_version'").fetchone()
+    return row[0] if row else 0
+
+
+def load_snapshot(db: sqlite_utils.Database) -> ClusterSnapshot:
+    """Read the latest committed snapshot (a consistent read, even while a poll writes)."""
+    with db.atomic():
+        version = snapshot_version(db)
+        jobs = tuple(decode_job(r[0]) for r in db.execute("SELECT record FROM jobs"))
+        nodes = tuple(_decode_node(r[0]) for r in db.execute("SELECT record FROM nodes"))
+        cap_by_account, members = load_lab_limits(db)
+        caps = tuple(LabCap(account, cap) for account, cap in cap_by_account.items())
+        directories = tuple(
+            DirectoryUsage(
+                root=r["root"],
+                owner=r["owner"],
+                path=r["path"],
+                updated=datetime.fromisoformat(r["updated"]),
+                kib=r["kib"],
+                human=r["human"],
+            )
+            for r in db.query("SELECT * FROM directories")
+        )
+        filesystems = tuple(FilesystemUsage(**r) for r in db.query("SELECT * FROM filesystems"))
+        status = {r["source"]: SourceStatus(**r) for r in db.query("SELECT * FROM source_status")}
+    for source in SOURCES:
+        status.setdefault(source, SourceStatus(source))
+    return ClusterSnapshot(
+        jobs=jobs,
+        nodes=nodes,
+        caps=caps,
+        directories=directories,
+        filesystems=filesystems,
+        members=members,
+        status=status,
+        version=version,
+    )
+
+
+def load_source_status(db: sqlite_utils.Database, source: str) -> SourceStatus:
+    rows = list(db.query("SELECT * FROM source_status WHERE source = ?", [source]))
+    return SourceStatus(**rows[0]) if rows else SourceStatus(source)
+
+
+def load_lab_limits(
+    db: sqlite_utils.Database,
+) -> tuple[dict[str, int | None], dict[str, frozenset[str]]]:
+    """GPU caps by account and members by account, as last read from sacctmgr."""
+    caps = dict(db.execute("SELECT account, gpu_cap FROM lab_caps").fetchall())
+    members: dict[str, set[str]] = {}
+    for account, user in db.execute("SELECT account, user FROM lab_members"):
+        members.setdefault(account, set()).add(user)
+    return caps, {a: frozenset(u) for a, u in members.items()}
+
+
+def _mark_success(db: sqlite_utils.Database, source: str, at: float) -> None:
+    db.execute(
+        "INSERT INTO source_status (source, taken_at, error, error_at) VALUES (?, ?, NULL, NULL) "
+        "ON CONFLICT(source) DO UPDATE SET taken_at = excluded.taken_at, error = NULL, "
+        "error_at = NULL",
+        [source, at],
+    )
+    _bump_version(db)
+
+
+def _bump_version(db: sqlite_utils.Database) -> None:
+    db.execute(
+        "INSERT INTO counters (name, value) VALUES ('snapshot_version', 1) "
+        "ON CONFLICT(name) DO UPDATE SET value = value + 1"
+    )
+
+
+def _job_row(job: Job) -> dict[str, Any]:
+    return {
+        "job_id": job.job_id,
+        "user": job.user,
+        "account": job.account,
+        "partition": job.partition,
+        "state": job.state,
+        "record": _encode(job),
+    }
+
+
+def _directory_row(d: DirectoryUsage) -> dict[str, Any]:
+    row = asdict(d)
+    row["updated"] = d.updated.isoformat()
+    return row
+
+
+def _encode(record: Job | Node) -> str:
+    return json.dumps(asdict(record), separators=(",", ":"))
+
+
+def decode_job(text: str) -> Job:
+    """Decode a job as stored in `jobs.record` or `job_transitions.record`."""
+    return Job(**json.loads(text))
+
+
+def _decode_node(text: str) -> Node:
+    data = json.loads(text)
+    data["partitions"] = tuple(data["partitions"])
+    return Node(**data)

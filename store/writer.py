@@ -1,0 +1,42 @@
+"""The single writer: every database write runs on one dedicated thread.
+
+SQLite allows one writer at a time; funnelling writes through one thread makes that explicit,
+and keeps a 10,000-job snapshot insert off the event loop that answers slash commands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
+
+import sqlite_utils
+
+from store.db import open_db
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class StoreWriter:
+    """Owns the write connection; `await writer.run(fn, …)` calls fn(db, …) on its thread."""
+
+    def __init__(self, path: Path | str) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skybot-writer")
+        # Created on the writer thread, so sqlite3 checks that it is only ever used there.
+        self._db: sqlite_utils.Database = self._executor.submit(open_db, path).result()
+
+    async def run(
+        self,
+        fn: Callable[Concatenate[sqlite_utils.Database, P], T],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: fn(self._db, *args, **kwargs))
+
+    def close(self) -> None:
+        self._executor.submit(self._db.close).result()
+        self._executor.shutdown(wait=True)

@@ -1,0 +1,108 @@
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from core.lab_usage import lab_usage
+from core.records import DirectoryUsage, FilesystemUsage, LabCap
+from core.view import LabInfo
+from store.db import SCHEMA_VERSION, SchemaTooNewError, open_db
+from store.history import lab_usage_series, save_lab_usage
+from store.reader import SnapshotCache
+from store.snapshots import (
+    load_snapshot,
+    record_poll_failure,
+    save_caps,
+    save_slurm_poll,
+    save_storage,
+)
+from tests.factories import job, node
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "skybot.db"
+
+
+def test_snapshot_round_trip_and_transitions(db_path: Path) -> None:
+    db = open_db(db_path)
+    live = [job(1, gpus_by_type={"a40": 2}), job(2, state="PENDING", reason="AssocGrpGRES")]
+    nodes = [node("clippy", "a40", used=2)]
+    first = save_slurm_poll(db, live, [], nodes, at=100.0)
+    assert [(t.job.job_id, t.to_state) for t in first] == [(1, "RUNNING"), (2, "PENDING")]
+
+    snapshot = load_snapshot(db)
+    assert snapshot.jobs == tuple(live)
+    assert snapshot.nodes == tuple(nodes)
+    assert snapshot.source("slurm").taken_at == 100.0
+
+    # Job 1 ends between polls: only sacct still knows it.
+    second = save_slurm_poll(
+        db, [live[1]], [job(1, state="FAILED", exit_code=3)], nodes, at=115.0
+    )
+    assert [(t.job.job_id, t.from_state, t.to_state) for t in second] == [(1, "RUNNING", "FAILED")]
+    rows = list(db.query("SELECT job_id, to_state FROM job_transitions ORDER BY id"))
+    assert [(r["job_id"], r["to_state"]) for r in rows] == [(1, "RUNNING"), (2, "PENDING"),
+                                                            (1, "FAILED")]
+    # The same sacct record seen again (overlapping windows) is not a new transition.
+    assert save_slurm_poll(db, [live[1]], [job(1, state="FAILED")], nodes, at=130.0) == []
+
+
+def test_failure_keeps_last_good_snapshot_and_recovery_clears_it(db_path: Path) -> None:
+    db = open_db(db_path)
+    save_slurm_poll(db, [job(1)], [], [], at=100.0)
+    record_poll_failure(db, "slurm", "squeue timed out after 20 s", at=115.0)
+    record_poll_failure(db, "slurm", "squeue timed out after 20 s", at=130.0)
+    snapshot = load_snapshot(db)
+    assert [j.job_id for j in snapshot.jobs] == [1]
+    status = snapshot.source("slurm")
+    assert status.failing and status.error_at == 115.0 and status.taken_at == 100.0
+    save_slurm_poll(db, [job(1)], [], [], at=145.0)
+    assert not load_snapshot(db).source("slurm").failing
+
+
+def test_caps_members_storage(db_path: Path) -> None:
+    db = open_db(db_path)
+    save_caps(db, [LabCap("hoffman-lab", 4), LabCap("overcap", None)],
+              {"hoffman-lab": {"alice", "bob"}}, at=1.0)
+    report = DirectoryUsage("/srv/h", "alice", "/srv/h/alice", datetime(2026, 11, 22, 3), 5, "5K")
+    save_storage(db, [report], [FilesystemUsage("/srv/h", 100, 40, 60)], at=2.0)
+    snapshot = load_snapshot(db)
+    assert snapshot.cap_for("hoffman-lab") == 4 and snapshot.cap_for("overcap") is None
+    assert snapshot.members["hoffman-lab"] == {"alice", "bob"}
+    assert snapshot.directories == (report,)
+    assert snapshot.filesystems[0].percent_used == pytest.approx(40.0)
+
+
+def test_history_retention(db_path: Path) -> None:
+    db = open_db(db_path)
+    usage = lab_usage("hoffman-lab", "hoffman-lab", 4, [job(1, gpus_by_type={"a40": 1})])
+    save_lab_usage(db, [usage], at=0.0, keep_days=1)
+    save_lab_usage(db, [usage], at=2 * 86400.0, keep_days=1)
+    assert lab_usage_series(db, "hoffman-lab", since=0) == [(2 * 86400.0, 1, 4)]
+
+
+def test_migrations_are_idempotent_and_refuse_newer_schemas(db_path: Path) -> None:
+    open_db(db_path).close()
+    db = open_db(db_path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.close()
+    with pytest.raises(SchemaTooNewError):
+        open_db(db_path)
+
+
+async def test_reader_sees_new_snapshots_only_after_commit(db_path: Path) -> None:
+    writer = open_db(db_path)
+    cache = SnapshotCache(db_path, (LabInfo("hoffman-lab", "hoffman-lab", "hoffman-lab"),))
+    assert (await cache.refresh()).snapshot.jobs == ()
+    with writer.atomic():
+        writer.execute("DELETE FROM jobs")
+        save_slurm_poll(writer, [job(9)], [], [], at=1.0)
+        # Mid-transaction, the reader still gets the last committed snapshot, without waiting.
+        assert (await cache.refresh()).snapshot.jobs == ()
+    view = await cache.refresh()
+    assert [j.job_id for j in view.snapshot.jobs] == [9]
+    assert view is await cache.refresh(), "unchanged version must not reload"
+    cache.close()
