@@ -1,0 +1,65 @@
+"""Building the Bolt app and serving it over Socket Mode or HTTP."""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.config import Config, Secrets
+from handlers import slash
+from store.reader import SnapshotCache
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SLACK_API_URL = "https://slack.com/api/"
+
+
+def web_client(secrets: Secrets) -> AsyncWebClient:
+    """The Web API client every part of skybot shares (retries 429s and dropped connections)."""
+    return AsyncWebClient(
+        token=secrets.bot_token,
+        base_url=secrets.api_url or DEFAULT_SLACK_API_URL,
+        retry_handlers=[
+            AsyncConnectionErrorRetryHandler(max_retry_count=3),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=5),
+        ],
+    )
+
+
+def build_app(config: Config, secrets: Secrets, cache: SnapshotCache) -> AsyncApp:
+    http = config.slack.mode == "http"
+    app = AsyncApp(
+        client=web_client(secrets),
+        signing_secret=secrets.signing_secret if http else "unused-in-socket-mode",
+        # Bolt's request verification checks HTTP signatures; Socket Mode has none to check.
+        request_verification_enabled=http,
+        # Answer in the ack itself: the listener runs inline instead of being polled for.
+        process_before_response=True,
+        # The token is checked by `skybot doctor` and on first use, not at import time.
+        token_verification_enabled=False,
+    )
+    slash.register_listeners(app, cache)
+    return app
+
+
+async def serve_http(app: AsyncApp, host: str, port: int) -> web.AppRunner:
+    runner = web.AppRunner(app.web_app(path="/slack/events"))
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    log.info("listening for Slack events on http://%s:%d/slack/events", host, port)
+    return runner
+
+
+async def connect_socket_mode(app: AsyncApp, app_token: str) -> AsyncSocketModeHandler:
+    handler = AsyncSocketModeHandler(app, app_token)
+    await handler.connect_async()
+    log.info("connected to Slack over Socket Mode")
+    return handler

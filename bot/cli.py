@@ -1,0 +1,110 @@
+"""The `skybot` command line: run the bot, try it in a console, poll once, check a config."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+
+from bot.config import DEFAULT_CONFIG_PATH, Config, ConfigError, Secrets, load_config
+
+EXIT_CONFIG = 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        config = load_config(config_path(args.config))
+        if args.command == "run":
+            secrets = Secrets.from_environment()
+            secrets.require_for(config.slack.mode)
+            from bot.service import run_bot
+
+            asyncio.run(run_bot(config, secrets))
+            return 0
+        if args.command == "console":
+            from bot.console import run_console
+
+            return asyncio.run(run_console(config, args.as_user))
+        if args.command == "poll":
+            return asyncio.run(_poll(config, args.cycles))
+        if args.command == "check-config":
+            print(f"config OK: {len(config.labs)} labs, database {config.database.path}")
+            return 0
+    except ConfigError as error:
+        print(f"skybot: config error: {error}", file=sys.stderr)
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def config_path(given: str | None) -> Path | None:
+    """--config, else $SKYBOT_CONFIG, else /etc/skybot/skybot.toml if present, else built-in."""
+    if given:
+        return Path(given)
+    if os.environ.get("SKYBOT_CONFIG"):
+        return Path(os.environ["SKYBOT_CONFIG"])
+    return DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else None
+
+
+async def _poll(config: Config, cycles: int) -> int:
+    from bot.config import database_path
+    from scheduler.slurm_poller import SlurmPoller
+    from scheduler.storage_poller import StoragePoller
+    from store.snapshots import load_snapshot
+    from store.writer import StoreWriter
+
+    writer = StoreWriter(database_path(config))
+    try:
+        slurm = SlurmPoller(config, writer)
+        ok = await slurm.poll_caps() and await StoragePoller(config, writer).poll()
+        for _ in range(cycles):
+            ok = await slurm.poll_jobs() and ok
+        snapshot = await writer.run(load_snapshot)
+    finally:
+        writer.close()
+    print(
+        f"{len(snapshot.jobs)} jobs, {len(snapshot.nodes)} nodes, {len(snapshot.caps)} caps, "
+        f"{len(snapshot.directories)} directories, {len(snapshot.filesystems)} filesystems"
+    )
+    for status in snapshot.status.values():
+        if status.failing:
+            print(f"{status.source}: FAILING: {status.error}")
+    return 0 if ok else 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config",
+        help=f"TOML config file (default: $SKYBOT_CONFIG, {DEFAULT_CONFIG_PATH} if it exists, "
+        "or the built-in config for the local test cluster)",
+    )
+    common.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser = argparse.ArgumentParser(prog="skybot", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser(
+        "run", parents=[common], help="run the bot: pollers plus Slack (Socket Mode or HTTP)"
+    )
+    console = sub.add_parser(
+        "console", parents=[common], help="type /sky commands locally, no Slack needed"
+    )
+    console.add_argument("--as", dest="as_user", help="act as this cluster user")
+    poll = sub.add_parser(
+        "poll", parents=[common], help="poll Slurm and storage into the store, then exit"
+    )
+    poll.add_argument("--cycles", type=int, default=1, help="Slurm poll cycles (default 1)")
+    sub.add_parser("check-config", parents=[common], help="validate the config and exit")
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""`skybot console`: type `/sky …` locally and see the answers skybot would give in Slack.
+
+It runs the same pollers and the same command code as `skybot run`, against the real store,
+with a prompt in place of a Slack workspace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import os
+import sys
+from typing import TextIO
+
+from bot.config import Config, database_path
+from bot.service import lab_infos
+from handlers.commands import command_table
+from handlers.router import dispatch
+from scheduler.slurm_poller import SlurmPoller
+from scheduler.storage_poller import StoragePoller
+from store.reader import SnapshotCache
+from store.writer import StoreWriter
+
+BANNER = (
+    "skybot console: type /sky commands (e.g. `/sky help`, `/sky gpus hoffman-lab`).\n"
+    "`--as USER` switches who you are; Ctrl-D quits."
+)
+
+
+def default_user() -> str:
+    return os.environ.get("SUDO_USER") or getpass.getuser()
+
+
+async def run_console(
+    config: Config, as_user: str | None, stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout
+) -> int:
+    path = database_path(config)
+    writer = StoreWriter(path)
+    cache = SnapshotCache(path, lab_infos(config), config.slurm.overcap_account)
+    table = command_table()
+    user = as_user or default_user()
+    interactive = stdin.isatty()
+    try:
+        await _poll_once(config, writer)
+        if interactive:
+            print(BANNER, file=stdout)
+        while True:
+            if interactive:
+                print(f"{user}> ", end="", file=stdout, flush=True)
+            line = await asyncio.to_thread(stdin.readline)
+            if not line:
+                return 0
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("--as"):
+                user = line.removeprefix("--as").strip() or user
+                print(f"(now acting as {user})", file=stdout)
+                continue
+            text = line.removeprefix("/sky").strip() if line.startswith("/sky") else line
+            view = await cache.refresh()
+            reply = dispatch(
+                table, view, text, team_id="console", user_id=f"console:{user}", cluster_user=user
+            )
+            print(reply.text, file=stdout, flush=True)
+    finally:
+        cache.close()
+        writer.close()
+
+
+async def _poll_once(config: Config, writer: StoreWriter) -> None:
+    """Fresh data before the first prompt; a Slurm outage shows up as a warning in answers."""
+    slurm = SlurmPoller(config, writer)
+    await asyncio.gather(slurm.poll_caps(), StoragePoller(config, writer).poll())
+    await slurm.poll_jobs()

@@ -1,0 +1,77 @@
+"""What a command answers: plain text plus Block Kit, kept within Slack's limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_BLOCKS = 50
+MAX_SECTION_CHARS = 3000
+# Slack truncates a message's fallback text beyond this; keep well inside it.
+MAX_TEXT_CHARS = 3500
+
+Block = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A command's answer. `text` is the fallback, the console output and the notification text."""
+
+    text: str
+    blocks: list[Block] = field(default_factory=list)
+    in_channel: bool = False
+
+    def for_slack(self) -> dict[str, Any]:
+        """Keyword arguments for Bolt's ack()/respond()."""
+        payload: dict[str, Any] = {
+            "text": truncate(self.text, MAX_TEXT_CHARS),
+            "response_type": "in_channel" if self.in_channel else "ephemeral",
+        }
+        if self.blocks:
+            payload["blocks"] = self.blocks[:MAX_BLOCKS]
+        return payload
+
+
+def truncate(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def section(markdown: str) -> Block:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": truncate(markdown, 3000)}}
+
+
+def context(markdown: str) -> Block:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": truncate(markdown, 3000)}]}
+
+
+def header(text: str) -> Block:
+    return {"type": "header", "text": {"type": "plain_text", "text": truncate(text, 150)}}
+
+
+def bounded_lines(lines: list[str], limit: int, noun: str = "more") -> list[str]:
+    """The first `limit` lines, then "… and N more" if anything was left out."""
+    if len(lines) <= limit:
+        return lines
+    return [*lines[:limit], f"… and {len(lines) - limit} {noun}"]
+
+
+def lines_to_sections(lines: list[str]) -> list[Block]:
+    """Pack lines into as few sections as fit 3,000 characters each."""
+    blocks: list[Block] = []
+    chunk: list[str] = []
+    size = 0
+    for line in lines:
+        line = truncate(line, MAX_SECTION_CHARS)
+        if chunk and size + len(line) + 1 > MAX_SECTION_CHARS:
+            blocks.append(section("\n".join(chunk)))
+            chunk, size = [], 0
+        chunk.append(line)
+        size += len(line) + 1
+    if chunk:
+        blocks.append(section("\n".join(chunk)))
+    return blocks
+
+
+def simple(text: str, in_channel: bool = False) -> Reply:
+    """A one-section reply whose text and blocks say the same thing."""
+    return Reply(text=text, blocks=[section(text)], in_channel=in_channel)

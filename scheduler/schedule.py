@@ -1,0 +1,63 @@
+"""The time-driven side of skybot: every poller on one APScheduler, in the bot's event loop."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from bot.config import Config
+from scheduler.slurm_poller import SlurmPoller
+from scheduler.storage_poller import StoragePoller
+
+AfterPoll = Callable[[], Awaitable[object]]
+
+
+def build_scheduler(
+    config: Config, slurm: SlurmPoller, storage: StoragePoller, after_poll: AfterPoll
+) -> AsyncIOScheduler:
+    """One instance of each poll at a time; a late run is coalesced, never queued up."""
+    scheduler = AsyncIOScheduler(
+        job_defaults={
+            "max_instances": 1,
+            "coalesce": True,
+            # A poll that could not start within one interval is skipped: the next is as good.
+            "misfire_grace_time": max(1, int(config.slurm.poll_seconds)),
+        }
+    )
+
+    def then_refresh(poll: Callable[[], Awaitable[bool]]) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            await poll()
+            await after_poll()
+
+        return run
+
+    now = datetime.now()
+    scheduler.add_job(
+        then_refresh(slurm.poll_jobs),
+        "interval",
+        seconds=config.slurm.poll_seconds,
+        id="slurm",
+        name="poll squeue/sinfo/sacct",
+        next_run_time=now,
+    )
+    scheduler.add_job(
+        then_refresh(slurm.poll_caps),
+        "interval",
+        seconds=config.slurm.caps_poll_seconds,
+        id="caps",
+        name="poll sacctmgr associations",
+        next_run_time=now,
+    )
+    scheduler.add_job(
+        then_refresh(storage.poll),
+        "interval",
+        seconds=config.storage.poll_seconds,
+        id="storage",
+        name="poll disk-usage reports and filesystems",
+        next_run_time=now,
+        misfire_grace_time=max(1, int(config.storage.poll_seconds)),
+    )
+    return scheduler

@@ -1,0 +1,107 @@
+"""The storage poller: weekly disk-usage.txt reports and each filesystem's fill level.
+
+Directory reports are written by an admin cron job into every user directory; the directories
+themselves belong to users, so every read refuses symlinks and oversized files (a user could
+otherwise point skybot at any file it can read, or at /dev/zero).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bot.config import Config
+from core.disk_usage import DiskUsageError, parse_disk_usage, read_disk_usage_file
+from core.records import DirectoryUsage, FilesystemUsage
+from scheduler.backoff import Backoff
+from store.snapshots import record_poll_failure, save_storage
+from store.writer import StoreWriter
+
+log = logging.getLogger(__name__)
+
+USAGE_FILE = "disk-usage.txt"
+
+
+@dataclass
+class StorageScan:
+    directories: list[DirectoryUsage] = field(default_factory=list)
+    filesystems: list[FilesystemUsage] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def scan_storage(roots: Iterable[str], max_file_bytes: int) -> StorageScan:
+    """Read every root's per-user reports and its filesystem size (blocking; run in a thread)."""
+    scan = StorageScan()
+    for root in roots:
+        try:
+            scan.filesystems.append(filesystem_usage(root))
+            entries = sorted(os.scandir(root), key=lambda e: e.name)
+        except OSError as error:
+            scan.errors.append(f"{root}: {error.strerror}")
+            continue
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            report = Path(entry.path) / USAGE_FILE
+            try:
+                text = read_disk_usage_file(report, max_file_bytes)
+                scan.directories.append(parse_disk_usage(text, root, entry.name, entry.path))
+            except FileNotFoundError:
+                # New directories have no report until the weekly job first runs.
+                continue
+            except (DiskUsageError, OSError) as error:
+                scan.warnings.append(f"{report}: {error}")
+    return scan
+
+
+def filesystem_usage(mount: str) -> FilesystemUsage:
+    stats = os.statvfs(mount)
+    size = stats.f_blocks * stats.f_frsize
+    free = stats.f_bfree * stats.f_frsize
+    return FilesystemUsage(
+        mount=mount,
+        size_bytes=size,
+        used_bytes=size - free,
+        avail_bytes=stats.f_bavail * stats.f_frsize,
+    )
+
+
+class StoragePoller:
+    def __init__(
+        self, config: Config, writer: StoreWriter, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._config = config
+        self._writer = writer
+        self._clock = clock
+        self._backoff = Backoff(base_seconds=config.storage.poll_seconds, max_seconds=3600)
+
+    @property
+    def roots(self) -> list[str]:
+        return [root for lab in self._config.labs for root in lab.storage_roots]
+
+    async def poll(self) -> bool:
+        now = self._clock()
+        if self._backoff.should_skip(now):
+            return False
+        scan = await asyncio.to_thread(
+            scan_storage, self.roots, self._config.storage.max_usage_file_bytes
+        )
+        for warning in scan.warnings:
+            log.warning("storage: %s", warning)
+        if scan.errors and not scan.filesystems:
+            delay = self._backoff.failed(now)
+            message = "; ".join(scan.errors)
+            log.warning("storage poll failed (next try in %.0f s): %s", delay, message)
+            await self._writer.run(record_poll_failure, "storage", message, now)
+            return False
+        for error in scan.errors:
+            log.warning("storage root unreadable: %s", error)
+        await self._writer.run(save_storage, scan.directories, scan.filesystems, now)
+        self._backoff.succeeded()
+        return True
