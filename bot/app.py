@@ -43,8 +43,6 @@ def build_app(config: Config, secrets: Secrets, cache: SnapshotCache) -> AsyncAp
         request_verification_enabled=http,
         # Answer in the ack itself: the listener runs inline instead of being polled for.
         process_before_response=True,
-        # The token is checked by `skybot doctor` and on first use, not at import time.
-        token_verification_enabled=False,
     )
     slash.register_listeners(app, cache)
     return app

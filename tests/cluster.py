@@ -1,0 +1,93 @@
+"""Helpers for tests that drive the real Slurm test cluster (deploy/testcluster.sh)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+LAB_USERS = {"hoffman-lab": ("alice", "bob"), "kira-lab": ("carol", "dave")}
+
+
+def slurm_answers() -> bool:
+    try:
+        return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def as_user(user: str, *command: str, timeout: float = 30) -> str:
+    """Run a command as a test user (not root), returning stdout; raise on failure."""
+    result = subprocess.run(
+        ["runuser", "-u", user, "--", *command],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd="/tmp",
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"{command} as {user} failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def sbatch(user: str, *args: str) -> int:
+    """Submit as `user`; returns the job id."""
+    out = as_user(user, "sbatch", "--parsable", *args)
+    return int(out.strip().split(";")[0])
+
+
+def scancel_everything() -> None:
+    subprocess.run(
+        ["scancel", "--full", "-u", "alice,bob,carol,dave,skybot"], capture_output=True, timeout=30
+    )
+    wait_until(lambda: not squeue_json()["jobs"], timeout=60, what="the queue to drain")
+
+
+def squeue_json() -> dict[str, Any]:
+    out = subprocess.run(
+        ["squeue", "--all", "--json"], capture_output=True, text=True, timeout=30, check=True
+    ).stdout
+    data = json.loads(out)
+    data["jobs"] = [j for j in data["jobs"] if j.get("job_state") in _ACTIVE]
+    return data
+
+
+def sacct_json(job_id: int) -> dict[str, Any]:
+    out = subprocess.run(
+        ["sacct", "--json", "-j", str(job_id)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    return json.loads(out)
+
+
+def job_state(job_id: int) -> str:
+    out = subprocess.run(
+        ["scontrol", "show", "job", str(job_id)], capture_output=True, text=True, timeout=30
+    ).stdout
+    for word in out.split():
+        if word.startswith("JobState="):
+            return word.removeprefix("JobState=")
+    return "UNKNOWN"
+
+
+def wait_until(
+    check: Callable[[], T | None], timeout: float, what: str, interval: float = 0.5
+) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+_ACTIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED"}

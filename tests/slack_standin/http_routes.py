@@ -1,0 +1,136 @@
+"""The plain-HTTP endpoints: Web API methods, the upload URL and slash-command response_urls.
+
+Token checks and fault injection happen here, before any method logic, as on the real
+service: a bad token never reaches chat.postMessage, and an injected 429 is served regardless
+of what the method would have done.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import secrets
+from typing import Any
+
+from aiohttp import BodyPartReader, web
+
+from .faults import FaultBook
+from .records import Call, Journal, ResponseUrlPost
+from .socket_mode import SocketModeHub
+from .web_api import SlackError, WebApi
+from .workspace import Workspace
+
+APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
+EITHER_TOKEN_METHODS = frozenset({"auth.test"})
+Answer = tuple[int, dict[str, Any], dict[str, str]]
+
+
+async def request_params(request: web.Request) -> dict[str, Any]:
+    """Merge query string, form and JSON bodies: slack_sdk uses all three depending on method."""
+    params: dict[str, Any] = dict(request.query)
+    if request.content_type == "application/json":
+        body = await request.json() if request.can_read_body else {}
+        if isinstance(body, dict):
+            params.update(body)
+    elif request.can_read_body:
+        params.update({k: v for k, v in (await request.post()).items() if isinstance(v, str)})
+    return params
+
+
+def bearer_token(request: web.Request, params: dict[str, Any]) -> str | None:
+    """Slack takes the token from the Authorization header or, failing that, a token param."""
+    header = request.headers.get("Authorization", "")
+    if header.startswith("Bearer "):
+        return header.removeprefix("Bearer ").strip()
+    token = params.pop("token", None)
+    return str(token) if token else None
+
+
+class HttpRoutes:
+    """Handlers plus what they record (calls, response_url posts)."""
+
+    def __init__(self, workspace: Workspace, api: WebApi, socket: SocketModeHub) -> None:
+        self.ws = workspace
+        self.api = api
+        self.socket = socket
+        self.faults = FaultBook()
+        self.calls: Journal[Call] = Journal()
+        self.response_posts: Journal[ResponseUrlPost] = Journal()
+        self.root_url = ""  # set once the server knows its port
+        self._hooks: dict[str, dict[str, Any] | None] = {}
+        self._hook_ids = itertools.count(1000)
+
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_post("/api/{method}", self.handle_api)
+        app.router.add_get("/api/{method}", self.handle_api)
+        app.router.add_post("/upload/v1/{file_id}", self.handle_upload)
+        app.router.add_post("/commands/{team_id}/{hook_id}/{secret}", self.handle_response_url)
+
+    def new_response_url(self, command: dict[str, Any] | None = None) -> str:
+        """A unique response_url here, remembering the command it was issued for."""
+        path = f"commands/{self.ws.team_id}/{next(self._hook_ids)}/{secrets.token_hex(12)}"
+        self._hooks[path] = command
+        return f"{self.root_url}{path}"
+
+    def attach_command(self, response_url: str, command: dict[str, Any]) -> None:
+        self._hooks[response_url.removeprefix(self.root_url)] = command
+
+    async def handle_api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        params = await request_params(request)
+        token = bearer_token(request, params)
+        status, body, headers = self.answer(method, params, token)
+        self.calls.append(Call(method, params, token, status, body))
+        return web.json_response(body, status=status, headers=headers)
+
+    def answer(self, method: str, params: dict[str, Any], token: str | None) -> Answer:
+        if not token:
+            return 200, {"ok": False, "error": "not_authed"}, {}
+        if token not in (self.ws.bot_token, self.ws.app_token):
+            return 200, {"ok": False, "error": "invalid_auth"}, {}
+        is_app = token == self.ws.app_token
+        if method not in EITHER_TOKEN_METHODS and is_app != (method in APP_TOKEN_METHODS):
+            return 200, {"ok": False, "error": "not_allowed_token_type"}, {}
+        fault = self.faults.take(method)
+        if fault is not None:
+            return fault.status, {"ok": False, "error": fault.error}, fault.headers
+        if method == "apps.connections.open":
+            return 200, {"ok": True, "url": self.socket.issue_url()}, {}
+        handler = self.api.handlers.get(method)
+        if handler is None:
+            return 200, {"ok": False, "error": "unknown_method", "req_method": method}, {}
+        try:
+            return 200, {"ok": True, **handler(params)}, {}
+        except SlackError as exc:
+            return 200, {"ok": False, "error": exc.error}, {}
+
+    async def handle_upload(self, request: web.Request) -> web.Response:
+        """Like files.slack.com: raw bytes (or a multipart file) in, ``OK - <n>`` text out."""
+        fault = self.faults.take("upload")
+        if fault is not None:
+            return web.Response(status=fault.status, text=fault.error, headers=fault.headers)
+        if request.content_type.startswith("multipart/"):
+            part = await (await request.multipart()).next()
+            data = bytes(await part.read()) if isinstance(part, BodyPartReader) else b""
+        else:
+            data = await request.read()
+        if not self.api.store_upload(request.match_info["file_id"], data):
+            return web.Response(status=404, text="file_not_found")
+        return web.Response(text=f"OK - {len(data)}")
+
+    async def handle_response_url(self, request: web.Request) -> web.Response:
+        """Record what the bot says via response_url; Slack answers a plain ``ok``."""
+        path = request.path.lstrip("/")
+        if path not in self._hooks:
+            return web.Response(status=404, text="no_active_hooks")
+        fault = self.faults.take("response_url")
+        if fault is not None:
+            return web.Response(status=fault.status, text=fault.error, headers=fault.headers)
+        raw = await request.text()
+        try:
+            body = json.loads(raw) if raw else {}
+        except json.JSONDecodeError:
+            body = dict(await request.post())
+        post = ResponseUrlPost(url=f"{self.root_url}{path}", body=body, command=self._hooks[path])
+        self.response_posts.append(post)
+        return web.Response(text="ok")

@@ -1,0 +1,113 @@
+"""`skybot run` end to end over both transports, against the local Slack stand-in."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from bot.config import Config, DatabaseConfig, Secrets, SlackConfig, SlurmConfig, load_config
+from bot.service import run_bot
+from tests.slack_standin import SlackStandIn, signed_slash_command
+
+SIGNING_SECRET = "test-signing-secret"
+
+
+def _config(tmp_path: Path, mode: str, port: int = 3000) -> Config:
+    base = load_config(None)
+    return replace(
+        base,
+        slack=SlackConfig(mode=mode, http_port=port),
+        # No Slurm here: these tests are about Slack; pollers failing is part of the picture.
+        slurm=SlurmConfig(bin_dir=str(tmp_path / "no-slurm"), poll_seconds=60),
+        database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
+    )
+
+
+@asynccontextmanager
+async def running_bot(config: Config, secrets: Secrets) -> AsyncIterator[None]:
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_bot(config, secrets, stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_sky_help_over_socket_mode(tmp_path: Path) -> None:
+    async with SlackStandIn() as slack:
+        secrets = Secrets(
+            bot_token=slack.bot_token, app_token=slack.app_token, api_url=slack.api_url
+        )
+        async with running_bot(_config(tmp_path, "socket"), secrets):
+            await slack.wait_for_socket_connection(timeout=10)
+            for text in ("help", ""):
+                delivery = await slack.send_slash_command(command="/sky", text=text, timeout=5)
+                assert delivery.payload is not None
+                assert delivery.payload["response_type"] == "ephemeral"
+                assert "/sky help [COMMAND]" in delivery.payload["text"]
+                assert delivery.payload["blocks"][0]["type"] == "header"
+            unknown = await slack.send_slash_command(command="/sky", text="hlep", timeout=5)
+            assert "Did you mean `/sky help`?" in unknown.payload["text"]
+        connections_open = slack.calls_to("apps.connections.open")
+        assert connections_open and connections_open[0].token == slack.app_token
+
+
+@pytest.fixture
+async def http_bot(tmp_path: Path) -> AsyncIterator[str]:
+    port = _free_port()
+    async with SlackStandIn() as slack:
+        secrets = Secrets(
+            bot_token=slack.bot_token, signing_secret=SIGNING_SECRET, api_url=slack.api_url
+        )
+        async with running_bot(_config(tmp_path, "http", port), secrets):
+            url = f"http://127.0.0.1:{port}/slack/events"
+            async with aiohttp.ClientSession() as session:
+                for _ in range(100):
+                    try:
+                        await session.get(url)
+                        break
+                    except aiohttp.ClientConnectionError:
+                        await asyncio.sleep(0.05)
+            yield url
+
+
+async def _post(url: str, **signing: object) -> tuple[int, dict | str]:
+    request = signed_slash_command(SIGNING_SECRET, command="/sky", text="help", **signing)
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(url, data=request.body, headers=request.headers) as response,
+    ):
+        if response.content_type == "application/json":
+            return response.status, await response.json()
+        return response.status, await response.text()
+
+
+async def test_sky_help_over_signed_http(http_bot: str) -> None:
+    status, body = await _post(http_bot)
+    assert status == 200
+    assert isinstance(body, dict) and "/sky help [COMMAND]" in body["text"]
+
+
+async def test_bad_signature_is_refused_by_bolt(http_bot: str) -> None:
+    status, body = await _post(http_bot, wrong_secret=True)
+    assert status == 401
+    assert "/sky help" not in str(body)
+
+
+async def test_six_minute_old_request_is_refused(http_bot: str) -> None:
+    status, _ = await _post(http_bot, age_seconds=6 * 60)
+    assert status == 401
