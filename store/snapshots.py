@@ -7,12 +7,12 @@ and reload it only when something new was committed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
+import msgspec
 import sqlite_utils
 
 from core.records import DirectoryUsage, FilesystemUsage, Job, LabCap, Node
@@ -33,40 +33,39 @@ def save_slurm_poll(
     Returns the transitions recorded.
     """
     observed = merge_observations(live, accounted)
+    conn = db.conn
     with db.atomic():
         known = {
             row[0]: KnownState(row[1], row[2])
-            for row in db.execute("SELECT job_id, state, restarts FROM job_states")
+            for row in conn.execute("SELECT job_id, state, restarts FROM job_states")
         }
         transitions = detect_transitions(known, observed)
-        db.execute("DELETE FROM jobs")
-        db["jobs"].insert_all((_job_row(job) for job in live), batch_size=2000)
-        db.execute("DELETE FROM nodes")
-        db["nodes"].insert_all(
-            ({"name": n.name, "record": _encode(n)} for n in nodes), batch_size=2000
+        # Plain executemany: at 10,000 jobs per poll, sqlite-utils' per-batch column
+        # detection costs more than the inserts themselves.
+        conn.execute("DELETE FROM jobs")
+        conn.executemany(
+            "INSERT INTO jobs (job_id, user, account, partition, state, record) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            ((j.job_id, j.user, j.account, j.partition, j.state, _encode(j)) for j in live),
         )
-        db["job_states"].upsert_all(
-            (
-                {"job_id": j.job_id, "state": j.state, "restarts": j.restarts, "seen_at": at}
-                for j in observed.values()
-            ),
-            pk="job_id",
-            batch_size=2000,
+        conn.execute("DELETE FROM nodes")
+        conn.executemany(
+            "INSERT INTO nodes (name, record) VALUES (?, ?)",
+            ((n.name, _encode(n)) for n in nodes),
         )
-        db["job_transitions"].insert_all(
+        conn.executemany(
+            "INSERT INTO job_states (job_id, state, restarts, seen_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(job_id) DO UPDATE SET state = excluded.state, "
+            "restarts = excluded.restarts, seen_at = excluded.seen_at",
+            ((j.job_id, j.state, j.restarts, at) for j in observed.values()),
+        )
+        conn.executemany(
+            "INSERT INTO job_transitions (job_id, user, from_state, to_state, restarts, at, "
+            "record) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
-                {
-                    "job_id": t.job.job_id,
-                    "user": t.job.user,
-                    "from_state": t.from_state,
-                    "to_state": t.to_state,
-                    "restarts": t.restarts,
-                    "at": at,
-                    "record": _encode(t.job),
-                }
+                (t.job.job_id, t.job.user, t.from_state, t.to_state, t.restarts, at, _encode(t.job))
                 for t in transitions
             ),
-            batch_size=2000,
         )
         _mark_success(db, "slurm", at)
     return transitions
@@ -202,33 +201,27 @@ def _bump_version(db: sqlite_utils.Database) -> None:
     )
 
 
-def _job_row(job: Job) -> dict[str, Any]:
-    return {
-        "job_id": job.job_id,
-        "user": job.user,
-        "account": job.account,
-        "partition": job.partition,
-        "state": job.state,
-        "record": _encode(job),
-    }
-
-
 def _directory_row(d: DirectoryUsage) -> dict[str, Any]:
     row = asdict(d)
     row["updated"] = d.updated.isoformat()
     return row
 
 
+# msgspec encodes and decodes the record dataclasses directly, ~20x faster than
+# json + dataclasses.asdict, which matters at 10,000 jobs every 15 s.
+_encoder = msgspec.json.Encoder()
+_job_decoder = msgspec.json.Decoder(Job)
+_node_decoder = msgspec.json.Decoder(Node)
+
+
 def _encode(record: Job | Node) -> str:
-    return json.dumps(asdict(record), separators=(",", ":"))
+    return _encoder.encode(record).decode()
 
 
-def decode_job(text: str) -> Job:
+def decode_job(text: str | bytes) -> Job:
     """Decode a job as stored in `jobs.record` or `job_transitions.record`."""
-    return Job(**json.loads(text))
+    return _job_decoder.decode(text)
 
 
-def _decode_node(text: str) -> Node:
-    data = json.loads(text)
-    data["partitions"] = tuple(data["partitions"])
-    return Node(**data)
+def _decode_node(text: str | bytes) -> Node:
+    return _node_decoder.decode(text)
