@@ -36,7 +36,9 @@ async def run_console(
 ) -> int:
     path = database_path(config)
     writer = StoreWriter(path)
-    cache = SnapshotCache(path, lab_infos(config), config.slurm.overcap_account)
+    cache = SnapshotCache(
+        path, lab_infos(config), config.slurm.overcap_account, config.slurm.overcap_partition
+    )
     table = command_table()
     user = as_user or default_user()
     interactive = stdin.isatty()

@@ -35,7 +35,9 @@ async def run_bot(config: Config, secrets: Secrets, stop: asyncio.Event | None =
 
     path = database_path(config)
     writer = StoreWriter(path)
-    cache = SnapshotCache(path, lab_infos(config), config.slurm.overcap_account)
+    cache = SnapshotCache(
+        path, lab_infos(config), config.slurm.overcap_account, config.slurm.overcap_partition
+    )
     await cache.refresh()
     slurm = SlurmPoller(config, writer)
     storage = StoragePoller(config, writer)

@@ -32,6 +32,8 @@ class ClusterSnapshot:
     caps: tuple[LabCap, ...] = ()
     directories: tuple[DirectoryUsage, ...] = ()
     filesystems: tuple[FilesystemUsage, ...] = ()
+    # Directory path -> its size (KiB) in the weekly report before the current one.
+    previous_kib: dict[str, int] = field(default_factory=dict)
     # Slurm account -> users with an association in it (from sacctmgr).
     members: dict[str, frozenset[str]] = field(default_factory=dict)
     status: dict[str, SourceStatus] = field(default_factory=dict)

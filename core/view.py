@@ -30,6 +30,7 @@ class ClusterView:
     snapshot: ClusterSnapshot
     labs: tuple[LabInfo, ...]
     overcap_account: str = "overcap"
+    overcap_partition: str = "overcap"
     _usage: dict[str, LabUsage] = field(default_factory=dict, repr=False)
 
     @cached_property

@@ -63,7 +63,8 @@ class CommandTable:
         return list(self._commands.values())
 
     def suggest(self, name: str) -> str | None:
-        close = difflib.get_close_matches(name, self._commands, n=1, cutoff=0.6)
+        # difflib is quadratic: a pasted essay must not stall the event loop.
+        close = difflib.get_close_matches(name[:40], self._commands, n=1, cutoff=0.6)
         return close[0] if close else None
 
 

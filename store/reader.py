@@ -21,14 +21,18 @@ from store.snapshots import load_snapshot, snapshot_version
 
 class SnapshotCache:
     def __init__(
-        self, path: Path | str, labs: tuple[LabInfo, ...], overcap_account: str = "overcap"
+        self,
+        path: Path | str,
+        labs: tuple[LabInfo, ...],
+        overcap_account: str = "overcap",
+        overcap_partition: str = "overcap",
     ) -> None:
         self._path = path
         self._labs = labs
-        self._overcap_account = overcap_account
+        self._overcap = (overcap_account, overcap_partition)
         self._lock = threading.Lock()
         self._db: sqlite_utils.Database | None = None
-        self._view = ClusterView(ClusterSnapshot(), labs, overcap_account)
+        self._view = ClusterView(ClusterSnapshot(), labs, *self._overcap)
 
     def current(self) -> ClusterView:
         return self._view
@@ -39,7 +43,7 @@ class SnapshotCache:
                 self._db = open_db(self._path, any_thread=True)
             if snapshot_version(self._db) != self._view.snapshot.version:
                 snapshot = load_snapshot(self._db)
-                self._view = ClusterView(snapshot, self._labs, self._overcap_account)
+                self._view = ClusterView(snapshot, self._labs, *self._overcap)
             return self._view
 
     async def refresh(self) -> ClusterView:

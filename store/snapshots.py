@@ -153,6 +153,14 @@ def load_snapshot(db: sqlite_utils.Database) -> ClusterSnapshot:
             for r in db.query("SELECT * FROM directories")
         )
         filesystems = tuple(FilesystemUsage(**r) for r in db.query("SELECT * FROM filesystems"))
+        previous_kib = {
+            path: kib
+            for path, kib in db.execute(
+                "SELECT d.path, (SELECT h.kib FROM directory_history h WHERE h.path = d.path "
+                "AND h.updated < d.updated ORDER BY h.updated DESC LIMIT 1) FROM directories d"
+            )
+            if kib is not None
+        }
         status = {r["source"]: SourceStatus(**r) for r in db.query("SELECT * FROM source_status")}
     for source in SOURCES:
         status.setdefault(source, SourceStatus(source))
@@ -162,6 +170,7 @@ def load_snapshot(db: sqlite_utils.Database) -> ClusterSnapshot:
         caps=caps,
         directories=directories,
         filesystems=filesystems,
+        previous_kib=previous_kib,
         members=members,
         status=status,
         version=version,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from core.records import Job, Node
+from core.records import DirectoryUsage, FilesystemUsage, Job, Node
+from core.snapshot import SOURCES, ClusterSnapshot, SourceStatus
+from core.view import ClusterView, LabInfo
 
 
 def job(job_id: int, **fields: Any) -> Job:
@@ -29,3 +32,48 @@ def node(name: str, gpu_type: str, total: int = 4, used: int = 0, **fields: Any)
         name=name, gpus_total={gpu_type: total}, gpus_used={gpu_type: used} if used else {},
         **defaults,
     )
+
+
+# --- Builders for command tests: storage records, source status, whole snapshots and views.
+
+LABS = (
+    LabInfo("hoffman-lab", "hoffman-lab", "hoffman-lab", ("/srv/hoffman-lab/flash9",)),
+    LabInfo("kira-lab", "kira-lab", "kira-lab", ("/srv/kira-lab/share4",)),
+)
+
+
+def directory_usage(
+    owner: str, kib: int, root: str = "/srv/hoffman-lab/flash9", **fields: Any
+) -> DirectoryUsage:
+    defaults: dict[str, Any] = {
+        "path": f"{root}/{owner}",
+        "updated": datetime(2024, 5, 6, 3, 0),
+        "human": f"{kib / 1024**3:.1f}T" if kib >= 1024**3 else f"{kib / 1024**2:.1f}G",
+    }
+    defaults.update(fields)
+    return DirectoryUsage(root=root, owner=owner, kib=kib, **defaults)
+
+
+def filesystem_usage(mount: str, size_tib: float, used_tib: float) -> FilesystemUsage:
+    tib = 1024**4
+    size, used = int(size_tib * tib), int(used_tib * tib)
+    return FilesystemUsage(mount=mount, size_bytes=size, used_bytes=used, avail_bytes=size - used)
+
+
+def make_snapshot(
+    taken_at: float | None = 1_000.0, errors: dict[str, str] | None = None, **fields: Any
+) -> ClusterSnapshot:
+    """A snapshot whose sources all last succeeded at `taken_at` (None: never), some failing."""
+    errors = errors or {}
+    status = {
+        source: SourceStatus(
+            source, taken_at, errors.get(source), taken_at if source in errors else None
+        )
+        for source in SOURCES
+    }
+    fields.setdefault("status", status)
+    return ClusterSnapshot(**fields)
+
+
+def make_view(snapshot: ClusterSnapshot, labs: tuple[LabInfo, ...] = LABS) -> ClusterView:
+    return ClusterView(snapshot, labs)

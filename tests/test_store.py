@@ -37,13 +37,14 @@ def test_snapshot_round_trip_and_transitions(db_path: Path) -> None:
     assert snapshot.source("slurm").taken_at == 100.0
 
     # Job 1 ends between polls: only sacct still knows it.
-    second = save_slurm_poll(
-        db, [live[1]], [job(1, state="FAILED", exit_code=3)], nodes, at=115.0
-    )
+    second = save_slurm_poll(db, [live[1]], [job(1, state="FAILED", exit_code=3)], nodes, at=115.0)
     assert [(t.job.job_id, t.from_state, t.to_state) for t in second] == [(1, "RUNNING", "FAILED")]
     rows = list(db.query("SELECT job_id, to_state FROM job_transitions ORDER BY id"))
-    assert [(r["job_id"], r["to_state"]) for r in rows] == [(1, "RUNNING"), (2, "PENDING"),
-                                                            (1, "FAILED")]
+    assert [(r["job_id"], r["to_state"]) for r in rows] == [
+        (1, "RUNNING"),
+        (2, "PENDING"),
+        (1, "FAILED"),
+    ]
     # The same sacct record seen again (overlapping windows) is not a new transition.
     assert save_slurm_poll(db, [live[1]], [job(1, state="FAILED")], nodes, at=130.0) == []
 
@@ -63,8 +64,12 @@ def test_failure_keeps_last_good_snapshot_and_recovery_clears_it(db_path: Path) 
 
 def test_caps_members_storage(db_path: Path) -> None:
     db = open_db(db_path)
-    save_caps(db, [LabCap("hoffman-lab", 4), LabCap("overcap", None)],
-              {"hoffman-lab": {"alice", "bob"}}, at=1.0)
+    save_caps(
+        db,
+        [LabCap("hoffman-lab", 4), LabCap("overcap", None)],
+        {"hoffman-lab": {"alice", "bob"}},
+        at=1.0,
+    )
     report = DirectoryUsage("/srv/h", "alice", "/srv/h/alice", datetime(2026, 11, 22, 3), 5, "5K")
     save_storage(db, [report], [FilesystemUsage("/srv/h", 100, 40, 60)], at=2.0)
     snapshot = load_snapshot(db)
@@ -106,3 +111,19 @@ async def test_reader_sees_new_snapshots_only_after_commit(db_path: Path) -> Non
     assert [j.job_id for j in view.snapshot.jobs] == [9]
     assert view is await cache.refresh(), "unchanged version must not reload"
     cache.close()
+
+
+def test_previous_report_size_gives_weekly_growth(db_path: Path) -> None:
+    db = open_db(db_path)
+    week1 = DirectoryUsage(
+        "/srv/h", "alice", "/srv/h/alice", datetime(2026, 11, 15, 3), 100, "100K"
+    )
+    week2 = DirectoryUsage(
+        "/srv/h", "alice", "/srv/h/alice", datetime(2026, 11, 22, 3), 250, "250K"
+    )
+    save_storage(db, [week1], [], at=1.0)
+    assert load_snapshot(db).previous_kib == {}
+    save_storage(db, [week2], [], at=2.0)
+    # The same weekly report read again by a later poll is not a new week.
+    save_storage(db, [week2], [], at=3.0)
+    assert load_snapshot(db).previous_kib == {"/srv/h/alice": 100}

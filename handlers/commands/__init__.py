@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from handlers.commands import df, disk, free, gpus, jobs, why
 from handlers.commands.help import help_command
 from handlers.router import CommandTable
 
@@ -9,4 +10,7 @@ from handlers.router import CommandTable
 def command_table() -> CommandTable:
     table = CommandTable()
     table.add(help_command(table))
+    # The order here is the order `/sky help` lists them in.
+    for module in (gpus, jobs, free, disk, df, why):
+        table.add(module.COMMAND)
     return table

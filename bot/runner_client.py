@@ -1,0 +1,119 @@
+"""The bot's side of skybot-runner: every action taken as a cluster user goes through here.
+
+`call_runner` runs `sudo -n -u USER -- /usr/local/libexec/skybot-runner` (an argument list,
+never a shell), writes the JSON request to its stdin and returns the runner's JSON reply. It
+always returns a dict with a boolean "ok"; when sudo itself refuses (the user is not in
+skybot-users, the sudoers rule is missing) the "error" says so in a sentence, not sudo's words.
+
+The runner decides what is allowed; this module only refuses what can never be right (a
+malformed user name, root) before spending a process on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+DEFAULT_SUDO = "/usr/bin/sudo"
+DEFAULT_RUNNER = "/usr/local/libexec/skybot-runner"
+# POSIX-portable login names as useradd accepts them, without the trailing-$ machine accounts.
+USERNAME = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
+MAX_REPLY_BYTES = 1024 * 1024
+# sudo's own environment: nothing of the bot's (tokens, PYTHONPATH, ...) is handed on, even
+# though sudo's env_reset would drop it anyway.
+SUDO_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+def _error(message: str) -> dict[str, Any]:
+    return {"ok": False, "error": message}
+
+
+def _explain_sudo_failure(user: str, stderr: str, runner: str) -> str:
+    text = stderr.strip()
+    lowered = text.lower()
+    if "password is required" in lowered or "not allowed to" in lowered:
+        return (
+            f"skybot is not allowed to act as {user} on this cluster: {user} must be in the "
+            "skybot-users group and /etc/sudoers.d/skybot must be installed."
+        )
+    if "unknown user" in lowered:
+        return f"There is no user {user} on this cluster."
+    if "command not found" in lowered or "no such file" in lowered:
+        return f"The skybot runner is not installed at {runner} (run deploy/install-runner.sh)."
+    last = text.splitlines()[-1] if text else "no output"
+    return f"The skybot runner failed for {user}: {last[:500]}"
+
+
+async def call_runner(
+    user: str,
+    request: dict[str, Any],
+    *,
+    sudo: str = DEFAULT_SUDO,
+    runner: str = DEFAULT_RUNNER,
+    timeout: float = 60,
+    prefix: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Run one request through skybot-runner as `user` and return its reply.
+
+    `prefix` goes in front of the sudo command line; tests use ["runuser", "-u", "skybot",
+    "--"] to make the call as the service user from a root test process.
+    """
+    if not isinstance(user, str) or not USERNAME.fullmatch(user):
+        return _error(f"{user!r} is not a valid cluster user name.")
+    if user == "root":
+        return _error("skybot never acts as root.")
+    try:
+        payload = json.dumps(request).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        return _error(f"The runner request could not be encoded as JSON ({exc}).")
+
+    argv = [*prefix, sudo, "-n", "-u", user, "--", runner]
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=SUDO_ENV,
+            cwd="/",
+            # No controlling terminal: sudo has nothing to prompt on and allocates no pty.
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        return _error(f"Cannot run {argv[0]}: it is not installed.")
+    except OSError as exc:
+        return _error(f"Cannot run {argv[0]}: {exc.strerror}.")
+
+    try:
+        stdout, stderr = await asyncio.wait_for(proc.communicate(payload), timeout)
+    except TimeoutError:
+        # sudo runs as root, so the bot may not be able to signal it; its process group
+        # (start_new_session) is tried first, then the process itself.
+        for kill in (lambda: os.killpg(proc.pid, 9), proc.kill):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                kill()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), 5)
+        return _error(
+            f"The skybot runner did not answer within {timeout:g} s; if this was a submission, "
+            "check squeue before trying again."
+        )
+
+    out = stdout[:MAX_REPLY_BYTES].decode("utf-8", "replace").strip()
+    err = stderr.decode("utf-8", "replace")
+    if out:
+        try:
+            reply = json.loads(out)
+        except ValueError:
+            reply = None
+        if isinstance(reply, dict) and isinstance(reply.get("ok"), bool):
+            if not reply["ok"] and not isinstance(reply.get("error"), str):
+                reply["error"] = "The skybot runner refused without saying why."
+            return reply
+        return _error(f"The skybot runner gave an unreadable answer for {user}.")
+    return _error(_explain_sudo_failure(user, err, runner))

@@ -1,0 +1,924 @@
+"""Parse Slurm's JSON output (`squeue --json`, `sinfo --json`, `sacct --json`) into records.
+
+Slurm changes the JSON shape with every release, so this module reads all shapes the cluster
+may produce and hides the differences from the rest of skybot:
+
+* 22.05, OpenAPI plugin v0.0.38 (`openapi/v0.0.38` jobs.c + nodes.c, `dbv0.0.38` parse.c):
+  plain numbers (null for INFINITE/NO_VAL), `job_state` a string, node `state` a lower-case
+  string plus `state_flags`, sacct `exit_code: {"status": "...", "return_code": N,
+  "signal": {"signal_id": N}}`, TRES as `tres_alloc_str` strings (squeue) or lists (sacct).
+* 23.02+ data_parser v0.0.39 ... v0.0.42 (`src/plugins/data_parser/v0.0.4x/parsers.c`):
+  numbers wrapped as `{"set": bool, "infinite": bool, "number": N}`, states as lists
+  (`["PENDING", "REQUEUED"]`), exit codes as `{"status": [...], "return_code": ...,
+  "signal": {"id": ..., "name": ...}}`, sinfo as `{"sinfo": [...]}` grouped by partition.
+
+Where each field comes from is documented per version in tests/fixtures/slurm/README.md.
+
+Robustness contract: a document of the wrong kind raises one `SlurmJsonError`; a bad record
+never does. It is skipped (or partially filled) and a warning naming the record is added to
+the `ParseResult`, so one odd job cannot blind the bot to the whole queue.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, TypeVar
+
+from core.records import FINAL_STATES, Job, LabCap, Node
+
+__all__ = [
+    "ParseResult",
+    "SlurmJsonError",
+    "parse_assoc_caps",
+    "parse_sacct",
+    "parse_sinfo",
+    "parse_squeue",
+]
+
+T = TypeVar("T")
+
+# Slurm's "no value" / "infinite" sentinels for 32-bit fields; 22.05 sometimes prints them raw.
+_NO_VAL32 = 0xFFFFFFFE
+
+# Job base states (JOB_STATE_BASE in slurm.h).
+_BASE_STATES = frozenset(
+    {
+        "PENDING",
+        "RUNNING",
+        "SUSPENDED",
+        "COMPLETED",
+        "CANCELLED",
+        "FAILED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "OUT_OF_MEMORY",
+    }
+)
+# Flags that mean "the job still holds (or is getting) its nodes". records.py treats them as
+# states of their own, and 22.05's job_state_string() prints them instead of the base state,
+# so newer lists like ["COMPLETED", "COMPLETING"] are mapped the same way for consistency.
+_HOLDING_FLAGS = ("COMPLETING", "CONFIGURING")
+# 22.05 prints some flags *instead of* the base state (job_state_string() checks flags first).
+# Each maps to the base state the job is really in.
+_FLAG_ONLY_STATES = {
+    "REQUEUED": "PENDING",  # old run ending, job goes back to the queue
+    "REQUEUE_HOLD": "PENDING",
+    "REQUEUE_FED": "PENDING",
+    "SPECIAL_EXIT": "PENDING",
+    "RESV_DEL_HOLD": "PENDING",
+    "RECONFIG_FAIL": "PENDING",
+    "RESIZING": "RUNNING",
+    "SIGNALING": "RUNNING",
+    "STOPPED": "RUNNING",
+    "UPDATE_DB": "RUNNING",
+    "STAGE_OUT": "COMPLETING",
+    "POWER_UP_NODE": "CONFIGURING",
+    "REVOKED": "CANCELLED",
+    "LAUNCH_FAILED": "FAILED",
+}
+
+
+class SlurmJsonError(ValueError):
+    """The document as a whole is not Slurm JSON of the expected kind."""
+
+
+@dataclass(slots=True)
+class ParseResult(Generic[T]):
+    """Records parsed from one document, plus a warning per record that was odd or skipped."""
+
+    records: list[T] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+class _BadField(ValueError):
+    """A single field has a value of a shape no Slurm version produces."""
+
+
+# --------------------------------------------------------------------------------------------
+# Scalar helpers: every Slurm version's way of writing a number or a string.
+
+
+def _number(value: object) -> int | None:
+    """An integer from any Slurm spelling; None for null, unset or infinite.
+
+    Handles plain ints (22.05), `{"set", "infinite", "number"}` structs (23.02+) and digit
+    strings (some 23.x string fields).
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise _BadField(f"expected a number, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+        return int(value)
+    if isinstance(value, Mapping) and "number" in value:
+        if value.get("infinite") is True or value.get("set") is False:
+            return None
+        inner = value["number"]
+        if isinstance(inner, Mapping):
+            raise _BadField(f"expected a number, got {value!r}")
+        return _number(inner)
+    raise _BadField(f"expected a number, got {value!r}")
+
+
+def _u32(value: object) -> int | None:
+    """Like `_number`, but raw NO_VAL/INFINITE sentinels (22.05 leaks them) also mean None."""
+    n = _number(value)
+    if n is None or n < 0 or n >= _NO_VAL32:
+        return None
+    return n
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    raise _BadField(f"expected a string, got {value!r}")
+
+
+def _string_list(value: object) -> list[str]:
+    """A list of strings from a JSON list or a comma-separated string (both occur)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise _BadField(f"expected a list of strings, got {value!r}")
+
+
+class _Fields:
+    """Typed access to one raw record; a bad field becomes a warning and a default value."""
+
+    def __init__(self, raw: Mapping[str, Any], label: str, warnings: list[str]) -> None:
+        self.raw = raw
+        self.label = label
+        self.warnings = warnings
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(f"{self.label}: {message}")
+
+    def get(self, *path: str) -> Any:
+        node: Any = self.raw
+        for key in path:
+            if not isinstance(node, Mapping):
+                return None
+            node = node.get(key)
+        return node
+
+    def has(self, *path: str) -> bool:
+        return self.get(*path) is not None
+
+    def text(self, *path: str) -> str:
+        value = self.get(*path)
+        try:
+            return _text(value)
+        except _BadField:
+            self.warn(f"ignoring {'/'.join(path)} {value!r} (not a string)")
+            return ""
+
+    def number(self, *path: str) -> int | None:
+        value = self.get(*path)
+        try:
+            return _number(value)
+        except _BadField:
+            self.warn(f"ignoring {'/'.join(path)} {value!r} (not a number)")
+            return None
+
+    def u32(self, *path: str) -> int | None:
+        value = self.get(*path)
+        try:
+            return _u32(value)
+        except _BadField:
+            self.warn(f"ignoring {'/'.join(path)} {value!r} (not a number)")
+            return None
+
+    def timestamp(self, *path: str) -> int | None:
+        """Epoch seconds; Slurm writes 0 for "not yet"."""
+        n = self.u32(*path)
+        return n if n else None
+
+    def strings(self, *path: str) -> list[str]:
+        value = self.get(*path)
+        try:
+            return _string_list(value)
+        except _BadField:
+            self.warn(f"ignoring {'/'.join(path)} {value!r} (not a list of strings)")
+            return []
+
+
+# --------------------------------------------------------------------------------------------
+# GPU specs: "gres:gpu:a40:2", "gres/gpu:a40=2", "gpu:a40:4(S:0)", "gpu:a40:2(IDX:0-1)", ...
+
+
+class _BadGpuSpec(ValueError):
+    """A GPU entry whose count or layout cannot be read."""
+
+
+_TRAILING_PARENS = re.compile(r"\([^()]*\)$")
+
+
+def _split_top_level(spec: str) -> Iterator[str]:
+    """Split on commas that are not inside parentheses ("gpu:a40:2(IDX:0,2),gpu:...")."""
+    depth = 0
+    start = 0
+    for i, ch in enumerate(spec):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        elif ch == "," and depth == 0:
+            yield spec[start:i]
+            start = i + 1
+    yield spec[start:]
+
+
+def _parse_gpu_item(item: str) -> tuple[str, int] | None:
+    """(type, count) for one GRES/TRES entry, or None if it is not about GPUs.
+
+    Types are kept exactly as Slurm reports them; "(null)" (untyped GRES in gres_used) and an
+    absent type both become "".
+    """
+    s = _TRAILING_PARENS.sub("", item.strip())
+    for prefix in ("gres:", "gres/"):
+        if s.startswith(prefix):
+            s = s[len(prefix) :]
+            break
+    count_text: str | None = None
+    if "=" in s:
+        s, count_text = s.rsplit("=", 1)
+    parts = s.split(":")
+    if parts[0] != "gpu":
+        return None
+    rest = parts[1:]
+    if count_text is None:
+        if rest and rest[-1].isdigit():
+            count_text = rest.pop()
+        elif len(rest) <= 1:
+            count_text = "1"  # "--gres=gpu" / "gres:gpu:a40" mean one GPU
+        else:
+            raise _BadGpuSpec(f"cannot read GPU count in {item.strip()!r}")
+    if not count_text.strip().isdigit():
+        raise _BadGpuSpec(f"cannot read GPU count in {item.strip()!r}")
+    gpu_type = ":".join(rest)
+    if gpu_type in ("(null)", "null"):
+        gpu_type = ""
+    return gpu_type, int(count_text)
+
+
+def _gpu_entries_from_spec(spec: str) -> list[tuple[str, int]]:
+    """All GPU entries of a comma-separated GRES/TRES string."""
+    spec = spec.strip()
+    if not spec or spec in ("(null)", "N/A"):
+        return []
+    entries = []
+    for item in _split_top_level(spec):
+        if item.strip():
+            parsed = _parse_gpu_item(item)
+            if parsed is not None:
+                entries.append(parsed)
+    return entries
+
+
+def _gpu_entries_from_tres_list(tres: object) -> list[tuple[str, int]]:
+    """GPU entries of a TRES list: [{"type": "gres", "name": "gpu:a40", "count": 2}, ...]."""
+    if not isinstance(tres, list):
+        raise _BadGpuSpec(f"expected a TRES list, got {tres!r}")
+    entries = []
+    for item in tres:
+        if not isinstance(item, Mapping):
+            raise _BadGpuSpec(f"bad TRES entry {item!r}")
+        if item.get("type") != "gres":
+            continue
+        name = item.get("name")
+        if not isinstance(name, str) or not (name == "gpu" or name.startswith("gpu:")):
+            continue
+        try:
+            count = _number(item.get("count"))
+        except _BadField as exc:
+            raise _BadGpuSpec(f"bad TRES count in {item!r}") from exc
+        if count is None or count < 0:
+            raise _BadGpuSpec(f"bad TRES count in {item!r}")
+        entries.append((name[4:], count))
+    return entries
+
+
+def _combine_gpu_entries(entries: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """Sum entries by type; typed entries win over the untyped total.
+
+    Slurm reports both "gres/gpu=2" and "gres/gpu:a40=2" for the same two GPUs, so the untyped
+    count only adds GPUs beyond what the typed entries already account for.
+    """
+    typed: dict[str, int] = {}
+    untyped = 0
+    for gpu_type, count in entries:
+        if gpu_type:
+            typed[gpu_type] = typed.get(gpu_type, 0) + count
+        else:
+            untyped += count
+    extra = untyped - sum(typed.values())
+    if extra > 0:
+        typed[""] = extra
+    return {t: n for t, n in typed.items() if n > 0}
+
+
+def _scaled(gpus: Mapping[str, int], factor: int) -> dict[str, int]:
+    return {t: n * factor for t, n in gpus.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# Job states and exit codes.
+
+
+def _job_state(value: object, fields: _Fields) -> str:
+    """One state word for a job: the base state, with flags dropped.
+
+    Exceptions, for consistency across versions: COMPLETING/CONFIGURING (resources still
+    held) are reported as states, as records.ACTIVE_STATES expects, and 22.05's flag-only
+    words like "REQUEUED" map to the base state the job is really in.
+    """
+    words: list[str]
+    if isinstance(value, str):
+        words = value.split()[:1]  # "CANCELLED by 1000" is the text form; be lenient
+    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+        words = list(value)
+    else:
+        fields.warn(f"unreadable state {value!r}")
+        return "UNKNOWN"
+    words = [w.upper() for w in words]
+    if not words:
+        fields.warn("empty state")
+        return "UNKNOWN"
+    for flag in _HOLDING_FLAGS:
+        if flag in words:
+            return flag
+    for word in words:
+        if word in _BASE_STATES:
+            return word
+    for word in words:
+        if word in _FLAG_ONLY_STATES:
+            return _FLAG_ONLY_STATES[word]
+    fields.warn(f"unknown state {value!r}")
+    return words[0]
+
+
+def _exit_from_wait_status(status: int | None) -> tuple[int | None, int | None]:
+    """(exit code, signal) from a raw wait(2) status, as 22.05's squeue prints it."""
+    if status is None or status < 0:
+        return None, None
+    signal = status & 0x7F
+    return (status >> 8) & 0xFF, (signal or None)
+
+
+def _exit_from_verbose(value: Mapping[str, Any], fields: _Fields) -> tuple[int | None, int | None]:
+    """(exit code, signal) from the dict forms (sacct 22.05, everything 23.02+)."""
+    status = value.get("status")
+    statuses = {s.upper() for s in ([status] if isinstance(status, str) else status or [])}
+    if statuses & {"PENDING", "INVALID"}:
+        return None, None
+    try:
+        code = _u32(value.get("return_code"))
+        signal_obj = value.get("signal")
+        signal = None
+        if isinstance(signal_obj, Mapping):
+            raw_signal = signal_obj.get("id", signal_obj.get("signal_id"))
+            signal = _number(raw_signal)
+    except _BadField as exc:
+        fields.warn(f"unreadable exit_code {value!r} ({exc})")
+        return None, None
+    if code is None and "SUCCESS" in statuses:
+        code = 0
+    return code, (signal or None)
+
+
+def _exit_info(value: object, fields: _Fields) -> tuple[int | None, int | None]:
+    """(exit code, signal) from any version's exit_code field."""
+    if value is None:
+        return None, None
+    if isinstance(value, Mapping) and "number" not in value:
+        return _exit_from_verbose(value, fields)
+    try:
+        return _exit_from_wait_status(_u32(value))
+    except _BadField:
+        fields.warn(f"unreadable exit_code {value!r}")
+        return None, None
+
+
+# --------------------------------------------------------------------------------------------
+# Jobs: squeue and sacct.
+
+
+def _job_label(raw: Mapping[str, Any], index: int) -> str:
+    job_id = raw.get("job_id")
+    try:
+        n = _u32(job_id)
+    except _BadField:
+        n = None
+    return f"job {n}" if n else f"job record #{index}"
+
+
+def _gpus_from_spec_field(fields: _Fields, key: str) -> dict[str, int]:
+    spec = fields.text(key)
+    try:
+        return _combine_gpu_entries(_gpu_entries_from_spec(spec))
+    except _BadGpuSpec as exc:
+        fields.warn(f"{key}: {exc}")
+        return {}
+
+
+def _gpus_from_tres_field(fields: _Fields, *path: str) -> dict[str, int] | None:
+    """GPUs from a TRES string or list at `path`; None when the field says nothing at all."""
+    value = fields.get(*path)
+    if value in (None, "", []):
+        return None
+    try:
+        if isinstance(value, str):
+            return _combine_gpu_entries(_gpu_entries_from_spec(value))
+        return _combine_gpu_entries(_gpu_entries_from_tres_list(value))
+    except _BadGpuSpec as exc:
+        fields.warn(f"{'/'.join(path)}: {exc}")
+        return None
+
+
+def _gpus_from_gres_detail(fields: _Fields) -> dict[str, int] | None:
+    detail = fields.get("gres_detail")
+    if not detail:
+        return None
+    if not isinstance(detail, list) or not all(isinstance(d, str) for d in detail):
+        fields.warn(f"ignoring gres_detail {detail!r} (not a list of strings)")
+        return None
+    try:
+        entries = [e for per_node in detail for e in _gpu_entries_from_spec(per_node)]
+    except _BadGpuSpec as exc:
+        fields.warn(f"gres_detail: {exc}")
+        return None
+    return _combine_gpu_entries(entries)
+
+
+def _squeue_requested_gpus(fields: _Fields) -> dict[str, int]:
+    """What a job asked for: --gpus (per job), --gpus-per-node/--gres, --gpus-per-task.
+
+    Per-node and per-task asks are multiplied by the node and task counts. tres_req_str (the
+    controller's computed total) is the fallback, and lends its GPU type when the ask was
+    untyped but the totals agree.
+    """
+    nodes = fields.u32("node_count") or 1
+    tasks = fields.u32("tasks") or 1
+    asked: dict[str, int] = _gpus_from_spec_field(fields, "tres_per_job")
+    if not asked:
+        asked = _scaled(_gpus_from_spec_field(fields, "tres_per_node"), nodes)
+    if not asked:
+        asked = _scaled(_gpus_from_spec_field(fields, "tres_per_task"), tasks)
+    if not asked:
+        per_socket = _gpus_from_spec_field(fields, "tres_per_socket")
+        sockets = fields.u32("sockets_per_node")
+        if per_socket and sockets:
+            asked = _scaled(per_socket, sockets * nodes)
+        elif per_socket:
+            fields.warn("tres_per_socket without sockets_per_node; counting one socket per node")
+            asked = _scaled(per_socket, nodes)
+    totals = _gpus_from_tres_field(fields, "tres_req_str") or {}
+    if not asked:
+        return totals
+    if set(asked) == {""} and totals and "" not in totals and sum(totals.values()) == asked[""]:
+        return totals
+    return asked
+
+
+def _squeue_allocated_gpus(fields: _Fields) -> dict[str, int] | None:
+    """What the controller allocated; None if the record does not say.
+
+    tres_alloc_str only lists GPUs when AccountingStorageTRES tracks gres/gpu, while
+    gres_detail always does, so a tres_alloc_str without GPUs defers to gres_detail.
+    """
+    alloc = _gpus_from_tres_field(fields, "tres_alloc_str")
+    detail = _gpus_from_gres_detail(fields)
+    if alloc:
+        return alloc
+    if detail:
+        return detail
+    return alloc if alloc is not None else detail
+
+
+def _array_fields(
+    fields: _Fields,
+    job_id_path: tuple[str, ...],
+    task_id_path: tuple[str, ...],
+    task_str_path: tuple[str, ...],
+) -> tuple[int | None, str | None]:
+    """(array_job_id, array_task) — 0/absent array_job_id means "not an array"."""
+    array_job_id = fields.u32(*job_id_path) or None
+    if array_job_id is None:
+        return None, None
+    task_str = fields.text(*task_str_path)
+    if task_str:
+        return array_job_id, task_str
+    task_id = fields.u32(*task_id_path)
+    return array_job_id, (str(task_id) if task_id is not None else None)
+
+
+def _reason(text: str) -> str:
+    return "" if text in ("None", "(null)") else text
+
+
+def _nodes_text(text: str) -> str:
+    return "" if text in ("None assigned", "(null)") else text
+
+
+def _job_from_squeue(raw: Mapping[str, Any], label: str, warnings: list[str]) -> Job | None:
+    f = _Fields(raw, label, warnings)
+    job_id = f.u32("job_id")
+    if not job_id:
+        warnings.append(f"{label} skipped: missing job_id")
+        return None
+    state = _job_state(f.get("job_state"), f)
+    if state == "PENDING":
+        gpus = _squeue_requested_gpus(f)
+    else:
+        allocated = _squeue_allocated_gpus(f)
+        gpus = allocated if allocated is not None else _squeue_requested_gpus(f)
+    array_job_id, array_task = _array_fields(
+        f, ("array_job_id",), ("array_task_id",), ("array_task_string",)
+    )
+    exit_code, exit_signal = (
+        _exit_info(f.get("exit_code"), f) if state in FINAL_STATES else (None, None)
+    )
+    return Job(
+        job_id=job_id,
+        name=f.text("name"),
+        user=f.text("user_name"),
+        account=f.text("account"),
+        partition=f.text("partition"),
+        state=state,
+        reason=_reason(f.text("state_reason")),
+        gpus_by_type=gpus,
+        nodes=_nodes_text(f.text("nodes")),
+        array_job_id=array_job_id,
+        array_task=array_task,
+        submit_time=f.timestamp("submit_time"),
+        start_time=f.timestamp("start_time"),
+        end_time=f.timestamp("end_time"),
+        time_limit_minutes=f.u32("time_limit"),
+        restarts=f.u32("restart_cnt") or 0,
+        exit_code=exit_code,
+        exit_signal=exit_signal,
+        std_out=f.text("standard_output"),
+        work_dir=f.text("current_working_directory"),
+    )
+
+
+def _sacct_state(f: _Fields) -> str:
+    state = f.get("state")
+    if isinstance(state, Mapping):
+        return _job_state(state.get("current"), f)
+    return _job_state(state, f)  # some exporters flatten it
+
+
+def _sacct_reason(f: _Fields) -> str:
+    if isinstance(f.get("state"), Mapping):
+        return _reason(f.text("state", "reason"))
+    return ""
+
+
+def _sacct_gpus(f: _Fields, state: str) -> dict[str, int]:
+    requested = _gpus_from_tres_field(f, "tres", "requested") or {}
+    if state == "PENDING":
+        return requested
+    allocated = _gpus_from_tres_field(f, "tres", "allocated")
+    return allocated if allocated is not None else requested
+
+
+def _sacct_user(f: _Fields) -> str:
+    user = f.get("user")
+    if isinstance(user, str):
+        return user
+    return f.text("association", "user")
+
+
+def _job_from_sacct(raw: Mapping[str, Any], label: str, warnings: list[str]) -> Job | None:
+    f = _Fields(raw, label, warnings)
+    job_id = f.u32("job_id")
+    if not job_id:
+        warnings.append(f"{label} skipped: missing job_id")
+        return None
+    state = _sacct_state(f)
+    array_job_id, array_task = _array_fields(
+        f, ("array", "job_id"), ("array", "task_id"), ("array", "task")
+    )
+    exit_code, exit_signal = (
+        _exit_info(f.get("exit_code"), f) if state in FINAL_STATES else (None, None)
+    )
+    return Job(
+        job_id=job_id,
+        name=f.text("name"),
+        user=_sacct_user(f),
+        account=f.text("account") or f.text("association", "account"),
+        partition=f.text("partition"),
+        state=state,
+        reason=_sacct_reason(f),
+        gpus_by_type=_sacct_gpus(f, state),
+        nodes=_nodes_text(f.text("nodes")),
+        array_job_id=array_job_id,
+        array_task=array_task,
+        submit_time=f.timestamp("time", "submission"),
+        start_time=f.timestamp("time", "start"),
+        end_time=f.timestamp("time", "end"),
+        time_limit_minutes=f.u32("time", "limit"),
+        restarts=f.u32("restart_cnt") or 0,  # only 24.05+ sacct has it
+        exit_code=exit_code,
+        exit_signal=exit_signal,
+        # 24.11+ only; "stdout" may hold %j patterns, "stdout_expanded" has them filled in.
+        std_out=f.text("stdout_expanded") or f.text("stdout"),
+        work_dir=f.text("working_directory"),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Documents.
+
+
+def _document_list(data: object, keys: Sequence[str], what: str) -> tuple[str, list[Any]]:
+    """The record list under the first of `keys`; SlurmJsonError if there is none."""
+    if not isinstance(data, Mapping):
+        raise SlurmJsonError(f"{what}: expected a JSON object, got {type(data).__name__}")
+    for key in keys:
+        if key in data:
+            records = data[key]
+            if not isinstance(records, list):
+                raise SlurmJsonError(
+                    f"{what}: {key!r} should be a list, got {type(records).__name__}"
+                )
+            return key, records
+    wanted = " or ".join(repr(k) for k in keys)
+    raise SlurmJsonError(f"{what}: no {wanted} key; is this really {what} output?")
+
+
+def _slurm_messages(data: Mapping[str, Any]) -> list[str]:
+    """Errors/warnings Slurm itself put in the document, passed on as warnings."""
+    messages = []
+    for key in ("errors", "warnings"):
+        items = data.get(key)
+        if not isinstance(items, list):
+            continue
+        for item in items:
+            if isinstance(item, Mapping):
+                text = item.get("description") or item.get("error") or str(dict(item))
+            else:
+                text = str(item)
+            messages.append(f"slurm {key[:-1]}: {text}")
+    return messages
+
+
+_JobParser = Callable[[Mapping[str, Any], str, list[str]], Job | None]
+
+
+def _parse_jobs(data: object, what: str, parse_one: _JobParser) -> ParseResult[Job]:
+    _, raw_jobs = _document_list(data, ("jobs",), what)
+    assert isinstance(data, Mapping)
+    result: ParseResult[Job] = ParseResult(warnings=_slurm_messages(data))
+    for index, raw in enumerate(raw_jobs):
+        if not isinstance(raw, Mapping):
+            result.warnings.append(f"job record #{index} skipped: not an object ({raw!r:.60})")
+            continue
+        label = _job_label(raw, index)
+        try:
+            job = parse_one(raw, label, result.warnings)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            result.warnings.append(f"{label} skipped: {exc}")
+            continue
+        if job is not None:
+            result.records.append(job)
+    return result
+
+
+def parse_squeue(data: dict[str, Any]) -> ParseResult[Job]:
+    """Jobs from `squeue --json` (any version 22.05 .. 25.x).
+
+    Running (or otherwise started) jobs count the GPUs they were allocated; pending jobs the
+    GPUs they asked for. Exit codes are filled in only for finished jobs (squeue keeps those
+    until MinJobAge). A pending job array is one record with array_task like "0-9".
+    """
+    return _parse_jobs(data, "squeue", _job_from_squeue)
+
+
+def parse_sacct(data: dict[str, Any]) -> ParseResult[Job]:
+    """Jobs from `sacct --json` (any version 22.05 .. 25.x), one record per job.
+
+    Steps (under each job's "steps") are ignored: the job's own entry carries its state,
+    exit code and TRES. If the same job id appears more than once (`sacct --duplicates`
+    lists each run of a requeued job), the last entry — the latest run — is kept and each
+    earlier run counts as a restart, so restarts is right even before 24.05 added
+    restart_cnt to sacct.
+    """
+    parsed = _parse_jobs(data, "sacct", _job_from_sacct)
+    latest: dict[int, Job] = {}
+    runs: dict[int, int] = {}
+    for job in parsed.records:
+        latest.pop(job.job_id, None)  # re-insert so order follows the latest run
+        latest[job.job_id] = job
+        runs[job.job_id] = runs.get(job.job_id, 0) + 1
+    records = []
+    for job_id, job in latest.items():
+        earlier_runs = runs[job_id] - 1
+        if earlier_runs > job.restarts:
+            job = _with_restarts(job, earlier_runs)
+        records.append(job)
+    return ParseResult(records=records, warnings=parsed.warnings)
+
+
+def _with_restarts(job: Job, restarts: int) -> Job:
+    return replace(job, restarts=restarts)
+
+
+# --------------------------------------------------------------------------------------------
+# Nodes: sinfo --json / scontrol show nodes --json.
+
+
+def _gpu_dict_from_gres(fields: _Fields, *path: str) -> dict[str, int]:
+    spec = fields.text(*path)
+    try:
+        return _combine_gpu_entries(_gpu_entries_from_spec(spec))
+    except _BadGpuSpec as exc:
+        fields.warn(f"{'/'.join(path)}: {exc}")
+        return {}
+
+
+def _node_state_text(state: object, flags: object, fields: _Fields) -> str:
+    """State like MIXED or IDLE+DRAIN: 22.05 gives "idle" + state_flags, newer gives a list."""
+    words: list[str]
+    if isinstance(state, str):
+        words = [state]
+    elif isinstance(state, list) and all(isinstance(s, str) for s in state):
+        words = list(state)
+    else:
+        fields.warn(f"unreadable state {state!r}")
+        return "UNKNOWN"
+    words = [w.upper() for w in words if w]
+    if isinstance(flags, list):
+        words += [fl.upper() for fl in flags if isinstance(fl, str) and fl.upper() not in words]
+    return "+".join(words) or "UNKNOWN"
+
+
+def _node_from_nodes_entry(raw: Mapping[str, Any], label: str, warnings: list[str]) -> Node | None:
+    """One node of `{"nodes": [...]}` (sinfo 22.05, scontrol show nodes --json later)."""
+    f = _Fields(raw, label, warnings)
+    name = f.text("name")
+    if not name:
+        warnings.append(f"{label} skipped: missing name")
+        return None
+    f.label = f"node {name}"
+    return Node(
+        name=name,
+        state=_node_state_text(f.get("state"), f.get("state_flags"), f),
+        partitions=tuple(f.strings("partitions")),
+        gpus_total=_gpu_dict_from_gres(f, "gres"),
+        gpus_used=_gpu_dict_from_gres(f, "gres_used"),
+        cpus=f.u32("cpus") or 0,
+        cpus_allocated=f.u32("alloc_cpus") or 0,
+    )
+
+
+_BRACKETS = re.compile(r"^(?P<prefix>[^\[\]]*)\[(?P<ranges>[^\[\]]+)\](?P<suffix>[^\[\]]*)$")
+
+
+def _expand_hostlist(expr: str) -> list[str]:
+    """Expand "node[01-03,07]" (one bracket group); anything fancier is returned as-is."""
+    match = _BRACKETS.match(expr)
+    if not match:
+        return [expr]
+    names = []
+    for part in match["ranges"].split(","):
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            return [expr]
+        width = len(lo)
+        for i in range(int(lo), int(hi or lo) + 1):
+            names.append(f"{match['prefix']}{i:0{width}d}{match['suffix']}")
+    return names
+
+
+def _nodes_from_sinfo_entry(raw: Mapping[str, Any], label: str, warnings: list[str]) -> list[Node]:
+    """Nodes of one `{"sinfo": [...]}` entry (23.02+): one partition x one group of nodes.
+
+    sinfo groups nodes that look alike, so gres totals/used are per node; CPU counts are
+    group totals and are split evenly when a group has several nodes.
+    """
+    f = _Fields(raw, label, warnings)
+    names = [n for expr in f.strings("nodes", "nodes") for n in _expand_hostlist(expr)]
+    if not names:
+        warnings.append(f"{label} skipped: no node names")
+        return []
+    partition = f.get("partition")
+    partition_name = (
+        f.text("partition", "name") if isinstance(partition, Mapping) else f.text("partition")
+    )
+    state = _node_state_text(f.get("node", "state"), None, f)
+    gpus_total = _gpu_dict_from_gres(f, "gres", "total")
+    gpus_used = _gpu_dict_from_gres(f, "gres", "used")
+    count = len(names)
+    cpus = f.u32("cpus", "total") or 0
+    allocated = f.u32("cpus", "allocated") or 0
+    if count > 1:
+        cpus = f.u32("cpus", "maximum") or cpus // count
+        allocated = allocated // count
+    return [
+        Node(
+            name=name,
+            state=state,
+            partitions=(partition_name,) if partition_name else (),
+            gpus_total=dict(gpus_total),
+            gpus_used=dict(gpus_used),
+            cpus=cpus,
+            cpus_allocated=allocated,
+        )
+        for name in names
+    ]
+
+
+def _merge_node(existing: Node, extra: Node) -> Node:
+    """The same node listed under several partitions: keep one record, all partitions."""
+    partitions = existing.partitions + tuple(
+        p for p in extra.partitions if p not in existing.partitions
+    )
+    return replace(existing, partitions=partitions)
+
+
+def parse_sinfo(data: dict[str, Any]) -> ParseResult[Node]:
+    """Nodes from `sinfo --json` / `scontrol show nodes --json`, any version.
+
+    Reads `{"nodes": [...]}` (22.05 sinfo, scontrol in all versions) and the grouped
+    `{"sinfo": [...]}` of 23.02+ sinfo. A node appears once, with all its partitions.
+    """
+    key, raw_entries = _document_list(data, ("nodes", "sinfo"), "sinfo")
+    assert isinstance(data, Mapping)
+    result: ParseResult[Node] = ParseResult(warnings=_slurm_messages(data))
+    by_name: dict[str, Node] = {}
+    for index, raw in enumerate(raw_entries):
+        label = f"node record #{index}"
+        if not isinstance(raw, Mapping):
+            result.warnings.append(f"{label} skipped: not an object ({raw!r:.60})")
+            continue
+        try:
+            if key == "nodes":
+                node = _node_from_nodes_entry(raw, label, result.warnings)
+                nodes = [node] if node else []
+            else:
+                nodes = _nodes_from_sinfo_entry(raw, label, result.warnings)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            result.warnings.append(f"{label} skipped: {exc}")
+            continue
+        for node in nodes:
+            seen = by_name.get(node.name)
+            by_name[node.name] = _merge_node(seen, node) if seen else node
+    result.records.extend(by_name.values())
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# Lab caps: sacctmgr -P -n show assoc format=account,user,grptres
+
+
+def _gpu_cap(grptres: str) -> int | None:
+    """The untyped gres/gpu limit of a GrpTRES string; None if there is none.
+
+    Typed limits (gres/gpu:a40=8) only cap one GPU type, not the lab, so they are ignored.
+    """
+    for item in grptres.split(","):
+        key, _, value = item.strip().partition("=")
+        if key == "gres/gpu" and value.strip().isdigit():
+            return int(value)
+    return None
+
+
+def parse_assoc_caps(text: str) -> list[LabCap]:
+    """Lab GPU caps from `sacctmgr -P -n show assoc format=account,user,grptres`.
+
+    Only account-level rows (empty user) define a lab's cap; user rows are ignored, as is
+    Slurm's own "root" account. Each account is listed once (its first row with a cap wins;
+    several clusters may repeat an account). Unreadable lines are skipped.
+    """
+    caps: dict[str, int | None] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields = line.rstrip("\r\n").split("|")
+        if len(fields) == 4 and fields[3] == "":  # `-p` style trailing delimiter
+            fields = fields[:3]
+        if len(fields) != 3:
+            continue
+        account, user, grptres = (v.strip() for v in fields)
+        if not account or user or account == "root":
+            continue
+        cap = _gpu_cap(grptres)
+        if caps.get(account) is None:
+            caps[account] = cap
+    return [LabCap(account=account, gpu_cap=cap) for account, cap in caps.items()]

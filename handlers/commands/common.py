@@ -1,0 +1,266 @@
+"""Helpers every read-only `/sky` command shares: data freshness, formatting, name matching.
+
+Commands answer only from the ClusterView they are given and the request's `now`, so the same
+snapshot and the same `now` always give the same answer (which is what makes them testable).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+from core.records import Job
+from core.view import ClusterView, LabInfo
+from handlers.reply import (
+    MAX_BLOCKS,
+    Block,
+    Reply,
+    context,
+    lines_to_sections,
+    section,
+    truncate,
+)
+from handlers.router import CommandRequest, UsageError
+
+# How each data source is named in freshness warnings.
+SOURCE_LABELS = {"slurm": "Slurm", "caps": "sacctmgr (lab GPU caps)", "storage": "the storage scan"}
+# Age beyond which data is called stale even without an error: a few poll intervals
+# (Slurm is polled every ~15 s, caps every ~5 min, storage every ~5 min by default).
+STALE_AFTER_SECONDS = {"slurm": 120.0, "caps": 1800.0, "storage": 1800.0}
+# Lines of a list shown before "… and N more": keeps the answer short to read and far inside
+# Slack's 50 blocks / 3,000 characters per section.
+MAX_LIST_LINES = 25
+# Longest user-typed word echoed back or matched against names.
+MAX_ECHO = 40
+# Cluster user names as Linux allows them (ASCII only, so unicode look-alikes are refused).
+_USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+
+
+class NoData(UsageError):
+    """A source has never answered: shown to the user like a usage error, as one line."""
+
+
+# ---------------------------------------------------------------- formatting
+
+
+def esc(text: str) -> str:
+    """Cluster-supplied text (job names, paths, errors) made inert in Slack mrkdwn.
+
+    `<`, `>` and `&` are Slack's control characters (a job named `<!channel>` must not ping
+    anyone); backticks would end our code spans.
+    """
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("`", "'")
+
+
+def shown(word: str, limit: int = MAX_ECHO) -> str:
+    """A word the user typed, safe to echo inside backticks: clipped, one line, inert."""
+    flat = " ".join(word.split())
+    return esc(truncate(flat, limit))
+
+
+def one_line(text: str, limit: int = 160) -> str:
+    """An error message from a poller as one short, inert line."""
+    return esc(truncate(" ".join(text.split()), limit))
+
+
+def format_duration(seconds: float) -> str:
+    """'45 s', '12 min', '3 h 12 min', '2 d 4 h': two units at most, for quick reading."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s} s"
+    minutes, hours, days = s // 60, s // 3600, s // 86400
+    if s < 3600:
+        return f"{minutes} min"
+    if s < 86400:
+        rest = minutes % 60
+        return f"{hours} h {rest} min" if rest else f"{hours} h"
+    rest = hours % 24
+    return f"{days} d {rest} h" if rest else f"{days} d"
+
+
+def ago(timestamp: float, now: float) -> str:
+    if timestamp >= now - 0.5:
+        return "just now"  # also covers a poller clock slightly ahead of ours
+    return f"{format_duration(now - timestamp)} ago"
+
+
+def format_bytes(count: int) -> str:
+    """Binary units with df -h's letters ('8.7T', '127G'), as the cluster's users know them."""
+    value = float(max(0, count))
+    for unit in ("B", "K", "M", "G", "T", "P"):
+        if value < 1024 or unit == "P":
+            break
+        value /= 1024
+    if unit == "B":
+        return f"{int(value)}B"
+    return f"{value:.1f}{unit}" if value < 100 else f"{value:.0f}{unit}"
+
+
+def format_kib(kib: int) -> str:
+    return format_bytes(kib * 1024)
+
+
+def gpu_type_name(gpu_type: str) -> str:
+    # Slurm reports GPUs requested without a type under "", shown as "gpu" like `--gres=gpu:2`.
+    return gpu_type or "gpu"
+
+
+def format_gpus(by_type: Mapping[str, int]) -> str:
+    """'a40:2' or 'a40:1 rtx_6000:1', as in `--gpus-per-node`; 'no GPU' for CPU-only jobs."""
+    parts = [f"{esc(gpu_type_name(t))}:{n}" for t, n in sorted(by_type.items()) if n]
+    return " ".join(parts) or "no GPUs"
+
+
+def format_counts(counts: Mapping[str, int]) -> str:
+    """'alice 2, bob 2' in the mapping's order (callers sort)."""
+    return ", ".join(f"{esc(gpu_type_name(k))} {v}" for k, v in counts.items())
+
+
+def job_label(job: Job) -> str:
+    """The id users type into scancel/why: `123_4` for array tasks, `123` otherwise."""
+    if job.array_job_id is not None and job.array_task:
+        return f"{job.array_job_id}_{esc(job.array_task)}"
+    return str(job.job_id)
+
+
+def bounded(lines: list[str], limit: int = MAX_LIST_LINES) -> list[str]:
+    """The first `limit` lines then '… and N more' (the shared list cut-off)."""
+    if len(lines) <= limit:
+        return lines
+    return [*lines[:limit], f"… and {len(lines) - limit} more"]
+
+
+# ---------------------------------------------------------------- freshness
+
+
+def require_data(view: ClusterView, source: str) -> None:
+    """Refuse to answer from a source that has never answered, rather than show emptiness.
+
+    An empty job list would read as "you have no jobs" when skybot simply knows nothing yet.
+    """
+    status = view.snapshot.source(source)
+    if status.taken_at is not None:
+        return
+    label = SOURCE_LABELS.get(source, source)
+    if source == "storage":
+        message = "skybot has not scanned storage yet — try again in a few minutes."
+    else:
+        message = f"skybot has not heard from {label} yet — try again in a few seconds."
+    if status.error:
+        message += f" (Last attempt failed: {one_line(status.error)})"
+    raise NoData(message)
+
+
+def freshness_lines(
+    view: ClusterView, now: float, source: str, also: Sequence[str] = ()
+) -> tuple[list[str], str]:
+    """(warnings, context line) for the sources an answer used.
+
+    The context line gives the main source's age ("as of 12 s ago"); warnings flag a source
+    that is failing or stale, so nobody acts on old data thinking it is live.
+    """
+    warnings = [w for name in (source, *also) if (w := _warning(view, now, name))]
+    taken_at = view.snapshot.source(source).taken_at
+    age = ago(taken_at, now) if taken_at is not None else "never"
+    return warnings, f"as of {age}"
+
+
+def _warning(view: ClusterView, now: float, source: str) -> str | None:
+    status = view.snapshot.source(source)
+    label = SOURCE_LABELS.get(source, source)
+    if status.taken_at is None:
+        return None if source != "caps" else "⚠️ skybot has not read the lab GPU caps yet."
+    data_age = ago(status.taken_at, now)
+    if status.failing:
+        since = f" since {ago(status.error_at, now)}" if status.error_at is not None else ""
+        return (
+            f"⚠️ {label} did not answer the last poll{since} ({one_line(status.error or '')}) "
+            f"— showing data from {data_age}."
+        )
+    if now - status.taken_at > STALE_AFTER_SECONDS.get(source, 600.0):
+        return f"⚠️ {label} data is from {data_age}; skybot may be behind."
+    return None
+
+
+# ---------------------------------------------------------------- replies
+
+
+def answer(
+    view: ClusterView,
+    request: CommandRequest,
+    lines: list[str],
+    source: str,
+    also: Sequence[str] = (),
+) -> Reply:
+    """The standard reply: warnings first, the body, then "as of …" — in text and blocks alike."""
+    warnings, age_line = freshness_lines(view, request.now, source, also)
+    blocks: list[Block] = [section(w) for w in warnings]
+    body = lines_to_sections(lines)
+    room = MAX_BLOCKS - len(blocks) - 1
+    if len(body) > room:  # cannot happen with bounded lists, but Slack rejects 51 blocks
+        body = [*body[: room - 1], section("… (answer shortened)")]
+    blocks += body
+    blocks.append(context(age_line))
+    text = "\n".join([*warnings, *lines, f"_{age_line}_"])
+    return Reply(text, blocks)
+
+
+# ---------------------------------------------------------------- arguments and names
+
+
+def at_most_one(request: CommandRequest, usage: str) -> str | None:
+    if len(request.args) > 1:
+        extra = shown(" ".join(request.args[1:]))
+        raise UsageError(f"Too many arguments (`{extra}`). Usage: `/sky {usage}`")
+    return request.args[0] if request.args else None
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    """The closest choice, compared case-insensitively; None if nothing is near."""
+    if len(word) > 2 * MAX_ECHO:
+        return None  # a paste of a whole paragraph is not a typo of a name
+    by_folded = {c.casefold(): c for c in choices}
+    close = difflib.get_close_matches(word.casefold(), list(by_folded), n=1, cutoff=0.6)
+    return by_folded[close[0]] if close else None
+
+
+def lab_names(view: ClusterView) -> str:
+    return ", ".join(f"`{esc(lab.name)}`" for lab in view.labs) or "(none configured)"
+
+
+def find_lab(view: ClusterView, name: str) -> LabInfo:
+    """The lab called `name` (any case), or a UsageError with a suggestion or the list."""
+    lab = view.lab(name)
+    if lab is not None:
+        return lab
+    hint = did_you_mean(name, (lab.name for lab in view.labs))
+    if hint:
+        raise UsageError(f"I don't know a lab called `{shown(name)}`. Did you mean `{hint}`?")
+    raise UsageError(f"I don't know a lab called `{shown(name)}`. Labs: {lab_names(view)}.")
+
+
+def lab_for_account(view: ClusterView, account: str) -> LabInfo | None:
+    return next((lab for lab in view.labs if lab.account == account), None)
+
+
+def overcap_flags(view: ClusterView) -> str:
+    partition, account = esc(view.overcap_partition), esc(view.overcap_account)
+    return f"`--partition={partition} --account={account}`"
+
+
+def check_user_name(name: str) -> str:
+    if not _USER_NAME.fullmatch(name):
+        raise UsageError(
+            f"`{shown(name)}` is not a cluster user name (letters, digits, `_ . -` only)."
+        )
+    return name
+
+
+def known_users(view: ClusterView) -> set[str]:
+    """Every cluster user skybot has seen: jobs, lab memberships and storage directories."""
+    users = set(view.jobs_by_user)
+    for members in view.snapshot.members.values():
+        users |= members
+    users |= {d.owner for d in view.snapshot.directories}
+    return users

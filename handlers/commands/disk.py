@@ -1,0 +1,109 @@
+"""`/sky disk [LAB|USER]`: the largest directories, from the weekly disk-usage.txt reports.
+
+Sizes are what the admins' weekly script wrote (its human-readable figure); totals, order and
+growth come from the exact KiB counts of this report and the one before it.
+"""
+
+from __future__ import annotations
+
+from core.records import DirectoryUsage
+from core.view import ClusterView, LabInfo
+from handlers.commands.common import (
+    answer,
+    at_most_one,
+    bounded,
+    did_you_mean,
+    esc,
+    format_kib,
+    known_users,
+    require_data,
+    shown,
+)
+from handlers.commands.df import filesystem_line
+from handlers.reply import Reply, truncate
+from handlers.router import Command, CommandRequest, UsageError
+
+USAGE = "disk [LAB|USER]"
+MAX_DIRECTORIES = 15
+
+
+def run(request: CommandRequest, view: ClusterView) -> Reply:
+    arg = at_most_one(request, USAGE)
+    if arg is None and not request.cluster_user:
+        raise UsageError(f"I don't know your cluster user name — give one: `/sky {USAGE}`.")
+    require_data(view, "storage")
+    lab = view.lab(arg) if arg is not None else None
+    if lab is not None:
+        lines = _lab_lines(view, lab)
+    else:
+        lines = _user_lines(view, arg or request.cluster_user or "", asker=arg is None)
+    return answer(view, request, lines, "storage")
+
+
+def _lab_lines(view: ClusterView, lab: LabInfo) -> list[str]:
+    if not lab.storage_roots:
+        return [f"skybot has no storage roots configured for *{esc(lab.name)}*."]
+    dirs = [d for d in view.snapshot.directories if d.root in lab.storage_roots]
+    roots = ", ".join(f"`{esc(r)}`" for r in lab.storage_roots)
+    head = f"*{esc(lab.name)}*: {_total(dirs)} on {roots}"
+    fs_lines = [
+        f"    {filesystem_line(view, fs)}"
+        for fs in view.snapshot.filesystems
+        if fs.mount in lab.storage_roots
+    ]
+    return [head, *fs_lines, *_directory_lines(view, dirs, with_owner=True)]
+
+
+def _user_lines(view: ClusterView, user: str, asker: bool) -> list[str]:
+    dirs = [d for d in view.snapshot.directories if d.owner == user]
+    if dirs:
+        return [f"*{esc(user)}*: {_total(dirs)}", *_directory_lines(view, dirs, with_owner=False)]
+    if asker:
+        return [
+            f"skybot has no disk-usage reports for your directories (`{esc(user)}`). A report "
+            "appears after the weekly scan of `/srv/<lab>/<storage>/<user>`."
+        ]
+    hint = did_you_mean(user, [*(lab.name for lab in view.labs), *known_users(view)])
+    maybe = f" Did you mean `{esc(hint)}`?" if hint else ""
+    raise UsageError(
+        f"I have no disk-usage reports for a lab or user called `{shown(user)}`.{maybe}"
+    )
+
+
+def _total(dirs: list[DirectoryUsage]) -> str:
+    noun = "directory" if len(dirs) == 1 else "directories"
+    return f"{format_kib(sum(d.kib for d in dirs))} in {len(dirs)} {noun}"
+
+
+def _directory_lines(view: ClusterView, dirs: list[DirectoryUsage], with_owner: bool) -> list[str]:
+    largest = sorted(dirs, key=lambda d: (-d.kib, d.path))
+    return bounded(
+        [
+            f"    `{esc(truncate(d.path, 120))}` {esc(d.human)}"
+            + _growth(view, d)
+            + (f" ({esc(d.owner)})" if with_owner else "")
+            + f" · updated {d.updated:%Y-%m-%d}"
+            for d in largest
+        ],
+        MAX_DIRECTORIES,
+    )
+
+
+def _growth(view: ClusterView, directory: DirectoryUsage) -> str:
+    before = view.snapshot.previous_kib.get(directory.path)
+    if before is None:
+        return ""
+    change = directory.kib - before
+    if change == 0:
+        return " (unchanged since the last report)"
+    sign = "+" if change > 0 else "-"
+    return f" ({sign}{format_kib(abs(change))} since the last report)"
+
+
+COMMAND = Command(
+    "disk",
+    USAGE,
+    "largest directories of a lab or user (yours by default), from the weekly reports",
+    run,
+    "Figures come from each directory's disk-usage.txt, which the admins update weekly.",
+)

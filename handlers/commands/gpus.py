@@ -1,0 +1,99 @@
+"""`/sky gpus [LAB]`: a lab's GPUs against its cap, who uses them, and what waits at the cap."""
+
+from __future__ import annotations
+
+from core.lab_usage import LabUsage
+from core.records import Job
+from core.view import ClusterView, LabInfo
+from handlers.commands.common import (
+    answer,
+    at_most_one,
+    bounded,
+    esc,
+    find_lab,
+    format_counts,
+    format_gpus,
+    job_label,
+    lab_names,
+    overcap_flags,
+    require_data,
+)
+from handlers.reply import Reply
+from handlers.router import Command, CommandRequest, UsageError
+
+USAGE = "gpus [LAB]"
+# Jobs listed under "waiting at the cap" before "… and N more".
+MAX_PENDING_SHOWN = 8
+
+
+def run(request: CommandRequest, view: ClusterView) -> Reply:
+    name = at_most_one(request, USAGE)
+    require_data(view, "slurm")
+    labs = [find_lab(view, name)] if name is not None else _askers_labs(request, view)
+    lines: list[str] = []
+    for lab in labs:
+        lines += [*lab_lines(view, lab, view.usage(lab)), ""]
+    lines.append(_idle_line(view))
+    return answer(view, request, lines, "slurm", also=("caps",))
+
+
+def _askers_labs(request: CommandRequest, view: ClusterView) -> list[LabInfo]:
+    labs = view.labs_of_user(request.cluster_user) if request.cluster_user else []
+    if not labs:
+        raise UsageError(
+            f"I don't know your lab — name one: `/sky {USAGE}`. Labs: {lab_names(view)}."
+        )
+    return labs
+
+
+def cap_phrase(view: ClusterView, usage: LabUsage) -> str:
+    """'4/4 GPUs in use (at cap)', '3/8 GPUs in use (5 free under the cap)', …"""
+    if usage.cap is None:
+        if view.snapshot.source("caps").taken_at is None:
+            return f"{usage.gpus_used} GPUs in use (cap not known yet)"
+        return f"{usage.gpus_used} GPUs in use (no GPU cap)"
+    state = "at cap" if usage.at_cap else f"{usage.headroom} free under the cap"
+    return f"{usage.gpus_used}/{usage.cap} GPUs in use ({state})"
+
+
+def lab_lines(view: ClusterView, lab: LabInfo, usage: LabUsage) -> list[str]:
+    lines = [f"*{esc(lab.name)}*: {cap_phrase(view, usage)}"]
+    if usage.by_user:
+        lines.append(f"• by user: {format_counts(usage.by_user)}")
+    if usage.by_type:
+        lines.append(f"• by GPU type: {format_counts(usage.by_type)}")
+    if usage.overcap_by_user:
+        lines.append(
+            f"• also on overcap (preemptible): {usage.overcap_gpus} GPUs — "
+            f"{format_counts(usage.overcap_by_user)}"
+        )
+    waiting = usage.pending_at_cap
+    if waiting:
+        noun = "job" if len(waiting) == 1 else "jobs"
+        lines.append(f"• {len(waiting)} {noun} waiting at the cap:")
+        lines += bounded([_waiting_line(j) for j in waiting], MAX_PENDING_SHOWN)
+    return lines
+
+
+def _waiting_line(job: Job) -> str:
+    gpus = format_gpus(job.gpus_by_type)
+    return f"    `{job_label(job)}` {esc(job.user)} {gpus} ({esc(job.reason)})"
+
+
+def _idle_line(view: ClusterView) -> str:
+    if not view.idle_by_type:
+        return "No idle GPUs anywhere in the cluster right now."
+    return (
+        f"Idle GPUs cluster-wide: {format_counts(view.idle_by_type)} — anyone can use them "
+        f"through overcap ({overcap_flags(view)}); `/sky free` shows where."
+    )
+
+
+COMMAND = Command(
+    "gpus",
+    USAGE,
+    "a lab's GPUs in use against its cap, by user and type, and idle GPUs",
+    run,
+    "Without LAB, shows your own lab(s). Jobs waiting at the cap are those Slurm holds back "
+    "with an AssocGrp*/QOS* reason; overcap GPUs do not count against the cap.",
+)

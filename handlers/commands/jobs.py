@@ -1,0 +1,88 @@
+"""`/sky jobs [USER]`: someone's running and pending jobs, like a readable squeue."""
+
+from __future__ import annotations
+
+from core.records import Job
+from core.view import ClusterView
+from handlers.commands.common import (
+    answer,
+    at_most_one,
+    bounded,
+    check_user_name,
+    did_you_mean,
+    esc,
+    format_duration,
+    format_gpus,
+    job_label,
+    known_users,
+    require_data,
+)
+from handlers.commands.reasons import reason_code, short_reason
+from handlers.reply import Reply, truncate
+from handlers.router import Command, CommandRequest, UsageError
+
+USAGE = "jobs [USER]"
+
+
+def run(request: CommandRequest, view: ClusterView) -> Reply:
+    arg = at_most_one(request, USAGE)
+    if arg is not None:
+        user = check_user_name(arg)
+    elif request.cluster_user:
+        user = request.cluster_user
+    else:
+        raise UsageError(f"I don't know your cluster user name — give one: `/sky {USAGE}`.")
+    require_data(view, "slurm")
+    jobs = [j for j in view.jobs_by_user.get(user, ()) if j.is_active]
+    if not jobs:
+        return answer(view, request, [_nobody_home(view, user, arg is None)], "slurm")
+    # Running (and completing/suspended) first, each group in submission order.
+    jobs.sort(key=lambda j: (j.state == "PENDING", j.job_id))
+    pending = sum(j.state == "PENDING" for j in jobs)
+    running = len(jobs) - pending
+    gpus = sum(j.gpus for j in jobs if j.state != "PENDING")
+    head = f"*{esc(user)}*: {running} running ({gpus} GPUs), {pending} pending"
+    lines = [head, *bounded([job_line(j, request.now) for j in jobs])]
+    return answer(view, request, lines, "slurm")
+
+
+def job_line(job: Job, now: float) -> str:
+    name = esc(truncate(job.name, 40))
+    return (
+        f"`{job_label(job)}` {name} · {esc(job.partition)} · "
+        f"{format_gpus(job.gpus_by_type)} · {_status(job, now)}"
+    )
+
+
+def _status(job: Job, now: float) -> str:
+    if job.state == "PENDING":
+        code = reason_code(job.reason)
+        phrase = short_reason(job.reason)
+        return f"pending: {phrase} ({esc(code)})" if phrase else f"pending ({esc(code)})"
+    state = job.state.lower()
+    if job.start_time is None:
+        return state
+    return f"{state} {format_duration(now - job.start_time)}"
+
+
+def _nobody_home(view: ClusterView, user: str, is_asker: bool) -> str:
+    if is_asker:
+        return f"You (`{esc(user)}`) have no running or pending jobs."
+    line = f"`{esc(user)}` has no running or pending jobs."
+    lab = view.lab(user)
+    if lab is not None:
+        return f"{line} `{esc(lab.name)}` is a lab — try `/sky gpus {esc(lab.name)}`."
+    if user not in known_users(view):
+        hint = did_you_mean(user, known_users(view))
+        if hint:
+            line += f" Did you mean `{esc(hint)}`?"
+    return line
+
+
+COMMAND = Command(
+    "jobs",
+    USAGE,
+    "running and pending jobs (yours by default) with GPUs, elapsed time or pending reason",
+    run,
+    "Running jobs come first. `/sky why JOBID` explains a pending job in detail.",
+)
