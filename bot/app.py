@@ -15,6 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Config, Secrets
 from handlers import slash
+from handlers.services import Services
 from store.reader import SnapshotCache
 
 log = logging.getLogger(__name__)
@@ -34,17 +35,23 @@ def web_client(secrets: Secrets) -> AsyncWebClient:
     )
 
 
-def build_app(config: Config, secrets: Secrets, cache: SnapshotCache) -> AsyncApp:
+def build_app(
+    config: Config,
+    secrets: Secrets,
+    cache: SnapshotCache,
+    services: Services,
+    client: AsyncWebClient | None = None,
+) -> AsyncApp:
     http = config.slack.mode == "http"
     app = AsyncApp(
-        client=web_client(secrets),
+        client=client or web_client(secrets),
         signing_secret=secrets.signing_secret if http else "unused-in-socket-mode",
         # Bolt's request verification checks HTTP signatures; Socket Mode has none to check.
         request_verification_enabled=http,
         # Answer in the ack itself: the listener runs inline instead of being polled for.
         process_before_response=True,
     )
-    slash.register_listeners(app, cache)
+    slash.register_listeners(app, cache, services)
     return app
 
 

@@ -8,6 +8,7 @@ and exit 2 instead of dumping a traceback.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
@@ -52,6 +53,26 @@ class DatabaseConfig:
 
 
 @dataclass(frozen=True)
+class IdentityConfig:
+    """How a Slack user becomes a cluster user (strongest source first)."""
+
+    # Admin-vouched links: "TEAM_ID/USER_ID" = "cluster_user".
+    links: dict[str, str] = field(default_factory=dict)
+    # If set, a full member whose Slack email is NAME@email_domain is cluster user NAME.
+    email_domain: str = ""
+    link_code_minutes: int = 15
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    """The sudo-scoped program that acts as a cluster user (deploy/install-runner.sh)."""
+
+    sudo: str = "/usr/bin/sudo"
+    path: str = "/usr/local/libexec/skybot-runner"
+    timeout_seconds: float = 60.0
+
+
+@dataclass(frozen=True)
 class LabConfig:
     name: str
     partition: str
@@ -65,6 +86,8 @@ class Config:
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
+    identity: IdentityConfig = field(default_factory=IdentityConfig)
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
     labs: tuple[LabConfig, ...] = ()
 
     def lab_named(self, name: str) -> LabConfig | None:
@@ -152,6 +175,8 @@ def parse_config(data: dict[str, Any]) -> Config:
         "slurm": SlurmConfig,
         "storage": StorageConfig,
         "database": DatabaseConfig,
+        "identity": IdentityConfig,
+        "runner": RunnerConfig,
     }
     unknown = set(data) - set(sections) - {"labs"}
     if unknown:
@@ -208,6 +233,12 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
         if isinstance(value, str):
             return value
         raise ConfigError(f"{key} must be a string, not {value!r}")
+    if hint == dict[str, str]:
+        if isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            return dict(value)
+        raise ConfigError(f"{key} must be a table of strings")
     if hint == tuple[str, ...]:
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return tuple(value)
@@ -230,10 +261,23 @@ def _check_values(config: Config) -> None:
             raise ConfigError(f"{key} must be greater than 0")
     if not config.slack.alert_channel:
         raise ConfigError("slack.alert_channel must not be empty")
+    for slack_id, user in config.identity.links.items():
+        if not _SLACK_LINK_KEY.fullmatch(slack_id):
+            raise ConfigError(
+                f'identity.links: {slack_id!r} must be TEAM_ID/USER_ID, e.g. "T0123/U0456"'
+            )
+        if not _CLUSTER_USER.fullmatch(user):
+            raise ConfigError(f"identity.links: {user!r} is not a valid cluster user name")
+    if config.identity.link_code_minutes <= 0:
+        raise ConfigError("identity.link_code_minutes must be greater than 0")
     for i, lab in enumerate(config.labs):
         for root in lab.storage_roots:
             if not root.startswith("/"):
                 raise ConfigError(f"labs[{i}].storage_roots: {root!r} is not an absolute path")
+
+
+_SLACK_LINK_KEY = re.compile(r"[TE][A-Z0-9]+/[UW][A-Z0-9]+")
+_CLUSTER_USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
 
 
 def database_path(config: Config) -> Path:

@@ -6,10 +6,14 @@ import asyncio
 import contextlib
 import logging
 import signal
+from typing import Any
 
-from bot.app import build_app, connect_socket_mode, serve_http
+from bot.app import build_app, connect_socket_mode, serve_http, web_client
 from bot.config import Config, Secrets, database_path
+from bot.runner_client import call_runner
 from core.view import LabInfo
+from handlers.identity import IdentityDirectory, RunnerCall
+from handlers.services import Services
 from scheduler.schedule import build_scheduler
 from scheduler.slurm_poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
@@ -23,6 +27,19 @@ def lab_infos(config: Config) -> tuple[LabInfo, ...]:
     return tuple(
         LabInfo(lab.name, lab.partition, lab.account, lab.storage_roots) for lab in config.labs
     )
+
+
+def runner_call(config: Config) -> RunnerCall:
+    async def call(user: str, request: dict[str, Any]) -> dict[str, Any]:
+        return await call_runner(
+            user,
+            request,
+            sudo=config.runner.sudo,
+            runner=config.runner.path,
+            timeout=config.runner.timeout_seconds,
+        )
+
+    return call
 
 
 async def run_bot(config: Config, secrets: Secrets, stop: asyncio.Event | None = None) -> None:
@@ -42,7 +59,11 @@ async def run_bot(config: Config, secrets: Secrets, stop: asyncio.Event | None =
     slurm = SlurmPoller(config, writer)
     storage = StoragePoller(config, writer)
     scheduler = build_scheduler(config, slurm, storage, cache.refresh)
-    app = build_app(config, secrets, cache)
+    client = web_client(secrets)
+    identity = IdentityDirectory(config.identity, writer, client)
+    await identity.load()
+    services = Services(config, identity, runner_call(config))
+    app = build_app(config, secrets, cache, services, client)
 
     scheduler.start()
     http_runner = None

@@ -10,8 +10,9 @@ import difflib
 import logging
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from core.view import ClusterView
 from handlers.reply import Reply, simple
@@ -38,15 +39,20 @@ class UsageError(Exception):
 
 
 CommandFunction = Callable[[CommandRequest, ClusterView], Reply]
+# Commands that change something (link, submit, …) get skybot's services and may await.
+ActionFunction = Callable[[CommandRequest, Any], Awaitable[Reply]]
 
 
 @dataclass(frozen=True)
 class Command:
+    """A subcommand: `run` answers from the snapshot view; `act` does something."""
+
     name: str
     usage: str
     summary: str
-    run: CommandFunction
+    run: CommandFunction | None = None
     details: str = ""
+    act: ActionFunction | None = None
 
 
 class CommandTable:
@@ -78,6 +84,37 @@ def split_words(text: str) -> tuple[list[str], bool]:
     return [w for w in words if w != "--here"], here
 
 
+def route(
+    table: CommandTable,
+    text: str,
+    *,
+    team_id: str,
+    user_id: str,
+    cluster_user: str | None = None,
+    now: float | None = None,
+) -> tuple[Command, CommandRequest] | Reply:
+    """The command and request that `text` asks for, or the reply to bad input."""
+    try:
+        words, here = split_words(text)
+    except UsageError as error:
+        return simple(str(error))
+    name = words[0].lower() if words else "help"
+    command = table.get(name)
+    if command is None:
+        hint = table.suggest(name)
+        maybe = f" Did you mean `/sky {hint}`?" if hint else ""
+        return simple(f"`{_clip(name)}` is not a skybot command.{maybe} Try `/sky help`.")
+    request = CommandRequest(
+        team_id,
+        user_id,
+        tuple(words[1:]),
+        here,
+        cluster_user,
+        time.time() if now is None else now,
+    )
+    return command, request
+
+
 def dispatch(
     table: CommandTable,
     view: ClusterView,
@@ -88,33 +125,76 @@ def dispatch(
     cluster_user: str | None = None,
     now: float | None = None,
 ) -> Reply:
-    """Answer one `/sky` command. Never raises."""
+    """Answer one read-only `/sky` command from the view. Never raises."""
+    routed = route(
+        table, text, team_id=team_id, user_id=user_id, cluster_user=cluster_user, now=now
+    )
+    if isinstance(routed, Reply):
+        return routed
+    command, request = routed
+    if command.run is None:
+        return simple(f"`/sky {command.name}` works in Slack, not here.")
+    run = command.run
+    return _guarded(text, request, lambda: run(request, view))
+
+
+async def dispatch_action_or_read(
+    table: CommandTable,
+    view: ClusterView,
+    services: Any,
+    text: str,
+    *,
+    team_id: str,
+    user_id: str,
+    cluster_user: str | None = None,
+    now: float | None = None,
+) -> Reply:
+    """Answer any `/sky` command: read-only ones from the view, actions with `services`."""
+    routed = route(
+        table, text, team_id=team_id, user_id=user_id, cluster_user=cluster_user, now=now
+    )
+    if isinstance(routed, Reply):
+        return routed
+    command, request = routed
+    if command.act is None:
+        return dispatch(
+            table,
+            view,
+            text,
+            team_id=team_id,
+            user_id=user_id,
+            cluster_user=cluster_user,
+            now=request.now,
+        )
     try:
-        words, here = split_words(text)
-        name = words[0].lower() if words else "help"
-        command = table.get(name)
-        if command is None:
-            hint = table.suggest(name)
-            maybe = f" Did you mean `/sky {hint}`?" if hint else ""
-            return simple(f"`{_clip(name)}` is not a skybot command.{maybe} Try `/sky help`.")
-        request = CommandRequest(
-            team_id,
-            user_id,
-            tuple(words[1:]),
-            here,
-            cluster_user,
-            time.time() if now is None else now,
-        )
-        reply = command.run(request, view)
-        return Reply(reply.text, reply.blocks, in_channel=here)
-    except UsageError as error:
+        reply = await command.act(request, services)
+    except Exception as error:
+        return _failure(text, request, error)
+    return Reply(reply.text, reply.blocks, in_channel=request.here)
+
+
+def _guarded(text: str, request: CommandRequest, answer: Callable[[], Reply]) -> Reply:
+    try:
+        reply = answer()
+    except Exception as error:
+        return _failure(text, request, error)
+    return Reply(reply.text, reply.blocks, in_channel=request.here)
+
+
+def _failure(text: str, request: CommandRequest, error: Exception) -> Reply:
+    if isinstance(error, UsageError):
         return simple(str(error))
-    except Exception:
-        log.exception("command %r from %s/%s failed", text[:200], team_id, user_id)
-        return simple(
-            "Sorry, skybot hit an internal error answering that. "
-            "The admins can find the details in skybot's log."
-        )
+    log.error(
+        "command %r from %s/%s failed",
+        text[:200],
+        request.team_id,
+        request.user_id,
+        exc_info=error,
+    )
+    return simple(
+        "Sorry, skybot hit an internal error answering that. "
+        "The admins can find the details in skybot's log."
+    )
 
 
 def _clip(word: str, limit: int = 40) -> str:

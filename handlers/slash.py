@@ -1,8 +1,8 @@
 """The `/sky` slash command listener.
 
-The answer is computed from the in-memory snapshot and sent in the ack itself: with the app in
-`process_before_response` mode that is one HTTP response (or one Socket Mode ack) well inside
-Slack's 3 seconds, and nothing on this path waits for Slurm or the database.
+Read-only answers are computed from the in-memory snapshot and sent in the ack itself: with
+the app in `process_before_response` mode that is one HTTP response (or one Socket Mode ack)
+well inside Slack's 3 seconds, and nothing on that path waits for Slurm or the database.
 """
 
 from __future__ import annotations
@@ -12,22 +12,27 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
 from handlers.commands import command_table
-from handlers.router import CommandTable, dispatch
+from handlers.router import CommandTable, dispatch_action_or_read
+from handlers.services import Services
 from store.reader import SnapshotCache
 
 
 def register_listeners(
-    app: AsyncApp, cache: SnapshotCache, table: CommandTable | None = None
+    app: AsyncApp, cache: SnapshotCache, services: Services, table: CommandTable | None = None
 ) -> None:
     commands = table or command_table()
 
     @app.command("/sky")
     async def sky(ack: AsyncAck, command: dict[str, Any]) -> None:
-        reply = dispatch(
+        team_id = command.get("team_id", "")
+        user_id = command.get("user_id", "")
+        reply = await dispatch_action_or_read(
             commands,
             cache.current(),
+            services,
             command.get("text", ""),
-            team_id=command.get("team_id", ""),
-            user_id=command.get("user_id", ""),
+            team_id=team_id,
+            user_id=user_id,
+            cluster_user=await services.identity.resolve(team_id, user_id),
         )
         await ack(**reply.for_slack())

@@ -59,6 +59,17 @@ MIGRATIONS: tuple[str, ...] = (
         size_bytes INTEGER NOT NULL, PRIMARY KEY (at, mount)
     );
     """,
+    """
+    CREATE TABLE identities (
+        team_id TEXT NOT NULL, user_id TEXT NOT NULL, cluster_user TEXT NOT NULL,
+        source TEXT NOT NULL, linked_at REAL NOT NULL, PRIMARY KEY (team_id, user_id)
+    );
+    CREATE INDEX identities_cluster_user ON identities(cluster_user);
+    CREATE TABLE link_codes (
+        team_id TEXT NOT NULL, user_id TEXT NOT NULL, cluster_user TEXT NOT NULL,
+        code TEXT NOT NULL, expires_at REAL NOT NULL, PRIMARY KEY (team_id, user_id)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

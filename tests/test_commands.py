@@ -118,7 +118,7 @@ def one_liner(reply: Reply) -> str:
 
 def test_command_table_lists_the_commands_in_order() -> None:
     names = [c.name for c in command_table().all()]
-    assert names == ["help", "gpus", "jobs", "free", "disk", "df", "why"]
+    assert names == ["help", "gpus", "jobs", "free", "disk", "df", "why", "link", "whoami", "unlink"]
     text = ask("help").text
     for name in names:
         assert f"`/sky {name}" in text
@@ -240,7 +240,9 @@ def test_jobs_given_a_lab_points_to_gpus() -> None:
 
 
 def test_jobs_needs_a_user_when_the_asker_is_unknown() -> None:
-    assert "give one: `/sky jobs [USER]`" in one_liner(ask("jobs", cluster_user=None))
+    answer = one_liner(ask("jobs", cluster_user=None))
+    assert "link it with `/sky link YOUR_CLUSTER_USER`" in answer
+    assert "name one: `/sky jobs [USER]`" in answer
 
 
 def test_jobs_rejects_a_name_that_cannot_be_a_user() -> None:
@@ -324,7 +326,7 @@ def test_disk_unknown_name_suggests() -> None:
 
 def test_disk_asker_without_reports_and_unknown_asker() -> None:
     assert "no disk-usage reports for your directories" in ask("disk", cluster_user="eve").text
-    assert "give one" in one_liner(ask("disk", cluster_user=None))
+    assert "/sky link YOUR_CLUSTER_USER" in one_liner(ask("disk", cluster_user=None))
 
 
 def test_disk_lab_without_storage_roots() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from handlers.commands import df, disk, free, gpus, jobs, why
+from handlers.commands.account import LINK, UNLINK, WHOAMI
 from handlers.commands.help import help_command
 from handlers.router import CommandTable
 
@@ -13,4 +14,6 @@ def command_table() -> CommandTable:
     # The order here is the order `/sky help` lists them in.
     for module in (gpus, jobs, free, disk, df, why):
         table.add(module.COMMAND)
+    for command in (LINK, WHOAMI, UNLINK):
+        table.add(command)
     return table

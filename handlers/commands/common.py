@@ -264,3 +264,11 @@ def known_users(view: ClusterView) -> set[str]:
         users |= members
     users |= {d.owner for d in view.snapshot.directories}
     return users
+
+
+def not_linked(usage: str) -> UsageError:
+    """The one line every personal command gives a Slack user skybot cannot place yet."""
+    return UsageError(
+        "I don't know your cluster account yet: link it with `/sky link YOUR_CLUSTER_USER`, "
+        f"or name one: `/sky {usage}`."
+    )

@@ -16,6 +16,7 @@ from handlers.commands.common import (
     esc,
     format_kib,
     known_users,
+    not_linked,
     require_data,
     shown,
 )
@@ -30,7 +31,7 @@ MAX_DIRECTORIES = 15
 def run(request: CommandRequest, view: ClusterView) -> Reply:
     arg = at_most_one(request, USAGE)
     if arg is None and not request.cluster_user:
-        raise UsageError(f"I don't know your cluster user name — give one: `/sky {USAGE}`.")
+        raise not_linked(USAGE)
     require_data(view, "storage")
     lab = view.lab(arg) if arg is not None else None
     if lab is not None:

@@ -15,11 +15,12 @@ from handlers.commands.common import (
     format_gpus,
     job_label,
     known_users,
+    not_linked,
     require_data,
 )
 from handlers.commands.reasons import reason_code, short_reason
 from handlers.reply import Reply, truncate
-from handlers.router import Command, CommandRequest, UsageError
+from handlers.router import Command, CommandRequest
 
 USAGE = "jobs [USER]"
 
@@ -31,7 +32,7 @@ def run(request: CommandRequest, view: ClusterView) -> Reply:
     elif request.cluster_user:
         user = request.cluster_user
     else:
-        raise UsageError(f"I don't know your cluster user name — give one: `/sky {USAGE}`.")
+        raise not_linked(USAGE)
     require_data(view, "slurm")
     jobs = [j for j in view.jobs_by_user.get(user, ()) if j.is_active]
     if not jobs:

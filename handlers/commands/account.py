@@ -1,0 +1,112 @@
+"""`/sky link USER`, `/sky link check`, `/sky whoami`, `/sky unlink`: tying Slack to the cluster.
+
+A link is proven, not claimed: skybot hands out a one-time code, the user writes it into
+~/.config/skybot/link on the cluster, and the runner, running as that user through sudo,
+reads it back. Only that user (or root) can write there.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from handlers.identity import CLUSTER_USER, is_human_account
+from handlers.reply import Reply, simple
+from handlers.router import Command, CommandRequest, UsageError
+from handlers.services import Services
+
+LINK_FILE = "~/.config/skybot/link"
+SOURCE_WORDS = {
+    "admin": "set by the cluster admins",
+    "proven": "proven with a link code",
+    "email": "matched by your Slack email",
+}
+
+
+async def link(request: CommandRequest, services: Services) -> Reply:
+    if len(request.args) != 1:
+        raise UsageError("Usage: `/sky link YOUR_CLUSTER_USER`, then `/sky link check`.")
+    arg = request.args[0]
+    if arg.lower() in ("check", "verify"):
+        return await _check(request, services)
+    user = arg.lower()
+    if not CLUSTER_USER.fullmatch(user) or not is_human_account(user):
+        raise UsageError(
+            f"There is no cluster account `{arg[:40]}` that skybot can act for. "
+            "Give your login name on the cluster (what `whoami` prints there)."
+        )
+    code = await services.identity.start_link(request.team_id, request.user_id, user)
+    minutes = services.config.identity.link_code_minutes
+    text = (
+        f"To prove you are `{user}` on the cluster, run this on a login node within "
+        f"{minutes} minutes:\n"
+        f"```mkdir -p ~/.config/skybot && echo {code.code} > {LINK_FILE}```\n"
+        "then type `/sky link check`. (Only you can write into your home directory, so the "
+        "code there shows the account is yours.)"
+    )
+    return simple(text)
+
+
+async def _check(request: CommandRequest, services: Services) -> Reply:
+    pending = await services.identity.pending_code(request.team_id, request.user_id)
+    if pending is None:
+        raise UsageError(
+            "You have no link in progress (codes expire). Start with `/sky link YOUR_CLUSTER_USER`."
+        )
+    reply = await services.runner(
+        pending.cluster_user, {"action": "verify-link", "code": pending.code}
+    )
+    if not reply.get("ok"):
+        raise UsageError(
+            f"Not linked: {reply.get('error', 'the code did not match')} "
+            f"Check that {LINK_FILE} in `{pending.cluster_user}`'s home holds exactly the code."
+        )
+    await services.identity.confirm_link(request.team_id, request.user_id, pending.cluster_user)
+    return simple(
+        f"Linked: you are `{pending.cluster_user}` on the cluster. You can delete {LINK_FILE} "
+        "now. `/sky unlink` undoes this."
+    )
+
+
+async def whoami(request: CommandRequest, services: Services) -> Reply:
+    if request.args:
+        raise UsageError("`/sky whoami` takes no arguments.")
+    identity = services.identity.lookup(request.team_id, request.user_id)
+    if identity is None and request.cluster_user:
+        return simple(f"You are `{request.cluster_user}` on the cluster.")
+    if identity is None:
+        return simple(
+            "skybot does not know your cluster account yet. Link it with "
+            "`/sky link YOUR_CLUSTER_USER`."
+        )
+    since = (
+        f", since {datetime.fromtimestamp(identity.linked_at):%Y-%m-%d}"
+        if identity.linked_at
+        else ""
+    )
+    return simple(
+        f"You are `{identity.cluster_user}` on the cluster "
+        f"({SOURCE_WORDS.get(identity.source, identity.source)}{since})."
+    )
+
+
+async def unlink(request: CommandRequest, services: Services) -> Reply:
+    if request.args:
+        raise UsageError("`/sky unlink` takes no arguments.")
+    if services.identity.is_admin_link(request.team_id, request.user_id):
+        return simple(
+            "Your link is set by the cluster admins in skybot's configuration; ask them to "
+            "change it."
+        )
+    if await services.identity.unlink(request.team_id, request.user_id):
+        return simple("Unlinked. skybot no longer acts for you on the cluster.")
+    return simple("You were not linked, so there was nothing to undo.")
+
+
+LINK = Command(
+    "link",
+    "link USER | link check",
+    "prove which cluster account is yours, so skybot can act for you",
+    act=link,
+)
+WHOAMI = Command("whoami", "whoami", "which cluster account skybot thinks is yours", act=whoami)
+UNLINK = Command("unlink", "unlink", "forget the link between your Slack and cluster", act=unlink)

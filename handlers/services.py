@@ -1,0 +1,19 @@
+"""What action commands (link, submit, cancel, …) may use; read-only commands need none of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bot.config import Config
+from handlers.identity import IdentityDirectory, RunnerCall
+
+
+@dataclass
+class Services:
+    config: Config
+    identity: IdentityDirectory
+    # call_runner bound to the configured sudo and runner paths.
+    runner: RunnerCall
+    # The submission queue, once submit is wired in.
+    submissions: Any = None
