@@ -118,7 +118,18 @@ def one_liner(reply: Reply) -> str:
 
 def test_command_table_lists_the_commands_in_order() -> None:
     names = [c.name for c in command_table().all()]
-    assert names == ["help", "gpus", "jobs", "free", "disk", "df", "why", "link", "whoami", "unlink"]
+    assert names == [
+        "help",
+        "gpus",
+        "jobs",
+        "free",
+        "disk",
+        "df",
+        "why",
+        "link",
+        "whoami",
+        "unlink",
+    ]
     text = ask("help").text
     for name in names:
         assert f"`/sky {name}" in text

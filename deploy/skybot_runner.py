@@ -1,0 +1,749 @@
+#!/usr/bin/python3 -IS
+"""skybot-runner: the one program through which skybot acts as a cluster user.
+
+skybot never becomes a user itself. Like JupyterHub's sudospawner and Open OnDemand's
+nginx_stage, it runs this fixed mediator through sudo, as the target user, with no arguments:
+
+    sudo -n -u alice -- /usr/local/libexec/skybot-runner   < request.json   > reply.json
+
+The request is one JSON object on stdin; the reply is one JSON object on stdout, always either
+{"ok": true, ...} or {"ok": false, "error": "<a sentence a person can act on>"}. A refusal
+exits 0; only an internal failure (a bug, a broken installation) exits non-zero, and even then
+stdout carries a JSON error and never a traceback.
+
+Because the runner already runs AS THE USER, it cannot give anyone more power than the user
+has: every check below protects the user against a confused (or compromised) bot, e.g. one
+that would submit a script someone else planted, or pass `--uid`/`--wrap` through to sbatch.
+
+Installation (deploy/install-runner.sh) copies this file to /usr/local/libexec/skybot-runner,
+root:root 0755, and rewrites the first line to the chosen system interpreter. Why the shebang is
+`/usr/bin/python3 -IS` rather than `/usr/bin/env python3` or skybot's virtualenv:
+  * the interpreter must be root-owned and outside anything the bot or a user can write: a
+    pyenv/venv python under /root or /opt/skybot would let whoever can write there run code
+    as every user in skybot-users;
+  * `-I` (isolated mode) ignores PYTHON* environment variables, the user's site-packages and
+    the current directory, so nothing the calling user or the bot controls lands on sys.path;
+  * `-S` skips `site` entirely (no .pth files, no dist-packages): the runner needs only the
+    standard library, so no third-party package is ever imported.
+The kernel passes "-IS" as one argument, which Python accepts. The code avoids syntax newer
+than Python 3.9 so distributions whose /usr/bin/python3 is 3.9 (RHEL/Rocky 9) can run it;
+reading /etc/skybot/runner.toml needs tomllib (Python 3.11+).
+
+Actions:
+  submit       {"action": "submit", "script": PATH, "options": {...}, "roots": [...],
+                "partitions": [...], "max_script_bytes": N, "tag": HEX (optional)}
+               -> {"ok": true, "job_id": N, "cluster": NAME-or-null, "script": REALPATH}
+  cancel       {"action": "cancel", "job_id": "123" | "123_4"} -> {"ok": true, "job_id": ...}
+  verify-link  {"action": "verify-link", "code": "ABC123"} -> {"ok": true, "user": NAME}
+
+/etc/skybot/runner.toml (optional, root-owned, not group/world-writable) overrides the
+request's roots, partitions and limits, so a site can pin them regardless of what the bot sends:
+
+    roots = ["/srv/hoffman-lab/flash9", "/srv/kira-lab/share4"]
+    partitions = ["hoffman-lab", "kira-lab", "debug", "overcap"]
+    max_script_bytes = 1048576
+    group = "skybot-users"       # members are the only users the runner serves
+    min_uid = 1000
+    sbatch = "/usr/bin/sbatch"
+    scancel = "/usr/bin/scancel"
+    command_timeout_seconds = 30
+    cluster = "skynet"           # reported when sbatch does not name the cluster
+"""
+
+from __future__ import annotations
+
+import errno
+import grp
+import hmac
+import json
+import os
+import pwd
+import re
+import stat
+import subprocess
+import sys
+from typing import Any, NoReturn
+
+CONFIG_PATH = "/etc/skybot/runner.toml"
+SLURM_CONF = "/etc/slurm/slurm.conf"
+MAX_REQUEST_BYTES = 64 * 1024
+# The script cap when neither the request nor runner.toml gives one, and the most either may set.
+DEFAULT_MAX_SCRIPT_BYTES = 1024 * 1024
+HARD_MAX_SCRIPT_BYTES = 16 * 1024 * 1024
+MAX_LINK_BYTES = 4096
+MAX_PATH_CHARS = 4096
+MAX_ERROR_CHARS = 2000
+LINK_FILE = (".config", "skybot", "link")
+
+DEFAULTS: dict[str, Any] = {
+    "group": "skybot-users",
+    "min_uid": 1000,
+    "sbatch": "/usr/bin/sbatch",
+    "scancel": "/usr/bin/scancel",
+    "command_timeout_seconds": 30.0,
+    "cluster": None,
+}
+CONFIG_KEYS = {*DEFAULTS, "roots", "partitions", "max_script_bytes"}
+
+# Keys each action accepts; anything else is refused so a confused bot is noticed.
+REQUEST_KEYS: dict[str, set[str]] = {
+    "submit": {"action", "script", "options", "roots", "partitions", "max_script_bytes", "tag"},
+    "cancel": {"action", "job_id"},
+    "verify-link": {"action", "code"},
+}
+
+_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+_DEP_ITEM = (
+    r"(?:(?:after|afterany|afterok|afternotok|aftercorr|afterburstbuffer)"
+    r"(?::[0-9]{1,10}(?:_[0-9]{1,7})?(?:\+[0-9]{1,6})?)+|singleton)"
+)
+_TIME = (
+    r"(?:[0-9]{1,7}(?::[0-9]{1,2}){0,2}"  # minutes | minutes:seconds | hours:minutes:seconds
+    r"|[0-9]{1,4}-[0-9]{1,2}(?::[0-9]{1,2}){0,2}"  # days-hours[:minutes[:seconds]]
+    r"|UNLIMITED|INFINITE)"
+)
+
+# option name -> (strict full-match pattern, sbatch flag, what a valid value looks like)
+OPTIONS: dict[str, tuple[re.Pattern[str], str, str]] = {
+    "partition": (re.compile(_NAME), "--partition", "a partition name"),
+    "gpus": (
+        re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,31}:)?[1-9][0-9]{0,2}"),
+        "--gpus-per-node",
+        'a GPU count like "2" or "a40:2"',
+    ),
+    "time": (re.compile(_TIME), "--time", 'a Slurm time like "90", "4:00:00" or "2-12:00:00"'),
+    "qos": (re.compile(_NAME), "--qos", "a QOS name"),
+    "account": (re.compile(_NAME), "--account", "an account name"),
+    "job_name": (re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}"), "--job-name", "a job name"),
+    "dependency": (
+        re.compile(rf"{_DEP_ITEM}(?:[,?]{_DEP_ITEM}){{0,63}}"),
+        "--dependency",
+        'a dependency like "afterok:123" or "afterany:123:124"',
+    ),
+}
+
+# The bot's submission id, put into the job's comment so that after a crash between sbatch and
+# recording its answer, the bot can find the job instead of submitting it twice.
+SUBMISSION_TAG = re.compile(r"[0-9a-f]{16,32}")
+JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,7})?")
+LINK_CODE = re.compile(r"[A-Za-z0-9_-]{4,128}")
+# Characters no option value may contain: shell metacharacters, quotes and whitespace.
+FORBIDDEN_CHARS = set(";&|$`<>(){}[]*!'\"\\#~ \t")
+
+
+class Refusal(Exception):
+    """A request the runner will not carry out; the message goes to the user as is."""
+
+
+class InternalError(Exception):
+    """The runner or its installation is broken (exit status 1)."""
+
+
+# ----------------------------------------------------------------------------------------------
+# Small helpers
+
+
+def reply(payload: dict[str, Any], status: int = 0) -> NoReturn:
+    sys.stdout.write(json.dumps(payload, sort_keys=True) + "\n")
+    sys.stdout.flush()
+    raise SystemExit(status)
+
+
+def describe_char(ch: str) -> str:
+    names = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab", " ": "a space"}
+    if ch in names:
+        return names[ch]
+    if ord(ch) < 32 or ord(ch) == 127 or 0x80 <= ord(ch) < 0xA0:
+        return f"a control character (U+{ord(ch):04X})"
+    return f"the character {ch!r}"
+
+
+def first_control_char(value: str) -> str | None:
+    for ch in value:
+        if ord(ch) < 32 or ord(ch) == 127 or 0x80 <= ord(ch) < 0xA0 or ch in "\u2028\u2029":
+            return ch
+    return None
+
+
+def clean_output(text: str) -> str:
+    """A command's stderr/stdout, trimmed to something that fits in a chat message."""
+    text = "".join(ch if ch in "\n\t" or ord(ch) >= 32 else "?" for ch in text).strip()
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[: MAX_ERROR_CHARS - 1] + "…"
+    return text
+
+
+def is_within(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+# ----------------------------------------------------------------------------------------------
+# Configuration and identity
+
+
+def load_config() -> dict[str, Any]:
+    """runner.toml, if present. It only counts when root owns it and nobody else can write it."""
+    try:
+        fd = os.open(CONFIG_PATH, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise InternalError(f"cannot read {CONFIG_PATH}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > 64 * 1024:
+            raise InternalError(f"{CONFIG_PATH} is not a small regular file")
+        if st.st_uid != 0 or st.st_mode & 0o022:
+            raise InternalError(f"{CONFIG_PATH} must be owned by root and not group/world-writable")
+        raw = os.read(fd, 64 * 1024 + 1)
+    finally:
+        os.close(fd)
+    try:
+        import tomllib  # Python 3.11+; imported only when the file exists
+    except ImportError:
+        raise InternalError(f"{CONFIG_PATH} exists but this Python has no tomllib") from None
+    try:
+        config = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InternalError(f"{CONFIG_PATH} is not valid TOML: {exc}") from None
+    unknown = sorted(set(config) - CONFIG_KEYS)
+    if unknown:
+        raise InternalError(f"{CONFIG_PATH}: unknown key(s) {', '.join(unknown)}")
+    checks = {
+        "group": lambda v: isinstance(v, str) and bool(v),
+        "min_uid": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+        "sbatch": lambda v: isinstance(v, str) and v.startswith("/"),
+        "scancel": lambda v: isinstance(v, str) and v.startswith("/"),
+        "command_timeout_seconds": lambda v: isinstance(v, (int, float)) and 0 < v <= 600,
+        "cluster": lambda v: isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9._-]+", v),
+    }
+    for key, ok in checks.items():
+        if key in config and not ok(config[key]):
+            raise InternalError(f"{CONFIG_PATH}: {key} = {config[key]!r} is not valid")
+    return config
+
+
+def setting(config: dict[str, Any], key: str) -> Any:
+    return config.get(key, DEFAULTS[key])
+
+
+def check_identity(config: dict[str, Any]) -> pwd.struct_passwd:
+    """Whom we run as: never root or a system account, always a member of the skybot group."""
+    uid = os.getuid()
+    if os.geteuid() != uid:
+        raise Refusal("skybot-runner must not be setuid; it runs as the user through sudo.")
+    try:
+        user = pwd.getpwuid(uid)
+    except KeyError:
+        raise Refusal(f"Your uid {uid} has no entry in the user database.") from None
+    min_uid = setting(config, "min_uid")
+    if uid == 0 or uid < min_uid or uid in (65534, 4294967294, 4294967295):
+        raise Refusal(f"skybot does not act as {user.pw_name}: it is a system account.")
+    shell = os.path.basename(user.pw_shell or "")
+    if shell in ("", "nologin", "false"):
+        raise Refusal(f"skybot does not act as {user.pw_name}: the account has no login shell.")
+    group_name = setting(config, "group")
+    try:
+        group = grp.getgrnam(group_name)
+    except KeyError:
+        raise InternalError(f"the group {group_name} does not exist") from None
+    if group.gr_gid not in os.getgrouplist(user.pw_name, user.pw_gid):
+        raise Refusal(
+            f"{user.pw_name} is not in the {group_name} group, so skybot may not act "
+            "for this account."
+        )
+    return user
+
+
+# ----------------------------------------------------------------------------------------------
+# submit
+
+
+def string_list(value: Any, what: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise Refusal(f"'{what}' must be a list of names.")
+    for v in value:
+        if first_control_char(v) is not None:
+            raise Refusal(f"'{what}' contains a control character.")
+    return list(value)
+
+
+def effective_limits(
+    request: dict[str, Any], config: dict[str, Any]
+) -> tuple[list[str], list[str], int]:
+    """Roots, partitions and script cap: runner.toml wins over the request when it sets them."""
+    roots = (
+        string_list(config["roots"], "roots")
+        if "roots" in config
+        else string_list(request.get("roots"), "roots")
+    )
+    for root in roots:
+        if not root.startswith("/"):
+            raise Refusal(f"The storage root {root!r} is not an absolute path.")
+    partitions = (
+        string_list(config["partitions"], "partitions")
+        if "partitions" in config
+        else string_list(request.get("partitions"), "partitions")
+    )
+    caps = [DEFAULT_MAX_SCRIPT_BYTES] if "max_script_bytes" not in config else []
+    for source, value in (
+        ("runner.toml", config.get("max_script_bytes")),
+        ("the request", request.get("max_script_bytes")),
+    ):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise Refusal(f"max_script_bytes in {source} must be a positive integer.")
+        caps.append(value)
+    if "max_script_bytes" in config:
+        # The site's cap is the ceiling; the bot may only ask for something smaller.
+        caps = [c for c in caps if c <= config["max_script_bytes"]]
+    return roots, partitions, min([*caps, HARD_MAX_SCRIPT_BYTES])
+
+
+def candidate_paths(raw: str, user: pwd.struct_passwd, roots: list[str]) -> list[str]:
+    """Where the script the user named could be: absolute, ~-relative, or relative to the home
+    directory and then to the user's own directory under each storage root."""
+    if not isinstance(raw, str) or not raw.strip():
+        raise Refusal("Say which batch script to submit (a path to a file).")
+    if len(raw) > MAX_PATH_CHARS:
+        raise Refusal("That script path is too long.")
+    bad = first_control_char(raw)
+    if bad is not None:
+        raise Refusal(f"The script path contains {describe_char(bad)}.")
+    if ".." in raw.split("/"):
+        raise Refusal(f"The script path {raw!r} contains '..'; give the path without it.")
+    home = user.pw_dir
+    if raw == "~" or raw.startswith("~/"):
+        return [home.rstrip("/") + raw[1:]]
+    if raw.startswith("~"):
+        raise Refusal(f"{raw!r}: only ~ (your own home directory) is understood.")
+    if raw.startswith("/"):
+        return [raw]
+    bases = [home] + [os.path.join(root, user.pw_name) for root in roots]
+    return [os.path.join(base, raw) for base in bases if base.startswith("/")]
+
+
+def allowed_dirs(user: pwd.struct_passwd, roots: list[str]) -> list[str]:
+    dirs = []
+    if user.pw_dir.startswith("/") and os.path.realpath(user.pw_dir) != "/":
+        dirs.append(os.path.realpath(user.pw_dir))
+    dirs += [os.path.realpath(root) for root in roots if os.path.realpath(root) != "/"]
+    return dirs
+
+
+def open_script(
+    raw: str, user: pwd.struct_passwd, roots: list[str], cap: int
+) -> tuple[int, str, bytes]:
+    """Open and read the script safely. Returns (directory fd, real path, content).
+
+    The directory is resolved with realpath and must lie inside the user's home or a storage
+    root; the file itself is opened relative to that directory with O_NOFOLLOW, and every
+    check (regular file, owned by the user, size) is made on the opened descriptor.
+    """
+    candidates = candidate_paths(raw, user, roots)
+    if not candidates:
+        raise Refusal(f"The script path {raw!r} must be absolute.")
+    if len(candidates) == 1:
+        path = candidates[0]
+    else:
+        found = next((p for p in candidates if os.path.lexists(p)), None)
+        if found is None:
+            raise Refusal(f"I could not find {raw!r}; I looked for {', '.join(candidates)}.")
+        path = found
+    if not os.path.isabs(path):
+        raise Refusal(f"The script path {raw!r} must be absolute.")
+    directory, name = os.path.split(path)
+    if not name:
+        raise Refusal(f"{path} is a directory, not a batch script.")
+    real_dir = os.path.realpath(directory)
+    allowed = allowed_dirs(user, roots)
+    if not any(is_within(real_dir, a) for a in allowed):
+        raise Refusal(
+            f"{path} is outside the places skybot submits from "
+            f"({', '.join(allowed) or 'none configured'})."
+        )
+    try:
+        dir_fd = os.open(real_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise Refusal(f"Cannot open the directory {real_dir}: {exc.strerror}.") from None
+    try:
+        # Re-check where the descriptor really points, in case the directory moved meanwhile.
+        try:
+            opened = os.readlink(f"/proc/self/fd/{dir_fd}")
+        except OSError:
+            opened = real_dir
+        if not any(is_within(opened, a) for a in allowed):
+            raise Refusal(f"{path} is outside the places skybot submits from.")
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+        try:
+            fd = os.open(name, flags, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise Refusal(
+                    f"{path} is a symbolic link; give the path of the real file "
+                    "(and it must be your own)."
+                ) from None
+            if exc.errno == errno.ENOENT:
+                raise Refusal(f"There is no file {path}.") from None
+            if exc.errno == errno.EACCES:
+                raise Refusal(f"You cannot read {path} (permission denied).") from None
+            raise Refusal(f"Cannot open {path}: {exc.strerror}.") from None
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise Refusal(f"{path} is a directory, not a batch script.")
+            if not stat.S_ISREG(st.st_mode):
+                raise Refusal(f"{path} is not a regular file.")
+            if st.st_uid != os.getuid():
+                try:
+                    owner = pwd.getpwuid(st.st_uid).pw_name
+                except KeyError:
+                    owner = f"uid {st.st_uid}"
+                raise Refusal(
+                    f"{path} belongs to {owner}, not to {user.pw_name}; skybot only "
+                    "submits scripts you own."
+                )
+            if st.st_size > cap:
+                raise Refusal(
+                    f"{path} is {st.st_size} bytes; batch scripts over {cap} bytes are refused."
+                )
+            chunks = []
+            total = 0
+            while True:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                total += len(chunk)
+                if total > cap:
+                    raise Refusal(f"{path} is larger than {cap} bytes.")
+                chunks.append(chunk)
+        except OSError as exc:
+            raise Refusal(f"Cannot read {path}: {exc.strerror}.") from None
+        finally:
+            os.close(fd)
+    except BaseException:
+        os.close(dir_fd)
+        raise
+    return dir_fd, os.path.join(opened, name), b"".join(chunks)
+
+
+def option_value(name: str, value: Any) -> str:
+    if name == "gpus" and isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise Refusal(f"The option '{name}' must be a string.")
+    if not value:
+        raise Refusal(f"The option '{name}' is empty.")
+    bad = first_control_char(value)
+    if bad is None:
+        bad = next((ch for ch in value if ch in FORBIDDEN_CHARS or ch.isspace()), None)
+    if bad is not None:
+        raise Refusal(f"The option '{name}' contains {describe_char(bad)}, which is not allowed.")
+    return value
+
+
+def sbatch_options(options: Any, partitions: list[str]) -> list[str]:
+    if options is None:
+        return []
+    if not isinstance(options, dict):
+        raise Refusal("'options' must be an object of option names and values.")
+    args = []
+    for name in sorted(options, key=str):
+        if name not in OPTIONS:
+            clean = isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9_-]{1,40}", name)
+            shown = f"'{name}'" if clean else repr(name)[:60]
+            raise Refusal(
+                f"The option {shown} is not allowed; skybot passes only "
+                f"{', '.join(sorted(OPTIONS))}."
+            )
+        if options[name] is None:
+            continue
+        value = option_value(name, options[name])
+        pattern, flag, looks_like = OPTIONS[name]
+        if not pattern.fullmatch(value):
+            raise Refusal(
+                f"The option '{name}' has the value {value!r}, which is not {looks_like}."
+            )
+        if name == "partition" and value not in partitions:
+            allowed = ", ".join(partitions) if partitions else "none"
+            raise Refusal(
+                f"The option 'partition' names {value!r}, which is not a partition skybot "
+                f"submits to (allowed: {allowed})."
+            )
+        args.append(f"{flag}={value}")
+    return args
+
+
+def script_names_itself(content: bytes) -> bool:
+    """Whether the script's #SBATCH header sets a job name (sbatch stops reading directives at
+    the first command line). Conservative: anything that looks like -J/--job… counts."""
+    for line in content.decode("utf-8", "replace").splitlines()[1:]:
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if not stripped.startswith("#"):
+            return False
+        if stripped.startswith("#SBATCH") and re.search(r"\s(?:-J|--job)", stripped):
+            return True
+    return False
+
+
+def default_job_name(real_path: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9._+-]", "_", os.path.basename(real_path))[:128]
+    return name if name and name[0].isalnum() else f"job{name}"[:128]
+
+
+def clean_env(user: pwd.struct_passwd) -> dict[str, str]:
+    """The only environment sbatch sees. SBATCH_EXPORT=NONE keeps whatever environment the job
+    would inherit out of it (Open OnDemand issue #1330): the job starts from the user's own
+    login environment on the compute node, not from the bot's."""
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": user.pw_dir,
+        "USER": user.pw_name,
+        "LOGNAME": user.pw_name,
+        "LANG": "C.UTF-8",
+        "SBATCH_EXPORT": "NONE",
+    }
+
+
+def run(
+    argv: list[str], user: pwd.struct_passwd, config: dict[str, Any], stdin: bytes = b""
+) -> subprocess.CompletedProcess[bytes]:
+    timeout = setting(config, "command_timeout_seconds")
+    program = os.path.basename(argv[0])
+    try:
+        return subprocess.run(
+            argv,
+            input=stdin,
+            capture_output=True,
+            env=clean_env(user),
+            timeout=timeout,
+            check=False,
+            close_fds=True,
+        )
+    except FileNotFoundError:
+        raise InternalError(f"{argv[0]} is not installed") from None
+    except subprocess.TimeoutExpired:
+        raise Refusal(
+            f"{program} did not answer within {timeout:g} s; the Slurm controller "
+            "may be busy. Check with squeue before retrying."
+        ) from None
+
+
+def cluster_name(config: dict[str, Any]) -> str | None:
+    if setting(config, "cluster"):
+        return str(setting(config, "cluster"))
+    try:
+        with open(SLURM_CONF, encoding="utf-8", errors="replace") as conf:
+            for line in conf:
+                m = re.match(r"\s*ClusterName\s*=\s*([A-Za-z0-9._-]+)", line, re.IGNORECASE)
+                if m:
+                    return m.group(1).lower()
+    except OSError:
+        pass
+    return None
+
+
+def do_submit(
+    request: dict[str, Any], user: pwd.struct_passwd, config: dict[str, Any]
+) -> dict[str, Any]:
+    roots, partitions, cap = effective_limits(request, config)
+    # Options first: a bad option is refused without touching the filesystem.
+    options = sbatch_options(request.get("options"), partitions)
+    dir_fd, real_path, content = open_script(request.get("script"), user, roots, cap)
+    try:
+        # The job's working directory is the script's directory, entered through the very
+        # descriptor that was checked.
+        os.fchdir(dir_fd)
+    finally:
+        os.close(dir_fd)
+    tag = request.get("tag")
+    if tag is not None:
+        if not isinstance(tag, str) or not SUBMISSION_TAG.fullmatch(tag):
+            raise Refusal("The submission tag must be 16 to 32 lowercase hex digits.")
+        options.append(f"--comment=skybot:{tag}")
+    if not any(o.startswith("--job-name=") for o in options) and not script_names_itself(content):
+        options.append(f"--job-name={default_job_name(real_path)}")
+    # The script goes to sbatch on stdin: sbatch gets exactly the bytes that were checked, so
+    # nobody can swap the file between the checks and the submission.
+    argv = [setting(config, "sbatch"), "--parsable", *options]
+    result = run(argv, user, config, stdin=content)
+    out = result.stdout.decode("utf-8", "replace").strip()
+    err = clean_output(result.stderr.decode("utf-8", "replace"))
+    if result.returncode != 0:
+        return {"ok": False, "error": err or f"sbatch failed with exit status {result.returncode}."}
+    m = re.fullmatch(r"([0-9]+)(?:;([A-Za-z0-9._-]+))?", out.splitlines()[-1] if out else "")
+    if not m:
+        raise InternalError(f"unexpected sbatch output {clean_output(out)!r}")
+    payload: dict[str, Any] = {
+        "ok": True,
+        "job_id": int(m.group(1)),
+        "cluster": m.group(2) or cluster_name(config),
+        "script": real_path,
+    }
+    if err:
+        payload["warning"] = err
+    return payload
+
+
+# ----------------------------------------------------------------------------------------------
+# cancel and verify-link
+
+
+def do_cancel(
+    request: dict[str, Any], user: pwd.struct_passwd, config: dict[str, Any]
+) -> dict[str, Any]:
+    job_id = request.get("job_id")
+    if isinstance(job_id, int) and not isinstance(job_id, bool):
+        job_id = str(job_id)
+    if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
+        raise Refusal("job_id must be a job number like 123 (or 123_4 for an array task).")
+    # Without --verbose, scancel says nothing and exits 0 for a job id that does not exist or
+    # has already finished; with it, every failure is an "error:" line (and only "permission
+    # denied" also sets the exit status).
+    result = run([setting(config, "scancel"), "--verbose", job_id], user, config)
+    output = (result.stderr + result.stdout).decode("utf-8", "replace")
+    errors = [line for line in output.splitlines() if "error" in line.lower()]
+    if result.returncode != 0 or errors:
+        message = clean_output("\n".join(errors) or output)
+        return {
+            "ok": False,
+            "error": message or f"scancel failed with exit status {result.returncode}.",
+        }
+    return {"ok": True, "job_id": job_id}
+
+
+def open_below(dir_fd: int, name: str, *, directory: bool) -> int:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+    if directory:
+        flags |= os.O_DIRECTORY
+    return os.open(name, flags, dir_fd=dir_fd)
+
+
+def writable_by_others(st: os.stat_result, user: pwd.struct_passwd) -> bool:
+    """World-writable, or group-writable by a group that is more than the user alone.
+
+    With umask 002 and user private groups (Debian's USERGROUPS_ENAB), `mkdir -p` makes
+    group-writable directories whose group is the user's own; those are as private as 0755.
+    """
+    if st.st_mode & 0o002:
+        return True
+    if not st.st_mode & 0o020:
+        return False
+    try:
+        group = grp.getgrgid(st.st_gid)
+    except KeyError:
+        return True
+    private = (
+        st.st_gid == user.pw_gid
+        and group.gr_name == user.pw_name
+        and set(group.gr_mem) <= {user.pw_name}
+    )
+    return not private
+
+
+def do_verify_link(
+    request: dict[str, Any], user: pwd.struct_passwd, config: dict[str, Any]
+) -> dict[str, Any]:
+    code = request.get("code")
+    if not isinstance(code, str) or not LINK_CODE.fullmatch(code):
+        raise Refusal("The link code must be 4 to 128 letters, digits, '-' or '_'.")
+    shown = "~/" + "/".join(LINK_FILE)
+    fds: list[int] = []
+    try:
+        try:
+            fds.append(os.open(user.pw_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+            for part in LINK_FILE[:-1]:
+                fds.append(open_below(fds[-1], part, directory=True))
+            parent = fds[-1]
+            fds.append(open_below(parent, LINK_FILE[-1], directory=False))
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                raise Refusal(f"There is no {shown}; write the code there first.") from None
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise Refusal(
+                    f"{shown} (or a directory on the way) is a symbolic link or not "
+                    "a directory; it must be your own plain file."
+                ) from None
+            raise Refusal(f"Cannot open {shown}: {exc.strerror}.") from None
+        for fd, what in ((parent, "~/.config/skybot"), (fds[-1], shown)):
+            st = os.fstat(fd)
+            if st.st_uid != os.getuid():
+                raise Refusal(f"{what} is not owned by {user.pw_name}.")
+            if writable_by_others(st, user):
+                raise Refusal(f"{what} is writable by other users; run chmod go-w on it.")
+        st = os.fstat(fds[-1])
+        if not stat.S_ISREG(st.st_mode):
+            raise Refusal(f"{shown} is not a regular file.")
+        if st.st_size > MAX_LINK_BYTES:
+            raise Refusal(f"{shown} is too large to hold a link code.")
+        data = os.read(fds[-1], MAX_LINK_BYTES + 1)
+    finally:
+        for fd in reversed(fds):
+            os.close(fd)
+    stored = data.strip()
+    if not stored or not hmac.compare_digest(stored, code.encode("ascii")):
+        return {"ok": False, "error": f"The code in {shown} does not match."}
+    return {"ok": True, "user": user.pw_name}
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+ACTIONS = {"submit": do_submit, "cancel": do_cancel, "verify-link": do_verify_link}
+
+
+def read_request() -> dict[str, Any]:
+    raw = sys.stdin.buffer.read(MAX_REQUEST_BYTES + 1)
+    if len(raw) > MAX_REQUEST_BYTES:
+        raise Refusal("The request is too large.")
+    try:
+        request = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise Refusal("The request is not valid JSON.") from None
+    if not isinstance(request, dict):
+        raise Refusal("The request must be a JSON object.")
+    return request
+
+
+def handle() -> dict[str, Any]:
+    config = load_config()
+    user = check_identity(config)
+    request = read_request()
+    action = request.get("action")
+    if not isinstance(action, str) or action not in ACTIONS:
+        raise Refusal(f"Unknown action {action!r}; expected one of {', '.join(sorted(ACTIONS))}.")
+    unknown = sorted(set(request) - REQUEST_KEYS[action], key=str)
+    if unknown:
+        raise Refusal(f"The {action} request has unexpected field(s): {', '.join(unknown)}.")
+    return ACTIONS[action](request, user, config)
+
+
+def main() -> NoReturn:
+    # Never start anywhere the caller chose: sudo keeps the bot's working directory.
+    os.chdir("/")
+    os.umask(0o022)
+    if len(sys.argv) > 1:
+        reply(
+            {
+                "ok": False,
+                "error": "skybot-runner takes no arguments; send a JSON request on stdin.",
+            },
+            2,
+        )
+    try:
+        reply(handle())
+    except Refusal as exc:
+        reply({"ok": False, "error": str(exc)})
+    except InternalError as exc:
+        reply({"ok": False, "error": f"skybot-runner is misconfigured: {exc}."}, 1)
+    except Exception as exc:  # the last line of defence: JSON, never a traceback
+        reply({"ok": False, "error": f"skybot-runner failed internally ({type(exc).__name__})."}, 1)
+
+
+if __name__ == "__main__":
+    main()
