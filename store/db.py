@@ -70,6 +70,21 @@ MIGRATIONS: tuple[str, ...] = (
         code TEXT NOT NULL, expires_at REAL NOT NULL, PRIMARY KEY (team_id, user_id)
     );
     """,
+    """
+    CREATE TABLE submissions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, team_id TEXT NOT NULL, user_id TEXT NOT NULL,
+        cluster_user TEXT NOT NULL, script TEXT NOT NULL, options TEXT NOT NULL,
+        tag TEXT NOT NULL UNIQUE, state TEXT NOT NULL, response_url TEXT,
+        created_at REAL NOT NULL, started_at REAL, finished_at REAL, attempts INTEGER NOT NULL,
+        job_id INTEGER, error TEXT, reported_at REAL
+    );
+    CREATE INDEX submissions_state ON submissions(state);
+    CREATE TABLE audit (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, team_id TEXT NOT NULL,
+        user_id TEXT NOT NULL, cluster_user TEXT, action TEXT NOT NULL, detail TEXT NOT NULL,
+        result TEXT NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
