@@ -379,10 +379,19 @@ def _exit_from_wait_status(status: int | None) -> tuple[int | None, int | None]:
     return (status >> 8) & 0xFF, (signal or None)
 
 
-def _exit_from_verbose(value: Mapping[str, Any], fields: _Fields) -> tuple[int | None, int | None]:
-    """(exit code, signal) from the dict forms (sacct 22.05, everything 23.02+)."""
+def _exit_from_verbose(
+    value: Mapping[str, Any], state: str, fields: _Fields
+) -> tuple[int | None, int | None]:
+    """(exit code, signal) from the dict forms (sacct 22.05, everything 23.02+).
+
+    22.05's sacct (dbv0.0.38 `_dump_job_exit_code`) tests WIFEXITED before anything else, so
+    every normal exit reads {"status": "SUCCESS", "return_code": 0}, even `exit 3` (seen on
+    the real test cluster). That form — status a string, not a list — therefore only proves
+    exit code 0 when the job COMPLETED; otherwise the code is unknown.
+    """
     status = value.get("status")
-    statuses = {s.upper() for s in ([status] if isinstance(status, str) else status or [])}
+    legacy = isinstance(status, str)
+    statuses = {s.upper() for s in ([status] if legacy else status or []) if isinstance(s, str)}
     if statuses & {"PENDING", "INVALID"}:
         return None, None
     try:
@@ -390,22 +399,23 @@ def _exit_from_verbose(value: Mapping[str, Any], fields: _Fields) -> tuple[int |
         signal_obj = value.get("signal")
         signal = None
         if isinstance(signal_obj, Mapping):
-            raw_signal = signal_obj.get("id", signal_obj.get("signal_id"))
-            signal = _number(raw_signal)
+            signal = _number(signal_obj.get("id", signal_obj.get("signal_id")))
     except _BadField as exc:
-        fields.warn(f"unreadable exit_code {value!r} ({exc})")
+        fields.warn(f"unreadable exit_code {dict(value)!r} ({exc})")
         return None, None
-    if code is None and "SUCCESS" in statuses:
+    if legacy and statuses == {"SUCCESS"}:
+        code = 0 if state == "COMPLETED" else None
+    elif code is None and "SUCCESS" in statuses:
         code = 0
     return code, (signal or None)
 
 
-def _exit_info(value: object, fields: _Fields) -> tuple[int | None, int | None]:
-    """(exit code, signal) from any version's exit_code field."""
-    if value is None:
+def _exit_info(value: object, state: str, fields: _Fields) -> tuple[int | None, int | None]:
+    """(exit code, signal) of a finished job from any version's exit_code field."""
+    if value is None or state not in FINAL_STATES:
         return None, None
     if isinstance(value, Mapping) and "number" not in value:
-        return _exit_from_verbose(value, fields)
+        return _exit_from_verbose(value, state, fields)
     try:
         return _exit_from_wait_status(_u32(value))
     except _BadField:
@@ -509,6 +519,29 @@ def _squeue_allocated_gpus(fields: _Fields) -> dict[str, int] | None:
     return alloc if alloc is not None else detail
 
 
+def _array_task_text(text: str) -> str:
+    """Task ids as Slurm prints them ("0-9", "1,3,5-7%2").
+
+    22.05's sacct writes a pending array's tasks as a hex bitmap ("0x3FF" = tasks 0-9, seen
+    on the real test cluster); that is turned into the usual range form.
+    """
+    if not re.fullmatch(r"0[xX][0-9a-fA-F]+", text):
+        return text
+    bits = int(text, 16)
+    ranges: list[str] = []
+    task = 0
+    while bits >> task:
+        if not (bits >> task) & 1:
+            task += 1
+            continue
+        first = task
+        while (bits >> (task + 1)) & 1:
+            task += 1
+        ranges.append(str(first) if first == task else f"{first}-{task}")
+        task += 1
+    return ",".join(ranges)
+
+
 def _array_fields(
     fields: _Fields,
     job_id_path: tuple[str, ...],
@@ -519,7 +552,7 @@ def _array_fields(
     array_job_id = fields.u32(*job_id_path) or None
     if array_job_id is None:
         return None, None
-    task_str = fields.text(*task_str_path)
+    task_str = _array_task_text(fields.text(*task_str_path))
     if task_str:
         return array_job_id, task_str
     task_id = fields.u32(*task_id_path)
@@ -549,9 +582,7 @@ def _job_from_squeue(raw: Mapping[str, Any], label: str, warnings: list[str]) ->
     array_job_id, array_task = _array_fields(
         f, ("array_job_id",), ("array_task_id",), ("array_task_string",)
     )
-    exit_code, exit_signal = (
-        _exit_info(f.get("exit_code"), f) if state in FINAL_STATES else (None, None)
-    )
+    exit_code, exit_signal = _exit_info(f.get("exit_code"), state, f)
     return Job(
         job_id=job_id,
         name=f.text("name"),
@@ -614,9 +645,7 @@ def _job_from_sacct(raw: Mapping[str, Any], label: str, warnings: list[str]) -> 
     array_job_id, array_task = _array_fields(
         f, ("array", "job_id"), ("array", "task_id"), ("array", "task")
     )
-    exit_code, exit_signal = (
-        _exit_info(f.get("exit_code"), f) if state in FINAL_STATES else (None, None)
-    )
+    exit_code, exit_signal = _exit_info(f.get("exit_code"), state, f)
     return Job(
         job_id=job_id,
         name=f.text("name"),
@@ -633,7 +662,7 @@ def _job_from_sacct(raw: Mapping[str, Any], label: str, warnings: list[str]) -> 
         start_time=f.timestamp("time", "start"),
         end_time=f.timestamp("time", "end"),
         time_limit_minutes=f.u32("time", "limit"),
-        restarts=f.u32("restart_cnt") or 0,  # only 24.05+ sacct has it
+        restarts=f.u32("restart_cnt") or 0,  # newer sacct only; see parse_sacct
         exit_code=exit_code,
         exit_signal=exit_signal,
         # 24.11+ only; "stdout" may hold %j patterns, "stdout_expanded" has them filled in.
@@ -705,7 +734,8 @@ def parse_squeue(data: dict[str, Any]) -> ParseResult[Job]:
 
     Running (or otherwise started) jobs count the GPUs they were allocated; pending jobs the
     GPUs they asked for. Exit codes are filled in only for finished jobs (squeue keeps those
-    until MinJobAge). A pending job array is one record with array_task like "0-9".
+    until MinJobAge). A pending job array is one record with array_task like "0-9". For a
+    pending job, start_time is Slurm's estimate (if it has one), not a start that happened.
     """
     return _parse_jobs(data, "squeue", _job_from_squeue)
 
@@ -716,8 +746,12 @@ def parse_sacct(data: dict[str, Any]) -> ParseResult[Job]:
     Steps (under each job's "steps") are ignored: the job's own entry carries its state,
     exit code and TRES. If the same job id appears more than once (`sacct --duplicates`
     lists each run of a requeued job), the last entry — the latest run — is kept and each
-    earlier run counts as a restart, so restarts is right even before 24.05 added
-    restart_cnt to sacct.
+    earlier run counts as a restart, since sacct's own restart_cnt only exists in newer
+    releases (present in v0.0.42, absent in v0.0.38/v0.0.40).
+
+    States are reported as sacct has them. Note that a preempted-and-requeued job that has
+    not restarted yet is PREEMPTED here (the old run) while squeue lists it PENDING with
+    restarts >= 1: where both are known, squeue's view of a job is the live one.
     """
     parsed = _parse_jobs(data, "sacct", _job_from_sacct)
     latest: dict[int, Job] = {}
@@ -730,13 +764,9 @@ def parse_sacct(data: dict[str, Any]) -> ParseResult[Job]:
     for job_id, job in latest.items():
         earlier_runs = runs[job_id] - 1
         if earlier_runs > job.restarts:
-            job = _with_restarts(job, earlier_runs)
+            job = replace(job, restarts=earlier_runs)
         records.append(job)
     return ParseResult(records=records, warnings=parsed.warnings)
-
-
-def _with_restarts(job: Job, restarts: int) -> Job:
-    return replace(job, restarts=restarts)
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,7 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.config import Config
-from core.disk_usage import DiskUsageError, parse_disk_usage, read_disk_usage_file
+from core.disk_usage import (
+    DiskUsageError,
+    DiskUsageFileMissing,
+    parse_disk_usage,
+    read_disk_usage_file,
+)
 from core.records import DirectoryUsage, FilesystemUsage
 from scheduler.backoff import Backoff
 from store.snapshots import record_poll_failure, save_storage
@@ -52,7 +57,7 @@ def scan_storage(roots: Iterable[str], max_file_bytes: int) -> StorageScan:
             try:
                 text = read_disk_usage_file(report, max_file_bytes)
                 scan.directories.append(parse_disk_usage(text, root, entry.name, entry.path))
-            except FileNotFoundError:
+            except (DiskUsageFileMissing, FileNotFoundError):
                 # New directories have no report until the weekly job first runs.
                 continue
             except (DiskUsageError, OSError) as error:

@@ -1,0 +1,165 @@
+"""core.disk_usage: strict parsing of disk-usage.txt and safe reading of user-owned files."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from core.disk_usage import (
+    DiskUsageError,
+    DiskUsageFileMissing,
+    parse_disk_usage,
+    read_disk_usage_file,
+)
+from core.records import DirectoryUsage
+
+# The example from the skynet user guide.
+GOOD = "Updated: 2020-11-21 15:04\nUsage (human-readable): 127.2G\nUsage (K): 133284169\n"
+
+
+def parse(text: str) -> DirectoryUsage:
+    return parse_disk_usage(text, root="/srv/share", owner="ewijmans3", path="/srv/share/ewijmans3")
+
+
+def test_good_file() -> None:
+    usage = parse(GOOD)
+    assert usage == DirectoryUsage(
+        root="/srv/share",
+        owner="ewijmans3",
+        path="/srv/share/ewijmans3",
+        updated=datetime(2020, 11, 21, 15, 4),
+        kib=133284169,
+        human="127.2G",
+    )
+    assert usage.bytes == 133284169 * 1024
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        GOOD.rstrip("\n"),  # no final newline
+        "\n\n" + GOOD.replace("\n", "\n\n") + "\n",  # blank lines anywhere
+        GOOD.replace("\n", "\r\n"),  # written on Windows
+        "Usage (K): 133284169\nUpdated: 2020-11-21 15:04\nUsage (human-readable): 127.2G\n",
+    ],
+)
+def test_tolerated_variations(text: str) -> None:
+    usage = parse(text)
+    assert (usage.kib, usage.human) == (133284169, "127.2G")
+
+
+@pytest.mark.parametrize(
+    ("human", "kib"), [("0", "0"), ("4.0K", "4"), ("512", "1"), ("1.5T", "1610612736")]
+)
+def test_other_sizes(human: str, kib: str) -> None:
+    text = f"Updated: 2024-01-02 03:04\nUsage (human-readable): {human}\nUsage (K): {kib}\n"
+    usage = parse(text)
+    assert (usage.human, usage.kib) == (human, int(kib))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "missing 'Updated', 'Usage \\(human-readable\\)', 'Usage \\(K\\)'"),
+        ("\x00\x01binary garbage\xff", "line 1 is not in the disk-usage.txt format"),
+        ("rm -rf /\n" + GOOD, "line 1 is not in the disk-usage.txt format"),
+        (GOOD.replace("Usage (K): 133284169\n", ""), "missing 'Usage \\(K\\)'"),
+        (GOOD.replace("Updated: 2020-11-21 15:04\n", ""), "missing 'Updated'"),
+        (GOOD.replace("133284169", "-133284169"), "must be a non-negative integer"),
+        (GOOD.replace("133284169", "12.5"), "must be a non-negative integer"),
+        (GOOD.replace("133284169", "1e9"), "must be a non-negative integer"),
+        (GOOD.replace("133284169", "१२३"), "must be a non-negative integer"),
+        (GOOD.replace("127.2G", "lots"), "line 2 is not in the disk-usage.txt format"),
+        (GOOD.replace("2020-11-21", "2020-13-45"), "not a valid date"),
+        (GOOD.replace("15:04", "3pm"), "line 1 is not in the disk-usage.txt format"),
+        (GOOD + "Note: please clean up\n", "line 4 is not in the disk-usage.txt format"),
+        (GOOD + "Usage (K): 1\n", "'Usage \\(K\\)' appears more than once"),
+        ("  " + GOOD, "line 1 is not in the disk-usage.txt format"),  # leading space
+        (GOOD.replace("Usage (K): ", "Usage (K):"), "line 3 is not in the disk-usage.txt format"),
+        (GOOD.replace("Updated", "updated"), "line 1 is not in the disk-usage.txt format"),
+    ],
+)
+def test_rejects_anything_else(text: str, message: str) -> None:
+    with pytest.raises(DiskUsageError, match=message):
+        parse(text)
+
+
+def test_long_garbage_line_is_shortened_in_the_message() -> None:
+    with pytest.raises(DiskUsageError) as info:
+        parse("x" * 10_000)
+    assert len(str(info.value)) < 200
+
+
+# ---------------------------------------------------------------------------------------------
+# reading the file
+
+
+def write(path: Path, content: bytes) -> Path:
+    path.write_bytes(content)
+    return path
+
+
+def test_reads_a_regular_file(tmp_path: Path) -> None:
+    path = write(tmp_path / "disk-usage.txt", GOOD.encode())
+    assert read_disk_usage_file(path, max_bytes=4096) == GOOD
+
+
+def test_symlink_is_refused(tmp_path: Path) -> None:
+    secret = write(tmp_path / "secret", GOOD.encode())
+    link = tmp_path / "disk-usage.txt"
+    link.symlink_to(secret)
+    with pytest.raises(DiskUsageError, match="symlink"):
+        read_disk_usage_file(link, max_bytes=4096)
+
+
+def test_dangling_symlink_is_refused_not_missing(tmp_path: Path) -> None:
+    link = tmp_path / "disk-usage.txt"
+    link.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(DiskUsageError, match="symlink") as info:
+        read_disk_usage_file(link, max_bytes=4096)
+    assert not isinstance(info.value, DiskUsageFileMissing)
+
+
+def test_oversized_file_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path / "disk-usage.txt", GOOD.encode() + b"\n" * 5000)
+    with pytest.raises(DiskUsageError, match="over the 4096 limit"):
+        read_disk_usage_file(path, max_bytes=4096)
+
+
+def test_file_exactly_at_the_limit_is_read(tmp_path: Path) -> None:
+    content = GOOD.encode()
+    path = write(tmp_path / "disk-usage.txt", content)
+    assert read_disk_usage_file(path, max_bytes=len(content)) == GOOD
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(DiskUsageFileMissing, match="does not exist"):
+        read_disk_usage_file(tmp_path / "disk-usage.txt", max_bytes=4096)
+
+
+def test_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "disk-usage.txt").mkdir()
+    with pytest.raises(DiskUsageError, match="not a regular file"):
+        read_disk_usage_file(tmp_path / "disk-usage.txt", max_bytes=4096)
+
+
+def test_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "disk-usage.txt"
+    os.mkfifo(fifo)
+    with pytest.raises(DiskUsageError, match="not a regular file"):
+        read_disk_usage_file(fifo, max_bytes=4096)
+
+
+def test_invalid_utf8_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path / "disk-usage.txt", b"Updated: \xff\xfe 2020\n")
+    with pytest.raises(DiskUsageError, match="not valid UTF-8"):
+        read_disk_usage_file(path, max_bytes=4096)
+
+
+def test_read_then_parse(tmp_path: Path) -> None:
+    path = write(tmp_path / "disk-usage.txt", GOOD.encode())
+    text = read_disk_usage_file(path, max_bytes=4096)
+    assert parse(text).kib == 133284169
