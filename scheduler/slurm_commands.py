@@ -1,54 +1,60 @@
 """Running Slurm's client commands: argument lists, a timeout, and one clear error.
 
 Never through a shell, so nothing from a job name or a config value is ever interpreted.
+Output goes to a temporary file rather than a pipe: `squeue --json` for 10,000 jobs is tens
+of megabytes, and a pipe read would hold it twice (the chunks, then the joined bytes).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
+
+from core.slurm_decode import SlurmDecodeError, decode_slurm_json
 
 
 class SlurmCommandError(Exception):
     """A Slurm command failed, timed out or printed something that is not its documented output."""
 
 
-async def run_slurm(bin_dir: str, command: str, args: list[str], timeout: float) -> str:
+async def run_slurm(bin_dir: str, command: str, args: list[str], timeout: float) -> bytes:
     """Run `bin_dir/command args…` and return its standard output."""
     program = str(Path(bin_dir) / command)
-    try:
-        process = await asyncio.create_subprocess_exec(
-            program,
-            *args,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=_slurm_environment(),
-        )
-    except OSError as error:
-        raise SlurmCommandError(f"cannot start {program}: {error.strerror}") from None
-    try:
-        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise SlurmCommandError(f"{command} timed out after {timeout:g} s") from None
-    if process.returncode != 0:
-        detail = stderr.decode(errors="replace").strip().splitlines()
-        last = detail[-1] if detail else "no error output"
-        raise SlurmCommandError(f"{command} exited with status {process.returncode}: {last}")
-    return stdout.decode(errors="replace")
+    with tempfile.TemporaryFile(prefix="skybot-slurm-") as output:
+        try:
+            process = await asyncio.create_subprocess_exec(
+                program,
+                *args,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=output,
+                stderr=asyncio.subprocess.PIPE,
+                env=_slurm_environment(),
+            )
+        except OSError as error:
+            raise SlurmCommandError(f"cannot start {program}: {error.strerror}") from None
+        try:
+            _, stderr = await asyncio.wait_for(process.communicate(), timeout)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+            raise SlurmCommandError(f"{command} timed out after {timeout:g} s") from None
+        if process.returncode != 0:
+            detail = stderr.decode(errors="replace").strip().splitlines()
+            last = detail[-1] if detail else "no error output"
+            raise SlurmCommandError(f"{command} exited with status {process.returncode}: {last}")
+        output.seek(0)
+        return output.read()
 
 
 async def run_slurm_json(bin_dir: str, command: str, args: list[str], timeout: float) -> Any:
-    text = await run_slurm(bin_dir, command, args, timeout)
+    raw = await run_slurm(bin_dir, command, args, timeout)
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise SlurmCommandError(f"{command} printed invalid JSON: {error}") from None
+        return decode_slurm_json(raw)
+    except SlurmDecodeError as error:
+        raise SlurmCommandError(f"{command} printed something that is not JSON: {error}") from None
 
 
 def _slurm_environment() -> dict[str, str]:

@@ -107,7 +107,7 @@ class SlurmPoller:
         if self._caps_backoff.should_skip(now):
             return False
         try:
-            text = await run_slurm(
+            raw = await run_slurm(
                 self._config.slurm.bin_dir,
                 "sacctmgr",
                 [
@@ -124,7 +124,7 @@ class SlurmPoller:
             log.warning("caps poll failed (next try in %.0f s): %s", delay, error)
             await self._writer.run(record_poll_failure, "caps", str(error), now)
             return False
-        caps, members, warnings = parse_associations(text)
+        caps, members, warnings = parse_associations(raw.decode(errors="replace"))
         for warning in warnings:
             log.warning("slurm associations: %s", warning)
         await self._writer.run(save_caps, caps, members, now)
