@@ -52,6 +52,8 @@ class Job:
     exit_signal: int | None = None
     std_out: str = ""
     work_dir: str = ""
+    # The job's --comment; skybot puts "skybot:<tag>" there to find its own submissions.
+    comment: str = ""
 
     @property
     def gpus(self) -> int:

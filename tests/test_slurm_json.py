@@ -17,11 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.records import Job, LabCap, Node
+from core.records import Job, Node
+from core.slurm_decode import decode_slurm_json
 from core.slurm_json import (
     ParseResult,
     SlurmJsonError,
-    parse_assoc_caps,
     parse_sacct,
     parse_sinfo,
     parse_squeue,
@@ -159,6 +159,49 @@ def test_sacct_duplicate_runs_count_as_restarts() -> None:
     assert jobs[105].state == "PENDING"
     assert jobs[105].restarts == 1
     assert len([j for j in parse_sacct(doc).records if j.job_id == 105]) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# job comments: skybot tags its submissions "skybot:<hex>" to find them after a crash
+
+TAG = "skybot:5f3a9c01"
+
+
+@pytest.mark.parametrize("version", ["v0.0.38", *NEW_VERSIONS])
+def test_squeue_comment(version: str) -> None:
+    doc = load(version, "squeue.json")
+    doc["jobs"][0]["comment"] = TAG  # a string in every squeue version
+    result = parse_squeue(doc)
+    assert result.warnings == []
+    assert result.records[0].comment == TAG
+    assert all(job.comment == "" for job in result.records[1:])
+    assert parse_squeue(decode_slurm_json(json.dumps(doc))).records[0].comment == TAG
+
+
+@pytest.mark.parametrize("version", ["v0.0.38", *NEW_VERSIONS])
+def test_sacct_comment_is_the_job_comment(version: str) -> None:
+    doc = load(version, "sacct.json")
+    # {"administrator", "job", "system"}; 22.05 has nulls where newer versions have ""
+    doc["jobs"][0]["comment"] = {"administrator": "admin note", "job": TAG, "system": "sys"}
+    result = parse_sacct(doc)
+    assert result.warnings == []
+    by_job = {job.job_id: job for job in result.records}
+    assert by_job[doc["jobs"][0]["job_id"]].comment == TAG
+    assert sum(job.comment == TAG for job in result.records) == 1
+    assert parse_sacct(decode_slurm_json(json.dumps(doc))) == result
+
+
+def test_comment_shapes_are_read_in_either_command() -> None:
+    as_dict = {"administrator": None, "job": TAG, "system": None}
+    assert only_job(parse_squeue(squeue_2205(comment=as_dict))).comment == TAG
+    assert only_job(parse_squeue(squeue_2205(comment=None))).comment == ""
+    flat = parse_sacct({"jobs": [sacct_2205_job(comment=TAG)]})
+    assert only_job(flat).comment == TAG
+    unset = parse_sacct({"jobs": [sacct_2205_job(comment={"job": None})]})
+    assert only_job(unset).comment == ""
+    odd = parse_squeue(squeue_2205(comment=17))
+    assert odd.records[0].comment == ""
+    assert odd.warnings == ["job 7: ignoring comment 17 (not a string)"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -465,6 +508,30 @@ def test_2205_nodes_shape() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# the slim msgspec decode (core.slurm_decode) keeps every field the parsers read
+
+
+FIXTURE_DOCUMENTS = sorted(
+    path.relative_to(FIXTURES)
+    for kind in ("squeue", "sacct", "sinfo", "nodes")
+    for path in FIXTURES.glob(f"*/{kind}.json")
+)
+PARSERS = {"squeue": parse_squeue, "sacct": parse_sacct, "sinfo": parse_sinfo, "nodes": parse_sinfo}
+
+
+@pytest.mark.parametrize("document", FIXTURE_DOCUMENTS, ids=str)
+def test_slim_decode_parses_like_json_loads(document: Path) -> None:
+    raw = (FIXTURES / document).read_bytes()
+    parse = PARSERS[document.stem]
+    assert parse(decode_slurm_json(raw)) == parse(json.loads(raw))
+
+
+def test_every_fixture_document_is_compared() -> None:
+    assert {p.parts[0] for p in FIXTURE_DOCUMENTS} >= set(NEW_VERSIONS)
+    assert len(FIXTURE_DOCUMENTS) >= 8
+
+
+# ---------------------------------------------------------------------------------------------
 # bad input: one bad record is a warning, a wrong document is one SlurmJsonError
 
 
@@ -562,37 +629,6 @@ def test_no_field_value_can_crash_the_parsers(field_name: str, value: Any) -> No
     nodes["nodes"][0]["gres"] = value
     nodes["nodes"][1]["state"] = value
     parse_sinfo(nodes)
-
-
-# ---------------------------------------------------------------------------------------------
-# lab caps
-
-
-def test_assoc_caps() -> None:
-    text = (
-        "root||\n"
-        "root|root|\n"
-        "hoffman-lab||gres/gpu=4\n"
-        "hoffman-lab|alice|\n"
-        "hoffman-lab|dave|gres/gpu=1\n"
-        "kira-lab||cpu=10,gres/gpu=32\n"
-        "kira-lab|bob|\n"
-        "overcap||\n"
-        "typed-lab||gres/gpu:a40=8\n"
-        "garbage line without pipes\n"
-        "\n"
-    )
-    assert parse_assoc_caps(text) == [
-        LabCap("hoffman-lab", 4),
-        LabCap("kira-lab", 32),
-        LabCap("overcap", None),
-        LabCap("typed-lab", None),
-    ]
-
-
-def test_assoc_caps_trailing_delimiter_and_repeats() -> None:
-    text = "kira-lab||cpu=10|\nkira-lab||gres/gpu=8|\nkira-lab||gres/gpu=2|\n"
-    assert parse_assoc_caps(text) == [LabCap("kira-lab", 8)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -724,13 +760,3 @@ def test_v38_squeue_gpus_match_sinfo_usage() -> None:
         for gpu_type, count in node.gpus_used.items():
             in_use[gpu_type] = in_use.get(gpu_type, 0) + count
     assert used == in_use == {"a40": 3, "rtx_6000": 3, "2080_ti": 1}
-
-
-@needs_v38
-def test_v38_assoc_caps() -> None:
-    text = (V38 / "sacctmgr_assoc.txt").read_text()
-    assert parse_assoc_caps(text) == [
-        LabCap("hoffman-lab", 4),
-        LabCap("kira-lab", 4),
-        LabCap("overcap", None),
-    ]
