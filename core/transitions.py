@@ -9,7 +9,7 @@ restart count, because the job itself goes back to PENDING under the same id.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from core.records import FINAL_STATES, Job
 
@@ -31,17 +31,26 @@ class Transition:
 
 
 def merge_observations(live: Iterable[Job], accounted: Iterable[Job]) -> dict[int, Job]:
-    """One record per job: squeue's for jobs it lists, sacct's for the rest or for final states."""
+    """One record per job: squeue's for jobs it lists, sacct's for the rest.
+
+    sacct only adds what squeue cannot say: the final state of a job squeue no longer lists
+    (or lists as still completing), and an exit code squeue's record lacks.
+    """
     merged = {job.job_id: job for job in live}
     for job in accounted:
+        if not job.partition:
+            # slurmdbd's first record of a job (name "allocation", no partition) is written
+            # before the controller's details arrive; the next poll re-reads it complete.
+            continue
         seen = merged.get(job.job_id)
         if seen is None:
-            # Requeued runs appear in sacct as PREEMPTED/REQUEUED although the job lives on;
+            # Requeued runs appear in sacct as PREEMPTED although the job lives on in squeue;
             # a job squeue no longer lists has only sacct's word.
             merged[job.job_id] = job
-        elif job.is_final and seen.state not in _STILL_RUNNING_OR_WAITING:
-            # sacct knows the exit code and end time of a job squeue shows as completing.
+        elif job.is_final and seen.state == "COMPLETING":
             merged[job.job_id] = job
+        elif job.is_final and seen.is_final and seen.exit_code is None:
+            merged[job.job_id] = replace(seen, exit_code=job.exit_code, exit_signal=job.exit_signal)
     return merged
 
 
@@ -73,6 +82,5 @@ def detect_transitions(
     return transitions
 
 
-_STILL_RUNNING_OR_WAITING = frozenset({"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING"})
 # PREEMPTED is left out: under PreemptMode=REQUEUE the same job id runs again.
 _TERMINAL = FINAL_STATES - {"PREEMPTED"}

@@ -52,9 +52,18 @@ async def run_slurm(bin_dir: str, command: str, args: list[str], timeout: float)
 async def run_slurm_json(bin_dir: str, command: str, args: list[str], timeout: float) -> Any:
     raw = await run_slurm(bin_dir, command, args, timeout)
     try:
-        return decode_slurm_json(raw)
+        document = decode_slurm_json(raw)
     except SlurmDecodeError as error:
         raise SlurmCommandError(f"{command} printed something that is not JSON: {error}") from None
+    # With the controller down, `squeue --json` still exits 0: it prints an empty job list
+    # and says what went wrong in "errors". Taking that as "no jobs" would wipe the snapshot.
+    errors = document.get("errors") or []
+    if errors:
+        first = errors[0] if isinstance(errors[0], dict) else {"description": str(errors[0])}
+        what = first.get("description") or first.get("error") or "unspecified error"
+        where = f" ({first['source']})" if first.get("source") else ""
+        raise SlurmCommandError(f"{command} reported an error: {what}{where}")
+    return document
 
 
 def _slurm_environment() -> dict[str, str]:

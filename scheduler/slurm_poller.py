@@ -61,6 +61,10 @@ class SlurmPoller:
         self._caps_backoff = Backoff(base_seconds=config.slurm.caps_poll_seconds)
         self._sacct_since: float | None = None
 
+    @property
+    def consecutive_failures(self) -> int:
+        return self._backoff.failures
+
     async def poll_jobs(self) -> bool:
         """One cycle of squeue + sinfo + sacct. Returns whether it succeeded."""
         now = self._clock()

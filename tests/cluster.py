@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 LAB_USERS = {"hoffman-lab": ("alice", "bob"), "kira-lab": ("carol", "dave")}
+TEST_USERS = ("alice", "bob", "carol", "dave", "skybot")
 
 
 def slurm_answers() -> bool:
@@ -41,18 +42,20 @@ def sbatch(user: str, *args: str) -> int:
 
 
 def scancel_everything() -> None:
-    subprocess.run(
-        ["scancel", "--full", "-u", "alice,bob,carol,dave,skybot"], capture_output=True, timeout=30
-    )
+    # scancel takes one user per call: "-u alice,bob" quietly cancels nothing.
+    for user in TEST_USERS:
+        subprocess.run(["scancel", "-u", user], capture_output=True, timeout=30, check=True)
     wait_until(lambda: not squeue_json()["jobs"], timeout=60, what="the queue to drain")
 
 
-def squeue_json() -> dict[str, Any]:
+def squeue_json(active_only: bool = True) -> dict[str, Any]:
+    """squeue's JSON; by default without the finished jobs it keeps listing for MinJobAge."""
     out = subprocess.run(
         ["squeue", "--all", "--json"], capture_output=True, text=True, timeout=30, check=True
     ).stdout
     data = json.loads(out)
-    data["jobs"] = [j for j in data["jobs"] if j.get("job_state") in _ACTIVE]
+    if active_only:
+        data["jobs"] = [j for j in data["jobs"] if j.get("job_state") in _ACTIVE]
     return data
 
 

@@ -51,3 +51,21 @@ def test_squeue_wins_for_a_live_job_sacct_calls_preempted() -> None:
 def test_sacct_final_state_replaces_completing() -> None:
     merged = merge_observations([job(4, state="COMPLETING")], [job(4, state="COMPLETED")])
     assert merged[4].state == "COMPLETED"
+
+
+def test_squeue_final_record_keeps_its_exit_code_over_sacct() -> None:
+    # 22.05's sacct --json reports exit 0 for a job that ran `exit 3`; squeue has it right.
+    merged = merge_observations(
+        [job(8, state="FAILED", exit_code=3)], [job(8, state="FAILED", exit_code=None)]
+    )
+    assert merged[8].exit_code == 3
+
+
+def test_sacct_fills_a_missing_exit_code() -> None:
+    merged = merge_observations([job(8, state="FAILED")], [job(8, state="FAILED", exit_code=1)])
+    assert merged[8].exit_code == 1
+
+
+def test_half_written_sacct_records_are_ignored_until_complete() -> None:
+    early = job(9, state="FAILED", name="allocation", partition="")
+    assert merge_observations([], [early]) == {}

@@ -1,0 +1,360 @@
+"""The Slurm poller against the real test cluster: what lands in the store, and at what cost."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
+from bot.service import lab_infos
+from core.view import ClusterView
+from scheduler.slurm_poller import SlurmPoller
+from store.reader import SnapshotCache
+from store.snapshots import decode_job
+from store.writer import StoreWriter
+from tests.cluster import sbatch, squeue_json, wait_until
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _config(tmp_path: Path, bin_dir: str = "/usr/bin") -> Config:
+    return replace(
+        load_config(None),
+        slurm=SlurmConfig(bin_dir=bin_dir, poll_seconds=1, command_timeout_seconds=10),
+        database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
+    )
+
+
+class Harness:
+    """A poller, its store and a reader, driven by hand with a clock the test controls."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.now = time.time()
+        self.writer = StoreWriter(config.database.path)
+        self.poller = SlurmPoller(config, self.writer, clock=lambda: self.now)
+        self.cache = SnapshotCache(config.database.path, lab_infos(config))
+
+    async def poll(self) -> ClusterView:
+        self.now = max(self.now, time.time())
+        await self.poller.poll_caps()
+        await self.poller.poll_jobs()
+        return await self.cache.refresh()
+
+    async def transitions(self) -> list[tuple[int, str, int, dict]]:
+        rows = await self.writer.run(
+            lambda db: list(
+                db.execute("SELECT job_id, to_state, restarts, record FROM job_transitions")
+            )
+        )
+        return [(r[0], r[1], r[2], decode_job(r[3])) for r in rows]
+
+    def close(self) -> None:
+        self.cache.close()
+        self.writer.close()
+
+
+@pytest.fixture
+async def harness(tmp_path: Path, clean_queue: None) -> AsyncIterator[Harness]:
+    h = Harness(_config(tmp_path))
+    yield h
+    h.close()
+
+
+async def test_jobs_land_with_lab_user_gpu_type_and_count(harness: Harness) -> None:
+    per_node = sbatch(
+        "alice",
+        "-p",
+        "hoffman-lab",
+        "-A",
+        "hoffman-lab",
+        "-w",
+        "clippy",
+        "--gpus-per-node=a40:2",
+        "--wrap",
+        "sleep 300",
+    )
+    per_job = sbatch(
+        "bob",
+        "-p",
+        "hoffman-lab",
+        "-A",
+        "hoffman-lab",
+        "-w",
+        "xaea-12",
+        "--gpus=1",
+        "--wrap",
+        "sleep 300",
+    )
+    by_gres = sbatch(
+        "carol", "-p", "kira-lab", "-A", "kira-lab", "--gres=gpu:rtx_6000:3", "--wrap", "sleep 300"
+    )
+
+    async def all_running() -> ClusterView | None:
+        view = await harness.poll()
+        jobs = [view.jobs_by_id.get(i) for i in (per_node, per_job, by_gres)]
+        return view if all(j and j.state == "RUNNING" for j in jobs) else None
+
+    view = None
+    for _ in range(60):
+        view = await all_running()
+        if view:
+            break
+        await asyncio.sleep(0.5)
+    assert view is not None, "the three GPU jobs never all ran"
+
+    a, b, c = (view.jobs_by_id[i] for i in (per_node, per_job, by_gres))
+    assert (a.user, a.account, a.partition, a.gpus_by_type) == (
+        "alice",
+        "hoffman-lab",
+        "hoffman-lab",
+        {"a40": 2},
+    )
+    # --gpus=1 leaves squeue's %b empty; the allocation still says what it got.
+    assert (b.user, b.gpus_by_type, b.nodes) == ("bob", {"rtx_6000": 1}, "xaea-12")
+    assert (c.user, c.account, c.gpus_by_type) == ("carol", "kira-lab", {"rtx_6000": 3})
+
+    hoffman = view.usage(view.lab("hoffman-lab"))
+    assert (hoffman.gpus_used, hoffman.cap) == (3, 4)
+    assert hoffman.by_user == {"alice": 2, "bob": 1}
+    assert hoffman.by_type == {"a40": 2, "rtx_6000": 1}
+    nodes = {n.name: n for n in view.snapshot.nodes}
+    assert nodes["clippy"].gpus_used == {"a40": 2}
+    assert view.idle_by_type == {"2080_ti": 4, "a40": 2}
+
+
+async def test_lab_at_cap_shows_used_equals_cap_and_the_waiting_job(harness: Harness) -> None:
+    sbatch(
+        "alice",
+        "-p",
+        "hoffman-lab",
+        "-A",
+        "hoffman-lab",
+        "--gpus-per-node=a40:4",
+        "--wrap",
+        "sleep 300",
+    )
+    waiting = sbatch(
+        "bob", "-p", "hoffman-lab", "-A", "hoffman-lab", "--gpus=1", "--wrap", "sleep 300"
+    )
+
+    async def at_cap() -> ClusterView | None:
+        view = await harness.poll()
+        job = view.jobs_by_id.get(waiting)
+        usage = view.usage(view.lab("hoffman-lab"))
+        return view if job and job.reason == "AssocGrpGRES" and usage.gpus_used == 4 else None
+
+    view = None
+    for _ in range(60):
+        view = await at_cap()
+        if view:
+            break
+        await asyncio.sleep(0.5)
+    assert view is not None, "hoffman-lab never showed as at its cap"
+    usage = view.usage(view.lab("hoffman-lab"))
+    assert usage.at_cap and usage.gpus_used == usage.cap == 4
+    assert [(j.job_id, j.user, j.reason) for j in usage.pending_at_cap] == [
+        (waiting, "bob", "AssocGrpGRES")
+    ]
+
+
+async def test_final_states_are_recorded_even_after_jobs_left_squeue(harness: Harness) -> None:
+    await harness.poll()  # the baseline: the poller has seen the empty queue
+    timeout_job = sbatch(
+        "bob", "-p", "debug", "-A", "hoffman-lab", "--time=1", "--wrap", "sleep 300"
+    )
+    completed = sbatch("dave", "-p", "kira-lab", "-A", "kira-lab", "--wrap", "true")
+    failed = sbatch("carol", "-p", "kira-lab", "-A", "kira-lab", "--wrap", "exit 3")
+    cancelled = sbatch("alice", "-p", "hoffman-lab", "-A", "hoffman-lab", "--wrap", "sleep 300")
+    wait_until(lambda: _squeue_state(cancelled) == "RUNNING", 30, "the job to cancel to run")
+    subprocess.run(["scancel", str(cancelled)], check=True, timeout=30)
+
+    # No polling while these end: they must also leave squeue (MinJobAge=10) before the
+    # next poll, so only sacct can tell the poller how they ended.
+    ended = (timeout_job, completed, failed, cancelled)
+    wait_until(
+        lambda: all(_squeue_state(j) is None for j in ended),
+        150,
+        "the finished jobs to leave squeue",
+    )
+
+    finals: dict[int, tuple[str, object]] = {}
+    for _ in range(20):  # slurmdbd lags the controller by a few seconds
+        await harness.poll()
+        finals = {
+            job_id: (state, job)
+            for job_id, state, _, job in await harness.transitions()
+            if job_id in ended and state != "RUNNING" and state != "PENDING"
+        }
+        if len(finals) == len(ended):
+            break
+        await asyncio.sleep(1)
+    assert {j: s for j, (s, _) in finals.items()} == {
+        timeout_job: "TIMEOUT",
+        completed: "COMPLETED",
+        failed: "FAILED",
+        cancelled: "CANCELLED",
+    }
+    # Each final state is recorded once, however many polls see it again.
+    await harness.poll()
+    states = [(j, s) for j, s, _, _ in await harness.transitions() if j in ended]
+    assert len(states) == len(set(states))
+
+
+async def test_a_failure_seen_live_keeps_its_exit_code(harness: Harness) -> None:
+    failed = sbatch("carol", "-p", "kira-lab", "-A", "kira-lab", "--wrap", "sleep 2; exit 3")
+    for _ in range(40):
+        view = await harness.poll()
+        job = view.jobs_by_id.get(failed)
+        if job and job.state == "FAILED":
+            break
+        await asyncio.sleep(0.5)
+    finals = [
+        job
+        for job_id, state, _, job in await harness.transitions()
+        if job_id == failed and state == "FAILED"
+    ]
+    assert len(finals) == 1
+    assert finals[0].exit_code == 3
+
+
+async def test_preemption_is_recorded_as_a_requeue_with_its_restart_count(
+    harness: Harness,
+) -> None:
+    overcap = sbatch(
+        "dave",
+        "-p",
+        "overcap",
+        "-A",
+        "overcap",
+        "-w",
+        "baymax",
+        "--gpus-per-node=4",
+        "--wrap",
+        "sleep 300",
+    )
+    for _ in range(40):
+        view = await harness.poll()
+        if (job := view.jobs_by_id.get(overcap)) and job.state == "RUNNING":
+            break
+        await asyncio.sleep(0.5)
+    sbatch(
+        "carol",
+        "-p",
+        "kira-lab",
+        "-A",
+        "kira-lab",
+        "-w",
+        "baymax",
+        "--gpus-per-node=2080_ti:2",
+        "--wrap",
+        "sleep 300",
+    )
+    requeues: list = []
+    for _ in range(40):
+        await harness.poll()
+        requeues = [
+            (s, r) for j, s, r, _ in await harness.transitions() if j == overcap and s == "REQUEUED"
+        ]
+        if requeues:
+            break
+        await asyncio.sleep(0.5)
+    assert requeues == [("REQUEUED", 1)]
+    view = await harness.poll()
+    job = view.jobs_by_id[overcap]
+    assert (job.state, job.restarts, job.reason) == ("PENDING", 1, "BeginTime")
+
+
+async def test_slurmctld_outage_keeps_the_snapshot_backs_off_and_recovers(
+    harness: Harness,
+) -> None:
+    running = sbatch("alice", "-p", "hoffman-lab", "-A", "hoffman-lab", "--wrap", "sleep 300")
+    wait_until(lambda: _squeue_state(running) == "RUNNING", 30, "the job to run")
+    view = await harness.poll()
+    assert running in view.jobs_by_id
+    subprocess.run(["pkill", "-x", "slurmctld"], check=True)
+    try:
+        wait_until(
+            lambda: subprocess.run(["pgrep", "-x", "slurmctld"]).returncode != 0,
+            30,
+            "slurmctld to stop",
+        )
+        harness.now += 1
+        assert await harness.poller.poll_jobs() is False
+        view = await harness.cache.refresh()
+        status = view.snapshot.source("slurm")
+        assert status.failing
+        assert (status.error or "").startswith(("squeue ", "sinfo ")), status.error
+        assert running in view.jobs_by_id, "the last good snapshot must stay"
+        # Backing off: a scheduled poll inside the wait does not even run the commands.
+        started = time.monotonic()
+        assert await harness.poller.poll_jobs() is False
+        assert time.monotonic() - started < 1
+        assert harness.poller.consecutive_failures == 1
+    finally:
+        subprocess.run(
+            [str(REPO / "deploy" / "testcluster.sh"), "up"],
+            check=True,
+            capture_output=True,
+            timeout=180,
+        )
+    harness.now += 600  # past any back-off
+    for _ in range(30):
+        if await harness.poller.poll_jobs():
+            break
+        harness.now += 600
+        await asyncio.sleep(1)
+    view = await harness.cache.refresh()
+    assert not view.snapshot.source("slurm").failing
+    assert view.jobs_by_id[running].state == "RUNNING"
+
+
+async def test_controller_budget_is_constant_per_poll_cycle(tmp_path: Path) -> None:
+    """The poller's slurmctld RPCs per cycle, measured by sdiag under its own account."""
+    wrappers = tmp_path / "bin"
+    wrappers.mkdir()
+    for command in ("squeue", "sinfo", "sacct", "sacctmgr"):
+        # Run the real command as the `skybot` service user, so sdiag counts it apart.
+        script = wrappers / command
+        script.write_text(f'#!/bin/sh\nexec runuser -u skybot -- /usr/bin/{command} "$@"\n')
+        script.chmod(0o755)
+    h = Harness(_config(tmp_path, bin_dir=str(wrappers)))
+    try:
+        await h.poll()  # warm-up (first sacct window, caps)
+        before = _sdiag_rpcs_of("skybot")
+        cycles = 5
+        for _ in range(cycles):
+            h.now += 15
+            assert await h.poller.poll_jobs()
+            # However many commands are answered meanwhile, they read the snapshot only.
+            view = await h.cache.refresh()
+            for _ in range(200):
+                view.usage(view.lab("hoffman-lab"))
+        after = _sdiag_rpcs_of("skybot")
+    finally:
+        h.close()
+    per_cycle = (after - before) / cycles
+    print(f"slurmctld RPCs per poll cycle: {per_cycle:g}")
+    assert per_cycle <= 3
+
+
+def _sdiag_rpcs_of(user: str) -> int:
+    out = subprocess.run(["sdiag"], capture_output=True, text=True, check=True).stdout
+    by_user = out.split("Remote Procedure Call statistics by user", 1)[1]
+    match = re.search(rf"^\s*{user}\s+\(\s*\d+\)\s+count:(\d+)", by_user, re.MULTILINE)
+    return int(match.group(1)) if match else 0
+
+
+def _squeue_state(job_id: int) -> str | None:
+    """The job's state as squeue lists it, or None once squeue no longer lists it."""
+    jobs = [j for j in squeue_json(active_only=False)["jobs"] if j["job_id"] == job_id]
+    return jobs[0]["job_state"] if jobs else None
