@@ -14,6 +14,8 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from core.job_notices import PREFERENCES
+
 DEFAULT_CONFIG_PATH = Path("/etc/skybot/skybot.toml")
 
 
@@ -73,6 +75,34 @@ class RunnerConfig:
 
 
 @dataclass(frozen=True)
+class NotificationsConfig:
+    """Job DMs, storage-hoarding pings and full-filesystem warnings.
+
+    core/job_notices.py and core/storage_alerts.py say what each setting decides.
+    """
+
+    # What a linked user gets until they choose with `/sky notify`:
+    # all | end | fail | preempt | off.
+    default_preference: str = "all"
+    # Names this Slurm cluster in notification keys, so a rebuilt cluster's job ids start afresh.
+    cluster_name: str = "skynet"
+    # Partitions whose requeues are preemptions, besides slurm.overcap_partition.
+    preemptible_partitions: tuple[str, ...] = ()
+    # A directory at least this big gets a hoarding ping (0: no size limit).
+    hoard_threshold_bytes: int = 10 * 1024**4
+    # The N largest directories of each lab get a hoarding ping (0: off).
+    hoard_top_n: int = 0
+    # A top-N directory under the size limit is pinged again only after growing by this much.
+    hoard_regrow_fraction: float = 0.25
+    # Fill levels (percent used) that each warn once when crossed upwards.
+    filesystem_thresholds: tuple[float, ...] = (90.0, 95.0, 98.0)
+    # A level warns again only after use fell this many points below it.
+    rearm_margin: float = 3.0
+    # Slack allows about one message per second per channel.
+    messages_per_second_per_channel: float = 1.0
+
+
+@dataclass(frozen=True)
 class LabConfig:
     name: str
     partition: str
@@ -88,6 +118,7 @@ class Config:
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
     identity: IdentityConfig = field(default_factory=IdentityConfig)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
+    notifications: NotificationsConfig = field(default_factory=NotificationsConfig)
     labs: tuple[LabConfig, ...] = ()
 
     def lab_named(self, name: str) -> LabConfig | None:
@@ -177,6 +208,7 @@ def parse_config(data: dict[str, Any]) -> Config:
         "database": DatabaseConfig,
         "identity": IdentityConfig,
         "runner": RunnerConfig,
+        "notifications": NotificationsConfig,
     }
     unknown = set(data) - set(sections) - {"labs"}
     if unknown:
@@ -243,6 +275,12 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return tuple(value)
         raise ConfigError(f"{key} must be a list of strings")
+    if hint == tuple[float, ...]:
+        if isinstance(value, list) and all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in value
+        ):
+            return tuple(float(v) for v in value)
+        raise ConfigError(f"{key} must be a list of numbers")
     raise ConfigError(f"{key}: unsupported type")  # pragma: no cover - schema bug
 
 
@@ -274,6 +312,35 @@ def _check_values(config: Config) -> None:
         for root in lab.storage_roots:
             if not root.startswith("/"):
                 raise ConfigError(f"labs[{i}].storage_roots: {root!r} is not an absolute path")
+    _check_notifications(config.notifications)
+
+
+_PREFERENCES = PREFERENCES
+
+
+def _check_notifications(n: NotificationsConfig) -> None:
+    if n.default_preference not in _PREFERENCES:
+        raise ConfigError(
+            "notifications.default_preference must be one of "
+            f"{', '.join(_PREFERENCES)}, not {n.default_preference!r}"
+        )
+    if not n.cluster_name:
+        raise ConfigError("notifications.cluster_name must not be empty")
+    for key, value in (
+        ("hoard_threshold_bytes", n.hoard_threshold_bytes),
+        ("hoard_top_n", n.hoard_top_n),
+        ("hoard_regrow_fraction", n.hoard_regrow_fraction),
+        ("rearm_margin", n.rearm_margin),
+    ):
+        if value < 0:
+            raise ConfigError(f"notifications.{key} must not be negative")
+    levels = n.filesystem_thresholds
+    if any(not 0 < t <= 100 for t in levels) or list(levels) != sorted(set(levels)):
+        raise ConfigError(
+            "notifications.filesystem_thresholds must be increasing percentages in (0, 100]"
+        )
+    if n.messages_per_second_per_channel <= 0:
+        raise ConfigError("notifications.messages_per_second_per_channel must be greater than 0")
 
 
 _SLACK_LINK_KEY = re.compile(r"[TE][A-Z0-9]+/[UW][A-Z0-9]+")

@@ -8,15 +8,23 @@ import logging
 import signal
 from typing import Any
 
-from bot.app import build_app, connect_socket_mode, serve_http, web_client
+from bot.app import (
+    DEFAULT_SLACK_API_URL,
+    build_app,
+    connect_socket_mode,
+    serve_http,
+    web_client,
+)
 from bot.config import Config, Secrets, database_path
 from bot.runner_client import call_runner
 from core.view import LabInfo
 from handlers.identity import IdentityDirectory, RunnerCall
 from handlers.services import Services
+from scheduler.outbox_sender import OutboxSender, sender_client
 from scheduler.schedule import build_scheduler
 from scheduler.slurm_poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
+from scheduler.watchers import Watchers
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
 
@@ -58,14 +66,32 @@ async def run_bot(config: Config, secrets: Secrets, stop: asyncio.Event | None =
     await cache.refresh()
     slurm = SlurmPoller(config, writer)
     storage = StoragePoller(config, writer)
-    scheduler = build_scheduler(config, slurm, storage, cache.refresh)
     client = web_client(secrets)
     identity = IdentityDirectory(config.identity, writer, client)
     await identity.load()
-    services = Services(config, identity, runner_call(config))
+    # Job DMs and storage alerts: watchers enqueue after each poll, the sender delivers.
+    sender = OutboxSender(
+        writer,
+        sender_client(secrets.bot_token, secrets.api_url or DEFAULT_SLACK_API_URL),
+        per_channel_per_second=config.notifications.messages_per_second_per_channel,
+    )
+    watchers = Watchers(config, writer, identity, sender.wake, lambda: cache.current().snapshot)
+    scheduler = build_scheduler(
+        config,
+        slurm,
+        storage,
+        cache.refresh,
+        after_slurm=watchers.after_slurm_poll,
+        after_storage=watchers.after_storage_poll,
+    )
+    services = Services(config, identity, runner_call(config), writer=writer)
     app = build_app(config, secrets, cache, services, client)
 
     scheduler.start()
+    # The watchers run after every poll attempt, so transitions recorded before a restart are
+    # caught up on right away; the sender delivers whatever is queued, old or new.
+    sender_stop = asyncio.Event()
+    sender_task = asyncio.create_task(sender.run(sender_stop), name="outbox-sender")
     http_runner = None
     socket_handler = None
     try:
@@ -81,5 +107,10 @@ async def run_bot(config: Config, secrets: Secrets, stop: asyncio.Event | None =
             await socket_handler.close_async()
         if http_runner is not None:
             await http_runner.cleanup()
+        sender_stop.set()
+        try:
+            await asyncio.wait_for(sender_task, timeout=10)
+        except TimeoutError:
+            log.warning("outbox sender did not stop in time; unsent messages stay queued")
         cache.close()
         writer.close()

@@ -7,6 +7,7 @@ from typing import Any
 
 from bot.config import Config
 from handlers.identity import IdentityDirectory, RunnerCall
+from store.writer import StoreWriter
 
 
 @dataclass
@@ -17,3 +18,5 @@ class Services:
     runner: RunnerCall
     # The submission queue, once submit is wired in.
     submissions: Any = None
+    # The store's writer, for small per-user settings (`/sky notify`).
+    writer: StoreWriter | None = None

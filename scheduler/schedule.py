@@ -15,9 +15,19 @@ AfterPoll = Callable[[], Awaitable[object]]
 
 
 def build_scheduler(
-    config: Config, slurm: SlurmPoller, storage: StoragePoller, after_poll: AfterPoll
+    config: Config,
+    slurm: SlurmPoller,
+    storage: StoragePoller,
+    after_poll: AfterPoll,
+    *,
+    after_slurm: AfterPoll | None = None,
+    after_storage: AfterPoll | None = None,
 ) -> AsyncIOScheduler:
-    """One instance of each poll at a time; a late run is coalesced, never queued up."""
+    """One instance of each poll at a time; a late run is coalesced, never queued up.
+
+    `after_poll` (the snapshot cache refresh) runs after every poll; `after_slurm` and
+    `after_storage` (the watchers) run after it, so they see the snapshot just written.
+    """
     scheduler = AsyncIOScheduler(
         job_defaults={
             "max_instances": 1,
@@ -27,16 +37,20 @@ def build_scheduler(
         }
     )
 
-    def then_refresh(poll: Callable[[], Awaitable[bool]]) -> Callable[[], Awaitable[None]]:
+    def then_refresh(
+        poll: Callable[[], Awaitable[bool]], watch: AfterPoll | None = None
+    ) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
             await poll()
             await after_poll()
+            if watch is not None:
+                await watch()
 
         return run
 
     now = datetime.now()
     scheduler.add_job(
-        then_refresh(slurm.poll_jobs),
+        then_refresh(slurm.poll_jobs, after_slurm),
         "interval",
         seconds=config.slurm.poll_seconds,
         id="slurm",
@@ -52,7 +66,7 @@ def build_scheduler(
         next_run_time=now,
     )
     scheduler.add_job(
-        then_refresh(storage.poll),
+        then_refresh(storage.poll, after_storage),
         "interval",
         seconds=config.storage.poll_seconds,
         id="storage",

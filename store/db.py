@@ -85,6 +85,30 @@ MIGRATIONS: tuple[str, ...] = (
         result TEXT NOT NULL
     );
     """,
+    # Notifications: the outbox every unprompted message goes through (store/outbox.py), the
+    # alert state it is decided against (store/alerts.py), and who wants which job DMs. The
+    # job-transition cursor starts at the newest transition already recorded, so upgrading a
+    # running skybot does not DM about history.
+    """
+    CREATE TABLE outbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL UNIQUE, target TEXT NOT NULL,
+        text TEXT NOT NULL, blocks TEXT, state TEXT NOT NULL DEFAULT 'queued',
+        attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at REAL NOT NULL, last_error TEXT,
+        created_at REAL NOT NULL, sent_at REAL, slack_channel TEXT, slack_ts TEXT
+    );
+    CREATE INDEX outbox_state ON outbox(state, id);
+    CREATE TABLE notify_cursors (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+    INSERT INTO notify_cursors (name, value)
+        SELECT 'job_transitions', COALESCE(MAX(id), 0) FROM job_transitions;
+    CREATE TABLE notify_prefs (
+        team_id TEXT NOT NULL, user_id TEXT NOT NULL, pref TEXT NOT NULL,
+        updated_at REAL NOT NULL, PRIMARY KEY (team_id, user_id)
+    );
+    CREATE TABLE hoard_alerts (path TEXT PRIMARY KEY, updated TEXT NOT NULL, kib INTEGER NOT NULL);
+    CREATE TABLE filesystem_alerts (
+        mount TEXT PRIMARY KEY, level REAL NOT NULL, warnings INTEGER NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

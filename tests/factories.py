@@ -29,7 +29,9 @@ def node(name: str, gpu_type: str, total: int = 4, used: int = 0, **fields: Any)
     }
     defaults.update(fields)
     return Node(
-        name=name, gpus_total={gpu_type: total}, gpus_used={gpu_type: used} if used else {},
+        name=name,
+        gpus_total={gpu_type: total},
+        gpus_used={gpu_type: used} if used else {},
         **defaults,
     )
 

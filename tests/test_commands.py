@@ -129,6 +129,7 @@ def test_command_table_lists_the_commands_in_order() -> None:
         "link",
         "whoami",
         "unlink",
+        "notify",
     ]
     text = ask("help").text
     for name in names:

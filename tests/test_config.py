@@ -36,8 +36,12 @@ def test_example_file_is_valid() -> None:
             "labs[0].storage_roots: 'x' is not an absolute path",
         ),
         (
-            {"labs": [{"name": "A", "partition": "a", "account": "a"},
-                      {"name": "a", "partition": "b", "account": "b"}]},
+            {
+                "labs": [
+                    {"name": "A", "partition": "a", "account": "a"},
+                    {"name": "a", "partition": "b", "account": "b"},
+                ]
+            },
             "labs[1].name: duplicate lab name 'a'",
         ),
     ],

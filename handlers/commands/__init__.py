@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from handlers.commands import df, disk, free, gpus, jobs, why
+from handlers.commands import df, disk, free, gpus, jobs, notify, why
 from handlers.commands.account import LINK, UNLINK, WHOAMI
 from handlers.commands.help import help_command
 from handlers.router import CommandTable
@@ -16,4 +16,5 @@ def command_table() -> CommandTable:
         table.add(module.COMMAND)
     for command in (LINK, WHOAMI, UNLINK):
         table.add(command)
+    table.add(notify.COMMAND)
     return table

@@ -1,0 +1,316 @@
+"""Which job state changes become a DM, and what the DM says (pure functions).
+
+A user chooses how much they hear with `/sky notify`:
+
+- `all`: every end of a job, every preemption and every requeue;
+- `end`: every final state (completed, failed, timed out, out of memory, cancelled, node
+  failure, …);
+- `fail`: only what went wrong: failures, timeouts, out of memory, node failures, preemptions
+  and requeues;
+- `preempt`: only preemptions;
+- `off`: nothing.
+
+A preemption on a preemptible partition (`overcap`) shows up as a REQUEUED transition: the
+job goes back to PENDING under the same id with a higher restart count, so "pending because
+preempted" is covered by it. Transitions to other non-final states (PENDING, RUNNING, …) are
+never news. Every DM names the job, its partition, GPUs and runtime, and where its output went,
+so the user can act on it without typing a command.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+
+from core.notice_text import Block, context, esc, format_duration, format_gpus, section
+from core.records import FINAL_STATES, Job
+from core.transitions import REQUEUED, Transition
+
+PREFERENCES = ("all", "end", "fail", "preempt", "off")
+PREFERENCE_MEANINGS = {
+    "all": "every job end, preemption and requeue",
+    "end": "every job end (completed, failed, cancelled, …), but not preemptions",
+    "fail": "failures, timeouts, out-of-memory, node failures and preemptions",
+    "preempt": "preemptions only",
+    "off": "nothing",
+}
+
+# Notice kinds beyond the final states themselves.
+PREEMPTED = "PREEMPTED"
+REQUEUED_KIND = "REQUEUED"  # a requeue not caused by preemption (admin, node trouble)
+
+_FAILURE_KINDS = frozenset(
+    {"FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE"}
+)
+_INTERRUPTION_KINDS = frozenset({PREEMPTED, REQUEUED_KIND})
+
+# More notices than this for one person from one poll become a single digest DM, so a
+# 1,000-task job array ending does not send 1,000 messages.
+MAX_SEPARATE_NOTICES = 5
+DIGEST_LINES = 20
+
+PREEMPT_HINT = (
+    "Jobs on a preemptible partition can be stopped whenever a lab needs its GPUs back. "
+    "Make them preemptable: save a checkpoint when Slurm signals the job (catch SIGTERM, or "
+    "ask for an early warning with `#SBATCH --signal=B:USR1@120`), resume from the latest "
+    "checkpoint at start, and keep `#SBATCH --requeue` so Slurm puts the job back in the queue "
+    "(see the skynet-overcap-example)."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class JobNotice:
+    """A DM about one transition; `key` identifies the event, not who receives it."""
+
+    kind: str
+    key: str
+    text: str
+    blocks: list[Block] = field(default_factory=list)
+    job: Job | None = None
+
+
+def notice_kind(transition: Transition, preemptible: Collection[str]) -> str | None:
+    """What the transition is worth telling, or None if it is not news (e.g. RUNNING)."""
+    if transition.to_state == REQUEUED:
+        return PREEMPTED if is_preemptible(transition.job, preemptible) else REQUEUED_KIND
+    if transition.to_state in FINAL_STATES:
+        return transition.to_state
+    return None
+
+
+def is_preemptible(job: Job, preemptible: Collection[str]) -> bool:
+    # A pending job may list several partitions ("short,user-overcap").
+    return any(p.strip() in preemptible for p in job.partition.split(","))
+
+
+def wants(preference: str, kind: str) -> bool:
+    """Whether someone with this `/sky notify` preference hears about this kind of event."""
+    if preference == "all":
+        return True
+    if preference == "end":
+        return kind in FINAL_STATES
+    if preference == "fail":
+        return kind in _FAILURE_KINDS or kind in _INTERRUPTION_KINDS
+    if preference == "preempt":
+        return kind == PREEMPTED
+    return False
+
+
+def decide_job_notice(
+    transition: Transition,
+    preference: str,
+    *,
+    now: float,
+    preemptible: Collection[str],
+    cluster: str = "skynet",
+    run_started: float | None = None,
+) -> JobNotice | None:
+    """The DM this transition earns under `preference`, or None.
+
+    `now` is when the transition was seen; it stands in for the end of a run Slurm has not
+    given an end time for (a requeued job's lost runtime). `run_started` is when the
+    interrupted run started, as an earlier poll saw it: once requeued, the job's own
+    start_time is Slurm's forecast for its next run.
+    """
+    kind = notice_kind(transition, preemptible)
+    if kind is None or not wants(preference, kind):
+        return None
+    return compose_job_notice(transition, kind, now=now, cluster=cluster, run_started=run_started)
+
+
+def notice_key(cluster: str, transition: Transition, kind: str) -> str:
+    """`job:<cluster>:<job id>:<run>:<kind>`, one per event whatever poll reports it.
+
+    Interruptions name the run that was interrupted (a REQUEUED with restart count n ends run
+    n-1), so sacct's PREEMPTED for a run and squeue's later requeue of it share one key and
+    the user hears about that preemption once.
+    """
+    run = transition.restarts
+    if transition.to_state == REQUEUED:
+        run = max(0, transition.restarts - 1)
+    return f"job:{cluster}:{transition.job.job_id}:{run}:{kind}"
+
+
+def compose_job_notice(
+    transition: Transition,
+    kind: str,
+    *,
+    now: float,
+    cluster: str = "skynet",
+    run_started: float | None = None,
+) -> JobNotice:
+    job = transition.job
+    headline = f"{_EMOJI.get(kind, '🔔')} Job {job_label(job)} `{esc(job.name)}` " + _what(
+        transition, kind
+    )
+    facts = [
+        f"Partition `{esc(job.partition)}`",
+        f"GPUs {format_gpus(job.gpus_by_type)}",
+    ]
+    lines = [headline, " · ".join(facts)]
+    interrupted = transition.to_state == REQUEUED
+    runtime = run_seconds(job, now, run_started if interrupted else None)
+    if kind in _INTERRUPTION_KINDS:
+        lost = format_duration(runtime) if runtime is not None else "an unknown amount"
+        lines.append(f"Runtime lost: {lost}, unless the job saved a checkpoint.")
+    elif runtime is not None:
+        lines.append(f"Runtime: {format_duration(runtime)}")
+    else:
+        lines.append("Runtime: it never started")
+    lines.append(f"Output: `{esc(output_path(job))}`")
+    advice = _ADVICE.get(kind)
+    if kind == PREEMPTED:
+        advice = PREEMPT_HINT
+    text = "\n".join(lines + ([advice] if advice else []))
+    blocks = [section("\n".join(lines))]
+    if advice:
+        blocks.append(context(advice))
+    return JobNotice(kind, notice_key(cluster, transition, kind), text, blocks, job)
+
+
+def digest_notice(notices: Sequence[JobNotice], key: str) -> JobNotice:
+    """One DM standing for many (a job array ending): a line per job, then a count."""
+    counts: dict[str, int] = {}
+    for notice in notices:
+        counts[notice.kind] = counts.get(notice.kind, 0) + 1
+    summary = ", ".join(f"{n} {_KIND_WORDS.get(k, k.lower())}" for k, n in sorted(counts.items()))
+    lines = [f"📋 {len(notices)} of your jobs changed state: {summary}."]
+    for notice in notices[:DIGEST_LINES]:
+        job = notice.job
+        if job is None:
+            continue
+        lines.append(
+            f"• {job_label(job)} `{esc(job.name)}` on `{esc(job.partition)}`: "
+            f"{_KIND_WORDS.get(notice.kind, notice.kind.lower())}"
+        )
+    if len(notices) > DIGEST_LINES:
+        lines.append(f"… and {len(notices) - DIGEST_LINES} more")
+    hint = PREEMPT_HINT if PREEMPTED in counts else None
+    text = "\n".join(lines + ([hint] if hint else []))
+    blocks = [section("\n".join(lines))] + ([context(hint)] if hint else [])
+    return JobNotice("DIGEST", key, text, blocks)
+
+
+def job_label(job: Job) -> str:
+    """The id users type into scancel: `123_4` for array tasks, `123` otherwise."""
+    if job.array_job_id is not None and job.array_task:
+        return f"{job.array_job_id}_{esc(job.array_task)}"
+    return str(job.job_id)
+
+
+def run_seconds(job: Job, now: float, started: float | None = None) -> float | None:
+    """How long the (last) run lasted: end - start, or now - start if Slurm has no end yet.
+
+    `started` overrides the job's start time (a requeued job's own is its next run's). A
+    pending job's start time may be Slurm's forecast, so a start in the future means
+    "unknown", and an end after `now` (a forecast too) is replaced by `now`.
+    """
+    start = started if started is not None else job.start_time
+    if not start or start > now:
+        return None
+    end = job.end_time if job.end_time and start <= job.end_time <= now else now
+    return float(end - start)
+
+
+def output_path(job: Job) -> str:
+    """Where stdout went: Slurm's filename pattern filled in, or its default in the work dir."""
+    pattern = job.std_out
+    if not pattern:
+        default = "slurm-%A_%a.out" if job.array_job_id is not None else "slurm-%j.out"
+        base = job.work_dir.rstrip("/") if job.work_dir else ""
+        pattern = f"{base}/{default}" if base else default
+    return _expand(pattern, job)
+
+
+_PATTERN = re.compile(r"%(%|[AajxuN])")
+
+
+def _expand(pattern: str, job: Job) -> str:
+    values = {
+        "%": "%",
+        "A": str(job.array_job_id if job.array_job_id is not None else job.job_id),
+        "a": job.array_task or "4294967294",
+        "j": str(job.job_id),
+        "x": job.name,
+        "u": job.user,
+        "N": job.nodes.split(",")[0] if job.nodes else "%N",
+    }
+    return _PATTERN.sub(lambda m: values[m.group(1)], pattern)
+
+
+def _what(transition: Transition, kind: str) -> str:
+    job = transition.job
+    if kind == "COMPLETED":
+        return "completed successfully."
+    if kind == "FAILED":
+        return f"failed with {_exit(job)}."
+    if kind == "TIMEOUT":
+        limit = job.time_limit_minutes
+        shown = f" of {format_duration(limit * 60)}" if limit else ""
+        return f"reached its time limit{shown} and was stopped."
+    if kind == "OUT_OF_MEMORY":
+        return "ran out of memory and was killed."
+    if kind == "CANCELLED":
+        return "was cancelled." if job.start_time else "was cancelled before it started."
+    if kind == "NODE_FAIL":
+        return "ended because its node failed."
+    if kind == "BOOT_FAIL":
+        return "could not start: its node failed to boot."
+    if kind == "DEADLINE":
+        return "was stopped at its deadline."
+    if kind == PREEMPTED and transition.to_state == REQUEUED:
+        return f"was preempted and requeued (restart {transition.restarts})."
+    if kind == PREEMPTED:
+        return "was preempted: its GPUs were needed by a job with priority."
+    if kind == REQUEUED_KIND:
+        return (
+            f"was requeued (restart {transition.restarts}) and will start again from the beginning."
+        )
+    return f"is now {esc(transition.to_state)}."
+
+
+def _exit(job: Job) -> str:
+    code = "exit code unknown" if job.exit_code is None else f"exit code {job.exit_code}"
+    if not job.exit_signal:
+        return code
+    try:
+        name = signal.Signals(job.exit_signal).name
+    except ValueError:
+        return f"{code}, signal {job.exit_signal}"
+    return f"{code}, signal {job.exit_signal} ({name})"
+
+
+_EMOJI = {
+    "COMPLETED": "✅",
+    "FAILED": "❌",
+    "TIMEOUT": "⏰",
+    "OUT_OF_MEMORY": "💥",
+    "CANCELLED": "🚫",
+    "NODE_FAIL": "⚠️",
+    "BOOT_FAIL": "⚠️",
+    "DEADLINE": "⏰",
+    PREEMPTED: "🔁",
+    REQUEUED_KIND: "🔁",
+}
+
+_KIND_WORDS = {
+    "COMPLETED": "completed",
+    "FAILED": "failed",
+    "TIMEOUT": "timed out",
+    "OUT_OF_MEMORY": "out of memory",
+    "CANCELLED": "cancelled",
+    "NODE_FAIL": "node failure",
+    "BOOT_FAIL": "boot failure",
+    "DEADLINE": "deadline",
+    PREEMPTED: "preempted",
+    REQUEUED_KIND: "requeued",
+}
+
+_ADVICE = {
+    "TIMEOUT": "Ask for more time with `--time`, or checkpoint and resubmit to continue.",
+    "OUT_OF_MEMORY": "Ask for more memory with `--mem` or `--mem-per-gpu`.",
+    "NODE_FAIL": "This was not your job's fault: resubmit it (or use `--requeue`).",
+    "BOOT_FAIL": "This was not your job's fault: resubmit it.",
+}

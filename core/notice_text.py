@@ -1,0 +1,79 @@
+"""Text helpers shared by the notices skybot posts unprompted (job DMs, storage alerts).
+
+They live in `core` because the decisions that compose those messages are pure functions;
+`handlers.commands.common` has the same conventions for answers to commands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+Block = dict[str, Any]
+
+
+def esc(text: str) -> str:
+    """Cluster-supplied text made inert in Slack mrkdwn.
+
+    A job named `<!channel>` or a directory called `<@U123>` must not ping anyone, and a
+    backtick would end our code spans.
+    """
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("`", "'")
+
+
+def format_duration(seconds: float) -> str:
+    """'45 s', '12 min', '3 h 12 min', '2 d 4 h': two units at most, for quick reading."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s} s"
+    minutes, hours, days = s // 60, s // 3600, s // 86400
+    if s < 3600:
+        return f"{minutes} min"
+    if s < 86400:
+        rest = minutes % 60
+        return f"{hours} h {rest} min" if rest else f"{hours} h"
+    rest = hours % 24
+    return f"{days} d {rest} h" if rest else f"{days} d"
+
+
+def format_bytes(count: int) -> str:
+    """Binary units with df -h's letters ('8.7T', '127G'), as the cluster's users know them."""
+    value = float(max(0, count))
+    unit = "B"
+    for unit in ("B", "K", "M", "G", "T", "P"):
+        if value < 1024 or unit == "P":
+            break
+        value /= 1024
+    if unit == "B":
+        return f"{int(value)}B"
+    return f"{value:.1f}{unit}" if value < 100 else f"{value:.0f}{unit}"
+
+
+def format_signed_bytes(delta: int) -> str:
+    """'+1.2T' or '-300G': growth between two reports."""
+    return ("+" if delta >= 0 else "-") + format_bytes(abs(delta))
+
+
+def format_gpus(by_type: Mapping[str, int]) -> str:
+    """'a40:2' or 'a40:1 rtx_6000:1', as in `--gpus-per-node`; untyped GPUs as 'gpu:N'."""
+    parts = [f"{esc(t or 'gpu')}:{n}" for t, n in sorted(by_type.items()) if n]
+    return " ".join(parts) or "no GPUs"
+
+
+def mention(slack_user_ids: list[str] | tuple[str, ...], fallback: str) -> str:
+    """`<@U…>` for each linked Slack account, else the cluster name as plain, inert text."""
+    if slack_user_ids:
+        return " ".join(f"<@{uid}>" for uid in slack_user_ids)
+    return esc(fallback)
+
+
+def section(markdown: str) -> Block:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": _clip(markdown, 3000)}}
+
+
+def context(markdown: str) -> Block:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": _clip(markdown, 3000)}]}
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

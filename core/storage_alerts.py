@@ -1,0 +1,270 @@
+"""When to ping a storage hoarder and when to warn that a filesystem is filling (pure functions).
+
+Both decisions take the previous alert state and return the new state plus the messages to
+post, so the caller can store both in one transaction: a decision replayed after a crash then
+finds its own state and says nothing twice.
+
+Hoarding (the user guide: "we may tag you in #skynet-users when one of your directories gets
+large"): a directory is flagged when it is at least `threshold_bytes` big, or among the
+`top_n` largest of its lab. It is pinged once per weekly disk-usage report (key: path + the
+report's `Updated` time). A newer report re-pings a directory that is still over the size
+limit; a directory flagged only for being among the largest is re-pinged only once it grew by
+`regrow_fraction` since the last ping, so the merely biggest are not nagged every week.
+
+Full filesystems: each threshold (default 90/95/98 %) warns once when crossed upwards, stays
+quiet while the fill level stays above it, and is re-armed only after the level fell
+`rearm_margin` points below it, so a filesystem hovering at 90 % does not flap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from core.notice_text import (
+    Block,
+    esc,
+    format_bytes,
+    format_signed_bytes,
+    mention,
+    section,
+)
+from core.records import DirectoryUsage, FilesystemUsage
+
+# Directories named in a full-filesystem warning, per list (largest, fastest growing).
+TOP_DIRECTORIES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """A message for the alert channel; `key` makes enqueueing it idempotent."""
+
+    key: str
+    text: str
+    blocks: list[Block] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class HoardPolicy:
+    threshold_bytes: int = 10 * 1024**4
+    top_n: int = 0
+    regrow_fraction: float = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class HoardPing:
+    """The report a directory was last pinged for, and its size then."""
+
+    updated: datetime
+    kib: int
+
+
+@dataclass(frozen=True, slots=True)
+class FillPolicy:
+    thresholds: tuple[float, ...] = (90.0, 95.0, 98.0)
+    rearm_margin: float = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class FillState:
+    """The highest threshold still latched (0: none) and how many warnings were posted."""
+
+    level: float = 0.0
+    warnings: int = 0
+
+
+# ------------------------------------------------------------------------------ hoarding
+
+
+def hoarding_alerts(
+    previous: Mapping[str, HoardPing],
+    directories: Sequence[DirectoryUsage],
+    filesystems: Sequence[FilesystemUsage],
+    previous_kib: Mapping[str, int],
+    policy: HoardPolicy,
+    lab_of_root: Mapping[str, str] | None = None,
+    slack_ids: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[dict[str, HoardPing], list[Alert]]:
+    """(state after this report, pings to post) for the directories in the snapshot.
+
+    `previous_kib` is each directory's size in the report before the current one (for the
+    growth figure); `lab_of_root` names the lab of each storage root; `slack_ids` gives the
+    Slack user ids linked to each cluster user, to mention them.
+    """
+    labs = lab_of_root or {}
+    ids = slack_ids or {}
+    ranks = _ranks_in_lab(directories, labs) if policy.top_n > 0 else {}
+    fs_by_mount = {fs.mount: fs for fs in filesystems}
+    state = dict(previous)
+    alerts: list[Alert] = []
+    for d in sorted(directories, key=lambda d: (-d.kib, d.path)):
+        over = policy.threshold_bytes > 0 and d.bytes >= policy.threshold_bytes
+        rank = ranks.get(d.path)
+        ranked = rank is not None and rank <= policy.top_n
+        if not (over or ranked):
+            continue
+        last = previous.get(d.path)
+        if last is not None:
+            if d.updated <= last.updated:
+                continue  # this report (or an older one) was already pinged
+            grew = d.kib >= last.kib * (1 + policy.regrow_fraction)
+            if not over and not grew:
+                continue
+        state[d.path] = HoardPing(d.updated, d.kib)
+        text = _hoard_text(
+            d,
+            over=over,
+            rank=rank if ranked else None,
+            lab=labs.get(d.root),
+            policy=policy,
+            before=previous_kib.get(d.path),
+            fs=fs_by_mount.get(d.root),
+            who=mention(tuple(ids.get(d.owner, ())), d.owner),
+        )
+        alerts.append(Alert(hoard_key(d), text, [section(text)]))
+    return state, alerts
+
+
+def hoard_key(d: DirectoryUsage) -> str:
+    return f"hoard:{d.path}:{d.updated.isoformat()}"
+
+
+def _ranks_in_lab(
+    directories: Sequence[DirectoryUsage], lab_of_root: Mapping[str, str]
+) -> dict[str, int]:
+    """Each directory's place (1 = largest) among its lab's directories."""
+    by_lab: dict[str, list[DirectoryUsage]] = {}
+    for d in directories:
+        by_lab.setdefault(lab_of_root.get(d.root, d.root), []).append(d)
+    ranks: dict[str, int] = {}
+    for members in by_lab.values():
+        for place, d in enumerate(sorted(members, key=lambda d: (-d.kib, d.path)), start=1):
+            ranks[d.path] = place
+    return ranks
+
+
+def _hoard_text(
+    d: DirectoryUsage,
+    *,
+    over: bool,
+    rank: int | None,
+    lab: str | None,
+    policy: HoardPolicy,
+    before: int | None,
+    fs: FilesystemUsage | None,
+    who: str,
+) -> str:
+    if before is None:
+        growth = "first report"
+    else:
+        growth = f"{format_signed_bytes((d.kib - before) * 1024)} since the previous report"
+    reasons = []
+    if over:
+        reasons.append(f"over the {format_bytes(policy.threshold_bytes)} mark")
+    if rank is not None:
+        place = "largest" if rank == 1 else f"{_ordinal(rank)} largest"
+        reasons.append(f"the {place} in {esc(lab or d.root)}")
+    lines = [
+        f"📦 {who}: `{esc(d.path)}` holds {format_bytes(d.bytes)} ({growth}), "
+        f"{' and '.join(reasons)}.",
+    ]
+    if fs is not None:
+        lines.append(
+            f"`{esc(fs.mount)}` is {fs.percent_used:.0f}% full with "
+            f"{format_bytes(fs.avail_bytes)} free."
+        )
+    lines.append(
+        "Please delete or move what you no longer need: data that will never be read again "
+        f"can block someone else's project. (Report of {d.updated:%Y-%m-%d %H:%M}.)"
+    )
+    return "\n".join(lines)
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+# ------------------------------------------------------------------------------ full filesystems
+
+
+def fill_step(
+    state: FillState, percent: float, policy: FillPolicy
+) -> tuple[FillState, float | None]:
+    """One reading of a filesystem's fill level: (new state, threshold to warn about or None).
+
+    A latched threshold is released once the level is `rearm_margin` points below it; then
+    the highest threshold at or under the level is latched, warning if it is higher than what
+    was latched before (a jump from 80 % to 99 % gives one warning, for 98 %).
+    """
+    kept = [t for t in policy.thresholds if t <= state.level and percent >= t - policy.rearm_margin]
+    level = max(kept, default=0.0)
+    crossed = max((t for t in policy.thresholds if t <= percent), default=0.0)
+    if crossed > level:
+        return FillState(crossed, state.warnings + 1), crossed
+    return FillState(level, state.warnings), None
+
+
+def filesystem_alerts(
+    previous: Mapping[str, FillState],
+    filesystems: Sequence[FilesystemUsage],
+    directories: Sequence[DirectoryUsage],
+    previous_kib: Mapping[str, int],
+    policy: FillPolicy,
+    lab_of_root: Mapping[str, str] | None = None,
+) -> tuple[dict[str, FillState], list[Alert]]:
+    """(state after these readings, warnings to post) for every filesystem in the snapshot."""
+    state = dict(previous)
+    alerts: list[Alert] = []
+    for fs in sorted(filesystems, key=lambda f: f.mount):
+        new, crossed = fill_step(previous.get(fs.mount, FillState()), fs.percent_used, policy)
+        state[fs.mount] = new
+        if crossed is None:
+            continue
+        on_it = [d for d in directories if d.root == fs.mount]
+        text = _fill_text(fs, crossed, policy, on_it, previous_kib, (lab_of_root or {}))
+        key = f"fs:{fs.mount}:{crossed:g}:{new.warnings}"
+        alerts.append(Alert(key, text, [section(text)]))
+    return state, alerts
+
+
+def _fill_text(
+    fs: FilesystemUsage,
+    crossed: float,
+    policy: FillPolicy,
+    directories: Sequence[DirectoryUsage],
+    previous_kib: Mapping[str, int],
+    lab_of_root: Mapping[str, str],
+) -> str:
+    top = max(policy.thresholds)
+    emoji = "🔴" if crossed >= top else "🟠" if crossed > min(policy.thresholds) else "⚠️"
+    lab = lab_of_root.get(fs.mount)
+    whose = f" ({esc(lab)})" if lab else ""
+    lines = [
+        f"{emoji} `{esc(fs.mount)}`{whose} is {fs.percent_used:.0f}% full (past {crossed:g}%): "
+        f"{format_bytes(fs.avail_bytes)} free of {format_bytes(fs.size_bytes)}."
+    ]
+    largest = sorted(directories, key=lambda d: (-d.kib, d.path))[:TOP_DIRECTORIES]
+    if largest:
+        lines.append(
+            "Largest directories: "
+            + ", ".join(f"`{esc(d.path)}` {format_bytes(d.bytes)}" for d in largest)
+            + "."
+        )
+    growth = sorted(
+        (
+            (d.kib - previous_kib[d.path], d)
+            for d in directories
+            if d.path in previous_kib and d.kib > previous_kib[d.path]
+        ),
+        key=lambda g: (-g[0], g[1].path),
+    )[:TOP_DIRECTORIES]
+    if growth:
+        lines.append(
+            "Fastest growing since the previous report: "
+            + ", ".join(f"`{esc(d.path)}` {format_signed_bytes(kib * 1024)}" for kib, d in growth)
+            + "."
+        )
+    lines.append("Please free space before writing more; a full filesystem fails everyone's jobs.")
+    return "\n".join(lines)

@@ -1,0 +1,268 @@
+"""Delivering the outbox to Slack: at the pace Slack allows, without losing or repeating.
+
+One worker sends queued messages oldest first with chat.postMessage (a user id as the channel
+lands in the app's DM with that user). It is woken when something is enqueued and on a timer.
+
+- Slack's 429 answers are first retried inside slack_sdk (AsyncRateLimitErrorRetryHandler,
+  which sleeps for Retry-After); if the storm outlasts that, the message waits in the outbox
+  until Retry-After has passed.
+- 5xx answers and network errors are retried with exponential back-off, for as long as it
+  takes: nothing is dropped because Slack was down.
+- Errors that can never succeed (the user or channel is gone, the bot is not in the channel,
+  the blocks are invalid, …) park the message with the error instead of retrying forever.
+- At most `per_channel_per_second` messages per channel (Slack's own limit is about one).
+- A message is marked sent only after Slack accepted it, and only queued messages are sent.
+
+Each channel's messages go out in the order they were enqueued: while the oldest waits out a
+back-off, the newer ones wait behind it (other channels are not held up).
+
+chat.postMessage has no idempotency key, so one window remains: if skybot dies after Slack
+accepted a message but before the local "sent" mark committed (one SQLite write), that
+message is sent again after the restart. Nothing marked sent is ever sent again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from store.outbox import QueuedMessage, load_queued, mark_sent, park, reschedule
+from store.writer import StoreWriter
+
+log = logging.getLogger(__name__)
+
+# chat.postMessage errors that no retry can fix.
+PERMANENT_ERRORS = frozenset(
+    {
+        "user_not_found",
+        "users_not_found",
+        "channel_not_found",
+        "is_archived",
+        "not_in_channel",
+        "account_inactive",
+        "user_disabled",
+        "cannot_dm_bot",
+        "messages_tab_disabled",
+        "restricted_action",
+        "restricted_action_read_only_channel",
+        "restricted_action_thread_only_channel",
+        "restricted_action_non_threadable_channel",
+        "invalid_blocks",
+        "invalid_blocks_format",
+        "invalid_arguments",
+        "msg_too_long",
+        "no_text",
+        "too_many_attachments",
+        "duplicate_channel_not_found",
+    }
+)
+# Other ok:false errors (an expired token, a missing scope) may be fixed by the admins, so
+# they are retried with back-off, but not forever.
+MAX_ATTEMPTS_UNKNOWN_ERROR = 12
+# Network failures are worth retrying, however they surface.
+_NETWORK_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
+
+
+def sender_client(token: str, base_url: str) -> AsyncWebClient:
+    """A Web API client for the sender: a couple of in-SDK retries, then the outbox's own.
+
+    Few in-SDK 429 retries keep one rate-limited channel from holding up every other DM.
+    """
+    return AsyncWebClient(
+        token=token,
+        base_url=base_url,
+        retry_handlers=[
+            AsyncConnectionErrorRetryHandler(max_retry_count=1),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=2),
+        ],
+    )
+
+
+@dataclass
+class SendReport:
+    """What one pass over the outbox did."""
+
+    sent: int = 0
+    retried: int = 0
+    parked: int = 0
+    # When the next queued message becomes due (None: nothing queued).
+    next_due: float | None = None
+
+
+class OutboxSender:
+    """Sends queued outbox rows; `wake()` after enqueueing, `run(stop)` as a background task."""
+
+    def __init__(
+        self,
+        writer: StoreWriter,
+        client: AsyncWebClient,
+        *,
+        per_channel_per_second: float = 1.0,
+        retry_base_seconds: float = 5.0,
+        retry_max_seconds: float = 900.0,
+        idle_seconds: float = 30.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._writer = writer
+        self._client = client
+        self._interval = 1.0 / per_channel_per_second
+        self._retry_base = retry_base_seconds
+        self._retry_max = retry_max_seconds
+        self._idle = idle_seconds
+        self._clock = clock
+        self._wake = asyncio.Event()
+        self._stop: asyncio.Event | None = None
+        # Earliest time the next message may go to each target (the per-channel pace).
+        self._free_at: dict[str, float] = {}
+
+    def wake(self) -> None:
+        """Something was enqueued: look at the outbox now rather than at the next tick."""
+        self._wake.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Deliver until `stop` is set; a database or programming error is logged, not fatal."""
+        self._stop = stop
+        while not stop.is_set():
+            self._wake.clear()
+            try:
+                report = await self.send_due()
+                wait = self._idle
+                if report.next_due is not None:
+                    wait = min(wait, max(0.0, report.next_due - self._clock()))
+            except Exception:
+                log.exception("outbox sender pass failed; trying again in %.0f s", self._idle)
+                wait = self._idle
+            await _wait_any(stop, self._wake, wait)
+
+    async def send_due(self) -> SendReport:
+        """Send everything due now (each channel at its pace), then report what is left.
+
+        A message that fails is not tried again within the same call, and its channel's later
+        messages wait behind it.
+        """
+        report = SendReport()
+        failed_targets: set[str] = set()
+        while True:
+            queued = await self._writer.run(load_queued)
+            now = self._clock()
+            heads = _oldest_per_target(queued)
+            due = [m for m in heads if m.target not in failed_targets and self._ready_at(m) <= now]
+            if not due:
+                later = [self._ready_at(m) for m in heads]
+                report.next_due = min(later) if later else None
+                return report
+            for message in due:
+                if self._stop is not None and self._stop.is_set():
+                    return report  # shutting down: the rest stays queued
+                if not await self._send(message, report):
+                    failed_targets.add(message.target)
+
+    def _ready_at(self, message: QueuedMessage) -> float:
+        return max(message.next_attempt_at, self._free_at.get(message.target, 0.0))
+
+    async def _send(self, message: QueuedMessage, report: SendReport) -> bool:
+        """One attempt; True if Slack accepted the message."""
+        started = self._clock()
+        self._free_at[message.target] = started + self._interval
+        try:
+            response = await self._client.chat_postMessage(
+                channel=message.target,
+                text=message.text,
+                blocks=message.blocks,
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+        except SlackApiError as error:
+            await self._failed(message, error, report)
+            return False
+        except _NETWORK_ERRORS as error:
+            await self._retry_later(message, f"network: {error!r}", report)
+            return False
+        await self._writer.run(
+            mark_sent,
+            message.id,
+            self._clock(),
+            str(response.get("channel") or ""),
+            str(response.get("ts") or ""),
+        )
+        report.sent += 1
+        return True
+
+    async def _failed(
+        self, message: QueuedMessage, error: SlackApiError, report: SendReport
+    ) -> None:
+        status = error.response.status_code
+        code = str(error.response.get("error") or f"http_{status}")
+        if status == 429:
+            retry_after = _retry_after(error.response.headers)
+            until = self._clock() + retry_after
+            # Slack's limit is per channel: hold this channel's queue, not just this message.
+            self._free_at[message.target] = max(self._free_at.get(message.target, 0.0), until)
+            await self._writer.run(reschedule, message.id, until, f"ratelimited ({retry_after} s)")
+            report.retried += 1
+            log.info("outbox %s: rate limited, retrying in %d s", message.key, retry_after)
+        elif status >= 500:
+            await self._retry_later(message, f"http {status}: {code}", report)
+        elif code in PERMANENT_ERRORS:
+            await self._writer.run(park, message.id, code)
+            report.parked += 1
+            log.warning("outbox %s to %s parked: %s", message.key, message.target, code)
+        elif message.attempts + 1 >= MAX_ATTEMPTS_UNKNOWN_ERROR:
+            await self._writer.run(park, message.id, f"{code} (gave up after retries)")
+            report.parked += 1
+            log.warning("outbox %s parked after repeated %s", message.key, code)
+        else:
+            await self._retry_later(message, code, report)
+
+    async def _retry_later(self, message: QueuedMessage, error: str, report: SendReport) -> None:
+        delay = min(self._retry_max, self._retry_base * 2**message.attempts)
+        await self._writer.run(reschedule, message.id, self._clock() + delay, error)
+        report.retried += 1
+        log.info("outbox %s: %s; retrying in %.0f s", message.key, error, delay)
+
+
+def _oldest_per_target(queued: list[QueuedMessage]) -> list[QueuedMessage]:
+    heads: dict[str, QueuedMessage] = {}
+    for message in queued:  # oldest first
+        heads.setdefault(message.target, message)
+    return list(heads.values())
+
+
+def _retry_after(headers: Mapping[str, Any] | None) -> int:
+    """Slack's Retry-After (seconds), at least 1. aiohttp gives a case-insensitive multidict;
+    other transports may give a plain dict or a list per header."""
+    value: object = None
+    for name, raw in (headers or {}).items():
+        if str(name).lower() == "retry-after":
+            value = raw
+    if isinstance(value, list | tuple):
+        value = value[0] if value else None
+    try:
+        return max(1, int(str(value)))
+    except (TypeError, ValueError):
+        return 1
+
+
+async def _wait_any(stop: asyncio.Event, wake: asyncio.Event, timeout: float) -> None:
+    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())]
+    try:
+        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+        for waiter in waiters:
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiter

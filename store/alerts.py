@@ -1,0 +1,109 @@
+"""What the watchers remember between runs: alert state, the transition cursor, preferences.
+
+The watchers read and write these inside the same transaction as the outbox rows they
+enqueue (scheduler/watchers.py), so state and messages never disagree after a crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+import sqlite_utils
+
+from core.storage_alerts import FillState, HoardPing
+
+JOB_TRANSITIONS_CURSOR = "job_transitions"
+
+# ------------------------------------------------------------------------------ alert state
+
+
+def load_hoard_state(db: sqlite_utils.Database) -> dict[str, HoardPing]:
+    return {
+        path: HoardPing(datetime.fromisoformat(updated), kib)
+        for path, updated, kib in db.execute("SELECT path, updated, kib FROM hoard_alerts")
+    }
+
+
+def save_hoard_state(db: sqlite_utils.Database, state: Mapping[str, HoardPing]) -> None:
+    with db.atomic():
+        db.conn.executemany(
+            "INSERT INTO hoard_alerts (path, updated, kib) VALUES (?, ?, ?) "
+            "ON CONFLICT(path) DO UPDATE SET updated = excluded.updated, kib = excluded.kib",
+            ((path, ping.updated.isoformat(), ping.kib) for path, ping in state.items()),
+        )
+
+
+def load_fill_state(db: sqlite_utils.Database) -> dict[str, FillState]:
+    return {
+        mount: FillState(level, warnings)
+        for mount, level, warnings in db.execute(
+            "SELECT mount, level, warnings FROM filesystem_alerts"
+        )
+    }
+
+
+def save_fill_state(db: sqlite_utils.Database, state: Mapping[str, FillState]) -> None:
+    with db.atomic():
+        db.conn.executemany(
+            "INSERT INTO filesystem_alerts (mount, level, warnings) VALUES (?, ?, ?) "
+            "ON CONFLICT(mount) DO UPDATE SET level = excluded.level, "
+            "warnings = excluded.warnings",
+            ((mount, s.level, s.warnings) for mount, s in state.items()),
+        )
+
+
+# ------------------------------------------------------------------------------ cursor
+
+
+def load_cursor(db: sqlite_utils.Database, name: str = JOB_TRANSITIONS_CURSOR) -> int:
+    """The id of the last job_transitions row already turned into notices."""
+    row = db.execute("SELECT value FROM notify_cursors WHERE name = ?", [name]).fetchone()
+    return row[0] if row else 0
+
+
+def advance_cursor(
+    db: sqlite_utils.Database, expected: int, value: int, name: str = JOB_TRANSITIONS_CURSOR
+) -> bool:
+    """Move the cursor from `expected` to `value`; False (and no change) if someone moved it."""
+    with db.atomic():
+        current = load_cursor(db, name)
+        if current != expected:
+            return False
+        db.execute(
+            "INSERT INTO notify_cursors (name, value) VALUES (?, ?) "
+            "ON CONFLICT(name) DO UPDATE SET value = excluded.value",
+            [name, value],
+        )
+        return True
+
+
+# ------------------------------------------------------------------------------ preferences
+
+
+def load_preference(db: sqlite_utils.Database, team_id: str, user_id: str) -> str | None:
+    """A Slack user's `/sky notify` choice, or None if they never chose."""
+    row = db.execute(
+        "SELECT pref FROM notify_prefs WHERE team_id = ? AND user_id = ?", [team_id, user_id]
+    ).fetchone()
+    return row[0] if row else None
+
+
+def save_preference(
+    db: sqlite_utils.Database, team_id: str, user_id: str, pref: str, now: float
+) -> None:
+    with db.atomic():
+        db.execute(
+            "INSERT INTO notify_prefs (team_id, user_id, pref, updated_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(team_id, user_id) DO UPDATE SET pref = excluded.pref, "
+            "updated_at = excluded.updated_at",
+            [team_id, user_id, pref, now],
+        )
+
+
+def load_preferences(db: sqlite_utils.Database) -> dict[tuple[str, str], str]:
+    """Every explicit choice by (team_id, user_id); absent users get the configured default."""
+    return {
+        (team, user): pref
+        for team, user, pref in db.execute("SELECT team_id, user_id, pref FROM notify_prefs")
+    }

@@ -1,0 +1,144 @@
+"""The outbox: every message skybot posts on its own initiative, before it is sent.
+
+Watchers decide and enqueue in one transaction with their own bookkeeping (alert state, the
+job-transition cursor); the sender (scheduler/outbox_sender.py) delivers later. So a crash
+loses nothing that was decided, and because each message has a unique key and is inserted
+with INSERT OR IGNORE, a decision replayed after a crash is enqueued once.
+
+A row is `queued` until Slack accepted it (`sent`) or it can never be delivered (`parked`,
+with the error). Only queued rows are ever sent, so a sent message is never sent again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import sqlite_utils
+
+QUEUED = "queued"
+SENT = "sent"
+PARKED = "parked"
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxMessage:
+    """A message to enqueue. `target` is a channel (id or #name) or a user id (a DM)."""
+
+    key: str
+    target: str
+    text: str
+    blocks: list[dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedMessage:
+    """A row waiting to be sent."""
+
+    id: int
+    key: str
+    target: str
+    text: str
+    blocks: list[dict[str, Any]] | None
+    attempts: int
+    next_attempt_at: float
+    created_at: float
+
+
+def enqueue(db: sqlite_utils.Database, messages: Iterable[OutboxMessage], now: float) -> int:
+    """Insert messages whose key is new; returns how many were new.
+
+    Call it inside the caller's transaction (db.atomic()) so the messages commit together
+    with the decision that produced them.
+    """
+    added = 0
+    with db.atomic():
+        for m in messages:
+            cursor = db.execute(
+                "INSERT OR IGNORE INTO outbox (key, target, text, blocks, state, attempts, "
+                "next_attempt_at, created_at) VALUES (?, ?, ?, ?, 'queued', 0, ?, ?)",
+                [m.key, m.target, m.text, json.dumps(m.blocks) if m.blocks else None, now, now],
+            )
+            added += cursor.rowcount
+    return added
+
+
+def load_queued(db: sqlite_utils.Database, limit: int = 500) -> list[QueuedMessage]:
+    """Queued messages, oldest first (the sender keeps each target's messages in order)."""
+    rows = db.execute(
+        "SELECT id, key, target, text, blocks, attempts, next_attempt_at, created_at "
+        "FROM outbox WHERE state = 'queued' ORDER BY id LIMIT ?",
+        [limit],
+    ).fetchall()
+    return [
+        QueuedMessage(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else None, *r[5:])
+        for r in rows
+    ]
+
+
+def mark_sent(
+    db: sqlite_utils.Database, message_id: int, now: float, channel: str = "", ts: str = ""
+) -> bool:
+    """Record that Slack accepted the message. False if it was not queued (never resent)."""
+    with db.atomic():
+        cursor = db.execute(
+            "UPDATE outbox SET state = 'sent', sent_at = ?, attempts = attempts + 1, "
+            "last_error = NULL, slack_channel = ?, slack_ts = ? WHERE id = ? AND state = 'queued'",
+            [now, channel, ts, message_id],
+        )
+        return cursor.rowcount == 1
+
+
+def reschedule(
+    db: sqlite_utils.Database, message_id: int, next_attempt_at: float, error: str
+) -> None:
+    """A failed attempt that may succeed later: count it and try again at `next_attempt_at`."""
+    with db.atomic():
+        db.execute(
+            "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?, last_error = ? "
+            "WHERE id = ? AND state = 'queued'",
+            [next_attempt_at, error, message_id],
+        )
+
+
+def park(db: sqlite_utils.Database, message_id: int, error: str) -> None:
+    """Give up on a message that can never be delivered, keeping it and why for the admins."""
+    with db.atomic():
+        db.execute(
+            "UPDATE outbox SET state = 'parked', attempts = attempts + 1, last_error = ? "
+            "WHERE id = ? AND state = 'queued'",
+            [error, message_id],
+        )
+
+
+def requeue_parked(db: sqlite_utils.Database, now: float, key_prefix: str = "") -> int:
+    """Put parked messages back in the queue (after the admins fixed the cause)."""
+    with db.atomic():
+        cursor = db.execute(
+            "UPDATE outbox SET state = 'queued', next_attempt_at = ? "
+            "WHERE state = 'parked' AND key LIKE ? ESCAPE '\\'",
+            [now, _like_prefix(key_prefix)],
+        )
+        return cursor.rowcount
+
+
+def prune_outbox(db: sqlite_utils.Database, before: float) -> None:
+    """Forget sent and parked messages created before `before` (queued ones are kept)."""
+    with db.atomic():
+        db.execute(
+            "DELETE FROM outbox WHERE state IN ('sent', 'parked') AND created_at < ?", [before]
+        )
+
+
+def outbox_rows(db: sqlite_utils.Database, state: str | None = None) -> list[dict[str, Any]]:
+    """Every row (or those in one state), oldest first: for tests, admins and debugging."""
+    if state is None:
+        return list(db.query("SELECT * FROM outbox ORDER BY id"))
+    return list(db.query("SELECT * FROM outbox WHERE state = ? ORDER BY id", [state]))
+
+
+def _like_prefix(prefix: str) -> str:
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"

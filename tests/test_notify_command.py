@@ -1,0 +1,109 @@
+"""`/sky notify` and the [notifications] config section."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.config import ConfigError, IdentityConfig, load_config, parse_config
+from handlers.commands import command_table
+from handlers.identity import IdentityDirectory
+from handlers.router import dispatch_action_or_read
+from handlers.services import Services
+from store.alerts import load_preference
+from store.writer import StoreWriter
+from tests.factories import make_snapshot, make_view
+
+
+@pytest.fixture
+def writer(tmp_path: Path) -> Iterator[StoreWriter]:
+    w = StoreWriter(tmp_path / "skybot.db")
+    yield w
+    w.close()
+
+
+async def no_runner(user: str, request: dict[str, Any]) -> dict[str, Any]:
+    raise AssertionError("/sky notify must not need the runner")
+
+
+@pytest.fixture
+def services(writer: StoreWriter) -> Services:
+    identity = IdentityDirectory(IdentityConfig(links={"T1/U1": "alice"}), writer)
+    return Services(load_config(None), identity, no_runner, writer=writer)
+
+
+async def sky(services: Services, text: str, user_id: str = "U1") -> str:
+    reply = await dispatch_action_or_read(
+        command_table(),
+        make_view(make_snapshot()),
+        services,
+        text,
+        team_id="T1",
+        user_id=user_id,
+        cluster_user=None,
+    )
+    return reply.text
+
+
+async def test_shows_the_default_then_the_choice(services: Services, writer: StoreWriter) -> None:
+    assert await sky(services, "notify") == (
+        "You get DMs about `alice`'s jobs for: every job end, preemption and requeue "
+        "(`all`, the default). Change it with `/sky notify all|end|fail|preempt|off`."
+    )
+    assert await sky(services, "notify FAIL") == (
+        "Done: you will get DMs about `alice`'s jobs for failures, timeouts, out-of-memory, "
+        "node failures and preemptions."
+    )
+    assert await writer.run(load_preference, "T1", "U1") == "fail"
+    assert await sky(services, "notify") == (
+        "You get DMs about `alice`'s jobs for: failures, timeouts, out-of-memory, node failures "
+        "and preemptions (`fail`, your choice). Change it with "
+        "`/sky notify all|end|fail|preempt|off`."
+    )
+    assert await sky(services, "notify off") == (
+        "Job DMs are off. `/sky notify all` turns them back on."
+    )
+    assert await writer.run(load_preference, "T1", "U1") == "off"
+
+
+async def test_unlinked_users_get_a_one_line_hint(services: Services, writer: StoreWriter) -> None:
+    text = await sky(services, "notify all", user_id="U9")
+    assert text == (
+        "Job DMs go to your linked cluster account: link it first with "
+        "`/sky link YOUR_CLUSTER_USER`."
+    )
+    assert await writer.run(load_preference, "T1", "U9") is None
+
+
+async def test_bad_choice_is_a_usage_error(services: Services, writer: StoreWriter) -> None:
+    text = await sky(services, "notify sometimes")
+    assert text == (
+        "`/sky notify` takes one of `all`, `end`, `fail`, `preempt`, `off`; "
+        "for example `/sky notify fail`."
+    )
+    assert "Usage" in await sky(services, "notify all now")
+    assert await writer.run(load_preference, "T1", "U1") is None
+
+
+def test_notifications_section_defaults_and_validation() -> None:
+    n = load_config(None).notifications
+    assert (n.default_preference, n.filesystem_thresholds, n.rearm_margin) == (
+        "all",
+        (90.0, 95.0, 98.0),
+        3.0,
+    )
+    custom = parse_config({"notifications": {"filesystem_thresholds": [85, 99]}})
+    assert custom.notifications.filesystem_thresholds == (85.0, 99.0)
+    for data, message in [
+        ({"default_preference": "loud"}, "notifications.default_preference must be one of"),
+        ({"filesystem_thresholds": [95, 90]}, "must be increasing percentages"),
+        ({"filesystem_thresholds": ["90"]}, "must be a list of numbers"),
+        ({"messages_per_second_per_channel": 0}, "must be greater than 0"),
+        ({"hoard_top_n": -1}, "notifications.hoard_top_n must not be negative"),
+        ({"hoard_threshold": 1}, "unknown config key: notifications.hoard_threshold"),
+    ]:
+        with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+            parse_config({"notifications": data})

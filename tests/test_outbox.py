@@ -1,0 +1,436 @@
+"""The outbox and its sender against the Slack stand-in: delayed by 429s and 5xx, never lost,
+never sent twice; decisions replayed after a crash are enqueued once."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.config import Config, NotificationsConfig, load_config
+from core.transitions import Transition
+from scheduler.outbox_sender import OutboxSender
+from scheduler.watchers import (
+    NoticeSettings,
+    StorageSettings,
+    notify_transitions,
+    pending_transition_users,
+    process_transitions,
+    storage_alerts_in_db,
+)
+from store.alerts import load_cursor, save_preference
+from store.outbox import OutboxMessage, enqueue, mark_sent, outbox_rows
+from store.snapshots import load_snapshot, save_slurm_poll, save_storage
+from store.writer import StoreWriter
+from tests.factories import directory_usage, filesystem_usage, job
+from tests.slack_standin import SlackStandIn, SlackUser
+
+TEAM = "T0STANDIN"
+ALICE = SlackUser("U1", "alice")
+BOB = SlackUser("U2", "bob")
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "skybot.db"
+
+
+@pytest.fixture
+def writer(db_path: Path) -> Iterator[StoreWriter]:
+    w = StoreWriter(db_path)
+    yield w
+    w.close()
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[SlackStandIn]:
+    async with SlackStandIn(users=[ALICE, BOB]) as standin:
+        yield standin
+
+
+def client_for(slack: SlackStandIn, rate_limit_retries: int = 1) -> AsyncWebClient:
+    return slack.web_client(
+        retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=rate_limit_retries)]
+    )
+
+
+def sender_for(writer: StoreWriter, client: AsyncWebClient, **kwargs: Any) -> OutboxSender:
+    kwargs.setdefault("per_channel_per_second", 20.0)
+    kwargs.setdefault("retry_base_seconds", 0.2)
+    kwargs.setdefault("idle_seconds", 0.2)
+    return OutboxSender(writer, client, **kwargs)
+
+
+@asynccontextmanager
+async def running(sender: OutboxSender) -> AsyncIterator[None]:
+    stop = asyncio.Event()
+    task = asyncio.create_task(sender.run(stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
+
+
+async def put(writer: StoreWriter, *messages: OutboxMessage) -> int:
+    return await writer.run(enqueue, messages, time.time())
+
+
+async def states(writer: StoreWriter) -> list[tuple[str, str]]:
+    return [(r["key"], r["state"]) for r in await writer.run(outbox_rows)]
+
+
+async def wait_until_settled(writer: StoreWriter, timeout: float = 30.0) -> None:
+    """Until nothing is queued any more."""
+    deadline = time.monotonic() + timeout
+    while await writer.run(outbox_rows, "queued"):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still queued after {timeout} s: {await states(writer)}")
+        await asyncio.sleep(0.05)
+
+
+def delivered(slack: SlackStandIn) -> list[tuple[str, str]]:
+    """(channel as addressed, text) of every chat.postMessage Slack accepted, in order."""
+    return [
+        (c.params["channel"], c.params["text"]) for c in slack.calls_to("chat.postMessage") if c.ok
+    ]
+
+
+# ------------------------------------------------------------------------------ delivery
+
+
+async def test_delivers_dms_and_channel_posts_and_marks_them_sent(
+    writer: StoreWriter, slack: SlackStandIn
+) -> None:
+    await put(
+        writer,
+        OutboxMessage(
+            "a",
+            "U1",
+            "hello alice",
+            [{"type": "section", "text": {"type": "mrkdwn", "text": "hello alice"}}],
+        ),
+        OutboxMessage("b", "#skynet-users", "hello channel"),
+    )
+    report = await sender_for(writer, client_for(slack)).send_due()
+    assert (report.sent, report.retried, report.parked, report.next_due) == (2, 0, 0, None)
+    assert delivered(slack) == [("U1", "hello alice"), ("#skynet-users", "hello channel")]
+    dm = slack.dm_channel_for("U1")
+    assert [m["text"] for (ch, _), m in slack.messages.items() if ch == dm] == ["hello alice"]
+    rows = await writer.run(outbox_rows)
+    assert [(r["state"], r["attempts"], r["slack_channel"]) for r in rows] == [
+        ("sent", 1, dm),
+        ("sent", 1, "#skynet-users"),
+    ]
+    assert all(r["slack_ts"] and r["sent_at"] for r in rows)
+
+
+async def test_429_storm_delays_but_loses_nothing_and_keeps_order(
+    writer: StoreWriter, slack: SlackStandIn
+) -> None:
+    slack.fail_next("chat.postMessage", status=429, retry_after=1, times=5)
+    await put(writer, *(OutboxMessage(f"m{i}", "C1", f"message {i}") for i in range(3)))
+    started = time.monotonic()
+    async with running(sender_for(writer, client_for(slack, rate_limit_retries=1))):
+        await wait_until_settled(writer)
+    calls = slack.calls_to("chat.postMessage")
+    assert [c.status for c in calls] == [429] * 5 + [200] * 3
+    assert delivered(slack) == [("C1", "message 0"), ("C1", "message 1"), ("C1", "message 2")]
+    assert await states(writer) == [("m0", "sent"), ("m1", "sent"), ("m2", "sent")]
+    # Five Retry-After: 1 s waits, in the SDK or in the outbox, before the first got through.
+    assert time.monotonic() - started >= 5.0
+    rows = await writer.run(outbox_rows)
+    # m0: two outbox attempts ran out of SDK retries, the third got through.
+    assert [r["attempts"] for r in rows] == [3, 1, 1]
+
+
+async def test_server_errors_are_retried_with_backoff_and_lose_nothing(
+    writer: StoreWriter, slack: SlackStandIn
+) -> None:
+    slack.fail_next("chat.postMessage", status=500, times=3)
+    slack.fail_next("chat.postMessage", status=503, times=1)
+    await put(
+        writer,
+        OutboxMessage("a1", "U1", "alice 1"),
+        OutboxMessage("b1", "U2", "bob 1"),
+        OutboxMessage("a2", "U1", "alice 2"),
+    )
+    async with running(sender_for(writer, client_for(slack))):
+        await wait_until_settled(writer)
+    calls = slack.calls_to("chat.postMessage")
+    assert sum(1 for c in calls if c.status >= 500) == 4
+    got = delivered(slack)
+    assert sorted(got) == [("U1", "alice 1"), ("U1", "alice 2"), ("U2", "bob 1")]
+    # Each person's messages arrive in the order they were enqueued.
+    assert [t for ch, t in got if ch == "U1"] == ["alice 1", "alice 2"]
+    rows = {r["key"]: r for r in await writer.run(outbox_rows)}
+    assert {k: r["state"] for k, r in rows.items()} == {"a1": "sent", "b1": "sent", "a2": "sent"}
+    assert rows["a1"]["last_error"] is None
+
+
+async def test_permanent_failures_are_parked_with_the_error_and_not_retried(
+    writer: StoreWriter, slack: SlackStandIn
+) -> None:
+    slack.fail_next("chat.postMessage", error="is_archived")
+    await put(
+        writer,
+        OutboxMessage("archived", "C-old", "to an archived channel"),
+        OutboxMessage("ghost", "U404", "to a user Slack does not know"),
+        OutboxMessage("fine", "U1", "to alice"),
+    )
+    sender = sender_for(writer, client_for(slack))
+    report = await sender.send_due()
+    assert (report.sent, report.parked, report.next_due) == (1, 2, None)
+    rows = {r["key"]: (r["state"], r["last_error"]) for r in await writer.run(outbox_rows)}
+    assert rows == {
+        "archived": ("parked", "is_archived"),
+        "ghost": ("parked", "user_not_found"),
+        "fine": ("sent", None),
+    }
+    async with running(sender):
+        await asyncio.sleep(1.0)
+    assert len(slack.calls_to("chat.postMessage")) == 3  # nothing tried again
+
+
+async def test_nothing_marked_sent_is_ever_sent_again(
+    writer: StoreWriter, db_path: Path, slack: SlackStandIn
+) -> None:
+    await put(writer, OutboxMessage("once", "U1", "only once"))
+    await sender_for(writer, client_for(slack)).send_due()
+    # Another pass, a fresh sender, the same key enqueued again, a late mark_sent: no resend.
+    await sender_for(writer, client_for(slack)).send_due()
+    assert await put(writer, OutboxMessage("once", "U1", "only once")) == 0
+    row = (await writer.run(outbox_rows))[0]
+    assert await writer.run(mark_sent, row["id"], time.time()) is False
+    second = StoreWriter(db_path)
+    try:
+        async with running(sender_for(second, client_for(slack))):
+            await asyncio.sleep(0.5)
+    finally:
+        second.close()
+    assert delivered(slack) == [("U1", "only once")]
+
+
+async def test_a_restart_delivers_what_was_queued(db_path: Path, slack: SlackStandIn) -> None:
+    first = StoreWriter(db_path)
+    try:
+        await put(first, OutboxMessage("q1", "U1", "queued before the restart"))
+        await put(first, OutboxMessage("q2", "C1", "this one too"))
+        # Slack is unreachable for the first bot: both stay queued, with the error noted.
+        dead = AsyncWebClient(token=slack.bot_token, base_url="http://127.0.0.1:9/api/")
+        report = await sender_for(first, dead).send_due()
+        assert (report.sent, report.retried) == (0, 2)
+    finally:
+        first.close()
+    second = StoreWriter(db_path)
+    try:
+        rows = await second.run(outbox_rows)
+        assert [(r["state"], r["attempts"]) for r in rows] == [("queued", 1), ("queued", 1)]
+        assert all(r["last_error"].startswith("network:") for r in rows)
+        async with running(sender_for(second, client_for(slack))):
+            await wait_until_settled(second)
+    finally:
+        second.close()
+    assert delivered(slack) == [("U1", "queued before the restart"), ("C1", "this one too")]
+
+
+async def test_at_most_one_message_per_second_per_channel(
+    writer: StoreWriter, slack: SlackStandIn
+) -> None:
+    sent_at: dict[str, list[float]] = {}
+    original = slack.api.chat_post_message
+
+    def timed(params: dict[str, Any]) -> dict[str, Any]:
+        sent_at.setdefault(str(params["channel"]), []).append(time.monotonic())
+        return original(params)
+
+    slack.register_method("chat.postMessage", timed)
+    await put(
+        writer,
+        *(OutboxMessage(f"{ch}{i}", ch, f"{ch} {i}") for i in range(3) for ch in ("C1", "C2")),
+    )
+    async with running(sender_for(writer, client_for(slack), per_channel_per_second=1.0)):
+        await wait_until_settled(writer)
+    for channel in ("C1", "C2"):
+        times = sent_at[channel]
+        assert len(times) == 3
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        assert min(gaps) >= 0.95, gaps
+    # The two channels are paced independently: C2 did not wait for C1's second.
+    assert abs(sent_at["C2"][0] - sent_at["C1"][0]) < 0.5
+
+
+# ------------------------------------------------------------------------------ decisions
+
+
+class Links:
+    """A fixed Slack directory: cluster user -> linked Slack accounts."""
+
+    def __init__(self, links: dict[str, list[tuple[str, str]]]) -> None:
+        self.links = links
+
+    def slack_users_of(self, cluster_user: str) -> list[tuple[str, str]]:
+        return self.links.get(cluster_user, [])
+
+
+def config_with(**notifications: Any) -> Config:
+    base = load_config(None)
+    return replace(base, notifications=NotificationsConfig(**notifications))
+
+
+async def record_jobs(writer: StoreWriter) -> None:
+    """Two polls: alice's job 1 fails, her job 2 is preempted on overcap, bob's job 3 ends."""
+    running_jobs = [
+        job(1, start_time=1000),
+        job(2, partition="overcap", account="overcap", start_time=1000),
+        job(3, user="bob", start_time=1000),
+    ]
+    await writer.run(save_slurm_poll, running_jobs, [], [], 1100.0)
+    await writer.run(
+        save_slurm_poll,
+        [
+            job(
+                2,
+                partition="overcap",
+                account="overcap",
+                state="PENDING",
+                restarts=1,
+                # What squeue says of a requeued job (seen on the test cluster): the forecast
+                # start of its next run and a nonsense end.
+                start_time=1300,
+                end_time=6090945408,
+            )
+        ],
+        [
+            job(1, state="FAILED", exit_code=2, start_time=1000, end_time=1150),
+            job(3, user="bob", state="COMPLETED", start_time=1000, end_time=1160),
+        ],
+        [],
+        1200.0,
+    )
+
+
+async def test_job_transitions_become_dms_once_and_the_cursor_moves(
+    writer: StoreWriter, slack: SlackStandIn
+) -> None:
+    await record_jobs(writer)
+    links = Links({"alice": [(TEAM, "U1")], "bob": [(TEAM, "U2")]})
+    await writer.run(save_preference, TEAM, "U2", "fail", 0.0)  # bob: no COMPLETED DMs
+    config = config_with()
+    assert await process_transitions(writer, links, config) == 2
+    assert await process_transitions(writer, links, config) == 0
+    assert [k for k, _ in await states(writer)] == [
+        f"job:skynet:1:0:FAILED:{TEAM}:U1",
+        f"job:skynet:2:0:PREEMPTED:{TEAM}:U1",
+    ]
+    assert await writer.run(load_cursor) == 6  # 3 started, then FAILED/REQUEUED/COMPLETED
+    async with running(sender_for(writer, client_for(slack))):
+        await wait_until_settled(writer)
+    texts = [t for _, t in delivered(slack)]
+    assert texts[0].startswith("❌ Job 1 `job1` failed with exit code 2.")
+    assert texts[1].startswith("🔁 Job 2 `job2` was preempted and requeued (restart 1).")
+    assert "Runtime lost: 3 min, unless the job saved a checkpoint." in texts[1]
+
+
+async def test_unlinked_users_and_preference_off_get_nothing(writer: StoreWriter) -> None:
+    await record_jobs(writer)
+    await writer.run(save_preference, TEAM, "U1", "off", 0.0)
+    links = Links({"alice": [(TEAM, "U1")]})  # bob never linked
+    assert await process_transitions(writer, links, config_with()) == 0
+    assert await writer.run(outbox_rows) == []
+    assert await writer.run(load_cursor) == 6
+
+
+async def test_a_job_decision_replayed_after_a_crash_is_enqueued_once(
+    writer: StoreWriter,
+) -> None:
+    await record_jobs(writer)
+    links = {"alice": [(TEAM, "U1")], "bob": [(TEAM, "U2")]}
+    settings = NoticeSettings.from_config(config_with())
+
+    def crash_before_commit(db: Any) -> None:
+        with db.atomic():
+            _, through = pending_transition_users(db)
+            notify_transitions(db, links, through, settings)
+            raise RuntimeError("power cut")
+
+    with pytest.raises(RuntimeError):
+        await writer.run(crash_before_commit)
+    assert await writer.run(outbox_rows) == [] and await writer.run(load_cursor) == 0
+
+    _, through = await writer.run(pending_transition_users)
+    assert through is not None
+    assert await writer.run(notify_transitions, links, through, settings) == 3
+    # Replayed with the same inputs: the cursor says done; even with the cursor wound back
+    # (the decision made a second time), the keys already in the outbox are ignored.
+    assert await writer.run(notify_transitions, links, through, settings) == 0
+
+    def wind_back(db: Any) -> None:
+        with db.atomic():
+            db.execute("UPDATE notify_cursors SET value = 0")
+
+    await writer.run(wind_back)
+    assert await writer.run(notify_transitions, links, through, settings) == 0
+    assert len(await writer.run(outbox_rows)) == 3
+
+
+async def test_a_storage_decision_replayed_is_enqueued_once(writer: StoreWriter) -> None:
+    root = "/srv/hoffman-lab/flash9"
+    await writer.run(
+        save_storage,
+        [directory_usage("alice", 20 * 1024**3, root=root)],
+        [filesystem_usage(root, 55, 53)],
+        100.0,
+    )
+    snapshot = await writer.run(load_snapshot)
+    settings = StorageSettings.from_config(config_with())
+    assert await writer.run(storage_alerts_in_db, snapshot, {"alice": ["U1"]}, settings) == 2
+
+    def forget_state(db: Any) -> None:
+        with db.atomic():
+            db.execute("DELETE FROM hoard_alerts")
+            db.execute("DELETE FROM filesystem_alerts")
+
+    await writer.run(forget_state)
+    assert await writer.run(storage_alerts_in_db, snapshot, {"alice": ["U1"]}, settings) == 0
+    rows = await writer.run(outbox_rows)
+    assert [(r["key"], r["target"]) for r in rows] == [
+        (f"fs:{root}:95:1", "#skynet-users"),
+        (f"hoard:{root}/alice:2024-05-06T03:00:00", "#skynet-users"),
+    ]
+    assert rows[1]["text"].startswith(f"📦 <@U1>: `{root}/alice` holds 20.0T")
+
+
+async def test_a_job_array_ending_sends_one_digest(writer: StoreWriter) -> None:
+    tasks = [job(100 + i, array_job_id=100, array_task=str(i), start_time=10) for i in range(8)]
+    await writer.run(save_slurm_poll, tasks, [], [], 20.0)
+    ended = [replace(t, state="COMPLETED", end_time=30) for t in tasks]
+    await writer.run(save_slurm_poll, [], ended, [], 40.0)
+    assert await process_transitions(writer, Links({"alice": [(TEAM, "U1")]}), config_with()) == 1
+    (row,) = await writer.run(outbox_rows)
+    assert row["key"] == f"jobs:skynet:9-16:{TEAM}:U1"
+    assert row["text"].splitlines()[0] == "📋 8 of your jobs changed state: 8 completed."
+
+
+def test_transition_record_round_trips_through_the_store(tmp_path: Path) -> None:
+    # The notifier decodes job_transitions.record; a Transition built from it equals the
+    # poller's own.
+    from store.db import open_db
+    from store.snapshots import decode_job
+
+    db = open_db(tmp_path / "t.db")
+    save_slurm_poll(db, [job(1)], [], [], 1.0)
+    (transition,) = save_slurm_poll(db, [], [job(1, state="TIMEOUT")], [], 2.0)
+    row = db.execute(
+        "SELECT record, from_state, to_state, restarts FROM job_transitions WHERE id = 2"
+    ).fetchone()
+    assert Transition(decode_job(row[0]), row[1], row[2], row[3]) == transition
