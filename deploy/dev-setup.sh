@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# One-time set-up of a fresh Debian 12 machine (as root) for trying skybot and running its
+# tests: Debian's Slurm, MariaDB and munge, skybot itself with its test tools, and the local
+# test cluster. Safe to run again: each step checks before it acts.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+packages=(slurm-wlm slurmdbd munge mariadb-server sudo)
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "dev-setup: run as root (it installs packages and starts the test cluster)" >&2
+    exit 1
+fi
+
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
+        || missing+=("$package")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "dev-setup: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+echo "dev-setup: installing skybot with its test tools"
+python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+    -e "${repo}[test]"
+
+"${repo}/deploy/testcluster.sh" up
+
+# The sudo-scoped runner and its sudoers rule, as a real install has them (the test users
+# and the skybot service user exist once the cluster is up).
+"${repo}/deploy/install-runner.sh"

@@ -1,0 +1,216 @@
+"""The submission queue: accepted before the ack, performed at most once, reported always.
+
+States: queued → submitting → submitted | failed. A submission found in `submitting` after a
+restart was interrupted mid-sbatch; the worker looks for its tag in Slurm before trying again.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+import sqlite_utils
+
+QUEUED, SUBMITTING, SUBMITTED, FAILED = "queued", "submitting", "submitted", "failed"
+
+
+class QueueRefused(Exception):
+    """Too many queued submissions, or too many in the last minute: the message says which."""
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    id: int
+    team_id: str
+    user_id: str
+    cluster_user: str
+    script: str
+    options: dict[str, str]
+    tag: str
+    state: str
+    response_url: str | None
+    created_at: float
+    attempts: int
+    job_id: int | None = None
+    error: str | None = None
+    reported_at: float | None = None
+
+
+def enqueue(
+    db: sqlite_utils.Database,
+    *,
+    team_id: str,
+    user_id: str,
+    cluster_user: str,
+    script: str,
+    options: dict[str, str],
+    response_url: str | None,
+    now: float,
+    max_queued: int,
+    max_per_minute: int,
+) -> Submission:
+    """Record a submission, unless the user is over their queue cap or rate limit."""
+    with db.atomic():
+        waiting = db.execute(
+            "SELECT COUNT(*) FROM submissions WHERE cluster_user = ? AND state IN (?, ?)",
+            [cluster_user, QUEUED, SUBMITTING],
+        ).fetchone()[0]
+        if waiting >= max_queued:
+            raise QueueRefused(
+                f"You already have {waiting} submissions waiting (the limit is {max_queued}); "
+                "try again when they are through."
+            )
+        recent = db.execute(
+            "SELECT COUNT(*) FROM submissions WHERE cluster_user = ? AND created_at > ?",
+            [cluster_user, now - 60],
+        ).fetchone()[0]
+        if recent >= max_per_minute:
+            raise QueueRefused(
+                f"That is {recent} submissions in the last minute (the limit is "
+                f"{max_per_minute}); wait a minute and try again."
+            )
+        tag = secrets.token_hex(8)
+        cursor = db.execute(
+            "INSERT INTO submissions (team_id, user_id, cluster_user, script, options, tag, "
+            "state, response_url, created_at, attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+            [
+                team_id,
+                user_id,
+                cluster_user,
+                script,
+                json.dumps(options),
+                tag,
+                QUEUED,
+                response_url,
+                now,
+            ],
+        )
+        submission_id = cursor.lastrowid
+        assert submission_id is not None
+        _audit(
+            db,
+            now,
+            team_id,
+            user_id,
+            cluster_user,
+            "submit",
+            {"id": submission_id, "script": script, "options": options},
+            QUEUED,
+        )
+    found = get(db, submission_id)
+    assert found is not None
+    return found
+
+
+def claim_next(db: sqlite_utils.Database, now: float) -> Submission | None:
+    """Move the oldest queued submission to `submitting` (before sbatch runs) and return it."""
+    with db.atomic():
+        row = db.execute(
+            "SELECT id FROM submissions WHERE state = ? ORDER BY id LIMIT 1", [QUEUED]
+        ).fetchone()
+        if row is None:
+            return None
+        db.execute(
+            "UPDATE submissions SET state = ?, started_at = ?, attempts = attempts + 1 "
+            "WHERE id = ?",
+            [SUBMITTING, now, row[0]],
+        )
+    return get(db, row[0])
+
+
+def interrupted(db: sqlite_utils.Database) -> list[Submission]:
+    """Submissions a crash left between 'about to run sbatch' and 'recorded its answer'."""
+    return _select(db, "state = ?", [SUBMITTING])
+
+
+def requeue(db: sqlite_utils.Database, submission_id: int) -> None:
+    db.execute(
+        "UPDATE submissions SET state = ? WHERE id = ? AND state = ?",
+        [QUEUED, submission_id, SUBMITTING],
+    )
+
+
+def finish(
+    db: sqlite_utils.Database,
+    submission: Submission,
+    now: float,
+    *,
+    job_id: int | None = None,
+    error: str | None = None,
+) -> Submission:
+    state = SUBMITTED if job_id is not None else FAILED
+    with db.atomic():
+        db.execute(
+            "UPDATE submissions SET state = ?, job_id = ?, error = ?, finished_at = ? WHERE id = ?",
+            [state, job_id, error, now, submission.id],
+        )
+        _audit(
+            db,
+            now,
+            submission.team_id,
+            submission.user_id,
+            submission.cluster_user,
+            "submit",
+            {"id": submission.id, "job_id": job_id, "error": error},
+            state,
+        )
+    found = get(db, submission.id)
+    assert found is not None
+    return found
+
+
+def unreported(db: sqlite_utils.Database) -> list[Submission]:
+    """Finished submissions whose outcome has not reached the user yet."""
+    return _select(db, "state IN (?, ?) AND reported_at IS NULL", [SUBMITTED, FAILED])
+
+
+def mark_reported(db: sqlite_utils.Database, submission_id: int, now: float) -> None:
+    db.execute("UPDATE submissions SET reported_at = ? WHERE id = ?", [now, submission_id])
+
+
+def get(db: sqlite_utils.Database, submission_id: int) -> Submission | None:
+    found = _select(db, "id = ?", [submission_id])
+    return found[0] if found else None
+
+
+def record_audit(
+    db: sqlite_utils.Database,
+    now: float,
+    team_id: str,
+    user_id: str,
+    cluster_user: str | None,
+    action: str,
+    detail: dict[str, Any],
+    result: str,
+) -> None:
+    with db.atomic():
+        _audit(db, now, team_id, user_id, cluster_user, action, detail, result)
+
+
+def _audit(
+    db: sqlite_utils.Database,
+    now: float,
+    team_id: str,
+    user_id: str,
+    cluster_user: str | None,
+    action: str,
+    detail: dict[str, Any],
+    result: str,
+) -> None:
+    db.execute(
+        "INSERT INTO audit (at, team_id, user_id, cluster_user, action, detail, result) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [now, team_id, user_id, cluster_user, action, json.dumps(detail), result],
+    )
+
+
+def _select(db: sqlite_utils.Database, where: str, params: list[Any]) -> list[Submission]:
+    rows = db.query(
+        "SELECT id, team_id, user_id, cluster_user, script, options, tag, state, response_url, "
+        f"created_at, attempts, job_id, error, reported_at FROM submissions WHERE {where} "
+        "ORDER BY id",
+        params,
+    )
+    return [Submission(**{**row, "options": json.loads(row["options"])}) for row in rows]
