@@ -103,6 +103,16 @@ class NotificationsConfig:
 
 
 @dataclass(frozen=True)
+class SubmitConfig:
+    """Limits on `/sky submit`, per cluster user."""
+
+    max_queued_per_user: int = 5
+    max_per_minute: int = 3
+    # Partitions besides the labs' and overcap that chat submissions may use.
+    extra_partitions: tuple[str, ...] = ("debug",)
+
+
+@dataclass(frozen=True)
 class LabConfig:
     name: str
     partition: str
@@ -118,6 +128,7 @@ class Config:
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
     identity: IdentityConfig = field(default_factory=IdentityConfig)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
+    submit: SubmitConfig = field(default_factory=SubmitConfig)
     notifications: NotificationsConfig = field(default_factory=NotificationsConfig)
     labs: tuple[LabConfig, ...] = ()
 
@@ -208,6 +219,7 @@ def parse_config(data: dict[str, Any]) -> Config:
         "database": DatabaseConfig,
         "identity": IdentityConfig,
         "runner": RunnerConfig,
+        "submit": SubmitConfig,
         "notifications": NotificationsConfig,
     }
     unknown = set(data) - set(sections) - {"labs"}

@@ -16,8 +16,11 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
+
+# call_runner with the configured sudo, runner path and timeout bound in: (user, request).
+RunnerCall = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 DEFAULT_SUDO = "/usr/bin/sudo"
 DEFAULT_RUNNER = "/usr/local/libexec/skybot-runner"

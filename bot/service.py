@@ -16,14 +16,15 @@ from bot.app import (
     web_client,
 )
 from bot.config import Config, Secrets, database_path
-from bot.runner_client import call_runner
+from bot.runner_client import RunnerCall, call_runner
 from core.view import LabInfo
-from handlers.identity import IdentityDirectory, RunnerCall
+from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from scheduler.outbox_sender import OutboxSender, sender_client
-from scheduler.schedule import build_scheduler
+from scheduler.schedule import build_scheduler, stop_scheduler
 from scheduler.slurm_poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
+from scheduler.submit_worker import SubmissionWorker
 from scheduler.watchers import Watchers
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
@@ -84,7 +85,9 @@ async def run_bot(config: Config, secrets: Secrets, stop: asyncio.Event | None =
         after_slurm=watchers.after_slurm_poll,
         after_storage=watchers.after_storage_poll,
     )
-    services = Services(config, identity, runner_call(config), writer=writer)
+    runner = runner_call(config)
+    submissions = SubmissionWorker(config, writer, runner, wake_sender=sender.wake)
+    services = Services(config, identity, runner, submissions=submissions, writer=writer)
     app = build_app(config, secrets, cache, services, client)
 
     scheduler.start()
@@ -92,6 +95,7 @@ async def run_bot(config: Config, secrets: Secrets, stop: asyncio.Event | None =
     # caught up on right away; the sender delivers whatever is queued, old or new.
     sender_stop = asyncio.Event()
     sender_task = asyncio.create_task(sender.run(sender_stop), name="outbox-sender")
+    submit_task = asyncio.create_task(submissions.run(sender_stop), name="submission-worker")
     http_runner = None
     socket_handler = None
     try:
@@ -102,15 +106,15 @@ async def run_bot(config: Config, secrets: Secrets, stop: asyncio.Event | None =
         await stop.wait()
     finally:
         log.info("shutting down")
-        scheduler.shutdown(wait=False)
+        await stop_scheduler(scheduler)
         if socket_handler is not None:
             await socket_handler.close_async()
         if http_runner is not None:
             await http_runner.cleanup()
         sender_stop.set()
         try:
-            await asyncio.wait_for(sender_task, timeout=10)
+            await asyncio.wait_for(asyncio.gather(sender_task, submit_task), timeout=10)
         except TimeoutError:
-            log.warning("outbox sender did not stop in time; unsent messages stay queued")
+            log.warning("background workers did not stop in time; queued work stays queued")
         cache.close()
         writer.close()

@@ -13,8 +13,7 @@ import pwd
 import re
 import secrets
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -39,7 +38,6 @@ EMAIL_RETRY_SECONDS = 3600.0
 MIN_HUMAN_UID = 1000
 
 SlackKey = tuple[str, str]
-RunnerCall = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 def is_human_account(user: str) -> bool:

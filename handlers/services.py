@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 from bot.config import Config
-from handlers.identity import IdentityDirectory, RunnerCall
+from bot.runner_client import RunnerCall
+from handlers.identity import IdentityDirectory
 from store.writer import StoreWriter
+
+
+class SubmissionQueue(Protocol):
+    def wake(self) -> None:
+        """A submission was just recorded: perform it now rather than at the next tick."""
 
 
 @dataclass
@@ -16,7 +22,7 @@ class Services:
     identity: IdentityDirectory
     # call_runner bound to the configured sudo and runner paths.
     runner: RunnerCall
-    # The submission queue, once submit is wired in.
-    submissions: Any = None
-    # The store's writer, for small per-user settings (`/sky notify`).
+    # The worker that performs queued submissions (scheduler.submit_worker).
+    submissions: SubmissionQueue | None = None
+    # The store's writer: submissions, per-user settings (`/sky notify`).
     writer: StoreWriter | None = None

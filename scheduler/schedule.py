@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
@@ -12,6 +13,19 @@ from scheduler.slurm_poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
 
 AfterPoll = Callable[[], Awaitable[object]]
+
+# Polls running right now, so that shutdown can end them instead of abandoning them (and
+# their Slurm client processes) to a closed event loop.
+_in_flight: set[asyncio.Task[None]] = set()
+
+
+async def stop_scheduler(scheduler: AsyncIOScheduler) -> None:
+    """Stop scheduling, and cancel and wait for any poll still running."""
+    scheduler.shutdown(wait=False)
+    running = list(_in_flight)
+    for task in running:
+        task.cancel()
+    await asyncio.gather(*running, return_exceptions=True)
 
 
 def build_scheduler(
@@ -41,10 +55,16 @@ def build_scheduler(
         poll: Callable[[], Awaitable[bool]], watch: AfterPoll | None = None
     ) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
-            await poll()
-            await after_poll()
-            if watch is not None:
-                await watch()
+            task = asyncio.current_task()
+            if task is not None:
+                _in_flight.add(task)
+            try:
+                await poll()
+                await after_poll()
+                if watch is not None:
+                    await watch()
+            finally:
+                _in_flight.discard(task)  # type: ignore[arg-type]
 
         return run
 

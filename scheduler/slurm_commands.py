@@ -8,6 +8,7 @@ of megabytes, and a pipe read would hold it twice (the chunks, then the joined b
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -38,9 +39,12 @@ async def run_slurm(bin_dir: str, command: str, args: list[str], timeout: float)
         try:
             _, stderr = await asyncio.wait_for(process.communicate(), timeout)
         except TimeoutError:
-            process.kill()
-            await process.wait()
+            await _reap(process)
             raise SlurmCommandError(f"{command} timed out after {timeout:g} s") from None
+        except asyncio.CancelledError:
+            # Shutting down mid-poll: leave no orphaned Slurm client behind.
+            await _reap(process)
+            raise
         if process.returncode != 0:
             detail = stderr.decode(errors="replace").strip().splitlines()
             last = detail[-1] if detail else "no error output"
@@ -64,6 +68,12 @@ async def run_slurm_json(bin_dir: str, command: str, args: list[str], timeout: f
         where = f" ({first['source']})" if first.get("source") else ""
         raise SlurmCommandError(f"{command} reported an error: {what}{where}")
     return document
+
+
+async def _reap(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+    await process.wait()
 
 
 def _slurm_environment() -> dict[str, str]:

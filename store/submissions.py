@@ -13,6 +13,9 @@ from typing import Any
 
 import sqlite_utils
 
+from store.outbox import OutboxMessage
+from store.outbox import enqueue as enqueue_messages
+
 QUEUED, SUBMITTING, SUBMITTED, FAILED = "queued", "submitting", "submitted", "failed"
 
 
@@ -139,9 +142,14 @@ def finish(
     *,
     job_id: int | None = None,
     error: str | None = None,
+    report: OutboxMessage | None = None,
 ) -> Submission:
+    """Record the outcome and, in the same transaction, queue the message telling the user."""
     state = SUBMITTED if job_id is not None else FAILED
     with db.atomic():
+        if report is not None:
+            enqueue_messages(db, [report], now)
+            db.execute("UPDATE submissions SET reported_at = ? WHERE id = ?", [now, submission.id])
         db.execute(
             "UPDATE submissions SET state = ?, job_id = ?, error = ?, finished_at = ? WHERE id = ?",
             [state, job_id, error, now, submission.id],
@@ -161,13 +169,16 @@ def finish(
     return found
 
 
-def unreported(db: sqlite_utils.Database) -> list[Submission]:
-    """Finished submissions whose outcome has not reached the user yet."""
-    return _select(db, "state IN (?, ?) AND reported_at IS NULL", [SUBMITTED, FAILED])
-
-
-def mark_reported(db: sqlite_utils.Database, submission_id: int, now: float) -> None:
-    db.execute("UPDATE submissions SET reported_at = ? WHERE id = ?", [now, submission_id])
+def find_job_by_comment(db: sqlite_utils.Database, comment: str) -> int | None:
+    """The job id whose Slurm comment is `comment`, among the jobs the pollers have seen."""
+    needle = f'%"comment":{json.dumps(comment)}%'
+    for table in ("jobs", "job_transitions"):
+        row = db.execute(
+            f"SELECT job_id FROM {table} WHERE record LIKE ? LIMIT 1", [needle]
+        ).fetchone()
+        if row:
+            return int(row[0])
+    return None
 
 
 def get(db: sqlite_utils.Database, submission_id: int) -> Submission | None:

@@ -126,10 +126,12 @@ def test_command_table_lists_the_commands_in_order() -> None:
         "disk",
         "df",
         "why",
+        "submit",
+        "cancel",
+        "notify",
         "link",
         "whoami",
         "unlink",
-        "notify",
     ]
     text = ask("help").text
     for name in names:

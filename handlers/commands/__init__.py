@@ -5,6 +5,7 @@ from __future__ import annotations
 from handlers.commands import df, disk, free, gpus, jobs, notify, why
 from handlers.commands.account import LINK, UNLINK, WHOAMI
 from handlers.commands.help import help_command
+from handlers.commands.submit import CANCEL, SUBMIT
 from handlers.router import CommandTable
 
 
@@ -14,7 +15,6 @@ def command_table() -> CommandTable:
     # The order here is the order `/sky help` lists them in.
     for module in (gpus, jobs, free, disk, df, why):
         table.add(module.COMMAND)
-    for command in (LINK, WHOAMI, UNLINK):
+    for command in (SUBMIT, CANCEL, notify.COMMAND, LINK, WHOAMI, UNLINK):
         table.add(command)
-    table.add(notify.COMMAND)
     return table

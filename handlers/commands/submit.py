@@ -1,0 +1,124 @@
+"""`/sky submit PATH [options]` and `/sky cancel JOBID`: acting as the user, via the runner.
+
+A submission is written to the store before the ack ("queued as #17"), so once the user has
+seen that line it survives a restart; the worker performs it and DMs the job id or sbatch's
+own error. The runner, running as the user, is what checks the path and the options; the
+checks here only give a quick, friendly answer to input that can never pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from handlers.commands.common import not_linked
+from handlers.reply import Reply, simple
+from handlers.router import Command, CommandRequest, UsageError
+from handlers.services import Services
+from store.submissions import QueueRefused, enqueue
+
+SUBMIT_USAGE = "submit PATH [--partition P] [--gpus TYPE:N] [--time T] [--qos Q] [--account A] [--job-name N] [--dependency D]"  # noqa: E501
+# Allowed sbatch options, as the runner names them.
+OPTIONS = {
+    "--partition": "partition",
+    "-p": "partition",
+    "--gpus": "gpus",
+    "--time": "time",
+    "-t": "time",
+    "--qos": "qos",
+    "--account": "account",
+    "-A": "account",
+    "--job-name": "job_name",
+    "-J": "job_name",
+    "--dependency": "dependency",
+    "-d": "dependency",
+}
+# Seen in a value, these can only mean someone is trying something: refuse before queueing.
+_SUSPICIOUS = re.compile(r"[;&|$`<>(){}\[\]*!'\"\\#\s]")
+JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,7})?")
+# Slack wants the ack within 3 s; a cancel that takes longer is reported as still running.
+CANCEL_WAIT_SECONDS = 2.5
+
+
+def parse_submit_args(args: tuple[str, ...]) -> tuple[str, dict[str, str]]:
+    if not args:
+        raise UsageError(f"Which script? Usage: `/sky {SUBMIT_USAGE}`")
+    script, options = args[0], {}
+    if script.startswith("-"):
+        raise UsageError(f"Give the script path first. Usage: `/sky {SUBMIT_USAGE}`")
+    rest = list(args[1:])
+    while rest:
+        word = rest.pop(0)
+        name, has_value, value = word.partition("=")
+        if name not in OPTIONS:
+            allowed = ", ".join(sorted({k for k in OPTIONS if k.startswith("--")}))
+            raise UsageError(
+                f"`{word[:40]}` is not an option skybot passes to sbatch. Allowed: {allowed}. "
+                "Anything else belongs in the script's #SBATCH lines."
+            )
+        if not has_value:
+            if not rest:
+                raise UsageError(f"`{name}` needs a value.")
+            value = rest.pop(0)
+        if not value or _SUSPICIOUS.search(value):
+            raise UsageError(f"`{name}` has a value skybot will not pass on: `{value[:40]}`.")
+        options[OPTIONS[name]] = value
+    return script, options
+
+
+async def submit(request: CommandRequest, services: Services) -> Reply:
+    if not request.cluster_user:
+        raise not_linked(SUBMIT_USAGE)
+    script, options = parse_submit_args(request.args)
+    if services.writer is None or services.submissions is None:
+        raise UsageError("Submitting is not enabled on this skybot.")
+    limits = services.config.submit
+    try:
+        submission = await services.writer.run(
+            enqueue,
+            team_id=request.team_id,
+            user_id=request.user_id,
+            cluster_user=request.cluster_user,
+            script=script,
+            options=options,
+            response_url=None,
+            now=request.now,
+            max_queued=limits.max_queued_per_user,
+            max_per_minute=limits.max_per_minute,
+        )
+    except QueueRefused as refusal:
+        raise UsageError(str(refusal)) from None
+    services.submissions.wake()
+    return simple(
+        f"Queued as #{submission.id}: `{script}` as `{request.cluster_user}`. "
+        "I'll DM you the job id, or sbatch's error, in a moment."
+    )
+
+
+async def cancel(request: CommandRequest, services: Services) -> Reply:
+    if not request.cluster_user:
+        raise not_linked("cancel JOBID")
+    if len(request.args) != 1 or not JOB_ID.fullmatch(request.args[0].lstrip("#")):
+        raise UsageError("Usage: `/sky cancel JOBID` (a job number like 1234 or 1234_5).")
+    job_id = request.args[0].lstrip("#")
+    call = services.runner(request.cluster_user, {"action": "cancel", "job_id": job_id})
+    try:
+        reply = await asyncio.wait_for(call, CANCEL_WAIT_SECONDS)
+    except TimeoutError:
+        return simple(f"Cancelling job {job_id} is taking a while; `/sky jobs` will show it.")
+    if reply.get("ok"):
+        return simple(f"Cancelled job {job_id} (as `{request.cluster_user}`).")
+    return simple(f"Slurm did not cancel job {job_id}: {reply.get('error', 'unknown error')}")
+
+
+SUBMIT = Command(
+    "submit",
+    "submit PATH [OPTIONS]",
+    "submit a batch script as yourself (sbatch, through skybot's runner)",
+    act=submit,
+    details=(
+        "Options: --partition, --gpus TYPE:N, --time, --qos, --account, --job-name, "
+        "--dependency. PATH may be absolute, start with ~, or be relative to your home."
+    ),
+)
+CANCEL = Command("cancel", "cancel JOBID", "cancel one of your jobs (scancel as you)", act=cancel)

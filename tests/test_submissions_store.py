@@ -1,0 +1,65 @@
+from pathlib import Path
+
+import pytest
+
+from store.db import open_db
+from store.outbox import OutboxMessage
+from store.snapshots import save_slurm_poll
+from store.submissions import (
+    QueueRefused,
+    claim_next,
+    enqueue,
+    find_job_by_comment,
+    finish,
+    interrupted,
+    requeue,
+)
+from tests.factories import job
+
+
+def _enqueue(db, now: float, user: str = "alice", **limits: int):  # type: ignore[no-untyped-def]
+    return enqueue(
+        db,
+        team_id="T1",
+        user_id="U1",
+        cluster_user=user,
+        script="job.sh",
+        options={},
+        response_url=None,
+        now=now,
+        max_queued=limits.get("max_queued", 5),
+        max_per_minute=limits.get("max_per_minute", 3),
+    )
+
+
+def test_rate_limit_and_queue_cap_per_user(tmp_path: Path) -> None:
+    db = open_db(tmp_path / "s.db")
+    for i in range(3):
+        _enqueue(db, now=100.0 + i)
+    with pytest.raises(QueueRefused, match="3 submissions in the last minute"):
+        _enqueue(db, now=110.0)
+    _enqueue(db, now=110.0, user="bob")  # limits are per user
+    with pytest.raises(QueueRefused, match="already have 3 submissions waiting"):
+        _enqueue(db, now=200.0, max_queued=3)
+    assert len(list(db.query("SELECT * FROM audit WHERE action = 'submit'"))) == 4
+
+
+def test_claim_finish_and_crash_recovery_bookkeeping(tmp_path: Path) -> None:
+    db = open_db(tmp_path / "s.db")
+    first = _enqueue(db, now=1.0)
+    claimed = claim_next(db, now=2.0)
+    assert claimed is not None and claimed.id == first.id and claimed.attempts == 1
+    assert claim_next(db, now=3.0) is None
+    assert [s.id for s in interrupted(db)] == [first.id]
+    # The poller saw a job carrying this submission's tag: that is how a restart finds it.
+    save_slurm_poll(db, [job(77, comment=f"skybot:{first.tag}")], [], [], at=4.0)
+    assert find_job_by_comment(db, f"skybot:{first.tag}") == 77
+    assert find_job_by_comment(db, "skybot:0000000000000000") is None
+    report = OutboxMessage(key=f"submission:{first.id}", target="U1", text="Submitted")
+    done = finish(db, claimed, now=5.0, job_id=77, report=report)
+    assert (done.state, done.job_id) == ("submitted", 77)
+    # A second report for the same submission is never queued.
+    finish(db, claimed, now=6.0, job_id=77, report=report)
+    assert db.execute("SELECT COUNT(*) FROM outbox").fetchone()[0] == 1
+    requeue(db, first.id)  # only a submission still 'submitting' can go back to the queue
+    assert claim_next(db, now=7.0) is None

@@ -1,0 +1,289 @@
+"""`/sky link`, `/sky submit` and `/sky cancel` end to end: Slack stand-in over Socket Mode,
+the real bot, real sudo and the runner, real users, and the real Slurm test cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from bot.config import (
+    Config,
+    DatabaseConfig,
+    IdentityConfig,
+    Secrets,
+    SlackConfig,
+    SlurmConfig,
+    SubmitConfig,
+    load_config,
+)
+from bot.service import run_bot
+from store.db import open_db
+from tests.cluster import as_user, squeue_json, wait_until
+from tests.slack_standin import SlackStandIn, SlackUser
+
+pytestmark = pytest.mark.cluster
+
+TEAM = "T0STANDIN"
+ALICE, BOB, EVE = "UALICE", "UBOB", "UEVE"
+ALICE_DIR = Path("/srv/hoffman-lab/flash9/alice")
+BOB_DIR = Path("/srv/hoffman-lab/flash9/bob")
+
+
+def _config(tmp_path: Path) -> Config:
+    base = load_config(None)
+    return replace(
+        base,
+        slack=SlackConfig(mode="socket"),
+        slurm=SlurmConfig(poll_seconds=1, caps_poll_seconds=30),
+        database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
+        # bob is vouched for by the admins; alice has to prove who she is.
+        identity=IdentityConfig(links={f"{TEAM}/{BOB}": "bob"}),
+        submit=SubmitConfig(max_queued_per_user=20, max_per_minute=20),
+    )
+
+
+def _write_as(user: str, path: Path, text: str, mode: int = 0o644) -> None:
+    entry = pwd.getpwnam(user)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    os.chown(path, entry.pw_uid, entry.pw_gid)
+    path.chmod(mode)
+
+
+def _script(directory: Path, name: str, user: str, body: str = "whoami > whoami.txt") -> Path:
+    path = directory / name
+    _write_as(
+        user,
+        path,
+        f"#!/bin/bash\n#SBATCH --partition=debug\n#SBATCH --output=/dev/null\n{body}\nsleep 120\n",
+    )
+    return path
+
+
+def _put_link_code(user: str, code: str) -> None:
+    """What the user runs on a login node, as the link instructions say."""
+    as_user(user, "sh", "-c", f"mkdir -p ~/.config/skybot && echo {code} > ~/.config/skybot/link")
+
+
+class Bot:
+    def __init__(self, slack: SlackStandIn) -> None:
+        self.slack = slack
+
+    async def sky(self, user_id: str, text: str) -> str:
+        delivery = await self.slack.send_slash_command(
+            command="/sky", text=text, user_id=user_id, team_id=TEAM, timeout=10
+        )
+        assert delivery.payload is not None, f"no answer to /sky {text}"
+        return str(delivery.payload["text"])
+
+    async def dm(self, user_id: str, containing: str, timeout: float = 30) -> str:
+        call = await self.slack.wait_for_call(
+            "chat.postMessage",
+            timeout=timeout,
+            predicate=lambda c: (
+                c.ok
+                and c.params.get("channel") in (user_id, self.slack.dm_channel_for(user_id))
+                and containing in str(c.params.get("text"))
+            ),
+        )
+        return str(call.params["text"])
+
+
+@pytest.fixture
+async def bot(tmp_path: Path, clean_queue: None) -> AsyncIterator[Bot]:
+    users = [SlackUser(ALICE, "alice"), SlackUser(BOB, "bob"), SlackUser(EVE, "eve")]
+    async with SlackStandIn(users=users) as slack:
+        secrets = Secrets(
+            bot_token=slack.bot_token, app_token=slack.app_token, api_url=slack.api_url
+        )
+        stop = asyncio.Event()
+        task = asyncio.create_task(run_bot(_config(tmp_path), secrets, stop))
+        await slack.wait_for_socket_connection(timeout=15)
+        try:
+            yield Bot(slack)
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, timeout=20)
+            for path in (
+                ALICE_DIR / "submit-me.sh",
+                ALICE_DIR / "whoami.txt",
+                BOB_DIR / "bobs.sh",
+                ALICE_DIR / "planted.sh",
+            ):
+                path.unlink(missing_ok=True)
+            for home in ("alice", "bob"):
+                shutil.rmtree(Path("/home") / home / ".config/skybot", ignore_errors=True)
+
+
+async def _link_alice(bot: Bot) -> None:
+    answer = await bot.sky(ALICE, "link alice")
+    code = answer.split("echo ", 1)[1].split(" ", 1)[0]
+    _put_link_code("alice", code)
+    assert "Linked: you are `alice`" in await bot.sky(ALICE, "link check")
+
+
+async def test_alice_submits_as_alice_sees_it_and_only_she_can_cancel_it(bot: Bot) -> None:
+    assert "link it with `/sky link" in await bot.sky(ALICE, "submit job.sh")
+    await _link_alice(bot)
+    assert "You are `alice` on the cluster (proven with a link code" in await bot.sky(
+        ALICE, "whoami"
+    )
+
+    _script(ALICE_DIR, "submit-me.sh", "alice")
+    queued = await bot.sky(ALICE, f"submit {ALICE_DIR}/submit-me.sh --time 5")
+    assert queued.startswith("Queued as #")
+    dm = await bot.dm(ALICE, "Slurm job")
+    job_id = int(dm.split("Slurm job *", 1)[1].split("*", 1)[0])
+
+    # It ran as alice: its output file is hers and says so.
+    out = ALICE_DIR / "whoami.txt"
+    wait_until(lambda: out.exists() and out.read_text().strip(), 30, "the job's output")
+    assert out.read_text().strip() == "alice"
+    assert out.stat().st_uid == pwd.getpwnam("alice").pw_uid
+
+    async def listed() -> bool:
+        return str(job_id) in await bot.sky(ALICE, "jobs")
+
+    for _ in range(30):
+        if await listed():
+            break
+        await asyncio.sleep(0.5)
+    assert await listed()
+
+    refused = await bot.sky(BOB, f"cancel {job_id}")
+    assert refused.startswith(f"Slurm did not cancel job {job_id}")
+    assert any(j["job_id"] == job_id for j in squeue_json()["jobs"])
+    assert await bot.sky(ALICE, f"cancel {job_id}") == f"Cancelled job {job_id} (as `alice`)."
+    wait_until(
+        lambda: all(j["job_id"] != job_id for j in squeue_json()["jobs"]), 30, "the job to go"
+    )
+
+
+async def test_bad_submissions_are_refused_and_nothing_runs(bot: Bot) -> None:
+    await _link_alice(bot)
+    _script(BOB_DIR, "bobs.sh", "bob")
+    planted = _script(ALICE_DIR, "planted.sh", "bob")  # bob's file in alice's directory
+    before = len(squeue_json()["jobs"])
+    immediate = {
+        "submit /srv/hoffman-lab/flash9/alice/x.sh --wrap=id": "is not an option",
+        "submit x.sh --uid=0": "is not an option",
+        "submit x.sh -o /etc/x": "is not an option",
+        "submit x.sh --job-name 'a;rm -rf ~'": "will not pass on",
+        "submit x.sh --time '1\n2'": "will not pass on",
+        "submit": "Which script?",
+    }
+    for text, expected in immediate.items():
+        assert expected in await bot.sky(ALICE, text), text
+    via_runner = {
+        "/etc/passwd": "",
+        f"{ALICE_DIR}/../bob/bobs.sh": "",
+        f"{BOB_DIR}/bobs.sh": "",
+        str(planted): "",
+        str(ALICE_DIR): "",
+        f"{ALICE_DIR}/missing.sh": "",
+    }
+    for path in via_runner:
+        assert (await bot.sky(ALICE, f"submit {path}")).startswith("Queued as #")
+        refusal = await bot.dm(ALICE, f"Could not submit `{path}`")
+        via_runner[path] = refusal
+    assert all(len(message) > 40 for message in via_runner.values()), via_runner
+    assert len(squeue_json()["jobs"]) == before
+
+
+async def test_unlinked_users_and_codes_in_someone_elses_home_get_nowhere(bot: Bot) -> None:
+    assert "link it with `/sky link YOUR_CLUSTER_USER`" in await bot.sky(EVE, "jobs")
+    assert "There is no cluster account `root`" in await bot.sky(EVE, "link root")
+    answer = await bot.sky(EVE, "link alice")
+    code = answer.split("echo ", 1)[1].split(" ", 1)[0]
+    # The code lands in bob's home, not alice's: that proves nothing about alice.
+    _put_link_code("bob", code)
+    assert (await bot.sky(EVE, "link check")).startswith("Not linked")
+    assert "does not know your cluster account" in await bot.sky(EVE, "whoami")
+
+
+def _tagged_jobs(comment: str) -> list[int]:
+    return [j["job_id"] for j in squeue_json()["jobs"] if j.get("comment") == comment]
+
+
+async def test_killed_between_queueing_and_submitting_submits_exactly_once(
+    tmp_path: Path, clean_queue: None
+) -> None:
+    """SIGKILL the real `skybot run` process while sbatch is in flight; restart; count jobs."""
+    slow_sudo = tmp_path / "slow-sudo"
+    # Holds the submission in 'submitting' long enough to kill the bot there.
+    slow_sudo.write_text('#!/bin/sh\nsleep 3\nexec /usr/bin/sudo "$@"\n')
+    slow_sudo.chmod(0o755)
+    config_file = tmp_path / "skybot.toml"
+    config_file.write_text(
+        f'[slack]\nmode = "socket"\n[slurm]\npoll_seconds = 1\n'
+        f'[database]\npath = "{tmp_path}/skybot.db"\n'
+        f'[identity]\nlinks = {{ "{TEAM}/{ALICE}" = "alice" }}\n'
+        f'[runner]\nsudo = "{slow_sudo}"\n'
+        '[[labs]]\nname = "hoffman-lab"\npartition = "hoffman-lab"\naccount = "hoffman-lab"\n'
+        'storage_roots = ["/srv/hoffman-lab/flash9"]\n'
+    )
+    _script(ALICE_DIR, "submit-me.sh", "alice")
+    async with SlackStandIn(users=[SlackUser(ALICE, "alice")]) as slack:
+        env = {
+            **os.environ,
+            "SLACK_BOT_TOKEN": slack.bot_token,
+            "SLACK_APP_TOKEN": slack.app_token,
+            "SLACK_API_URL": slack.api_url,
+        }
+
+        def start() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                [sys.executable, "-m", "bot.cli", "run", "--config", str(config_file)],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+
+        first = start()
+        try:
+            await slack.wait_for_socket_connection(timeout=20)
+            bot = Bot(slack)
+            queued = await bot.sky(ALICE, f"submit {ALICE_DIR}/submit-me.sh")
+            assert queued.startswith("Queued as #1")
+            db = open_db(tmp_path / "skybot.db")
+            deadline = time.monotonic() + 10
+            while db.execute("SELECT state FROM submissions").fetchone()[0] != "submitting":
+                assert time.monotonic() < deadline, "the worker never picked the submission up"
+                await asyncio.sleep(0.05)
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=10)
+        finally:
+            if first.poll() is None:
+                first.kill()
+        tag = db.execute("SELECT tag FROM submissions").fetchone()[0]
+        assert db.execute("SELECT state FROM submissions").fetchone()[0] == "submitting"
+
+        second = start()
+        try:
+            await slack.wait_for_socket_connection(count=2, timeout=20)
+            deadline = time.monotonic() + 40
+            while db.execute("SELECT state FROM submissions").fetchone()[0] != "submitted":
+                assert time.monotonic() < deadline, "the restarted bot never settled it"
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(3)  # room for a wrong second submission to show up
+            jobs = _tagged_jobs(f"skybot:{tag}")
+            recorded = db.execute("SELECT job_id FROM submissions").fetchone()[0]
+            assert jobs == [recorded], f"expected exactly one job, Slurm has {jobs}"
+        finally:
+            second.terminate()
+            second.wait(timeout=20)
+            db.close()
+            (ALICE_DIR / "submit-me.sh").unlink(missing_ok=True)
+            (ALICE_DIR / "whoami.txt").unlink(missing_ok=True)
+    print(f"exactly once: job {recorded} for submission #1 across a SIGKILL")
