@@ -7,12 +7,16 @@ and per-user job lists are worked out lazily, once per snapshot, not once per co
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, TypeVar
 
 from core.lab_usage import IdleGpus, LabUsage, idle_by_type, idle_gpus, lab_usage
 from core.records import Job
 from core.snapshot import ClusterSnapshot
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +36,14 @@ class ClusterView:
     overcap_account: str = "overcap"
     overcap_partition: str = "overcap"
     _usage: dict[str, LabUsage] = field(default_factory=dict, repr=False)
+    _memo: dict[Hashable, Any] = field(default_factory=dict, repr=False)
+
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """`compute()` once per snapshot: answers that depend only on the snapshot are shared
+        by every command until the next poll."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]  # type: ignore[no-any-return]
 
     @cached_property
     def jobs_by_id(self) -> dict[int, Job]:

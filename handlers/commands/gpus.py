@@ -8,7 +8,6 @@ from core.view import ClusterView, LabInfo
 from handlers.commands.common import (
     answer,
     at_most_one,
-    bounded,
     esc,
     find_lab,
     format_counts,
@@ -24,6 +23,7 @@ from handlers.router import Command, CommandRequest, UsageError
 USAGE = "gpus [LAB]"
 # Jobs listed under "waiting at the cap" before "… and N more".
 MAX_PENDING_SHOWN = 8
+MAX_USERS_SHOWN = 12
 
 
 def run(request: CommandRequest, view: ClusterView) -> Reply:
@@ -57,22 +57,39 @@ def cap_phrase(view: ClusterView, usage: LabUsage) -> str:
 
 
 def lab_lines(view: ClusterView, lab: LabInfo, usage: LabUsage) -> list[str]:
+    # The same for everyone until the next poll: worked out once per snapshot.
+    return view.memo(("gpus", lab.name), lambda: _lab_lines(view, lab, usage))
+
+
+def _lab_lines(view: ClusterView, lab: LabInfo, usage: LabUsage) -> list[str]:
     lines = [f"*{esc(lab.name)}*: {cap_phrase(view, usage)}"]
     if usage.by_user:
-        lines.append(f"• by user: {format_counts(usage.by_user)}")
+        lines.append(f"• by user: {_top_users(usage.by_user)}")
     if usage.by_type:
         lines.append(f"• by GPU type: {format_counts(usage.by_type)}")
     if usage.overcap_by_user:
         lines.append(
             f"• also on overcap (preemptible): {usage.overcap_gpus} GPUs — "
-            f"{format_counts(usage.overcap_by_user)}"
+            f"{_top_users(usage.overcap_by_user)}"
         )
     waiting = usage.pending_at_cap
     if waiting:
         noun = "job" if len(waiting) == 1 else "jobs"
         lines.append(f"• {len(waiting)} {noun} waiting at the cap:")
-        lines += bounded([_waiting_line(j) for j in waiting], MAX_PENDING_SHOWN)
+        # Only the lines shown are formatted: a lab can have thousands of jobs waiting.
+        lines += [_waiting_line(j) for j in waiting[:MAX_PENDING_SHOWN]]
+        if len(waiting) > MAX_PENDING_SHOWN:
+            lines.append(f"… and {len(waiting) - MAX_PENDING_SHOWN} more")
     return lines
+
+
+def _top_users(counts: dict[str, int], limit: int = MAX_USERS_SHOWN) -> str:
+    """The biggest users (counts come sorted, largest first), then how many more there are."""
+    if len(counts) <= limit:
+        return format_counts(counts)
+    rest = list(counts.values())[limit:]
+    top = format_counts(dict(list(counts.items())[:limit]))
+    return f"{top} and {len(rest)} more users with {sum(rest)}"
 
 
 def _waiting_line(job: Job) -> str:
