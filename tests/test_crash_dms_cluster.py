@@ -1,0 +1,124 @@
+"""Crash test: 200 jobs end while `skybot run` is SIGKILLed and restarted; no DM is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cluster import sbatch, squeue_json, wait_until
+from tests.slack_standin import SlackStandIn, SlackUser
+
+pytestmark = pytest.mark.cluster
+
+TEAM = "T0STANDIN"
+SLACK_IDS = {"alice": "UALICE", "bob": "UBOB", "carol": "UCAROL", "dave": "UDAVE"}
+ACCOUNTS = {"alice": "hoffman-lab", "bob": "hoffman-lab", "carol": "kira-lab", "dave": "kira-lab"}
+JOBS = 200
+_DIGEST = re.compile(r"(\d+) of your jobs changed state")
+_SINGLE = re.compile(r"\bJob (\d+)\b")
+
+
+def _jobs_reported(text: str) -> int:
+    """How many job ends one DM reports: a digest says how many; a single DM is one."""
+    digest = _DIGEST.search(text)
+    if digest:
+        return int(digest.group(1))
+    return 1 if _SINGLE.search(text) else 0
+
+
+async def test_200_job_ends_across_a_sigkill_are_all_delivered(
+    tmp_path: Path, clean_queue: None
+) -> None:
+    links = ", ".join(f'"{TEAM}/{sid}" = "{user}"' for user, sid in SLACK_IDS.items())
+    config_file = tmp_path / "skybot.toml"
+    config_file.write_text(
+        f'[slack]\nmode = "socket"\n[slurm]\npoll_seconds = 2\n'
+        f'[database]\npath = "{tmp_path}/skybot.db"\n'
+        f"[identity]\nlinks = {{ {links} }}\n"
+        '[notifications]\ndefault_preference = "all"\n'
+    )
+    users = [SlackUser(sid, user) for user, sid in SLACK_IDS.items()]
+    async with SlackStandIn(users=users) as slack:
+        env = {
+            **os.environ,
+            "SLACK_BOT_TOKEN": slack.bot_token,
+            "SLACK_APP_TOKEN": slack.app_token,
+            "SLACK_API_URL": slack.api_url,
+        }
+
+        def start() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                [sys.executable, "-m", "bot.cli", "run", "--config", str(config_file)],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+
+        bot = start()
+        restarted: subprocess.Popen[bytes] | None = None
+        try:
+            await slack.wait_for_socket_connection(timeout=20)
+            await asyncio.sleep(3)
+            names = list(SLACK_IDS)
+            submitted = []
+            for i in range(JOBS):
+                user = names[i % len(names)]
+                account = ACCOUNTS[user]
+                submitted.append(
+                    sbatch(
+                        user,
+                        "-p",
+                        account,
+                        "-A",
+                        account,
+                        "-J",
+                        f"crash-{i}",
+                        "--output=/dev/null",
+                        "--wrap",
+                        f"sleep {1 + i % 3}",
+                    )
+                )
+                if i == JOBS // 2:
+                    # Mid-stream: the bot dies without warning, jobs keep ending.
+                    bot.send_signal(signal.SIGKILL)
+                    bot.wait(timeout=10)
+            await asyncio.sleep(5)
+            restarted = start()
+            await slack.wait_for_socket_connection(count=2, timeout=20)
+            wait_until(lambda: not squeue_json()["jobs"], 180, "all 200 jobs to end")
+
+            def reported() -> int:
+                return sum(
+                    _jobs_reported(str(c.params.get("text")))
+                    for c in slack.calls_to("chat.postMessage")
+                    if c.ok
+                )
+
+            deadline = time.monotonic() + 120
+            while reported() < JOBS and time.monotonic() < deadline:
+                await asyncio.sleep(1)
+            await asyncio.sleep(8)  # more polls: late duplicates would show up here
+        finally:
+            for process in (bot, restarted):
+                if process is not None and process.poll() is None:
+                    process.terminate()
+                    process.wait(timeout=20)
+
+    total = reported()
+    duplicates = total - JOBS
+    dms = sum(1 for c in slack.calls_to("chat.postMessage") if c.ok)
+    print(
+        f"{JOBS} job ends, bot SIGKILLed after {JOBS // 2} submissions and restarted: "
+        f"{dms} DMs reporting {total} job ends, {duplicates} duplicates"
+    )
+    assert total >= JOBS, f"only {total} of {JOBS} job ends reached their owners"
+    # Only what was in flight at the kill may repeat: at most one poll's worth.
+    assert duplicates <= 20

@@ -1,0 +1,149 @@
+"""Job-end DMs end to end: real jobs on the test cluster, the real bot, the Slack stand-in."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from bot.config import (
+    DatabaseConfig,
+    IdentityConfig,
+    Secrets,
+    SlackConfig,
+    SlurmConfig,
+    load_config,
+)
+from bot.service import run_bot
+from tests.cluster import sbatch, squeue_json, wait_until
+from tests.slack_standin import SlackStandIn, SlackUser
+
+pytestmark = pytest.mark.cluster
+
+TEAM = "T0STANDIN"
+SLACK_IDS = {"alice": "UALICE", "bob": "UBOB", "carol": "UCAROL", "dave": "UDAVE"}
+
+
+def _dms_about(slack: SlackStandIn, job_id: int) -> list[str]:
+    pattern = re.compile(rf"\bJob {job_id}\b")
+    return [
+        str(call.params.get("text"))
+        for call in slack.calls_to("chat.postMessage")
+        if call.ok and pattern.search(str(call.params.get("text")))
+    ]
+
+
+async def test_each_job_end_gets_exactly_one_correct_dm(tmp_path: Path, clean_queue: None) -> None:
+    config = replace(
+        load_config(None),
+        slack=SlackConfig(mode="socket"),
+        slurm=SlurmConfig(poll_seconds=2),
+        database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
+        identity=IdentityConfig(
+            links={f"{TEAM}/{slack_id}": user for user, slack_id in SLACK_IDS.items()}
+        ),
+    )
+    users = [SlackUser(slack_id, user) for user, slack_id in SLACK_IDS.items()]
+    async with SlackStandIn(users=users) as slack:
+        secrets = Secrets(
+            bot_token=slack.bot_token, app_token=slack.app_token, api_url=slack.api_url
+        )
+        stop = asyncio.Event()
+        bot = asyncio.create_task(run_bot(config, secrets, stop))
+        try:
+            await slack.wait_for_socket_connection(timeout=15)
+            await asyncio.sleep(3)  # the bot has seen the empty queue
+            timeout_job = sbatch(
+                "bob",
+                "-p",
+                "debug",
+                "-A",
+                "hoffman-lab",
+                "--time=1",
+                "-J",
+                "too-slow",
+                "--wrap",
+                "sleep 300",
+            )
+            completed = sbatch(
+                "dave", "-p", "kira-lab", "-A", "kira-lab", "-J", "fine", "--wrap", "sleep 3"
+            )
+            failed = sbatch(
+                "carol",
+                "-p",
+                "kira-lab",
+                "-A",
+                "kira-lab",
+                "-J",
+                "broken",
+                "--wrap",
+                "sleep 3; exit 3",
+            )
+            overcap = sbatch(
+                "alice",
+                "-p",
+                "overcap",
+                "-A",
+                "overcap",
+                "-w",
+                "baymax",
+                "--gpus-per-node=4",
+                "-J",
+                "sweep",
+                "--wrap",
+                "sleep 300",
+            )
+            wait_until(lambda: _state(overcap) == "RUNNING", 30, "the overcap job to run")
+            await asyncio.sleep(3)  # one poll sees it running
+            sbatch(
+                "carol",
+                "-p",
+                "kira-lab",
+                "-A",
+                "kira-lab",
+                "-w",
+                "baymax",
+                "--gpus-per-node=2080_ti:2",
+                "-J",
+                "urgent",
+                "--wrap",
+                "sleep 300",
+            )
+
+            started = time.monotonic()
+            expected = {
+                completed: ("UDAVE", "completed successfully."),
+                failed: ("UCAROL", "failed with exit code 3"),
+                overcap: ("UALICE", "was preempted and requeued (restart 1)"),
+                timeout_job: ("UBOB", "reached its time limit of 1 min"),
+            }
+            while time.monotonic() - started < 150:
+                if all(_dms_about(slack, job_id) for job_id in expected):
+                    break
+                await asyncio.sleep(1)
+            await asyncio.sleep(6)  # a few more polls: nothing may be sent twice
+        finally:
+            stop.set()
+            await asyncio.wait_for(bot, timeout=30)
+
+    for job_id, (slack_id, words) in expected.items():
+        dms = _dms_about(slack, job_id)
+        assert len(dms) == 1, f"job {job_id}: {dms}"
+        assert words in dms[0], dms[0]
+        channel = next(
+            c.params["channel"]
+            for c in slack.calls_to("chat.postMessage")
+            if c.ok and str(c.params.get("text")) == dms[0]
+        )
+        assert channel in (slack_id, slack.dm_channel_for(slack_id))
+    preempted = _dms_about(slack, overcap)[0]
+    assert "checkpoint" in preempted.lower()
+
+
+def _state(job_id: int) -> str | None:
+    jobs = [j for j in squeue_json()["jobs"] if j["job_id"] == job_id]
+    return jobs[0]["job_state"] if jobs else None
