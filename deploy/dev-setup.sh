@@ -27,6 +27,8 @@ fi
 echo "dev-setup: installing skybot with its test tools"
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
     -e "${repo}[test]"
+# pyenv (if that is where python3 comes from) needs to learn about the new `skybot` script.
+if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
 
 "${repo}/deploy/testcluster.sh" up
 

@@ -61,13 +61,21 @@ async def run_slurm_json(bin_dir: str, command: str, args: list[str], timeout: f
         raise SlurmCommandError(f"{command} printed something that is not JSON: {error}") from None
     # With the controller down, `squeue --json` still exits 0: it prints an empty job list
     # and says what went wrong in "errors". Taking that as "no jobs" would wipe the snapshot.
-    errors = document.get("errors") or []
+    errors = [e for e in document.get("errors") or [] if not _means_no_results(e)]
     if errors:
         first = errors[0] if isinstance(errors[0], dict) else {"description": str(errors[0])}
         what = first.get("description") or first.get("error") or "unspecified error"
         where = f" ({first['source']})" if first.get("source") else ""
         raise SlurmCommandError(f"{command} reported an error: {what}{where}")
     return document
+
+
+# sacct's way of saying "no jobs matched" (ESLURM_REST_EMPTY_RESULT): an answer, not an error.
+_EMPTY_RESULT = 9003
+
+
+def _means_no_results(error: Any) -> bool:
+    return isinstance(error, dict) and error.get("error_number") == _EMPTY_RESULT
 
 
 async def _reap(process: asyncio.subprocess.Process) -> None:

@@ -24,6 +24,7 @@ from scheduler.backoff import Backoff
 from scheduler.slurm_commands import SlurmCommandError, run_slurm, run_slurm_json
 from store.history import save_lab_usage
 from store.snapshots import (
+    history_start,
     load_lab_limits,
     load_source_status,
     record_poll_failure,
@@ -60,6 +61,7 @@ class SlurmPoller:
         self._backoff = Backoff(base_seconds=config.slurm.poll_seconds)
         self._caps_backoff = Backoff(base_seconds=config.slurm.caps_poll_seconds)
         self._sacct_since: float | None = None
+        self._sacct_floor = 0.0
 
     @property
     def consecutive_failures(self) -> int:
@@ -141,11 +143,15 @@ class SlurmPoller:
         )
 
     async def _sacct_window_start(self, now: float) -> float:
+        """From the last successful poll (a little before, for slurmdbd's lag), so that jobs
+        that ended while skybot was down are still seen to end; never from before a brand-new
+        store's first poll: history from before skybot was installed is nobody's news."""
         if self._sacct_since is None:
             status = await self._writer.run(load_source_status, "slurm")
             self._sacct_since = status.taken_at or now
+            self._sacct_floor = await self._writer.run(history_start, now)
         start = self._sacct_since - SACCT_OVERLAP_SECONDS
-        return max(start, now - SACCT_MAX_LOOKBACK_SECONDS)
+        return max(start, self._sacct_floor, now - SACCT_MAX_LOOKBACK_SECONDS)
 
     async def _record_lab_usage(self, jobs: list[Job], now: float) -> None:
         caps, members = await self._writer.run(load_lab_limits)

@@ -182,6 +182,19 @@ def load_source_status(db: sqlite_utils.Database, source: str) -> SourceStatus:
     return SourceStatus(**rows[0]) if rows else SourceStatus(source)
 
 
+def history_start(db: sqlite_utils.Database, now: float) -> float:
+    """When this store first watched Slurm (set on first call). Nothing that ended before
+    then is reported: a fresh install must not DM people about last week's jobs."""
+    with db.atomic():
+        db.execute(
+            "INSERT OR IGNORE INTO counters (name, value) VALUES ('history_start', ?)",
+            [int(now)],
+        )
+        return float(
+            db.execute("SELECT value FROM counters WHERE name = 'history_start'").fetchone()[0]
+        )
+
+
 def load_lab_limits(
     db: sqlite_utils.Database,
 ) -> tuple[dict[str, int | None], dict[str, frozenset[str]]]:

@@ -127,3 +127,11 @@ def test_previous_report_size_gives_weekly_growth(db_path: Path) -> None:
     # The same weekly report read again by a later poll is not a new week.
     save_storage(db, [week2], [], at=3.0)
     assert load_snapshot(db).previous_kib == {"/srv/h/alice": 100}
+
+
+def test_history_starts_at_the_first_poll_and_stays(db_path: Path) -> None:
+    from store.snapshots import history_start
+
+    db = open_db(db_path)
+    assert history_start(db, now=1000.0) == 1000.0
+    assert history_start(db, now=5000.0) == 1000.0
