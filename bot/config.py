@@ -100,6 +100,9 @@ class NotificationsConfig:
     rearm_margin: float = 3.0
     # Slack allows about one message per second per channel.
     messages_per_second_per_channel: float = 1.0
+    # DM users whose jobs wait behind their lab's cap once the lab has been at it this long
+    # (once per stretch at the cap; 0: off).
+    cap_wait_minutes: float = 30.0
 
 
 @dataclass(frozen=True)

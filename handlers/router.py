@@ -132,10 +132,7 @@ def dispatch(
     if isinstance(routed, Reply):
         return routed
     command, request = routed
-    if command.run is None:
-        return simple(f"`/sky {command.name}` works in Slack, not here.")
-    run = command.run
-    return _guarded(text, request, lambda: run(request, view))
+    return _answer_from_view(command, request, view, text)
 
 
 async def dispatch_action_or_read(
@@ -157,20 +154,21 @@ async def dispatch_action_or_read(
         return routed
     command, request = routed
     if command.act is None:
-        return dispatch(
-            table,
-            view,
-            text,
-            team_id=team_id,
-            user_id=user_id,
-            cluster_user=cluster_user,
-            now=request.now,
-        )
+        return _answer_from_view(command, request, view, text)
     try:
         reply = await command.act(request, services)
     except Exception as error:
         return _failure(text, request, error)
     return Reply(reply.text, reply.blocks, in_channel=request.here)
+
+
+def _answer_from_view(
+    command: Command, request: CommandRequest, view: ClusterView, text: str
+) -> Reply:
+    run = command.run
+    if run is None:
+        return simple(f"`/sky {command.name}` works in Slack, not here.")
+    return _guarded(text, request, lambda: run(request, view))
 
 
 def _guarded(text: str, request: CommandRequest, answer: Callable[[], Reply]) -> Reply:

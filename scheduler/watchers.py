@@ -24,7 +24,9 @@ from typing import Protocol
 import sqlite_utils
 
 from bot.config import Config
+from core.cap_waits import cap_wait_notices, next_episodes
 from core.job_notices import MAX_SEPARATE_NOTICES, JobNotice, decide_job_notice, digest_notice
+from core.lab_usage import idle_by_type, lab_usage
 from core.records import FINAL_STATES
 from core.snapshot import ClusterSnapshot
 from core.storage_alerts import (
@@ -36,10 +38,12 @@ from core.storage_alerts import (
 from core.transitions import REQUEUED, Transition
 from store.alerts import (
     advance_cursor,
+    load_cap_episodes,
     load_cursor,
     load_fill_state,
     load_hoard_state,
     load_preferences,
+    save_cap_episodes,
     save_fill_state,
     save_hoard_state,
 )
@@ -292,6 +296,59 @@ def storage_alerts_in_db(
         return added
 
 
+# ------------------------------------------------------------------------------ cap waits
+
+
+async def check_cap_waits(
+    writer: StoreWriter,
+    identity: SlackDirectory,
+    config: Config,
+    snapshot: ClusterSnapshot,
+    now: float | None = None,
+) -> int:
+    """DM users whose jobs have waited behind their lab's cap for long; returns how many."""
+    if config.notifications.cap_wait_minutes <= 0 or snapshot.source("slurm").taken_at is None:
+        return 0
+    now = time.time() if now is None else now
+    usages = [
+        lab_usage(
+            lab.name,
+            lab.account,
+            snapshot.cap_for(lab.account),
+            snapshot.jobs,
+            snapshot.members.get(lab.account, ()),
+            config.slurm.overcap_account,
+        )
+        for lab in config.labs
+    ]
+    flags = (
+        f"`--partition={config.slurm.overcap_partition} --account={config.slurm.overcap_account}`"
+    )
+
+    def decide(db: sqlite_utils.Database) -> int:
+        with db.atomic():
+            episodes = next_episodes(load_cap_episodes(db), usages, now)
+            save_cap_episodes(db, episodes)
+            notices = cap_wait_notices(
+                episodes,
+                usages,
+                now,
+                60 * config.notifications.cap_wait_minutes,
+                idle_by_type(snapshot.nodes),
+                flags,
+            )
+            messages = [
+                OutboxMessage(f"{n.key}:{team}:{user_id}", user_id, n.text)
+                for n in notices
+                for team, user_id in targets.get(n.user, ())
+            ]
+            return enqueue(db, messages, now)
+
+    waiting_users = {j.user for u in usages for j in u.pending_at_cap}
+    targets = {user: identity.slack_users_of(user) for user in waiting_users}
+    return await writer.run(decide)
+
+
 # ------------------------------------------------------------------------------ wiring
 
 
@@ -315,6 +372,10 @@ class Watchers:
     async def after_slurm_poll(self) -> int:
         try:
             added = await process_transitions(self._writer, self._identity, self._config)
+            if self._snapshot is not None:
+                added += await check_cap_waits(
+                    self._writer, self._identity, self._config, self._snapshot()
+                )
         except Exception:
             log.exception("job notifier failed; the transitions stay queued for the next poll")
             return 0

@@ -107,3 +107,15 @@ def load_preferences(db: sqlite_utils.Database) -> dict[tuple[str, str], str]:
         (team, user): pref
         for team, user, pref in db.execute("SELECT team_id, user_id, pref FROM notify_prefs")
     }
+
+
+def load_cap_episodes(db: sqlite_utils.Database) -> dict[str, float]:
+    """Lab -> when its current stretch at the GPU cap began."""
+    return dict(db.execute("SELECT lab, since FROM cap_episodes").fetchall())
+
+
+def save_cap_episodes(db: sqlite_utils.Database, episodes: dict[str, float]) -> None:
+    db.execute("DELETE FROM cap_episodes")
+    db.conn.executemany(
+        "INSERT INTO cap_episodes (lab, since) VALUES (?, ?)", list(episodes.items())
+    )

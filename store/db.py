@@ -109,6 +109,9 @@ MIGRATIONS: tuple[str, ...] = (
         mount TEXT PRIMARY KEY, level REAL NOT NULL, warnings INTEGER NOT NULL
     );
     """,
+    """
+    CREATE TABLE cap_episodes (lab TEXT PRIMARY KEY, since REAL NOT NULL);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

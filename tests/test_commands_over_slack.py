@@ -1,0 +1,156 @@
+"""Every read-only /sky command through the Slack stand-in, over Socket Mode and signed HTTP,
+answered from a snapshot the bot's own poller took of the real test cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from bot.config import (
+    DatabaseConfig,
+    IdentityConfig,
+    Secrets,
+    SlackConfig,
+    SlurmConfig,
+    load_config,
+)
+from bot.service import run_bot
+from tests.cluster import sbatch, scancel_everything, squeue_json, wait_until
+from tests.slack_standin import SlackStandIn, signed_slash_command
+
+pytestmark = pytest.mark.cluster
+
+TEAM, ALICE = "T0STANDIN", "UALICE"
+SECRET = "commands-over-slack"
+
+
+@dataclass
+class Cluster:
+    running: int
+    waiting: int
+
+
+@pytest.fixture(scope="module")
+def busy_cluster(cluster: None) -> Iterator[Cluster]:
+    """alice holds hoffman-lab's whole cap; bob's job waits for it."""
+    scancel_everything()
+    running = sbatch(
+        "alice",
+        "-p",
+        "hoffman-lab",
+        "-A",
+        "hoffman-lab",
+        "--gpus-per-node=a40:4",
+        "-J",
+        "big-run",
+        "--wrap",
+        "sleep 600",
+    )
+    waiting = sbatch(
+        "bob",
+        "-p",
+        "hoffman-lab",
+        "-A",
+        "hoffman-lab",
+        "--gpus=1",
+        "-J",
+        "small-eval",
+        "--wrap",
+        "sleep 600",
+    )
+    wait_until(
+        lambda: (
+            {j["job_id"]: j["job_state"] for j in squeue_json()["jobs"]}.get(running) == "RUNNING"
+        ),
+        30,
+        "alice's job to run",
+    )
+    yield Cluster(running, waiting)
+    scancel_everything()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(params=["socket", "http"])
+async def ask(
+    request: pytest.FixtureRequest, tmp_path: Path, busy_cluster: Cluster
+) -> AsyncIterator:
+    mode = request.param
+    port = _free_port()
+    config = replace(
+        load_config(None),
+        slack=SlackConfig(mode=mode, http_port=port),
+        slurm=SlurmConfig(poll_seconds=1),
+        database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
+        identity=IdentityConfig(links={f"{TEAM}/{ALICE}": "alice"}),
+    )
+    async with SlackStandIn() as slack:
+        secrets = Secrets(
+            bot_token=slack.bot_token,
+            app_token=slack.app_token,
+            signing_secret=SECRET,
+            api_url=slack.api_url,
+        )
+        stop = asyncio.Event()
+        bot = asyncio.create_task(run_bot(config, secrets, stop))
+        async with aiohttp.ClientSession() as session:
+
+            async def sky(text: str) -> str:
+                if mode == "socket":
+                    delivery = await slack.send_slash_command(
+                        command="/sky", text=text, user_id=ALICE, team_id=TEAM, timeout=10
+                    )
+                    return str(delivery.payload["text"])
+                signed = signed_slash_command(
+                    SECRET, command="/sky", text=text, user_id=ALICE, team_id=TEAM
+                )
+                url = f"http://127.0.0.1:{port}/slack/events"
+                async with session.post(url, data=signed.body, headers=signed.headers) as r:
+                    assert r.status == 200
+                    return str((await r.json())["text"])
+
+            if mode == "socket":
+                await slack.wait_for_socket_connection(timeout=15)
+            for _ in range(100):  # until the first polls are in (and HTTP is listening)
+                try:
+                    answer = await sky("gpus hoffman-lab")
+                    if "4/4 GPUs" in answer and "small-eval" not in answer and "bob" in answer:
+                        break
+                except (aiohttp.ClientError, TimeoutError):
+                    pass
+                await asyncio.sleep(0.3)
+            try:
+                yield sky
+            finally:
+                stop.set()
+                await asyncio.wait_for(bot, timeout=20)
+
+
+async def test_every_command_answers_from_the_real_snapshot(ask, busy_cluster: Cluster) -> None:  # type: ignore[no-untyped-def]
+    running, waiting = busy_cluster.running, busy_cluster.waiting
+    gpus = await ask("gpus")  # alice's own lab, from her link
+    assert "*hoffman-lab*: 4/4 GPUs in use (at cap)" in gpus
+    assert "by user: alice 4" in gpus and f"`{waiting}` bob gpu:1 (AssocGrpGRES)" in gpus
+    jobs = await ask("jobs")
+    assert str(running) in jobs and "big-run" in jobs and "a40:4" in jobs
+    assert str(waiting) in await ask("jobs bob")
+    free = await ask("free")
+    assert "rtx_6000" in free and "2080_ti" in free
+    why = await ask(f"why {waiting}")
+    assert "hoffman-lab is using 4/4 GPUs: alice 4" in why
+    disk = await ask("disk hoffman-lab")
+    assert "/srv/hoffman-lab/flash9/alice" in disk
+    df = await ask("df")
+    assert "/srv/hoffman-lab/flash9" in df and "/srv/kira-lab/share4" in df
+    assert "is not a skybot command" in await ask("gpu")
+    assert "as of" in gpus and "as of" in disk
