@@ -186,20 +186,6 @@ def get(db: sqlite_utils.Database, submission_id: int) -> Submission | None:
     return found[0] if found else None
 
 
-def record_audit(
-    db: sqlite_utils.Database,
-    now: float,
-    team_id: str,
-    user_id: str,
-    cluster_user: str | None,
-    action: str,
-    detail: dict[str, Any],
-    result: str,
-) -> None:
-    with db.atomic():
-        _audit(db, now, team_id, user_id, cluster_user, action, detail, result)
-
-
 def _audit(
     db: sqlite_utils.Database,
     now: float,

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.bot_process import start_bot
 from tests.cluster import sbatch, squeue_json, wait_until
 from tests.slack_standin import SlackStandIn, SlackUser
 
@@ -47,20 +46,9 @@ async def test_200_job_ends_across_a_sigkill_are_all_delivered(
     )
     users = [SlackUser(sid, user) for user, sid in SLACK_IDS.items()]
     async with SlackStandIn(users=users) as slack:
-        env = {
-            **os.environ,
-            "SLACK_BOT_TOKEN": slack.bot_token,
-            "SLACK_APP_TOKEN": slack.app_token,
-            "SLACK_API_URL": slack.api_url,
-        }
 
         def start() -> subprocess.Popen[bytes]:
-            return subprocess.Popen(
-                [sys.executable, "-m", "bot.cli", "run", "--config", str(config_file)],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+            return start_bot(config_file, slack)
 
         bot = start()
         restarted: subprocess.Popen[bytes] | None = None

@@ -9,7 +9,6 @@ import pwd
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -29,6 +28,7 @@ from bot.config import (
 )
 from bot.service import run_bot
 from store.db import open_db
+from tests.bot_process import start_bot
 from tests.cluster import as_user, squeue_json, wait_until
 from tests.slack_standin import SlackStandIn, SlackUser
 
@@ -235,20 +235,9 @@ async def test_killed_between_queueing_and_submitting_submits_exactly_once(
     )
     _script(ALICE_DIR, "submit-me.sh", "alice")
     async with SlackStandIn(users=[SlackUser(ALICE, "alice")]) as slack:
-        env = {
-            **os.environ,
-            "SLACK_BOT_TOKEN": slack.bot_token,
-            "SLACK_APP_TOKEN": slack.app_token,
-            "SLACK_API_URL": slack.api_url,
-        }
 
         def start() -> subprocess.Popen[bytes]:
-            return subprocess.Popen(
-                [sys.executable, "-m", "bot.cli", "run", "--config", str(config_file)],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+            return start_bot(config_file, slack)
 
         first = start()
         try:

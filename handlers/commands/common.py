@@ -10,6 +10,11 @@ import difflib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
+# The commands format like the notifications do; re-exported for them.
+from core.notice_text import esc as esc
+from core.notice_text import format_bytes as format_bytes
+from core.notice_text import format_duration as format_duration
+from core.notice_text import format_gpus as format_gpus
 from core.records import Job
 from core.view import ClusterView, LabInfo
 from handlers.reply import (
@@ -44,15 +49,6 @@ class NoData(UsageError):
 # ---------------------------------------------------------------- formatting
 
 
-def esc(text: str) -> str:
-    """Cluster-supplied text (job names, paths, errors) made inert in Slack mrkdwn.
-
-    `<`, `>` and `&` are Slack's control characters (a job named `<!channel>` must not ping
-    anyone); backticks would end our code spans.
-    """
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("`", "'")
-
-
 def shown(word: str, limit: int = MAX_ECHO) -> str:
     """A word the user typed, safe to echo inside backticks: clipped, one line, inert."""
     flat = " ".join(word.split())
@@ -64,37 +60,10 @@ def one_line(text: str, limit: int = 160) -> str:
     return esc(truncate(" ".join(text.split()), limit))
 
 
-def format_duration(seconds: float) -> str:
-    """'45 s', '12 min', '3 h 12 min', '2 d 4 h': two units at most, for quick reading."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s} s"
-    minutes, hours, days = s // 60, s // 3600, s // 86400
-    if s < 3600:
-        return f"{minutes} min"
-    if s < 86400:
-        rest = minutes % 60
-        return f"{hours} h {rest} min" if rest else f"{hours} h"
-    rest = hours % 24
-    return f"{days} d {rest} h" if rest else f"{days} d"
-
-
 def ago(timestamp: float, now: float) -> str:
     if timestamp >= now - 0.5:
         return "just now"  # also covers a poller clock slightly ahead of ours
     return f"{format_duration(now - timestamp)} ago"
-
-
-def format_bytes(count: int) -> str:
-    """Binary units with df -h's letters ('8.7T', '127G'), as the cluster's users know them."""
-    value = float(max(0, count))
-    for unit in ("B", "K", "M", "G", "T", "P"):
-        if value < 1024 or unit == "P":
-            break
-        value /= 1024
-    if unit == "B":
-        return f"{int(value)}B"
-    return f"{value:.1f}{unit}" if value < 100 else f"{value:.0f}{unit}"
 
 
 def format_kib(kib: int) -> str:
@@ -104,12 +73,6 @@ def format_kib(kib: int) -> str:
 def gpu_type_name(gpu_type: str) -> str:
     # Slurm reports GPUs requested without a type under "", shown as "gpu" like `--gres=gpu:2`.
     return gpu_type or "gpu"
-
-
-def format_gpus(by_type: Mapping[str, int]) -> str:
-    """'a40:2' or 'a40:1 rtx_6000:1', as in `--gpus-per-node`; 'no GPU' for CPU-only jobs."""
-    parts = [f"{esc(gpu_type_name(t))}:{n}" for t, n in sorted(by_type.items()) if n]
-    return " ".join(parts) or "no GPUs"
 
 
 def format_counts(counts: Mapping[str, int]) -> str:
