@@ -6,12 +6,14 @@ One run, side by side, on this machine:
   * skybot over Socket Mode: the same app behind AsyncSocketModeHandler, commands pushed by the
     local Slack stand-in, latency measured to the ack's arrival;
   * baseline over HTTP: the same Bolt set-up whose handler runs `squeue --json` on the real test
-    cluster for every command (what `watch squeue` users do), then answers.
+    cluster for every command (what `watch squeue` users do), then answers; the controller is
+    first given 9,000 held jobs, so that it describes a cluster of the snapshot's size.
 Latency is p50/p99 per concurrency level (1, 10, 50). Client and server share this process
 and its two cores, as in ../shared/reference/bolt-ack-latency.md. Targets (issue 4): p99 <=
 25 ms at 50 concurrent, >= 20x faster than the baseline.
 
-    python3 benchmarks/ack_latency.py [--requests 400] [--baseline-requests 60]
+    python3 benchmarks/ack_latency.py [--requests 400] [--baseline-requests 30]
+                                      [--baseline-jobs 9000]
 """
 
 from __future__ import annotations
@@ -232,6 +234,25 @@ async def _load_socket_mode(requests: int) -> dict[int, tuple[float, float, floa
         return results
 
 
+LOAD_NAME = "skybot-bench-load"
+
+
+def load_cluster(jobs: int) -> float:
+    """Give the real controller `jobs` held jobs, so the baseline's squeue has a real cluster's
+    worth of work to describe (as skybot's snapshot does). Returns squeue --json's size in MB."""
+    script = (
+        f"seq {jobs} | xargs -P 4 -I{{}} sbatch --hold --parsable -p debug -A hoffman-lab "
+        f"-J {LOAD_NAME} --output=/dev/null --wrap true > /dev/null"
+    )
+    subprocess.run(["runuser", "-u", "alice", "--", "sh", "-c", script], check=True, cwd="/tmp")
+    out = subprocess.run(["squeue", "--all", "--json"], capture_output=True, check=True).stdout
+    return len(out) / 1e6
+
+
+def unload_cluster() -> None:
+    subprocess.run(["scancel", "-n", LOAD_NAME], check=False)
+
+
 def _spawn(*args: str) -> subprocess.Popen[str]:
     """The load generator runs in its own process, as Slack does: it must not take the
     bot's CPU time inside the bot's process."""
@@ -248,8 +269,9 @@ async def _results_of(child: subprocess.Popen[str]) -> dict[int, tuple[float, fl
     return {int(k): tuple(v) for k, v in json.loads(line).items()}  # type: ignore[misc]
 
 
-async def run(requests: int, baseline_requests: int) -> int:
+async def run(requests: int, baseline_requests: int, baseline_jobs: int) -> int:
     results: dict[str, dict[int, tuple[float, float, float]]] = {}
+    squeue_mb = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         db_path = Path(tmp) / "bench.db"
         synthetic_snapshot(db_path, 10_000)
@@ -291,15 +313,23 @@ async def run(requests: int, baseline_requests: int) -> int:
             await handler.close_async()
             # The stand-in stays up (idle) for the HTTP rows: Bolt's authorize step asks its
             # auth.test once per app.
-            for name, url_port, count in (
-                ("skybot HTTP", port, requests),
-                ("baseline HTTP", baseline_port, baseline_requests),
-            ):
-                child = _spawn(
-                    "--http", f"http://127.0.0.1:{url_port}/slack/events", "--requests", str(count)
-                )
-                results[name] = await _results_of(child)
-                child.wait(timeout=30)
+            child = _spawn(
+                "--http", f"http://127.0.0.1:{port}/slack/events", "--requests", str(requests)
+            )
+            results["skybot HTTP"] = await _results_of(child)
+            child.wait(timeout=30)
+            # Only now load the controller: its scheduling loops over thousands of jobs would
+            # otherwise take CPU from the skybot rows on this two-core machine.
+            if baseline_jobs:
+                squeue_mb = load_cluster(baseline_jobs)
+            child = _spawn(
+                "--http",
+                f"http://127.0.0.1:{baseline_port}/slack/events",
+                "--requests",
+                str(baseline_requests),
+            )
+            results["baseline HTTP"] = await _results_of(child)
+            child.wait(timeout=600)
             socket_child.stdin.write("done\n")  # type: ignore[union-attr]
             socket_child.stdin.flush()  # type: ignore[union-attr]
             socket_child.wait(timeout=30)
@@ -310,11 +340,16 @@ async def run(requests: int, baseline_requests: int) -> int:
             writer.close()
             if socket_child.poll() is None:
                 socket_child.kill()
+            unload_cluster()
 
     order = ("skybot HTTP", "skybot Socket Mode", "baseline HTTP")
     print(
         f"/sky gpus ack latency, 10,000-job snapshot; {requests} requests per skybot row, "
         f"{baseline_requests} per baseline row; load generated from a separate process"
+    )
+    print(
+        f"baseline: squeue --json per command, the test cluster's controller holding "
+        f"{baseline_jobs:,} held jobs ({squeue_mb:.1f} MB of JSON per call)"
     )
     header = f"{'':22}" + "".join(f"{'c=' + str(c) + ' p50/p99 ms':>24}" for c in LEVELS)
     print(header + f"{'req/s @c=50':>14}")
@@ -339,7 +374,13 @@ async def run(requests: int, baseline_requests: int) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=400)
-    parser.add_argument("--baseline-requests", type=int, default=60)
+    parser.add_argument("--baseline-requests", type=int, default=30)
+    parser.add_argument(
+        "--baseline-jobs",
+        type=int,
+        default=9000,
+        help="held jobs to give the real controller for the baseline (MaxJobCount is 10,000)",
+    )
     parser.add_argument("--http", help=argparse.SUPPRESS)
     parser.add_argument("--socket-mode", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -349,7 +390,7 @@ def main() -> int:
     if args.socket_mode:
         asyncio.run(_load_socket_mode(args.requests))
         return 0
-    return asyncio.run(run(args.requests, args.baseline_requests))
+    return asyncio.run(run(args.requests, args.baseline_requests, args.baseline_jobs))
 
 
 if __name__ == "__main__":
