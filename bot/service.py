@@ -6,7 +6,10 @@ import asyncio
 import contextlib
 import logging
 import signal
+from dataclasses import dataclass
 from typing import Any
+
+from slack_bolt.async_app import AsyncApp
 
 from bot.app import (
     DEFAULT_SLACK_API_URL,
@@ -21,7 +24,7 @@ from core.view import LabInfo
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from scheduler.outbox_sender import OutboxSender, sender_client
-from scheduler.schedule import build_scheduler, stop_scheduler
+from scheduler.schedule import PollSchedule, build_scheduler
 from scheduler.slurm_poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
 from scheduler.submit_worker import SubmissionWorker
@@ -51,22 +54,25 @@ def runner_call(config: Config) -> RunnerCall:
     return call
 
 
-async def run_bot(config: Config, secrets: Secrets, stop: asyncio.Event | None = None) -> None:
-    """Run until `stop` is set (or SIGTERM/SIGINT arrives)."""
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, stop.set)
+@dataclass
+class Runtime:
+    """Everything `skybot run` starts, wired together; `run_bot` owns its lifetime."""
 
+    writer: StoreWriter
+    cache: SnapshotCache
+    schedule: PollSchedule
+    sender: OutboxSender
+    submissions: SubmissionWorker
+    app: AsyncApp
+
+
+async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     path = database_path(config)
     writer = StoreWriter(path)
     cache = SnapshotCache(
         path, lab_infos(config), config.slurm.overcap_account, config.slurm.overcap_partition
     )
     await cache.refresh()
-    slurm = SlurmPoller(config, writer)
-    storage = StoragePoller(config, writer)
     client = web_client(secrets)
     identity = IdentityDirectory(config.identity, writer, client)
     await identity.load()
@@ -77,10 +83,10 @@ async def run_bot(config: Config, secrets: Secrets, stop: asyncio.Event | None =
         per_channel_per_second=config.notifications.messages_per_second_per_channel,
     )
     watchers = Watchers(config, writer, identity, sender.wake, lambda: cache.current().snapshot)
-    scheduler = build_scheduler(
+    schedule = build_scheduler(
         config,
-        slurm,
-        storage,
+        SlurmPoller(config, writer),
+        StoragePoller(config, writer),
         cache.refresh,
         after_slurm=watchers.after_slurm_poll,
         after_storage=watchers.after_storage_poll,
@@ -89,32 +95,47 @@ async def run_bot(config: Config, secrets: Secrets, stop: asyncio.Event | None =
     submissions = SubmissionWorker(config, writer, runner, wake_sender=sender.wake)
     services = Services(config, identity, runner, submissions=submissions, writer=writer)
     app = build_app(config, secrets, cache, services, client)
+    return Runtime(writer, cache, schedule, sender, submissions, app)
 
-    scheduler.start()
+
+async def run_bot(config: Config, secrets: Secrets, stop: asyncio.Event | None = None) -> None:
+    """Run until `stop` is set (or SIGTERM/SIGINT arrives)."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop.set)
+
+    runtime = await build_runtime(config, secrets)
+    runtime.schedule.start()
     # The watchers run after every poll attempt, so transitions recorded before a restart are
     # caught up on right away; the sender delivers whatever is queued, old or new.
-    sender_stop = asyncio.Event()
-    sender_task = asyncio.create_task(sender.run(sender_stop), name="outbox-sender")
-    submit_task = asyncio.create_task(submissions.run(sender_stop), name="submission-worker")
+    workers_stop = asyncio.Event()
+    workers = [
+        asyncio.create_task(runtime.sender.run(workers_stop), name="outbox-sender"),
+        asyncio.create_task(runtime.submissions.run(workers_stop), name="submission-worker"),
+    ]
     http_runner = None
     socket_handler = None
     try:
         if config.slack.mode == "http":
-            http_runner = await serve_http(app, config.slack.http_host, config.slack.http_port)
+            http_runner = await serve_http(
+                runtime.app, config.slack.http_host, config.slack.http_port
+            )
         else:
-            socket_handler = await connect_socket_mode(app, secrets.app_token)
+            socket_handler = await connect_socket_mode(runtime.app, secrets.app_token)
         await stop.wait()
     finally:
         log.info("shutting down")
-        await stop_scheduler(scheduler)
+        await runtime.schedule.stop()
         if socket_handler is not None:
             await socket_handler.close_async()
         if http_runner is not None:
             await http_runner.cleanup()
-        sender_stop.set()
+        workers_stop.set()
         try:
-            await asyncio.wait_for(asyncio.gather(sender_task, submit_task), timeout=10)
+            await asyncio.wait_for(asyncio.gather(*workers), timeout=10)
         except TimeoutError:
             log.warning("background workers did not stop in time; queued work stays queued")
-        cache.close()
-        writer.close()
+        runtime.cache.close()
+        runtime.writer.close()

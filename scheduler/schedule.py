@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -14,18 +15,24 @@ from scheduler.storage_poller import StoragePoller
 
 AfterPoll = Callable[[], Awaitable[object]]
 
-# Polls running right now, so that shutdown can end them instead of abandoning them (and
-# their Slurm client processes) to a closed event loop.
-_in_flight: set[asyncio.Task[None]] = set()
 
+@dataclass
+class PollSchedule:
+    """The APScheduler running the polls, and the polls running right now: shutdown ends
+    those instead of abandoning them (and their Slurm client processes) to a closed loop."""
 
-async def stop_scheduler(scheduler: AsyncIOScheduler) -> None:
-    """Stop scheduling, and cancel and wait for any poll still running."""
-    scheduler.shutdown(wait=False)
-    running = list(_in_flight)
-    for task in running:
-        task.cancel()
-    await asyncio.gather(*running, return_exceptions=True)
+    scheduler: AsyncIOScheduler
+    in_flight: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def start(self) -> None:
+        self.scheduler.start()
+
+    async def stop(self) -> None:
+        self.scheduler.shutdown(wait=False)
+        running = list(self.in_flight)
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
 
 
 def build_scheduler(
@@ -36,7 +43,7 @@ def build_scheduler(
     *,
     after_slurm: AfterPoll | None = None,
     after_storage: AfterPoll | None = None,
-) -> AsyncIOScheduler:
+) -> PollSchedule:
     """One instance of each poll at a time; a late run is coalesced, never queued up.
 
     `after_poll` (the snapshot cache refresh) runs after every poll; `after_slurm` and
@@ -50,6 +57,7 @@ def build_scheduler(
             "misfire_grace_time": max(1, int(config.slurm.poll_seconds)),
         }
     )
+    schedule = PollSchedule(scheduler)
 
     def then_refresh(
         poll: Callable[[], Awaitable[bool]], watch: AfterPoll | None = None
@@ -57,14 +65,14 @@ def build_scheduler(
         async def run() -> None:
             task = asyncio.current_task()
             if task is not None:
-                _in_flight.add(task)
+                schedule.in_flight.add(task)
             try:
                 await poll()
                 await after_poll()
                 if watch is not None:
                     await watch()
             finally:
-                _in_flight.discard(task)  # type: ignore[arg-type]
+                schedule.in_flight.discard(task)  # type: ignore[arg-type]
 
         return run
 
@@ -94,4 +102,4 @@ def build_scheduler(
         next_run_time=now,
         misfire_grace_time=max(1, int(config.storage.poll_seconds)),
     )
-    return scheduler
+    return schedule
