@@ -1,4 +1,5 @@
-"""The `skybot` command line: run the bot, try it in a console, poll once, check a config."""
+"""The `skybot` command line: run the bot, try it in a console, poll once, check a config
+or a whole installation (doctor)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.command == "doctor":
+        return _doctor(config_path(args.config), args.service_user)
     try:
         config = load_config(config_path(args.config))
         if args.command == "run":
@@ -53,6 +56,21 @@ def config_path(given: str | None) -> Path | None:
     if os.environ.get("SKYBOT_CONFIG"):
         return Path(os.environ["SKYBOT_CONFIG"])
     return DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else None
+
+
+def _doctor(path: Path | None, service_user: str | None) -> int:
+    """Print the checklist; 0 if everything passed, 1 otherwise (a bad config is a failure)."""
+    from bot.doctor import ServiceUser, format_check, passed, redact, run_doctor
+
+    secrets = Secrets.from_environment()
+    user = ServiceUser(service_user) if service_user else ServiceUser.current()
+    checks = asyncio.run(run_doctor(path, secrets, user))
+    for check in checks:
+        print(redact(format_check(check), secrets))
+    ok = passed(checks)
+    failures = sum(not check.ok for check in checks)
+    print("all checks passed" if ok else f"{failures} check(s) failed")
+    return 0 if ok else 1
 
 
 async def _poll(config: Config, cycles: int) -> int:
@@ -103,6 +121,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     poll.add_argument("--cycles", type=int, default=1, help="Slurm poll cycles (default 1)")
     sub.add_parser("check-config", parents=[common], help="validate the config and exit")
+    doctor = sub.add_parser(
+        "doctor",
+        parents=[common],
+        help="check config, Slack tokens, Slurm, sudo rule, runner, storage and database",
+    )
+    doctor.add_argument(
+        "--service-user",
+        help="check sudo, storage and database access as this user (default: the current "
+        "user; checking as another user needs root)",
+    )
     return parser
 
 

@@ -80,6 +80,9 @@ class HttpRoutes:
         params = await request_params(request)
         token = bearer_token(request, params)
         status, body, headers = self.answer(method, params, token)
+        if token == self.ws.bot_token and self.ws.bot_scopes is not None:
+            # Like Slack: every call made with a valid token says what that token may do.
+            headers = {**headers, "x-oauth-scopes": self.ws.bot_scopes}
         self.calls.append(Call(method, params, token, status, body))
         return web.json_response(body, status=status, headers=headers)
 

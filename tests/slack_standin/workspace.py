@@ -72,6 +72,8 @@ class Workspace:
     bot_user_id: str = "U0STANDINBOT"
     bot_id: str = "B0STANDIN"
     app_id: str = "A0STANDIN"
+    # What Slack sends in the x-oauth-scopes header of bot-token calls; None sends no header.
+    bot_scopes: str | None = "commands,chat:write,users:read,users:read.email"
     users: dict[str, SlackUser] = field(default_factory=dict)
 
     def add_user(self, user: SlackUser) -> SlackUser:

@@ -1,0 +1,26 @@
+"""The Slack OAuth scopes skybot's bot token needs, each with the code that needs it.
+
+Kept in one place so `skybot doctor` and the app manifest can be checked against what the
+code really calls. Add a scope here in the same change that starts calling a new method.
+"""
+
+from __future__ import annotations
+
+# Always needed.
+REQUIRED_SCOPES: dict[str, str] = {
+    "commands": "the /sky slash command (handlers/slash.py)",
+    # Posting to a user id lands in the app's DM with them, so DMs need no im:write.
+    "chat:write": "chat.postMessage for DMs and channel alerts (scheduler/outbox_sender.py)",
+}
+
+# Needed only when identity.email_domain is set: the email rule calls users.info and reads
+# the profile's email (handlers/identity.py).
+EMAIL_RULE_SCOPES: dict[str, str] = {
+    "users:read": "users.info for the email identity rule (handlers/identity.py)",
+    "users:read.email": "the email in users.info for the email identity rule",
+}
+
+
+def scopes_needed(email_rule: bool) -> dict[str, str]:
+    """The scopes this configuration needs, mapped to why."""
+    return {**REQUIRED_SCOPES, **(EMAIL_RULE_SCOPES if email_rule else {})}

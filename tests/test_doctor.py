@@ -1,0 +1,242 @@
+"""`skybot doctor` on the real machine: a correct set-up passes, each broken one names its fix.
+
+The doctor runs as a subprocess, as an admin would run it: as root, checking as the service
+user `skybot`, with the runner and sudo rule that deploy/install-runner.sh installed, the real
+Slurm test cluster, and the Slack stand-in in place of Slack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pwd
+import shutil
+import stat
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from bot.doctor import judge_sudo_rules, parse_sudo_rules
+from store.db import open_db
+from tests.cluster import slurm_answers
+from tests.slack_standin import SlackStandIn
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parent.parent
+RUNNER = "/usr/local/libexec/skybot-runner"
+SERVICE_USER = "skybot"
+ROOTS = {"hoffman-lab": "/srv/hoffman-lab/flash9", "kira-lab": "/srv/kira-lab/share4"}
+
+
+@dataclass
+class Result:
+    status: int
+    output: str
+
+    def line(self, name: str) -> str:
+        """The first checklist line for check `name` (e.g. "sudo rule")."""
+        return next((ln for ln in self.output.splitlines() if ln[2:].startswith(f"{name}:")), "")
+
+
+@pytest.fixture(scope="module")
+def slurm_up() -> None:
+    """The real test cluster must answer. Unlike conftest's `cluster`, this cancels no jobs:
+    the doctor only reads Slurm, and other tests may have jobs running on the same cluster."""
+    if not slurm_answers():
+        pytest.fail("the Slurm test cluster is not answering: run `deploy/testcluster.sh up`")
+
+
+@pytest.fixture
+def state_dir() -> Iterator[Path]:
+    """A database directory the service user owns and can reach (pytest's tmp is root-only)."""
+    path = Path(tempfile.mkdtemp(prefix="skybot-doctor-", dir="/tmp"))
+    os.chown(path, pwd.getpwnam(SERVICE_USER).pw_uid, -1)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def write_config(
+    tmp_path: Path,
+    state_dir: Path,
+    *,
+    runner: str = RUNNER,
+    bin_dir: str = "/usr/bin",
+    roots: dict[str, str] = ROOTS,
+) -> Path:
+    labs = "".join(
+        f'[[labs]]\nname = "{lab}"\npartition = "{lab}"\naccount = "{lab}"\n'
+        f'storage_roots = ["{root}"]\n\n'
+        for lab, root in roots.items()
+    )
+    config = tmp_path / "skybot.toml"
+    config.write_text(
+        f'[database]\npath = "{state_dir}/skybot.db"\n\n'
+        f'[runner]\npath = "{runner}"\n\n'
+        f'[slurm]\nbin_dir = "{bin_dir}"\n\n{labs}'
+    )
+    return config
+
+
+async def run_doctor(config: Path, slack: SlackStandIn, *, bot_token: str | None = None) -> Result:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "SLACK_BOT_TOKEN": bot_token or slack.bot_token,
+        "SLACK_APP_TOKEN": slack.app_token,
+        "SLACK_API_URL": slack.api_url,
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot.cli", "doctor", "--config", str(config),
+        "--service-user", SERVICE_USER,
+        env=env, cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    output, _ = await asyncio.wait_for(process.communicate(), 60)
+    text = output.decode()
+    for secret in (slack.bot_token, slack.app_token, bot_token):
+        if secret:
+            assert secret not in text, "the doctor printed a token"
+            assert secret.split("-", 1)[1] not in text, "the doctor printed part of a token"
+    return Result(process.returncode or 0, text)
+
+
+async def test_correct_setup_passes(slurm_up: None, tmp_path: Path, state_dir: Path) -> None:
+    # An existing database, as after the bot's first start, so open_db and WAL are checked.
+    db = open_db(state_dir / "skybot.db")
+    db.conn.close()
+    os.chown(state_dir / "skybot.db", pwd.getpwnam(SERVICE_USER).pw_uid, -1)
+    async with SlackStandIn() as slack:
+        result = await run_doctor(write_config(tmp_path, state_dir), slack)
+    print(result.output)
+    assert result.status == 0, result.output
+    assert "✘" not in result.output and "all checks passed" in result.output
+    assert "bot 'skybot' in team 'Sky Test'" in result.line("slack auth")
+    assert "commands, chat:write" in result.line("slack scopes")
+    assert "apps.connections.open OK" in result.line("socket mode")
+    for label in ("squeue --json", "sinfo --json", "sacct --json", "sacctmgr show assoc"):
+        assert f"✔ slurm: {label} answered" in result.output
+    assert RUNNER in result.line("sudo rule")
+    assert "root-owned, mode 0755" in result.line("runner")
+    assert "readable by skybot" in result.line("storage hoffman-lab")
+    assert "WAL" in result.line("database")
+
+
+async def test_bad_token(slurm_up: None, tmp_path: Path, state_dir: Path) -> None:
+    async with SlackStandIn() as slack:
+        wrong = "xoxb-1111-not-the-right-token"
+        result = await run_doctor(write_config(tmp_path, state_dir), slack, bot_token=wrong)
+    assert result.status == 1
+    line = result.line("slack auth")
+    assert line.startswith("✘") and "invalid_auth" in line
+    assert "fix: SLACK_BOT_TOKEN is wrong or revoked" in line
+
+
+async def test_missing_scope_fails_and_missing_header_warns(
+    slurm_up: None, tmp_path: Path, state_dir: Path
+) -> None:
+    config = write_config(tmp_path, state_dir)
+    async with SlackStandIn(bot_scopes="commands") as slack:
+        result = await run_doctor(config, slack)
+    line = result.line("slack scopes")
+    assert result.status == 1 and line.startswith("✘") and "lacks chat:write" in line
+    assert "fix: Add the missing Bot Token Scopes" in line
+    async with SlackStandIn(bot_scopes=None) as slack:
+        result = await run_doctor(config, slack)
+    assert result.line("slack scopes").startswith("! slack scopes: Slack sent no x-oauth-scopes")
+
+
+async def test_runner_path_the_sudo_rule_does_not_list(
+    slurm_up: None, tmp_path: Path, state_dir: Path
+) -> None:
+    config = write_config(tmp_path, state_dir, runner="/usr/local/libexec/not-the-runner")
+    async with SlackStandIn() as slack:
+        result = await run_doctor(config, slack)
+    assert result.status == 1
+    line = result.line("sudo rule")
+    assert line.startswith("✘") and "not-the-runner is not among the commands" in line
+    assert "fix: Install deploy/sudoers.d/skybot (run deploy/install-runner.sh as root)" in line
+    assert result.line("runner").startswith("✘")
+
+
+async def test_writable_runner(slurm_up: None, tmp_path: Path, state_dir: Path) -> None:
+    runner = tmp_path / "skybot-runner"
+    shutil.copy2(RUNNER, runner)
+    runner.chmod(runner.stat().st_mode | stat.S_IWOTH)
+    async with SlackStandIn() as slack:
+        result = await run_doctor(write_config(tmp_path, state_dir, runner=str(runner)), slack)
+    assert result.status == 1
+    line = result.line("runner")
+    assert line.startswith("✘") and "writable by group or others (mode 0757)" in line
+    assert "fix: Reinstall the runner" in line
+
+
+async def test_unreadable_and_missing_storage_roots(
+    slurm_up: None, tmp_path: Path, state_dir: Path
+) -> None:
+    locked = Path(tempfile.mkdtemp(prefix="skybot-doctor-locked-", dir="/tmp"))
+    locked.chmod(0)
+    try:
+        roots = {"hoffman-lab": str(locked), "kira-lab": str(tmp_path / "not-mounted")}
+        async with SlackStandIn() as slack:
+            result = await run_doctor(write_config(tmp_path, state_dir, roots=roots), slack)
+    finally:
+        locked.rmdir()
+    assert result.status == 1
+    line = result.line("storage hoffman-lab")
+    assert line.startswith("✘") and "cannot be listed by skybot" in line
+    assert "fix: Grant skybot read and search access" in line
+    line = result.line("storage kira-lab")
+    assert line.startswith("✘") and "does not exist — fix: Mount the filesystem" in line
+
+
+async def test_slurm_unreachable(slurm_up: None, tmp_path: Path, state_dir: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    squeue = bin_dir / "squeue"
+    squeue.write_text(
+        "#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller' >&2\nexit 1\n"
+    )
+    squeue.chmod(0o755)
+    async with SlackStandIn() as slack:
+        result = await run_doctor(write_config(tmp_path, state_dir, bin_dir=str(bin_dir)), slack)
+    assert result.status == 1
+    line = next(ln for ln in result.output.splitlines() if "squeue --json" in ln)
+    assert line.startswith("✘") and "Unable to contact slurm controller" in line
+    assert "fix: Is slurmctld (and slurmdbd, for sacct/sacctmgr) reachable" in line
+
+
+async def test_database_directory_not_writable(slurm_up: None, tmp_path: Path) -> None:
+    root_only = tmp_path / "state"  # under pytest's root-only tmp: skybot cannot write here
+    root_only.mkdir()
+    async with SlackStandIn() as slack:
+        result = await run_doctor(write_config(tmp_path, root_only), slack)
+    line = result.line("database")
+    assert result.status == 1 and line.startswith("✘") and "not writable by skybot" in line
+    assert "fix: Create" in line
+
+
+async def test_bad_config_is_a_failed_check_that_stops(tmp_path: Path) -> None:
+    config = tmp_path / "skybot.toml"
+    config.write_text('[slack]\nmode = "carrier-pigeon"\n')
+    async with SlackStandIn() as slack:
+        result = await run_doctor(config, slack)
+    assert result.status == 1
+    lines = result.output.splitlines()
+    assert lines[0].startswith("✘ config: slack.mode must be 'socket' or 'http'")
+    assert "fix: Correct" in lines[0]
+    assert lines[1:] == ["1 check(s) failed"]
+
+
+def test_sudo_rules_must_name_the_runner_and_never_all() -> None:
+    listing = (
+        "User skybot may run the following commands on vm:\n"
+        f'    (%skybot-users) NOPASSWD: {RUNNER} ""\n'
+    )
+    assert judge_sudo_rules(parse_sudo_rules(listing), RUNNER)[0]
+    for rule in (f"(ALL, !root) NOPASSWD: {RUNNER}", "(ALL : ALL) ALL", f"(root) {RUNNER}, ALL"):
+        ok, detail = judge_sudo_rules(parse_sudo_rules(f"    {rule}\n"), RUNNER)
+        assert not ok and "too broad" in detail, rule
