@@ -5,7 +5,8 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-packages=(slurm-wlm slurmdbd munge mariadb-server sudo)
+# systemd: only for `systemd-analyze verify` of deploy/skybot.service in the tests.
+packages=(slurm-wlm slurmdbd munge mariadb-server sudo systemd)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "dev-setup: run as root (it installs packages and starts the test cluster)" >&2

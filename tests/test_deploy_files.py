@@ -1,0 +1,268 @@
+"""The deployment files agree with the code: the Slack app manifest asks for exactly the scopes
+the code's Web API calls need, the systemd unit verifies and keeps sudo working, and the
+sudoers rule parses."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.config import DatabaseConfig
+
+REPO = Path(__file__).resolve().parent.parent
+DEPLOY = REPO / "deploy"
+MANIFEST = DEPLOY / "slack-app-manifest.yaml"
+UNIT = DEPLOY / "skybot.service"
+SUDOERS = DEPLOY / "sudoers.d" / "skybot"
+# The code that runs in production (tests/ and benchmarks/ are not shipped).
+SOURCE_DIRS = ("bot", "handlers", "scheduler", "store", "core")
+
+# Web API method (as slack_sdk names it) -> the bot scopes it needs; () for none. A method the
+# code starts calling that is not listed here fails test_every_api_call_has_a_known_scope.
+METHOD_SCOPES: dict[str, tuple[str, ...]] = {
+    # To a channel the bot is in, or to a user id (lands in the app's DM: no im:write needed).
+    "chat_postMessage": ("chat:write",),
+    "chat_postEphemeral": ("chat:write",),
+    "chat_update": ("chat:write",),
+    "chat_delete": ("chat:write",),
+    "conversations_open": ("im:write",),
+    "conversations_info": ("channels:read", "groups:read", "im:read", "mpim:read"),
+    "conversations_members": ("channels:read", "groups:read", "im:read", "mpim:read"),
+    "conversations_join": ("channels:join",),
+    "users_info": ("users:read",),
+    "users_list": ("users:read",),
+    "users_lookupByEmail": ("users:read.email",),
+    "views_publish": (),  # needs no scope, but the manifest must enable the Home tab
+    "views_open": (),
+    "files_upload_v2": ("files:write",),
+    "files_uploadV2": ("files:write",),
+    "reactions_add": ("reactions:write",),
+    # No bot scope: auth.test works with any token; apps.connections.open uses the app-level
+    # token (xapp-, connections:write), which is not part of oauth_config.
+    "auth_test": (),
+    "apps_connections_open": (),
+}
+# Scopes that reading a field of an answer needs, on top of the method's own.
+FIELD_SCOPES: dict[str, tuple[str, ...]] = {
+    # users.info only includes profile.email with users:read.email (handlers/identity.py).
+    r"""\.get\(["']email["']\)|\[["']email["']\]""": ("users:read.email",),
+}
+# systemd options that set, or for a service with User= imply, NoNewPrivileges=yes
+# (systemd.exec(5)), or otherwise stop a setuid sudo from becoming root.
+BREAKS_SUDO = (
+    "NoNewPrivileges",
+    "SystemCallFilter",
+    "SystemCallArchitectures",
+    "SystemCallLog",
+    "RestrictAddressFamilies",
+    "RestrictNamespaces",
+    "RestrictSUIDSGID",
+    "RestrictRealtime",
+    "RestrictFileSystems",
+    "LockPersonality",
+    "MemoryDenyWriteExecute",
+    "PrivateDevices",
+    "ProtectKernelTunables",
+    "ProtectKernelModules",
+    "ProtectKernelLogs",
+    "ProtectClock",
+    "ProtectHostname",
+    "DynamicUser",
+    "PrivateUsers",
+    "CapabilityBoundingSet",
+    "AmbientCapabilities",
+    "SecureBits",
+)
+
+
+def source_text() -> dict[Path, str]:
+    return {
+        path: path.read_text(encoding="utf-8")
+        for directory in SOURCE_DIRS
+        for path in sorted((REPO / directory).rglob("*.py"))
+    }
+
+
+def web_api_methods() -> set[str]:
+    return {name for name in vars(AsyncWebClient) if not name.startswith("_")}
+
+
+def api_calls() -> dict[str, list[str]]:
+    """Web API methods called in the production code -> where (path:line)."""
+    methods = web_api_methods()
+    found: dict[str, list[str]] = {}
+    for path, text in source_text().items():
+        for number, line in enumerate(text.splitlines(), 1):
+            for name in re.findall(r"\.([A-Za-z_][A-Za-z0-9_]*)\(", line):
+                if name in methods or name == "api_call":
+                    found.setdefault(name, []).append(f"{path.relative_to(REPO)}:{number}")
+    return found
+
+
+def required_scopes() -> dict[str, list[str]]:
+    """Bot scopes the code needs -> why."""
+    needed: dict[str, list[str]] = {}
+    calls = api_calls()
+    for method, places in calls.items():
+        for scope in METHOD_SCOPES.get(method, ()):
+            needed.setdefault(scope, []).append(f"{method} at {places[0]}")
+    if "users_info" in calls:
+        for path, text in source_text().items():
+            for pattern, scopes in FIELD_SCOPES.items():
+                if re.search(pattern, text):
+                    for scope in scopes:
+                        needed.setdefault(scope, []).append(f"{pattern} in {path.name}")
+    if any("@app.command(" in text for text in source_text().values()):
+        needed.setdefault("commands", []).append("@app.command")
+    return needed
+
+
+def listeners(kind: str) -> list[str]:
+    """Arguments of every `@app.<kind>(...)` decorator in the production code."""
+    pattern = re.compile(rf"@app\.{kind}\(\s*([^)]*)\)")
+    return [m.group(1) for text in source_text().values() for m in pattern.finditer(text)]
+
+
+@pytest.fixture(scope="module")
+def manifest() -> dict[str, Any]:
+    data = yaml.safe_load(MANIFEST.read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+# ----------------------------------------------------------------------------- the manifest
+
+
+def test_every_api_call_has_a_known_scope() -> None:
+    calls = api_calls()
+    assert "api_call" not in calls, f"api_call hides the method from this test: {calls}"
+    unknown = {m: places for m, places in calls.items() if m not in METHOD_SCOPES}
+    assert not unknown, f"add these Web API methods to METHOD_SCOPES: {unknown}"
+    # The scan does see the calls the bot is known to make.
+    assert {"chat_postMessage", "users_info"} <= set(calls)
+
+
+def test_manifest_bot_scopes_are_exactly_what_the_code_uses(manifest: dict[str, Any]) -> None:
+    scopes = manifest["oauth_config"]["scopes"]["bot"]
+    assert len(scopes) == len(set(scopes)), "duplicate scopes"
+    needed = required_scopes()
+    assert set(scopes) == set(needed), (
+        f"manifest has {sorted(scopes)}, the code needs {sorted(needed)}: {needed}"
+    )
+    assert "user" not in manifest["oauth_config"]["scopes"], "skybot uses no user token"
+
+
+def test_manifest_socket_mode_and_settings(manifest: dict[str, Any]) -> None:
+    settings = manifest["settings"]
+    assert settings["socket_mode_enabled"] is True
+    assert settings["org_deploy_enabled"] is False
+    assert settings["token_rotation_enabled"] is False
+    # Only events a listener handles; today there are none.
+    events = listeners("event")
+    subscriptions = settings.get("event_subscriptions", {}).get("bot_events", [])
+    assert len(subscriptions) == len(events), (subscriptions, events)
+    interactive = any(listeners(kind) for kind in ("action", "view", "shortcut", "options"))
+    assert settings.get("interactivity", {}).get("is_enabled", False) is interactive
+
+
+def test_manifest_slash_command(manifest: dict[str, Any]) -> None:
+    commands = manifest["features"]["slash_commands"]
+    assert [c["command"] for c in commands] == ["/sky"]
+    assert [c.strip("\"' ") for c in listeners("command")] == ["/sky"]
+    sky = commands[0]
+    assert sky["should_escape"] is False
+    assert sky["description"] and sky["usage_hint"]
+    assert "url" not in sky  # Socket Mode: commands arrive over the websocket
+
+
+def test_manifest_app_home_and_display(manifest: dict[str, Any]) -> None:
+    features = manifest["features"]
+    assert features["bot_user"]["display_name"]
+    home = features["app_home"]
+    # DMs are posted to user ids, which needs the Messages tab.
+    assert home["messages_tab_enabled"] is True
+    assert home["home_tab_enabled"] is ("views_publish" in api_calls())
+    # Nobody reads what users write there (no message listener).
+    assert home.get("messages_tab_read_only_enabled") is not listeners("message")
+    info = manifest["display_information"]
+    assert info["name"]
+    assert 0 < len(info["description"]) <= 140
+    assert 175 <= len(info.get("long_description", "x" * 175)) <= 4000
+    assert re.fullmatch(r"#[0-9a-fA-F]{6}", info.get("background_color", "#000000"))
+
+
+# ---------------------------------------------------------------------------- the systemd unit
+
+
+def unit_settings() -> dict[str, list[str]]:
+    settings: dict[str, list[str]] = {}
+    for line in UNIT.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", ";", "[")):
+            key, _, value = line.partition("=")
+            settings.setdefault(key.strip(), []).append(value.strip())
+    return settings
+
+
+def test_unit_keeps_sudo_working() -> None:
+    settings = unit_settings()
+    present = sorted(set(settings) & set(BREAKS_SUDO))
+    assert not present, f"these stop sudo in a User= service: {present}"
+    # sudo's child (the runner) is in the unit's mount namespace and reads users' homes.
+    assert settings["ProtectHome"] == ["no"]
+    assert settings["ProtectSystem"] == ["full"]
+
+
+def test_unit_runs_skybot_as_its_own_user() -> None:
+    settings = unit_settings()
+    assert settings["User"] == ["skybot"]
+    assert settings["Group"] == ["skybot"]
+    assert settings["ExecStart"] == ["/opt/skybot/bin/skybot run --config /etc/skybot/skybot.toml"]
+    assert settings["EnvironmentFile"] == ["/etc/skybot/skybot.env"]
+    assert settings["Restart"] == ["on-failure"]
+    assert "RestartSec" in settings
+    assert settings["PrivateTmp"] == ["yes"]
+    # /var/lib/skybot, where the config's default database lives.
+    assert settings["StateDirectory"] == ["skybot"]
+    assert Path(DatabaseConfig().path).parent == Path("/var/lib/skybot")
+
+
+def test_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.fail("systemd-analyze is missing: deploy/dev-setup.sh installs systemd")
+    # verify checks that ExecStart's program exists; /opt/skybot/bin/skybot does only on a real
+    # install, so a copy of the unit points at this environment's skybot (or python) instead.
+    program = shutil.which("skybot") or shutil.which("python3")
+    assert program is not None
+    copy = tmp_path / UNIT.name
+    text = UNIT.read_text(encoding="utf-8")
+    assert "ExecStart=/opt/skybot/bin/skybot " in text
+    copy.write_text(text.replace("ExecStart=/opt/skybot/bin/skybot ", f"ExecStart={program} "))
+    result = subprocess.run(
+        [analyze, "verify", str(copy)], capture_output=True, text=True, timeout=60
+    )
+    # A warning (an unknown key, a key in the wrong section) exits 0 but prints a line.
+    assert result.returncode == 0 and not result.stderr.strip() and not result.stdout.strip(), (
+        result.stdout + result.stderr
+    )
+
+
+# --------------------------------------------------------------------------------- sudoers
+
+
+def test_sudoers_file_parses() -> None:
+    visudo = shutil.which("visudo", path="/usr/sbin:/sbin:/usr/bin:/bin")
+    if visudo is None:
+        pytest.fail("visudo is missing: deploy/dev-setup.sh installs sudo")
+    result = subprocess.run(
+        [visudo, "-cf", str(SUDOERS)], capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
