@@ -1,0 +1,74 @@
+"""Tokens and the signing secret never reach a log line, even at DEBUG."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from bot.config import DatabaseConfig, Secrets, SlackConfig, SlurmConfig, load_config
+from bot.service import run_bot
+from tests.slack_standin import SlackStandIn, signed_slash_command
+
+SIGNING_SECRET = "signing-secret-that-must-never-be-logged"
+
+
+@pytest.mark.parametrize("mode", ["socket", "http"])
+async def test_no_secret_in_any_log_record(
+    mode: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    port = 0
+    if mode == "http":
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    config = replace(
+        load_config(None),
+        slack=SlackConfig(mode=mode, http_port=port or 3000),
+        slurm=SlurmConfig(bin_dir=str(tmp_path / "no-slurm"), poll_seconds=60),
+        database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
+    )
+    async with SlackStandIn() as slack:
+        secrets = Secrets(
+            bot_token=slack.bot_token,
+            app_token=slack.app_token,
+            signing_secret=SIGNING_SECRET,
+            api_url=slack.api_url,
+        )
+        stop = asyncio.Event()
+        bot = asyncio.create_task(run_bot(config, secrets, stop))
+        try:
+            if mode == "socket":
+                await slack.wait_for_socket_connection(timeout=10)
+                for text in ("help", "gpus hoffman-lab", "link root", "jobs"):
+                    await slack.send_slash_command(command="/sky", text=text, timeout=10)
+            else:
+                url = f"http://127.0.0.1:{port}/slack/events"
+                async with aiohttp.ClientSession() as session:
+                    for _ in range(100):
+                        try:
+                            await session.get(url)
+                            break
+                        except aiohttp.ClientConnectionError:
+                            await asyncio.sleep(0.05)
+                    for wrong in (False, True):
+                        req = signed_slash_command(
+                            SIGNING_SECRET, command="/sky", text="help", wrong_secret=wrong
+                        )
+                        async with session.post(url, data=req.body, headers=req.headers):
+                            pass
+        finally:
+            stop.set()
+            await asyncio.wait_for(bot, timeout=20)
+    lines = [caplog.handler.format(r) for r in caplog.records]
+    assert len(lines) > 5, "the bot should have logged something to check"
+    for secret in (slack.bot_token, slack.app_token, SIGNING_SECRET):
+        leaks = [line for line in lines if secret in line]
+        assert not leaks, leaks[:3]
