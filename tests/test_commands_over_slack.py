@@ -4,7 +4,6 @@ answered from a snapshot the bot's own poller took of the real test cluster."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,6 +20,7 @@ from bot.config import (
     load_config,
 )
 from bot.service import run_bot
+from tests.bot_process import free_port
 from tests.cluster import sbatch, scancel_everything, squeue_json, wait_until
 from tests.slack_standin import SlackStandIn, signed_slash_command
 
@@ -75,18 +75,12 @@ def busy_cluster(cluster: None) -> Iterator[Cluster]:
     scancel_everything()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(params=["socket", "http"])
 async def ask(
     request: pytest.FixtureRequest, tmp_path: Path, busy_cluster: Cluster
 ) -> AsyncIterator:
     mode = request.param
-    port = _free_port()
+    port = free_port()
     config = replace(
         load_config(None),
         slack=SlackConfig(mode=mode, http_port=port),

@@ -12,6 +12,7 @@ import pytest
 
 from bot.config import DatabaseConfig, Secrets, SlackConfig, SlurmConfig, load_config
 from bot.service import run_bot
+from tests.bot_process import free_port, wait_until_listening
 from tests.slack_standin import SlackStandIn, signed_slash_command
 
 SIGNING_SECRET = "signing-secret-that-must-never-be-logged"
@@ -22,16 +23,10 @@ async def test_no_secret_in_any_log_record(
     mode: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    port = 0
-    if mode == "http":
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+    port = free_port()
     config = replace(
         load_config(None),
-        slack=SlackConfig(mode=mode, http_port=port or 3000),
+        slack=SlackConfig(mode=mode, http_port=port),
         slurm=SlurmConfig(bin_dir=str(tmp_path / "no-slurm"), poll_seconds=60),
         database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
     )
@@ -51,13 +46,8 @@ async def test_no_secret_in_any_log_record(
                     await slack.send_slash_command(command="/sky", text=text, timeout=10)
             else:
                 url = f"http://127.0.0.1:{port}/slack/events"
+                await wait_until_listening(url)
                 async with aiohttp.ClientSession() as session:
-                    for _ in range(100):
-                        try:
-                            await session.get(url)
-                            break
-                        except aiohttp.ClientConnectionError:
-                            await asyncio.sleep(0.05)
                     for wrong in (False, True):
                         req = signed_slash_command(
                             SIGNING_SECRET, command="/sky", text="help", wrong_secret=wrong

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -14,6 +13,7 @@ import pytest
 
 from bot.config import Config, DatabaseConfig, Secrets, SlackConfig, SlurmConfig, load_config
 from bot.service import run_bot
+from tests.bot_process import free_port, wait_until_listening
 from tests.slack_standin import SlackStandIn, signed_slash_command
 
 SIGNING_SECRET = "test-signing-secret"
@@ -41,12 +41,6 @@ async def running_bot(config: Config, secrets: Secrets) -> AsyncIterator[None]:
         await asyncio.wait_for(task, timeout=10)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def test_sky_help_over_socket_mode(tmp_path: Path) -> None:
     async with SlackStandIn() as slack:
         secrets = Secrets(
@@ -68,20 +62,14 @@ async def test_sky_help_over_socket_mode(tmp_path: Path) -> None:
 
 @pytest.fixture
 async def http_bot(tmp_path: Path) -> AsyncIterator[str]:
-    port = _free_port()
+    port = free_port()
     async with SlackStandIn() as slack:
         secrets = Secrets(
             bot_token=slack.bot_token, signing_secret=SIGNING_SECRET, api_url=slack.api_url
         )
         async with running_bot(_config(tmp_path, "http", port), secrets):
             url = f"http://127.0.0.1:{port}/slack/events"
-            async with aiohttp.ClientSession() as session:
-                for _ in range(100):
-                    try:
-                        await session.get(url)
-                        break
-                    except aiohttp.ClientConnectionError:
-                        await asyncio.sleep(0.05)
+            await wait_until_listening(url)
             yield url
 
 
