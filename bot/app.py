@@ -16,6 +16,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.config import Config, Secrets
 from handlers import slash
 from handlers.services import Services
+from handlers.slash import ObserveCommand
 from store.reader import SnapshotCache
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ def build_app(
     cache: SnapshotCache,
     services: Services,
     client: AsyncWebClient | None = None,
+    observe_command: ObserveCommand | None = None,
 ) -> AsyncApp:
     http = config.slack.mode == "http"
     app = AsyncApp(
@@ -51,7 +53,7 @@ def build_app(
         # Answer in the ack itself: the listener runs inline instead of being polled for.
         process_before_response=True,
     )
-    slash.register_listeners(app, cache, services)
+    slash.register_listeners(app, cache, services, observe=observe_command)
     return app
 
 

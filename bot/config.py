@@ -116,6 +116,16 @@ class SubmitConfig:
 
 
 @dataclass(frozen=True)
+class MetricsConfig:
+    """Prometheus /metrics and /healthz, on loopback by default; port 0 turns them off."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    # /healthz fails once Slurm's snapshot is older than this many poll intervals.
+    stale_after_polls: float = 4.0
+
+
+@dataclass(frozen=True)
 class LabConfig:
     name: str
     partition: str
@@ -132,6 +142,7 @@ class Config:
     identity: IdentityConfig = field(default_factory=IdentityConfig)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     submit: SubmitConfig = field(default_factory=SubmitConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     notifications: NotificationsConfig = field(default_factory=NotificationsConfig)
     labs: tuple[LabConfig, ...] = ()
 
@@ -223,6 +234,7 @@ def parse_config(data: dict[str, Any]) -> Config:
         "identity": IdentityConfig,
         "runner": RunnerConfig,
         "submit": SubmitConfig,
+        "metrics": MetricsConfig,
         "notifications": NotificationsConfig,
     }
     unknown = set(data) - set(sections) - {"labs"}
@@ -302,6 +314,8 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
 def _check_values(config: Config) -> None:
     if config.slack.mode not in ("socket", "http"):
         raise ConfigError(f"slack.mode must be 'socket' or 'http', not {config.slack.mode!r}")
+    if not 0 <= config.metrics.port < 65536:
+        raise ConfigError("metrics.port must be between 0 (off) and 65535")
     if not 0 < config.slack.http_port < 65536:
         raise ConfigError("slack.http_port must be between 1 and 65535")
     for key, seconds in (

@@ -9,6 +9,7 @@ import signal
 from dataclasses import dataclass
 from typing import Any
 
+from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 
 from bot.app import (
@@ -19,6 +20,7 @@ from bot.app import (
     web_client,
 )
 from bot.config import Config, Secrets, database_path
+from bot.metrics import Metrics, metrics_app
 from bot.runner_client import RunnerCall, call_runner
 from core.view import LabInfo
 from handlers.identity import IdentityDirectory
@@ -64,6 +66,7 @@ class Runtime:
     sender: OutboxSender
     submissions: SubmissionWorker
     app: AsyncApp
+    metrics: Metrics
 
 
 async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
@@ -83,6 +86,7 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         per_channel_per_second=config.notifications.messages_per_second_per_channel,
     )
     watchers = Watchers(config, writer, identity, sender.wake, lambda: cache.current().snapshot)
+    metrics = Metrics()
     schedule = build_scheduler(
         config,
         SlurmPoller(config, writer),
@@ -90,12 +94,13 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         cache.refresh,
         after_slurm=watchers.after_slurm_poll,
         after_storage=watchers.after_storage_poll,
+        observe=metrics.observe_poll,
     )
     runner = runner_call(config)
     submissions = SubmissionWorker(config, writer, runner, wake_sender=sender.wake)
     services = Services(config, identity, runner, submissions=submissions, writer=writer)
-    app = build_app(config, secrets, cache, services, client)
-    return Runtime(writer, cache, schedule, sender, submissions, app)
+    app = build_app(config, secrets, cache, services, client, metrics.observe_command)
+    return Runtime(writer, cache, schedule, sender, submissions, app, metrics)
 
 
 async def run_bot(config: Config, secrets: Secrets, stop: asyncio.Event | None = None) -> None:
@@ -117,6 +122,7 @@ async def run_bot(config: Config, secrets: Secrets, stop: asyncio.Event | None =
     ]
     http_runner = None
     socket_handler = None
+    metrics_runner = await _serve_metrics(config, runtime)
     try:
         if config.slack.mode == "http":
             http_runner = await serve_http(
@@ -132,6 +138,8 @@ async def run_bot(config: Config, secrets: Secrets, stop: asyncio.Event | None =
             await socket_handler.close_async()
         if http_runner is not None:
             await http_runner.cleanup()
+        if metrics_runner is not None:
+            await metrics_runner.cleanup()
         workers_stop.set()
         try:
             await asyncio.wait_for(asyncio.gather(*workers), timeout=10)
@@ -139,3 +147,19 @@ async def run_bot(config: Config, secrets: Secrets, stop: asyncio.Event | None =
             log.warning("background workers did not stop in time; queued work stays queued")
         runtime.cache.close()
         runtime.writer.close()
+
+
+async def _serve_metrics(config: Config, runtime: Runtime) -> web.AppRunner | None:
+    if not config.metrics.port:
+        return None
+    app = metrics_app(
+        runtime.metrics,
+        runtime.cache.current,
+        runtime.writer,
+        max_age_seconds=config.metrics.stale_after_polls * config.slurm.poll_seconds,
+    )
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, config.metrics.host, config.metrics.port).start()
+    log.info("metrics on http://%s:%d/metrics", config.metrics.host, config.metrics.port)
+    return runner

@@ -7,6 +7,8 @@ well inside Slack's 3 seconds, and nothing on that path waits for Slurm or the d
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
@@ -16,14 +18,22 @@ from handlers.router import CommandTable, dispatch_action_or_read
 from handlers.services import Services
 from store.reader import SnapshotCache
 
+# (subcommand, seconds): one answered command, for the metrics.
+ObserveCommand = Callable[[str, float], None]
+
 
 def register_listeners(
-    app: AsyncApp, cache: SnapshotCache, services: Services, table: CommandTable | None = None
+    app: AsyncApp,
+    cache: SnapshotCache,
+    services: Services,
+    table: CommandTable | None = None,
+    observe: ObserveCommand | None = None,
 ) -> None:
     commands = table or command_table()
 
     @app.command("/sky")
     async def sky(ack: AsyncAck, command: dict[str, Any]) -> None:
+        started = time.perf_counter()
         team_id = command.get("team_id", "")
         user_id = command.get("user_id", "")
         reply = await dispatch_action_or_read(
@@ -36,3 +46,12 @@ def register_listeners(
             cluster_user=await services.identity.resolve(team_id, user_id),
         )
         await ack(**reply.for_slack())
+        if observe is not None:
+            observe(_metric_name(commands, command.get("text", "")), time.perf_counter() - started)
+
+
+def _metric_name(commands: CommandTable, text: str) -> str:
+    """The subcommand, or "unknown": a label must not take whatever anyone types."""
+    words = text.split()
+    name = words[0].lower() if words else "help"
+    return name if commands.get(name) is not None else "unknown"

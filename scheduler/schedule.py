@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -14,6 +15,8 @@ from scheduler.slurm_poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
 
 AfterPoll = Callable[[], Awaitable[object]]
+# (source, seconds): how long one poll took, for the metrics.
+ObservePoll = Callable[[str, float], None]
 
 
 @dataclass
@@ -43,6 +46,7 @@ def build_scheduler(
     *,
     after_slurm: AfterPoll | None = None,
     after_storage: AfterPoll | None = None,
+    observe: ObservePoll | None = None,
 ) -> PollSchedule:
     """One instance of each poll at a time; a late run is coalesced, never queued up.
 
@@ -60,14 +64,17 @@ def build_scheduler(
     schedule = PollSchedule(scheduler)
 
     def then_refresh(
-        poll: Callable[[], Awaitable[bool]], watch: AfterPoll | None = None
+        source: str, poll: Callable[[], Awaitable[bool]], watch: AfterPoll | None = None
     ) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
             task = asyncio.current_task()
             if task is not None:
                 schedule.in_flight.add(task)
             try:
+                started = time.perf_counter()
                 await poll()
+                if observe is not None:
+                    observe(source, time.perf_counter() - started)
                 await after_poll()
                 if watch is not None:
                     await watch()
@@ -78,7 +85,7 @@ def build_scheduler(
 
     now = datetime.now()
     scheduler.add_job(
-        then_refresh(slurm.poll_jobs, after_slurm),
+        then_refresh("slurm", slurm.poll_jobs, after_slurm),
         "interval",
         seconds=config.slurm.poll_seconds,
         id="slurm",
@@ -86,7 +93,7 @@ def build_scheduler(
         next_run_time=now,
     )
     scheduler.add_job(
-        then_refresh(slurm.poll_caps),
+        then_refresh("caps", slurm.poll_caps),
         "interval",
         seconds=config.slurm.caps_poll_seconds,
         id="caps",
@@ -94,7 +101,7 @@ def build_scheduler(
         next_run_time=now,
     )
     scheduler.add_job(
-        then_refresh(storage.poll, after_storage),
+        then_refresh("storage", storage.poll, after_storage),
         "interval",
         seconds=config.storage.poll_seconds,
         id="storage",
