@@ -5,22 +5,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
 from pathlib import Path
 
 from bot.config import DEFAULT_CONFIG_PATH, Config, ConfigError, Secrets, load_config
+from bot.logs import configure_logging
 
 EXIT_CONFIG = 2
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.verbose, args.log_json)
     if args.command == "doctor":
         return _doctor(config_path(args.config), args.service_user)
     try:
@@ -107,6 +104,9 @@ def _parser() -> argparse.ArgumentParser:
         "or the built-in config for the local test cluster)",
     )
     common.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    common.add_argument(
+        "--log-json", action="store_true", help="log one JSON object per line (for collectors)"
+    )
     parser = argparse.ArgumentParser(prog="skybot", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser(
