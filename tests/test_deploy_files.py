@@ -130,6 +130,11 @@ def listeners(kind: str) -> list[str]:
     return [m.group(1) for text in source_text().values() for m in pattern.finditer(text)]
 
 
+def event_names() -> list[str]:
+    """The event types `@app.event(...)` listeners handle."""
+    return [e.strip("\"' ") for e in listeners("event")]
+
+
 @pytest.fixture(scope="module")
 def manifest() -> dict[str, Any]:
     data = yaml.safe_load(MANIFEST.read_text(encoding="utf-8"))
@@ -164,10 +169,11 @@ def test_manifest_socket_mode_and_settings(manifest: dict[str, Any]) -> None:
     assert settings["socket_mode_enabled"] is True
     assert settings["org_deploy_enabled"] is False
     assert settings["token_rotation_enabled"] is False
-    # Only events a listener handles; today there are none.
-    events = listeners("event")
+    # Exactly the events a listener handles (Socket Mode: no request_url).
+    events = event_names()
     subscriptions = settings.get("event_subscriptions", {}).get("bot_events", [])
-    assert len(subscriptions) == len(events), (subscriptions, events)
+    assert sorted(subscriptions) == sorted(events), (subscriptions, events)
+    assert "request_url" not in settings.get("event_subscriptions", {})
     interactive = any(listeners(kind) for kind in ("action", "view", "shortcut", "options"))
     assert settings.get("interactivity", {}).get("is_enabled", False) is interactive
 
@@ -188,7 +194,10 @@ def test_manifest_app_home_and_display(manifest: dict[str, Any]) -> None:
     home = features["app_home"]
     # DMs are posted to user ids, which needs the Messages tab.
     assert home["messages_tab_enabled"] is True
-    assert home["home_tab_enabled"] is ("views_publish" in api_calls())
+    # The Home tab is published (views.publish) when a user opens it (app_home_opened).
+    publishes = "views_publish" in api_calls()
+    assert publishes is ("app_home_opened" in event_names())
+    assert home["home_tab_enabled"] is publishes
     # Nobody reads what users write there (no message listener).
     assert home.get("messages_tab_read_only_enabled") is not listeners("message")
     info = manifest["display_information"]

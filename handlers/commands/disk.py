@@ -37,7 +37,7 @@ def run(request: CommandRequest, view: ClusterView) -> Reply:
     if lab is not None:
         lines = _lab_lines(view, lab)
     else:
-        lines = _user_lines(view, arg or request.cluster_user or "", asker=arg is None)
+        lines = user_lines(view, arg or request.cluster_user or "", asker=arg is None)
     return answer(view, request, lines, "storage")
 
 
@@ -55,10 +55,14 @@ def _lab_lines(view: ClusterView, lab: LabInfo) -> list[str]:
     return [head, *fs_lines, *_directory_lines(view, dirs, with_owner=True)]
 
 
-def _user_lines(view: ClusterView, user: str, asker: bool) -> list[str]:
+def user_lines(
+    view: ClusterView, user: str, asker: bool, limit: int = MAX_DIRECTORIES
+) -> list[str]:
+    """A user's total and largest directories (at most `limit`); asker: "you have none"."""
     dirs = [d for d in view.snapshot.directories if d.owner == user]
     if dirs:
-        return [f"*{esc(user)}*: {_total(dirs)}", *_directory_lines(view, dirs, with_owner=False)]
+        largest = _directory_lines(view, dirs, with_owner=False, limit=limit)
+        return [f"*{esc(user)}*: {_total(dirs)}", *largest]
     if asker:
         return [
             f"skybot has no disk-usage reports for your directories (`{esc(user)}`). A report "
@@ -76,7 +80,12 @@ def _total(dirs: list[DirectoryUsage]) -> str:
     return f"{format_kib(sum(d.kib for d in dirs))} in {len(dirs)} {noun}"
 
 
-def _directory_lines(view: ClusterView, dirs: list[DirectoryUsage], with_owner: bool) -> list[str]:
+def _directory_lines(
+    view: ClusterView,
+    dirs: list[DirectoryUsage],
+    with_owner: bool,
+    limit: int = MAX_DIRECTORIES,
+) -> list[str]:
     largest = sorted(dirs, key=lambda d: (-d.kib, d.path))
     return bounded(
         [
@@ -86,7 +95,7 @@ def _directory_lines(view: ClusterView, dirs: list[DirectoryUsage], with_owner: 
             + f" · updated {d.updated:%Y-%m-%d}"
             for d in largest
         ],
-        MAX_DIRECTORIES,
+        limit,
     )
 
 

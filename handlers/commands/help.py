@@ -18,11 +18,16 @@ def help_command(table: CommandTable) -> Command:
     def run(request: CommandRequest, view: ClusterView) -> Reply:
         if request.args:
             return _one(table, request.args[0].lower())
-        lines = [f"`/sky {c.usage}` — {c.summary}" for c in table.all()]
+        lines = command_lines(table)
         text = "skybot commands:\n" + "\n".join(lines) + "\n" + FOOTER
         return Reply(text, [header("skybot commands"), section("\n".join(lines)), context(FOOTER)])
 
     return Command("help", "help [COMMAND]", "list the commands, or explain one", run)
+
+
+def command_lines(table: CommandTable) -> list[str]:
+    """One line per command: usage and summary, in the table's order."""
+    return [f"`/sky {c.usage}` — {c.summary}" for c in table.all()]
 
 
 def _one(table: CommandTable, name: str) -> Reply:

@@ -34,17 +34,26 @@ def run(request: CommandRequest, view: ClusterView) -> Reply:
     else:
         raise not_linked(USAGE)
     require_data(view, "slurm")
-    jobs = [j for j in view.jobs_by_user.get(user, ()) if j.is_active]
+    jobs = active_jobs(view, user)
     if not jobs:
         return answer(view, request, [_nobody_home(view, user, arg is None)], "slurm")
-    # Running (and completing/suspended) first, each group in submission order.
+    return answer(view, request, jobs_lines(user, jobs, request.now), "slurm")
+
+
+def active_jobs(view: ClusterView, user: str) -> list[Job]:
+    """The user's running (and completing/suspended) jobs first, then pending, by job id."""
+    jobs = [j for j in view.jobs_by_user.get(user, ()) if j.is_active]
     jobs.sort(key=lambda j: (j.state == "PENDING", j.job_id))
+    return jobs
+
+
+def jobs_lines(user: str, jobs: list[Job], now: float) -> list[str]:
+    """A head line with the counts, then one bounded line per job."""
     pending = sum(j.state == "PENDING" for j in jobs)
     running = len(jobs) - pending
     gpus = sum(j.gpus for j in jobs if j.state != "PENDING")
     head = f"*{esc(user)}*: {running} running ({gpus} GPUs), {pending} pending"
-    lines = [head, *bounded([job_line(j, request.now) for j in jobs])]
-    return answer(view, request, lines, "slurm")
+    return [head, *bounded([job_line(j, now) for j in jobs])]
 
 
 def job_line(job: Job, now: float) -> str:

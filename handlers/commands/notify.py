@@ -32,14 +32,10 @@ async def notify(request: CommandRequest, services: Services) -> Reply:
         )
     if services.writer is None:
         return simple("Job notifications are not available in this skybot.")
-    default = services.config.notifications.default_preference
     if not request.args:
-        chosen = await services.writer.run(load_preference, request.team_id, request.user_id)
-        pref = chosen or default
-        how = "your choice" if chosen else "the default"
+        pref, chosen = await current_preference(services, request.team_id, request.user_id)
         return simple(
-            f"You get DMs about `{user}`'s jobs for: {PREFERENCE_MEANINGS[pref]} "
-            f"(`{pref}`, {how}). Change it with `/sky notify {CHOICES}`."
+            f"{preference_line(user, pref, chosen)} Change it with `/sky notify {CHOICES}`."
         )
     wanted = request.args[0].lower()
     if wanted not in PREFERENCES:
@@ -55,6 +51,20 @@ async def notify(request: CommandRequest, services: Services) -> Reply:
     return simple(
         f"Done: you will get DMs about `{user}`'s jobs for {PREFERENCE_MEANINGS[wanted]}."
     )
+
+
+async def current_preference(services: Services, team_id: str, user_id: str) -> tuple[str, bool]:
+    """(preference, chosen): the Slack user's `/sky notify` choice, else the configured default."""
+    default = services.config.notifications.default_preference
+    if services.writer is None:
+        return default, False
+    chosen = await services.writer.run(load_preference, team_id, user_id)
+    return chosen or default, chosen is not None
+
+
+def preference_line(user: str, pref: str, chosen: bool) -> str:
+    how = "your choice" if chosen else "the default"
+    return f"You get DMs about `{user}`'s jobs for: {PREFERENCE_MEANINGS[pref]} (`{pref}`, {how})."
 
 
 COMMAND = Command(

@@ -1,0 +1,191 @@
+"""The App Home tab: a personal page published whenever a user opens the app's Home tab.
+
+Like the `/sky` commands it is built only from the in-memory snapshot view and the stored
+`/sky notify` choice, never from Slurm, and it reuses the commands' own formatting, so the Home
+tab and `/sky jobs`, `/sky gpus`, `/sky disk` and `/sky notify` always say the same thing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp, AsyncBoltContext
+from slack_sdk.web.async_client import AsyncWebClient
+
+from core.view import ClusterView
+from handlers.commands import command_table
+from handlers.commands.common import (
+    SOURCE_LABELS,
+    NoData,
+    ago,
+    esc,
+    freshness_lines,
+    require_data,
+)
+from handlers.commands.disk import user_lines
+from handlers.commands.gpus import lab_lines
+from handlers.commands.help import FOOTER, command_lines
+from handlers.commands.jobs import active_jobs, jobs_lines
+from handlers.commands.notify import CHOICES, current_preference, preference_line
+from handlers.reply import Block, context, header, lines_to_sections, section
+from handlers.router import CommandTable
+from handlers.services import Services
+from store.reader import SnapshotCache
+
+log = logging.getLogger(__name__)
+
+# Slack's limit for a Home tab view (messages allow 50).
+MAX_HOME_BLOCKS = 100
+# Directories listed on the Home tab; `/sky disk` lists more.
+MAX_HOME_DIRECTORIES = 5
+ERROR_TEXT = (
+    "⚠️ skybot could not build your Home tab just now. Reopen it in a moment; "
+    "`/sky help` still works."
+)
+
+View = dict[str, Any]
+
+
+def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) -> None:
+    table = command_table()
+
+    @app.event("app_home_opened")
+    async def home_opened(
+        event: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
+    ) -> None:
+        if event.get("tab") != "home":
+            return  # the Messages tab: nothing to publish
+        user_id = str(event.get("user") or "")
+        view = await _home_or_error(cache, services, table, context.team_id or "", user_id)
+        try:
+            await client.views_publish(user_id=user_id, view=view)
+        except Exception:
+            log.exception("views.publish of the Home tab for %s failed", user_id)
+
+
+async def _home_or_error(
+    cache: SnapshotCache, services: Services, table: CommandTable, team_id: str, user_id: str
+) -> View:
+    try:
+        return await home_view(cache.current(), services, table, team_id, user_id, time.time())
+    except Exception:
+        log.exception("building the Home tab for %s failed", user_id)
+        return error_view()
+
+
+async def home_view(
+    view: ClusterView,
+    services: Services,
+    table: CommandTable,
+    team_id: str,
+    user_id: str,
+    now: float,
+) -> View:
+    """The Home tab for one Slack user: their cluster page if linked, else how to link."""
+    user = await services.identity.resolve(team_id, user_id)
+    if user is None:
+        return home(unlinked_blocks(table))
+    pref, chosen = await current_preference(services, team_id, user_id)
+    return home(linked_blocks(view, user, pref, chosen, now))
+
+
+def home(blocks: list[Block]) -> View:
+    return {"type": "home", "blocks": fit(blocks)}
+
+
+def error_view() -> View:
+    return home([section(ERROR_TEXT)])
+
+
+def fit(blocks: list[Block], limit: int = MAX_HOME_BLOCKS) -> list[Block]:
+    """At most `limit` blocks, keeping the last (the data's age) and saying something was cut."""
+    if len(blocks) <= limit:
+        return blocks
+    return [*blocks[: limit - 2], section("… (shortened)"), blocks[-1]]
+
+
+# ------------------------------------------------------------------------------- linked user
+
+
+def linked_blocks(view: ClusterView, user: str, pref: str, chosen: bool, now: float) -> list[Block]:
+    warnings, _ = freshness_lines(view, now, "slurm", also=("caps", "storage"))
+    blocks: list[Block] = [header(f"skybot — {user}"), *(section(w) for w in warnings)]
+    parts = (
+        ("Your jobs", job_part(view, user, now)),
+        ("Your lab's GPUs", lab_part(view, user)),
+        ("Your largest directories", disk_part(view, user)),
+        ("Job DMs", [preference_part(user, pref, chosen)]),
+    )
+    for title, lines in parts:
+        blocks += [{"type": "divider"}, header(title), *lines_to_sections(lines)]
+    blocks.append(context(ages_line(view, now)))
+    return blocks
+
+
+def job_part(view: ClusterView, user: str, now: float) -> list[str]:
+    try:
+        require_data(view, "slurm")
+    except NoData as missing:
+        return [str(missing)]
+    jobs = active_jobs(view, user)
+    if not jobs:
+        return [f"You (`{esc(user)}`) have no running or pending jobs."]
+    return jobs_lines(user, jobs, now)
+
+
+def lab_part(view: ClusterView, user: str) -> list[str]:
+    try:
+        require_data(view, "slurm")
+    except NoData as missing:
+        return [str(missing)]
+    labs = view.labs_of_user(user)
+    if not labs:
+        return ["skybot does not know your lab yet. `/sky gpus LAB` shows any lab's GPUs."]
+    lines: list[str] = []
+    for lab in labs:
+        lines += lab_lines(view, lab, view.usage(lab))
+    return lines
+
+
+def disk_part(view: ClusterView, user: str) -> list[str]:
+    try:
+        require_data(view, "storage")
+    except NoData as missing:
+        return [str(missing)]
+    lines = user_lines(view, user, asker=True, limit=MAX_HOME_DIRECTORIES)
+    return [*lines, "`/sky disk` lists more, `/sky df` shows how full each filesystem is."]
+
+
+def preference_part(user: str, pref: str, chosen: bool) -> str:
+    return f"{preference_line(esc(user), pref, chosen)} Change it with `/sky notify {CHOICES}`."
+
+
+def ages_line(view: ClusterView, now: float) -> str:
+    """How old each source's data is: "Slurm: as of 12 s ago · … · storage: never"."""
+    ages = []
+    for source, label in SOURCE_LABELS.items():
+        taken_at = view.snapshot.source(source).taken_at
+        ages.append(f"{label}: {'never' if taken_at is None else ago(taken_at, now)}")
+    return "Data as of — " + " · ".join(ages) + ". Reopen this tab to refresh it."
+
+
+# ----------------------------------------------------------------------------- unlinked user
+
+
+def unlinked_blocks(table: CommandTable) -> list[Block]:
+    intro = (
+        "skybot does not know your cluster account yet, so it cannot show your jobs, "
+        "your lab's GPUs or your directories here. Type `/sky link YOUR_CLUSTER_USER` "
+        "(your login name on the cluster): skybot gives you a one-time code to write into "
+        "a file only you can write, then `/sky link check` proves the account is yours."
+    )
+    return [
+        header("Welcome to skybot"),
+        section(intro),
+        {"type": "divider"},
+        header("Commands"),
+        *lines_to_sections(command_lines(table)),
+        context(FOOTER),
+    ]
