@@ -828,15 +828,6 @@ def parse_sacct(data: dict[str, Any]) -> ParseResult[Job]:
 # Nodes: sinfo --json / scontrol show nodes --json.
 
 
-def _gpu_dict_from_gres(fields: _Fields, key: str) -> dict[str, int]:
-    spec = fields.text(key)
-    try:
-        return _gpus_from_spec(spec)
-    except _BadGpuSpec as exc:
-        fields.warn(f"{fields.prefix}{key}: {exc}")
-        return {}
-
-
 def _node_state_text(state: object, flags: object, fields: _Fields) -> str:
     """State like MIXED or IDLE+DRAIN: 22.05 gives "idle" + state_flags, newer gives a list."""
     words: list[str]
@@ -865,8 +856,8 @@ def _node_from_nodes_entry(raw: dict[str, Any], label: str, warnings: list[str])
         name=name,
         state=_node_state_text(f.get("state"), f.get("state_flags"), f),
         partitions=tuple(f.strings("partitions")),
-        gpus_total=_gpu_dict_from_gres(f, "gres"),
-        gpus_used=_gpu_dict_from_gres(f, "gres_used"),
+        gpus_total=_gpus_from_spec_field(f, "gres"),
+        gpus_used=_gpus_from_spec_field(f, "gres_used"),
         cpus=f.u32("cpus") or 0,
         cpus_allocated=f.u32("alloc_cpus") or 0,
     )
@@ -910,8 +901,8 @@ def _nodes_from_sinfo_entry(raw: dict[str, Any], label: str, warnings: list[str]
     )
     state = _node_state_text(f.sub("node").get("state"), None, f)
     gres = f.sub("gres")
-    gpus_total = _gpu_dict_from_gres(gres, "total")
-    gpus_used = _gpu_dict_from_gres(gres, "used")
+    gpus_total = _gpus_from_spec_field(gres, "total")
+    gpus_used = _gpus_from_spec_field(gres, "used")
     count = len(names)
     cpus_field = f.sub("cpus")
     cpus = cpus_field.u32("total") or 0

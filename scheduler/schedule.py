@@ -57,8 +57,6 @@ def build_scheduler(
         job_defaults={
             "max_instances": 1,
             "coalesce": True,
-            # A poll that could not start within one interval is skipped: the next is as good.
-            "misfire_grace_time": max(1, int(config.slurm.poll_seconds)),
         }
     )
     schedule = PollSchedule(scheduler)
@@ -83,30 +81,39 @@ def build_scheduler(
 
         return run
 
+    polls = (
+        (
+            "slurm",
+            "poll squeue/sinfo/sacct",
+            slurm.poll_jobs,
+            config.slurm.poll_seconds,
+            after_slurm,
+        ),
+        (
+            "caps",
+            "poll sacctmgr associations",
+            slurm.poll_caps,
+            config.slurm.caps_poll_seconds,
+            None,
+        ),
+        (
+            "storage",
+            "poll disk-usage reports and filesystems",
+            storage.poll,
+            config.storage.poll_seconds,
+            after_storage,
+        ),
+    )
     now = datetime.now()
-    scheduler.add_job(
-        then_refresh("slurm", slurm.poll_jobs, after_slurm),
-        "interval",
-        seconds=config.slurm.poll_seconds,
-        id="slurm",
-        name="poll squeue/sinfo/sacct",
-        next_run_time=now,
-    )
-    scheduler.add_job(
-        then_refresh("caps", slurm.poll_caps),
-        "interval",
-        seconds=config.slurm.caps_poll_seconds,
-        id="caps",
-        name="poll sacctmgr associations",
-        next_run_time=now,
-    )
-    scheduler.add_job(
-        then_refresh("storage", storage.poll, after_storage),
-        "interval",
-        seconds=config.storage.poll_seconds,
-        id="storage",
-        name="poll disk-usage reports and filesystems",
-        next_run_time=now,
-        misfire_grace_time=max(1, int(config.storage.poll_seconds)),
-    )
+    for source, name, poll, seconds, watch in polls:
+        scheduler.add_job(
+            then_refresh(source, poll, watch),
+            "interval",
+            seconds=seconds,
+            id=source,
+            name=name,
+            next_run_time=now,
+            # Late by more than one interval: skip it, the next run is as good.
+            misfire_grace_time=max(1, int(seconds)),
+        )
     return schedule

@@ -59,6 +59,12 @@ def squeue_json(active_only: bool = True) -> dict[str, Any]:
     return data
 
 
+def squeue_state(job_id: int) -> str | None:
+    """The job's state as squeue lists it, or None once squeue no longer lists it."""
+    jobs = [j for j in squeue_json(active_only=False)["jobs"] if j["job_id"] == job_id]
+    return jobs[0]["job_state"] if jobs else None
+
+
 def sacct_json(job_id: int) -> dict[str, Any]:
     out = subprocess.run(
         ["sacct", "--json", "-j", str(job_id)],

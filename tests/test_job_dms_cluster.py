@@ -19,7 +19,7 @@ from bot.config import (
     load_config,
 )
 from bot.service import run_bot
-from tests.cluster import sbatch, squeue_json, wait_until
+from tests.cluster import sbatch, squeue_state, wait_until
 from tests.slack_standin import SlackStandIn, SlackUser
 
 pytestmark = pytest.mark.cluster
@@ -97,7 +97,7 @@ async def test_each_job_end_gets_exactly_one_correct_dm(tmp_path: Path, clean_qu
                 "--wrap",
                 "sleep 300",
             )
-            wait_until(lambda: _state(overcap) == "RUNNING", 30, "the overcap job to run")
+            wait_until(lambda: squeue_state(overcap) == "RUNNING", 30, "the overcap job to run")
             await asyncio.sleep(3)  # one poll sees it running
             sbatch(
                 "carol",
@@ -142,8 +142,3 @@ async def test_each_job_end_gets_exactly_one_correct_dm(tmp_path: Path, clean_qu
         assert channel in (slack_id, slack.dm_channel_for(slack_id))
     preempted = _dms_about(slack, overcap)[0]
     assert "checkpoint" in preempted.lower()
-
-
-def _state(job_id: int) -> str | None:
-    jobs = [j for j in squeue_json()["jobs"] if j["job_id"] == job_id]
-    return jobs[0]["job_state"] if jobs else None

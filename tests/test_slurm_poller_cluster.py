@@ -19,7 +19,7 @@ from scheduler.slurm_poller import SlurmPoller
 from store.reader import SnapshotCache
 from store.snapshots import decode_job
 from store.writer import StoreWriter
-from tests.cluster import sbatch, squeue_json, wait_until
+from tests.cluster import sbatch, squeue_state, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -175,14 +175,14 @@ async def test_final_states_are_recorded_even_after_jobs_left_squeue(harness: Ha
     completed = sbatch("dave", "-p", "kira-lab", "-A", "kira-lab", "--wrap", "true")
     failed = sbatch("carol", "-p", "kira-lab", "-A", "kira-lab", "--wrap", "exit 3")
     cancelled = sbatch("alice", "-p", "hoffman-lab", "-A", "hoffman-lab", "--wrap", "sleep 300")
-    wait_until(lambda: _squeue_state(cancelled) == "RUNNING", 30, "the job to cancel to run")
+    wait_until(lambda: squeue_state(cancelled) == "RUNNING", 30, "the job to cancel to run")
     subprocess.run(["scancel", str(cancelled)], check=True, timeout=30)
 
     # No polling while these end: they must also leave squeue (MinJobAge=10) before the
     # next poll, so only sacct can tell the poller how they ended.
     ended = (timeout_job, completed, failed, cancelled)
     wait_until(
-        lambda: all(_squeue_state(j) is None for j in ended),
+        lambda: all(squeue_state(j) is None for j in ended),
         150,
         "the finished jobs to leave squeue",
     )
@@ -278,7 +278,7 @@ async def test_slurmctld_outage_keeps_the_snapshot_backs_off_and_recovers(
     harness: Harness,
 ) -> None:
     running = sbatch("alice", "-p", "hoffman-lab", "-A", "hoffman-lab", "--wrap", "sleep 300")
-    wait_until(lambda: _squeue_state(running) == "RUNNING", 30, "the job to run")
+    wait_until(lambda: squeue_state(running) == "RUNNING", 30, "the job to run")
     view = await harness.poll()
     assert running in view.jobs_by_id
     subprocess.run(["pkill", "-x", "slurmctld"], check=True)
@@ -352,9 +352,3 @@ def _sdiag_rpcs_of(user: str) -> int:
     by_user = out.split("Remote Procedure Call statistics by user", 1)[1]
     match = re.search(rf"^\s*{user}\s+\(\s*\d+\)\s+count:(\d+)", by_user, re.MULTILINE)
     return int(match.group(1)) if match else 0
-
-
-def _squeue_state(job_id: int) -> str | None:
-    """The job's state as squeue lists it, or None once squeue no longer lists it."""
-    jobs = [j for j in squeue_json(active_only=False)["jobs"] if j["job_id"] == job_id]
-    return jobs[0]["job_state"] if jobs else None
