@@ -11,6 +11,8 @@ REQUIRED_SCOPES: dict[str, str] = {
     "commands": "the /sky slash command (handlers/slash.py)",
     # Posting to a user id lands in the app's DM with them, so DMs need no im:write.
     "chat:write": "chat.postMessage for DMs and channel alerts (scheduler/outbox_sender.py)",
+    "files:write": "files_upload_v2 for `--chart` and the weekly digest's chart",
+    "im:write": "conversations.open: a chart is shared in the user's DM by its channel id",
 }
 
 # Needed only when identity.email_domain is set: the email rule calls users.info and reads

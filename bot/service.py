@@ -23,8 +23,10 @@ from bot.config import Config, Secrets, database_path
 from bot.metrics import Metrics, metrics_app
 from bot.runner_client import RunnerCall, call_runner
 from core.view import LabInfo
+from handlers.charts import ChartRequests
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
+from scheduler.chart_maker import ChartMaker
 from scheduler.outbox_sender import OutboxSender, sender_client
 from scheduler.schedule import PollSchedule, build_scheduler
 from scheduler.slurm_poller import SlurmPoller
@@ -84,6 +86,7 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         writer,
         sender_client(secrets.bot_token, secrets.api_url or DEFAULT_SLACK_API_URL),
         per_channel_per_second=config.notifications.messages_per_second_per_channel,
+        charts=ChartMaker(config, writer),
     )
     watchers = Watchers(config, writer, identity, sender.wake, lambda: cache.current().snapshot)
     metrics = Metrics()
@@ -98,7 +101,14 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     )
     runner = runner_call(config)
     submissions = SubmissionWorker(config, writer, runner, wake_sender=sender.wake)
-    services = Services(config, identity, runner, submissions=submissions, writer=writer)
+    services = Services(
+        config,
+        identity,
+        runner,
+        submissions=submissions,
+        writer=writer,
+        queue_charts=ChartRequests(writer, sender.wake),
+    )
     app = build_app(config, secrets, cache, services, client, metrics.observe_command)
     return Runtime(writer, cache, schedule, sender, submissions, app, metrics)
 

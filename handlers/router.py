@@ -14,8 +14,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from core.charts import ChartSpec
 from core.view import ClusterView
-from handlers.reply import Reply, simple
+from handlers.reply import MAX_BLOCKS, Reply, context, simple
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,9 @@ class CommandRequest:
     cluster_user: str | None = None
     # When the command arrived (epoch seconds), for "as of 12 s ago".
     now: float = 0.0
+    # `--chart`: also draw this answer's chart, and the channel the command was typed in.
+    chart: bool = False
+    channel_id: str = ""
 
 
 class UsageError(Exception):
@@ -41,6 +45,10 @@ class UsageError(Exception):
 CommandFunction = Callable[[CommandRequest, ClusterView], Reply]
 # Commands that change something (link, submit, …) get skybot's services and may await.
 ActionFunction = Callable[[CommandRequest, Any], Awaitable[Reply]]
+# Commands with a chart say which (`--chart`); the outbox draws and uploads it later.
+ChartFunction = Callable[[CommandRequest, ClusterView], list[ChartSpec]]
+# Queues the charts a request asked for and says where they will appear.
+ChartQueue = Callable[[CommandRequest, list[ChartSpec]], Awaitable[str]]
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,7 @@ class Command:
     run: CommandFunction | None = None
     details: str = ""
     act: ActionFunction | None = None
+    charts: ChartFunction | None = None
 
 
 class CommandTable:
@@ -68,20 +77,36 @@ class CommandTable:
     def all(self) -> list[Command]:
         return list(self._commands.values())
 
+    def charted(self) -> list[str]:
+        return [c.name for c in self._commands.values() if c.charts is not None]
+
     def suggest(self, name: str) -> str | None:
         # difflib is quadratic: a pasted essay must not stall the event loop.
         close = difflib.get_close_matches(name[:40], self._commands, n=1, cutoff=0.6)
         return close[0] if close else None
 
 
-def split_words(text: str) -> tuple[list[str], bool]:
-    """Words of the command text, and whether `--here` asked for a public answer."""
+@dataclass(frozen=True)
+class Words:
+    """The command text split into words, less the flags every command understands."""
+
+    words: list[str]
+    # `--here`: answer in the channel for everyone, not only to the asker.
+    here: bool
+    # `--chart`: also post the answer's chart.
+    chart: bool
+
+
+def split_words(text: str) -> Words:
     try:
         words = shlex.split(text)
     except ValueError as error:
         raise UsageError(f"I could not read that command ({error}). Check your quotes.") from None
-    here = "--here" in words
-    return [w for w in words if w != "--here"], here
+    return Words(
+        [w for w in words if w not in ("--here", "--chart")],
+        "--here" in words,
+        "--chart" in words,
+    )
 
 
 def route(
@@ -92,12 +117,14 @@ def route(
     user_id: str,
     cluster_user: str | None = None,
     now: float | None = None,
+    channel_id: str = "",
 ) -> tuple[Command, CommandRequest] | Reply:
     """The command and request that `text` asks for, or the reply to bad input."""
     try:
-        words, here = split_words(text)
+        split = split_words(text)
     except UsageError as error:
         return simple(str(error))
+    words = split.words
     name = words[0].lower() if words else "help"
     command = table.get(name)
     if command is None:
@@ -108,9 +135,11 @@ def route(
         team_id,
         user_id,
         tuple(words[1:]),
-        here,
+        split.here,
         cluster_user,
         time.time() if now is None else now,
+        split.chart,
+        channel_id,
     )
     return command, request
 
@@ -132,7 +161,10 @@ def dispatch(
     if isinstance(routed, Reply):
         return routed
     command, request = routed
-    return _answer_from_view(command, request, view, text)
+    reply = _answer_from_view(command, request, view, text)
+    if request.chart:
+        return _with_note(reply, "Charts are posted in Slack, not here.")
+    return reply
 
 
 async def dispatch_action_or_read(
@@ -145,14 +177,24 @@ async def dispatch_action_or_read(
     user_id: str,
     cluster_user: str | None = None,
     now: float | None = None,
+    channel_id: str = "",
+    queue_charts: ChartQueue | None = None,
 ) -> Reply:
     """Answer any `/sky` command: read-only ones from the view, actions with `services`."""
     routed = route(
-        table, text, team_id=team_id, user_id=user_id, cluster_user=cluster_user, now=now
+        table,
+        text,
+        team_id=team_id,
+        user_id=user_id,
+        cluster_user=cluster_user,
+        now=now,
+        channel_id=channel_id,
     )
     if isinstance(routed, Reply):
         return routed
     command, request = routed
+    if request.chart:
+        return await _answer_with_charts(table, command, request, view, text, queue_charts)
     if command.act is None:
         return _answer_from_view(command, request, view, text)
     try:
@@ -169,6 +211,33 @@ def _answer_from_view(
     if run is None:
         return simple(f"`/sky {command.name}` works in Slack, not here.")
     return _guarded(text, request, lambda: run(request, view))
+
+
+async def _answer_with_charts(
+    table: CommandTable,
+    command: Command,
+    request: CommandRequest,
+    view: ClusterView,
+    text: str,
+    queue_charts: ChartQueue | None,
+) -> Reply:
+    """The usual answer, plus where its chart will appear once drawn."""
+    charts = command.charts
+    if charts is None:
+        names = ", ".join(f"`/sky {name} --chart`" for name in table.charted())
+        return simple(f"`/sky {command.name}` has no chart. Charts: {names}.")
+    if queue_charts is None:
+        return simple("This skybot draws no charts.")
+    try:
+        note = await queue_charts(request, charts(request, view))
+    except Exception as error:
+        return _failure(text, request, error)
+    return _with_note(_answer_from_view(command, request, view, text), note)
+
+
+def _with_note(reply: Reply, note: str) -> Reply:
+    blocks = [*reply.blocks[: MAX_BLOCKS - 1], context(note)]
+    return Reply(f"{reply.text}\n{note}", blocks, reply.in_channel)
 
 
 def _guarded(text: str, request: CommandRequest, answer: Callable[[], Reply]) -> Reply:

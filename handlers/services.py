@@ -8,6 +8,7 @@ from typing import Protocol
 from bot.config import Config
 from bot.runner_client import RunnerCall
 from handlers.identity import IdentityDirectory
+from handlers.router import ChartQueue
 from store.writer import StoreWriter
 
 
@@ -26,3 +27,5 @@ class Services:
     submissions: SubmissionQueue | None = None
     # The store's writer: submissions, per-user settings (`/sky notify`).
     writer: StoreWriter | None = None
+    # Queues `--chart` pictures for the outbox (handlers.charts.ChartRequests).
+    queue_charts: ChartQueue | None = None

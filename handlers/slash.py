@@ -44,6 +44,8 @@ def register_listeners(
             team_id=team_id,
             user_id=user_id,
             cluster_user=await services.identity.resolve(team_id, user_id),
+            channel_id=command.get("channel_id", ""),
+            queue_charts=services.queue_charts,
         )
         await ack(**reply.for_slack())
         if observe is not None:

@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from core.charts import ChartFile, ChartSpec
 from store.outbox import QueuedMessage, load_queued, mark_sent, park, reschedule
 from store.writer import StoreWriter
 
@@ -72,6 +73,14 @@ PERMANENT_ERRORS = frozenset(
 # Other ok:false errors (an expired token, a missing scope) may be fixed by the admins, so
 # they are retried with back-off, but not forever.
 MAX_ATTEMPTS_UNKNOWN_ERROR = 12
+# Draws a chart row's picture (scheduler/chart_maker.py); ChartUnavailable if it never can.
+ChartRenderer = Callable[[ChartSpec], Awaitable[ChartFile]]
+
+
+class ChartUnavailable(Exception):
+    """The chart cannot be drawn (its lab is gone from the config, charts are off): park it."""
+
+
 # Network failures are worth retrying, however they surface.
 _NETWORK_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
@@ -115,9 +124,11 @@ class OutboxSender:
         retry_max_seconds: float = 900.0,
         idle_seconds: float = 30.0,
         clock: Callable[[], float] = time.time,
+        charts: ChartRenderer | None = None,
     ) -> None:
         self._writer = writer
         self._client = client
+        self._charts = charts
         self._interval = 1.0 / per_channel_per_second
         self._retry_base = retry_base_seconds
         self._retry_max = retry_max_seconds
@@ -178,28 +189,54 @@ class OutboxSender:
         started = self._clock()
         self._free_at[message.target] = started + self._interval
         try:
-            response = await self._client.chat_postMessage(
-                channel=message.target,
-                text=message.text,
-                blocks=message.blocks,
-                unfurl_links=False,
-                unfurl_media=False,
-            )
+            if message.chart is None:
+                channel, ts = await self._post(message)
+            else:
+                channel, ts = await self._upload_chart(message, message.chart)
         except SlackApiError as error:
             await self._failed(message, error, report)
             return False
         except _NETWORK_ERRORS as error:
             await self._retry_later(message, f"network: {error!r}", report)
             return False
-        await self._writer.run(
-            mark_sent,
-            message.id,
-            self._clock(),
-            str(response.get("channel") or ""),
-            str(response.get("ts") or ""),
-        )
+        except ChartUnavailable as error:
+            await self._writer.run(park, message.id, f"chart: {error}")
+            report.parked += 1
+            log.warning("outbox %s parked: chart unavailable: %s", message.key, error)
+            return False
+        await self._writer.run(mark_sent, message.id, self._clock(), channel, ts)
         report.sent += 1
         return True
+
+    async def _post(self, message: QueuedMessage) -> tuple[str, str]:
+        response = await self._client.chat_postMessage(
+            channel=message.target,
+            text=message.text,
+            blocks=message.blocks,
+            unfurl_links=False,
+            unfurl_media=False,
+        )
+        return str(response.get("channel") or ""), str(response.get("ts") or "")
+
+    async def _upload_chart(self, message: QueuedMessage, spec: ChartSpec) -> tuple[str, str]:
+        """Draw the chart now and upload it (files_upload_v2) with the message as its comment."""
+        if self._charts is None:
+            raise ChartUnavailable("this skybot draws no charts")
+        chart = await self._charts(spec)
+        channel = message.target
+        if channel[:1] in ("U", "W"):
+            # Unlike chat.postMessage, file sharing needs the DM's own channel id.
+            opened = await self._client.conversations_open(users=channel)
+            channel = str(opened["channel"]["id"])
+        await self._client.files_upload_v2(
+            channel=channel,
+            file=chart.png,
+            filename=chart.filename,
+            title=chart.title,
+            alt_txt=chart.alt_text,
+            initial_comment=message.text,
+        )
+        return channel, ""
 
     async def _failed(
         self, message: QueuedMessage, error: SlackApiError, report: SendReport

@@ -166,7 +166,14 @@ class SlurmPoller:
             )
             for lab in self._config.labs
         ]
-        await self._writer.run(save_lab_usage, usages, now, self._config.database.history_days)
+        await self._writer.run(
+            save_lab_usage,
+            usages,
+            now,
+            self._config.database.history_days,
+            # A missed poll or two still counts; an outage does not.
+            3 * self._config.slurm.poll_seconds,
+        )
 
 
 def _slurm_time(epoch: float) -> str:

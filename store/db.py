@@ -112,6 +112,20 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE cap_episodes (lab TEXT PRIMARY KEY, since REAL NOT NULL);
     """,
+    # Charts and the weekly digest: an outbox row may be a chart upload instead of a message;
+    # GPU-seconds per lab, user and hour (lab or overcap), summed by the Slurm poller; and the
+    # channels that asked for their lab's weekly digest.
+    """
+    ALTER TABLE outbox ADD COLUMN chart TEXT;
+    CREATE TABLE gpu_seconds (
+        hour REAL NOT NULL, lab TEXT NOT NULL, user TEXT NOT NULL, overcap INTEGER NOT NULL,
+        seconds REAL NOT NULL, PRIMARY KEY (hour, lab, user, overcap)
+    );
+    CREATE TABLE digest_channels (
+        lab TEXT NOT NULL, channel TEXT NOT NULL, team_id TEXT NOT NULL, added_by TEXT NOT NULL,
+        added_at REAL NOT NULL, PRIMARY KEY (lab, channel)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

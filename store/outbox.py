@@ -18,6 +18,8 @@ from typing import Any
 
 import sqlite_utils
 
+from core.charts import ChartSpec
+
 QUEUED = "queued"
 SENT = "sent"
 PARKED = "parked"
@@ -25,12 +27,16 @@ PARKED = "parked"
 
 @dataclass(frozen=True, slots=True)
 class OutboxMessage:
-    """A message to enqueue. `target` is a channel (id or #name) or a user id (a DM)."""
+    """A message to enqueue. `target` is a channel (id or #name) or a user id (a DM).
+
+    With `chart`, the message is that chart, drawn when it is sent, with `text` as its comment.
+    """
 
     key: str
     target: str
     text: str
     blocks: list[dict[str, Any]] | None = None
+    chart: ChartSpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +51,7 @@ class QueuedMessage:
     attempts: int
     next_attempt_at: float
     created_at: float
+    chart: ChartSpec | None = None
 
 
 def enqueue(db: sqlite_utils.Database, messages: Iterable[OutboxMessage], now: float) -> int:
@@ -57,9 +64,17 @@ def enqueue(db: sqlite_utils.Database, messages: Iterable[OutboxMessage], now: f
     with db.atomic():
         for m in messages:
             cursor = db.execute(
-                "INSERT OR IGNORE INTO outbox (key, target, text, blocks, state, attempts, "
-                "next_attempt_at, created_at) VALUES (?, ?, ?, ?, 'queued', 0, ?, ?)",
-                [m.key, m.target, m.text, json.dumps(m.blocks) if m.blocks else None, now, now],
+                "INSERT OR IGNORE INTO outbox (key, target, text, blocks, chart, state, "
+                "attempts, next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, 'queued', 0, ?, ?)",
+                [
+                    m.key,
+                    m.target,
+                    m.text,
+                    json.dumps(m.blocks) if m.blocks else None,
+                    m.chart.to_json() if m.chart else None,
+                    now,
+                    now,
+                ],
             )
             added += cursor.rowcount
     return added
@@ -68,12 +83,22 @@ def enqueue(db: sqlite_utils.Database, messages: Iterable[OutboxMessage], now: f
 def load_queued(db: sqlite_utils.Database, limit: int = 500) -> list[QueuedMessage]:
     """Queued messages, oldest first (the sender keeps each target's messages in order)."""
     rows = db.execute(
-        "SELECT id, key, target, text, blocks, attempts, next_attempt_at, created_at "
+        "SELECT id, key, target, text, blocks, attempts, next_attempt_at, created_at, chart "
         "FROM outbox WHERE state = 'queued' ORDER BY id LIMIT ?",
         [limit],
     ).fetchall()
     return [
-        QueuedMessage(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else None, *r[5:])
+        QueuedMessage(
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            json.loads(r[4]) if r[4] else None,
+            r[5],
+            r[6],
+            r[7],
+            ChartSpec.from_json(r[8]) if r[8] else None,
+        )
         for r in rows
     ]
 

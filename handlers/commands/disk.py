@@ -6,6 +6,7 @@ growth come from the exact KiB counts of this report and the one before it.
 
 from __future__ import annotations
 
+from core.charts import LAB_DISK, ChartSpec
 from core.records import DirectoryUsage
 from core.view import ClusterView, LabInfo
 from handlers.commands.common import (
@@ -24,8 +25,10 @@ from handlers.commands.df import filesystem_line
 from handlers.reply import Reply, truncate
 from handlers.router import Command, CommandRequest, UsageError
 
-USAGE = "disk [LAB|USER]"
+USAGE = "disk [LAB|USER] [--chart]"
 MAX_DIRECTORIES = 15
+# Weekly reports: twelve points make a readable trend.
+CHART_DAYS = 84
 
 
 def run(request: CommandRequest, view: ClusterView) -> Reply:
@@ -39,6 +42,27 @@ def run(request: CommandRequest, view: ClusterView) -> Reply:
     else:
         lines = user_lines(view, arg or request.cluster_user or "", asker=arg is None)
     return answer(view, request, lines, "storage")
+
+
+def charts(request: CommandRequest, view: ClusterView) -> list[ChartSpec]:
+    """`--chart`: how the lab's largest directories grew over the last weeks' reports."""
+    arg = at_most_one(request, USAGE)
+    if arg is not None:
+        lab = view.lab(arg)
+        if lab is None:
+            raise UsageError(
+                f"Disk charts are drawn per lab, and `{shown(arg)}` is not one: "
+                f"`/sky disk LAB --chart`. Labs: {', '.join(x.name for x in view.labs)}."
+            )
+        labs = [lab]
+    else:
+        if not request.cluster_user:
+            raise not_linked(USAGE)
+        labs = view.labs_of_user(request.cluster_user)
+        if not labs:
+            raise UsageError("I don't know your lab — name one: `/sky disk LAB --chart`.")
+    since = request.now - CHART_DAYS * 86400
+    return [ChartSpec(LAB_DISK, lab.name, since, request.now) for lab in labs]
 
 
 def _lab_lines(view: ClusterView, lab: LabInfo) -> list[str]:
@@ -115,5 +139,8 @@ COMMAND = Command(
     USAGE,
     "largest directories of a lab or user (yours by default), from the weekly reports",
     run,
-    "Figures come from each directory's disk-usage.txt, which the admins update weekly.",
+    "Figures come from each directory's disk-usage.txt, which the admins update weekly. "
+    f"`--chart` draws how a lab's largest directories grew over the last {CHART_DAYS // 7} "
+    "weekly reports.",
+    charts=charts,
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from core.charts import LAB_GPUS, ChartSpec
 from core.lab_usage import LabUsage
 from core.records import Job
 from core.view import ClusterView, LabInfo
@@ -20,7 +21,8 @@ from handlers.commands.common import (
 from handlers.reply import Reply
 from handlers.router import Command, CommandRequest, UsageError
 
-USAGE = "gpus [LAB]"
+USAGE = "gpus [LAB] [--chart]"
+CHART_DAYS = 7
 # Jobs listed under "waiting at the cap" before "… and N more".
 MAX_PENDING_SHOWN = 8
 MAX_USERS_SHOWN = 12
@@ -35,6 +37,14 @@ def run(request: CommandRequest, view: ClusterView) -> Reply:
         lines += [*lab_lines(view, lab, view.usage(lab)), ""]
     lines.append(_idle_line(view))
     return answer(view, request, lines, "slurm", also=("caps",))
+
+
+def charts(request: CommandRequest, view: ClusterView) -> list[ChartSpec]:
+    """`--chart`: each lab's GPU use against its cap over the last week."""
+    name = at_most_one(request, USAGE)
+    labs = [find_lab(view, name)] if name is not None else _askers_labs(request, view)
+    since = request.now - CHART_DAYS * 86400
+    return [ChartSpec(LAB_GPUS, lab.name, since, request.now) for lab in labs]
 
 
 def _askers_labs(request: CommandRequest, view: ClusterView) -> list[LabInfo]:
@@ -112,5 +122,7 @@ COMMAND = Command(
     "a lab's GPUs in use against its cap, by user and type, and idle GPUs",
     run,
     "Without LAB, shows your own lab(s). Jobs waiting at the cap are those Slurm holds back "
-    "with an AssocGrp*/QOS* reason; overcap GPUs do not count against the cap.",
+    "with an AssocGrp*/QOS* reason; overcap GPUs do not count against the cap. `--chart` "
+    f"also draws the lab's GPU use against its cap over the last {CHART_DAYS} days.",
+    charts=charts,
 )

@@ -1,0 +1,239 @@
+"""`--chart` end to end: the bot's own pollers record real history (the real Slurm cluster, a
+real tmpfs with weekly reports), a slash command asks for charts through the Slack stand-in,
+and the PNGs that arrive through files_upload_v2 show that history."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.colors import to_rgb
+from matplotlib.image import imread
+
+from bot.config import (
+    DatabaseConfig,
+    IdentityConfig,
+    LabConfig,
+    Secrets,
+    SlurmConfig,
+    StorageConfig,
+    load_config,
+)
+from bot.service import run_bot
+from core.charts import CAP_COLOUR, LAB_COLOUR
+from store.db import open_db
+from store.history import directory_size_series, lab_usage_samples
+from tests.cluster import sbatch, scancel_everything, squeue_state, wait_until
+from tests.slack_standin import SlackStandIn, SlackUser
+from tests.slack_standin.records import UploadedFile
+
+pytestmark = pytest.mark.cluster
+
+TEAM, ALICE = "T0STANDIN", "UALICE"
+LAB_CHANNEL = "C0HOFFMAN"
+DAY = 86400.0
+
+
+@pytest.fixture
+def alice_runs_two_gpus(cluster: None) -> Iterator[int]:
+    scancel_everything()
+    job = sbatch(
+        "alice", "-p", "hoffman-lab", "-A", "hoffman-lab", "--gpus-per-node=a40:2",
+        "--wrap", "sleep 600",
+    )  # fmt: skip
+    wait_until(lambda: squeue_state(job) == "RUNNING", 30, "alice's job to run")
+    yield job
+    scancel_everything()
+
+
+@pytest.fixture
+def lab_storage(tmp_path: Path) -> Iterator[Path]:
+    root = tmp_path / "flash9"
+    root.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4M", "tmpfs", str(root)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.fail(f"cannot mount a tmpfs (run the tests as root): {mounted.stderr!r}")
+    try:
+        yield root
+    finally:
+        subprocess.run(["umount", "-l", str(root)], check=True)
+
+
+def write_report(root: Path, user: str, updated: float, kib: int) -> None:
+    home = root / user
+    home.mkdir(exist_ok=True)
+    stamp = datetime.fromtimestamp(updated).strftime("%Y-%m-%d %H:%M")
+    (home / "disk-usage.txt").write_text(
+        f"Updated: {stamp}\nUsage (human-readable): {kib // 1024**2}G\nUsage (K): {kib}\n"
+    )
+
+
+@dataclass
+class Bot:
+    slack: SlackStandIn
+    db_path: Path
+
+    async def sky(self, text: str, channel_id: str = "D0ALICE") -> str:
+        delivery = await self.slack.send_slash_command(
+            command="/sky", text=text, user_id=ALICE, team_id=TEAM, channel_id=channel_id,
+            timeout=10,
+        )  # fmt: skip
+        return str(delivery.payload["text"])
+
+    async def uploaded(self, count: int) -> list[UploadedFile]:
+        for _ in range(200):
+            done = [f for f in self.slack.files.values() if f.completed]
+            if len(done) >= count:
+                return done
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"expected {count} uploads, got {list(self.slack.files.values())}")
+
+
+@pytest.fixture
+async def bot(alice_runs_two_gpus: int, lab_storage: Path, tmp_path: Path) -> AsyncIterator[Bot]:
+    base = load_config(None)
+    labs = tuple(
+        replace(lab, storage_roots=(str(lab_storage),)) if lab.name == "hoffman-lab" else lab
+        for lab in base.labs
+    )
+    assert any(isinstance(lab, LabConfig) for lab in labs)
+    config = replace(
+        base,
+        slurm=SlurmConfig(poll_seconds=1, caps_poll_seconds=1),
+        storage=StorageConfig(poll_seconds=1),
+        database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
+        identity=IdentityConfig(links={f"{TEAM}/{ALICE}": "alice"}),
+        labs=labs,
+    )
+    now = time.time()
+    write_report(lab_storage, "alice", now - 21 * DAY, 40 * 1024**2)
+    write_report(lab_storage, "bob", now - 21 * DAY, 10 * 1024**2)
+    async with SlackStandIn(users=[SlackUser(ALICE, "alice")]) as slack:
+        secrets = Secrets(
+            bot_token=slack.bot_token, app_token=slack.app_token, api_url=slack.api_url
+        )
+        stop = asyncio.Event()
+        task = asyncio.create_task(run_bot(config, secrets, stop))
+        await slack.wait_for_socket_connection(timeout=15)
+        db_path = tmp_path / "skybot.db"
+        # Three more weekly reports, each picked up by the real storage poller.
+        for weeks_ago, alice_gib, bob_gib in ((2, 55, 10), (1, 70, 11), (0, 90, 11)):
+            await _wait_for_report_count(db_path, lab_storage, 3 - weeks_ago)
+            write_report(lab_storage, "alice", now - weeks_ago * 7 * DAY, alice_gib * 1024**2)
+            write_report(lab_storage, "bob", now - weeks_ago * 7 * DAY, bob_gib * 1024**2)
+        await _wait_for_report_count(db_path, lab_storage, 4)
+        await _wait_for_gpu_samples(db_path, count=5)
+        try:
+            yield Bot(slack, db_path)
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 30)
+
+
+async def _wait_for_report_count(db_path: Path, root: Path, count: int) -> None:
+    for _ in range(150):
+        if db_path.exists():
+            db = open_db(db_path)
+            series = directory_size_series(db, [str(root)], 0, time.time() + DAY, 10)
+            db.close()
+            if series and len(series.get("alice", [])) >= count:
+                return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the storage poller did not record {count} reports")
+
+
+async def _wait_for_gpu_samples(db_path: Path, count: int) -> None:
+    for _ in range(150):
+        db = open_db(db_path)
+        samples = lab_usage_samples(db, "hoffman-lab", 0, time.time() + 1)
+        db.close()
+        if len([s for s in samples if s.gpus_used == 2 and s.cap == 4]) >= count:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError("the Slurm poller did not record hoffman-lab's usage")
+
+
+def picture(file: UploadedFile) -> np.ndarray:
+    assert file.content is not None and file.content.startswith(b"\x89PNG")
+    return imread(io.BytesIO(file.content))[:, :, :3]
+
+
+def coloured(image: np.ndarray, colour: str) -> np.ndarray:
+    return np.all(np.abs(image - np.array(to_rgb(colour))) < 0.08, axis=2)
+
+
+async def test_gpu_and_disk_charts_arrive_in_the_askers_dm(bot: Bot) -> None:
+    answer = await bot.sky("gpus hoffman-lab --chart")
+    assert "hoffman-lab" in answer and "2/4 GPUs in use" in answer
+    assert "Drawing the chart; it will arrive in your DM" in answer
+    answer = await bot.sky("disk hoffman-lab --chart")
+    assert "alice" in answer and "Drawing the chart" in answer
+
+    files = {f.filename: f for f in await bot.uploaded(2)}
+    dm = bot.slack.dm_channel_for(ALICE)
+    gpus, disk = files["hoffman-lab-gpus.png"], files["hoffman-lab-disk.png"]
+    assert gpus.channel_id == dm and disk.channel_id == dm
+    assert gpus.initial_comment == "*hoffman-lab*: GPUs in use against the cap, last 7 days"
+
+    image = picture(gpus)
+    if keep := os.environ.get("SKYBOT_KEEP_CHARTS"):  # to look at them: a directory
+        Path(keep, gpus.filename).write_bytes(gpus.content or b"")
+        Path(keep, disk.filename).write_bytes(disk.content or b"")
+    assert image.shape[:2] == (450, 900)
+    # The history is a minute old, so the chart spans that minute. In the middle of the plot
+    # the lab's 2 GPUs are a blue band from the axis up, and the cap (4, from sacctmgr) a red
+    # line twice as high.
+    middle = image[:, 450:750]
+    red_rows = np.flatnonzero(coloured(middle, CAP_COLOUR).any(axis=1))
+    line_rows = np.flatnonzero(coloured(middle, LAB_COLOUR).any(axis=1))
+    # The band under the line is LAB_COLOUR at 35 % over white.
+    band = 1 - 0.35 * (1 - np.array(to_rgb(LAB_COLOUR)))
+    band_rows = np.flatnonzero(np.all(np.abs(middle - band) < 0.05, axis=2).any(axis=1))
+    assert red_rows.size and line_rows.size and band_rows.size, "cap, usage or band missing"
+    axis_row = band_rows.max() + 1
+    cap_height = axis_row - red_rows.mean()
+    usage_height = axis_row - line_rows.mean()
+    assert cap_height == pytest.approx(2 * usage_height, rel=0.1), (cap_height, usage_height)
+
+    alt = _upload_params(bot.slack, "hoffman-lab-gpus.png")["alt_txt"]
+    assert "peak 2" in alt and "cap 4" in alt
+
+    assert picture(disk).shape[:2] == (450, 900)
+    alt = _upload_params(bot.slack, "hoffman-lab-disk.png")["alt_txt"]
+    assert "alice 40.0 to 90.0 GiB" in alt and "bob 10.0 to 11.0 GiB" in alt
+
+
+async def test_chart_here_goes_to_the_channel_and_names_the_asker(bot: Bot) -> None:
+    answer = await bot.sky("gpus --chart --here", channel_id=LAB_CHANNEL)
+    assert "appear in this channel" in answer
+    (file,) = await bot.uploaded(1)
+    assert file.channel_id == LAB_CHANNEL
+    assert file.initial_comment is not None and f"<@{ALICE}>" in file.initial_comment
+    # Asking again within the minute does not queue a second picture.
+    assert "already on its way" in await bot.sky("gpus --chart --here", channel_id=LAB_CHANNEL)
+
+
+async def test_chart_flag_on_a_command_without_one_says_which_have(bot: Bot) -> None:
+    answer = await bot.sky("free --chart")
+    assert "`/sky free` has no chart" in answer
+    assert "`/sky gpus --chart`" in answer and "`/sky disk --chart`" in answer
+    answer = await bot.sky("disk carol --chart")
+    assert "Disk charts are drawn per lab" in answer
+
+
+def _upload_params(slack: SlackStandIn, filename: str) -> dict[str, str]:
+    for call in slack.calls_to("files.getUploadURLExternal"):
+        if call.params.get("filename") == filename:
+            return {k: str(v) for k, v in call.params.items()}
+    raise AssertionError(f"no upload of {filename}")
