@@ -14,7 +14,9 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from core.images import GUIDE_MIN_RELEASE, gpu_key, parse_release
 from core.job_notices import PREFERENCES
+from core.job_template import TemplateSettings
 
 DEFAULT_CONFIG_PATH = Path("/etc/skybot/skybot.toml")
 
@@ -126,6 +128,19 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True)
+class ImagesConfig:
+    """`/sky images`: the Enroot image directory, listed by the storage poller."""
+
+    # Where the `*.sqsh` images and their `.packages` lists are; "" turns the listing off.
+    dir: str = "/enroot"
+    # A list bigger than this is not a pip freeze of one image; it is reported, not read.
+    max_packages_file_bytes: int = 1024 * 1024
+    # GPU type -> oldest NGC release (YY.MM) that runs on it, for `--gpu TYPE`. Seeded with the
+    # container guide's rules; a table in the file replaces the whole default.
+    min_release: dict[str, str] = field(default_factory=lambda: dict(GUIDE_MIN_RELEASE))
+
+
+@dataclass(frozen=True)
 class LabConfig:
     name: str
     partition: str
@@ -144,6 +159,9 @@ class Config:
     submit: SubmitConfig = field(default_factory=SubmitConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     notifications: NotificationsConfig = field(default_factory=NotificationsConfig)
+    # `/sky template`: the settings are the core's own dataclass, so nothing is copied over.
+    template: TemplateSettings = field(default_factory=TemplateSettings)
+    images: ImagesConfig = field(default_factory=ImagesConfig)
     labs: tuple[LabConfig, ...] = ()
 
     def lab_named(self, name: str) -> LabConfig | None:
@@ -236,6 +254,8 @@ def parse_config(data: dict[str, Any]) -> Config:
         "submit": SubmitConfig,
         "metrics": MetricsConfig,
         "notifications": NotificationsConfig,
+        "template": TemplateSettings,
+        "images": ImagesConfig,
     }
     unknown = set(data) - set(sections) - {"labs"}
     if unknown:
@@ -298,6 +318,13 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
         ):
             return dict(value)
         raise ConfigError(f"{key} must be a table of strings")
+    if hint == dict[str, int]:
+        if isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+            for k, v in value.items()
+        ):
+            return dict(value)
+        raise ConfigError(f"{key} must be a table of whole numbers")
     if hint == tuple[str, ...]:
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return tuple(value)
@@ -342,9 +369,36 @@ def _check_values(config: Config) -> None:
             if not root.startswith("/"):
                 raise ConfigError(f"labs[{i}].storage_roots: {root!r} is not an absolute path")
     _check_notifications(config.notifications)
+    _check_template(config.template)
+    _check_images(config.images)
 
 
 _PREFERENCES = PREFERENCES
+# sbatch sizes: a number with an optional K/M/G/T unit (what --mem-per-gpu accepts).
+_MEMORY = re.compile(r"[1-9][0-9]*[KMGT]?")
+# Written into #SBATCH lines and shell words as they are: nothing sbatch or bash would parse.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.+-]+")
+_PLAIN_PATH = re.compile(r"/[A-Za-z0-9_.+/-]*")
+
+
+def _check_template(t: TemplateSettings) -> None:
+    for gpu_type, cpus in t.cpus_per_task_by_gpu.items():
+        if not _PLAIN_NAME.fullmatch(gpu_type) or cpus < 1:
+            raise ConfigError(
+                f"template.cpus_per_task_by_gpu: {gpu_type!r} = {cpus!r} must map a GPU type "
+                "to at least 1 CPU"
+            )
+    if t.default_cpus_per_task < 1:
+        raise ConfigError("template.default_cpus_per_task must be at least 1")
+    if not _MEMORY.fullmatch(t.mem_per_gpu):
+        raise ConfigError(f"template.mem_per_gpu must be like \"16G\", not {t.mem_per_gpu!r}")
+    # sbatch --signal takes at most 65535 seconds.
+    if not 1 <= t.signal_lead_seconds <= 65535:
+        raise ConfigError("template.signal_lead_seconds must be between 1 and 65535")
+    if not _PLAIN_PATH.fullmatch(t.image_dir):
+        raise ConfigError(f"template.image_dir: {t.image_dir!r} must be a plain absolute path")
+    if not _PLAIN_NAME.fullmatch(t.job_name):
+        raise ConfigError(f"template.job_name: {t.job_name!r} must be one plain word")
 
 
 def _check_notifications(n: NotificationsConfig) -> None:
@@ -370,6 +424,27 @@ def _check_notifications(n: NotificationsConfig) -> None:
         )
     if n.messages_per_second_per_channel <= 0:
         raise ConfigError("notifications.messages_per_second_per_channel must be greater than 0")
+
+
+def _check_images(images: ImagesConfig) -> None:
+    if images.dir and not images.dir.startswith("/"):
+        raise ConfigError(f"images.dir: {images.dir!r} is not an absolute path")
+    if images.max_packages_file_bytes <= 0:
+        raise ConfigError("images.max_packages_file_bytes must be greater than 0")
+    seen: dict[str, str] = {}
+    for gpu_type, release in images.min_release.items():
+        if parse_release(release) is None:
+            raise ConfigError(
+                f"images.min_release.{gpu_type}: {release!r} is not an NGC release like \"20.06\""
+            )
+        key = gpu_key(gpu_type)
+        if not key:
+            raise ConfigError(f"images.min_release: {gpu_type!r} is not a GPU type name")
+        if key in seen:
+            raise ConfigError(
+                f"images.min_release: {gpu_type!r} and {seen[key]!r} name the same GPU type"
+            )
+        seen[key] = gpu_type
 
 
 _SLACK_LINK_KEY = re.compile(r"[TE][A-Z0-9]+/[UW][A-Z0-9]+")

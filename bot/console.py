@@ -37,9 +37,13 @@ async def run_console(
     path = database_path(config)
     writer = StoreWriter(path)
     cache = SnapshotCache(
-        path, lab_infos(config), config.slurm.overcap_account, config.slurm.overcap_partition
+        path,
+        lab_infos(config),
+        config.slurm.overcap_account,
+        config.slurm.overcap_partition,
+        gpu_min_release=config.images.min_release,
     )
-    table = command_table()
+    table = command_table(config.template)
     user = as_user or default_user()
     interactive = stdin.isatty()
     try:

@@ -75,7 +75,11 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     path = database_path(config)
     writer = StoreWriter(path)
     cache = SnapshotCache(
-        path, lab_infos(config), config.slurm.overcap_account, config.slurm.overcap_partition
+        path,
+        lab_infos(config),
+        config.slurm.overcap_account,
+        config.slurm.overcap_partition,
+        gpu_min_release=config.images.min_release,
     )
     await cache.refresh()
     client = web_client(secrets)

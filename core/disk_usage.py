@@ -26,6 +26,7 @@ __all__ = [
     "DiskUsageFileMissing",
     "parse_disk_usage",
     "read_disk_usage_file",
+    "read_regular_file",
 ]
 
 
@@ -133,6 +134,20 @@ def read_disk_usage_file(path: Path, max_bytes: int) -> str:
     Refuses symlinks, anything but a regular file, files over `max_bytes` and text that is
     not valid UTF-8, each with a DiskUsageError (DiskUsageFileMissing if there is no file).
     """
+    data = read_regular_file(path, max_bytes)
+    try:
+        return data.decode("utf-8", errors="strict")
+    except UnicodeDecodeError as exc:
+        raise DiskUsageError(f"{path} is not valid UTF-8 (byte {exc.start})") from exc
+
+
+def read_regular_file(path: Path, max_bytes: int) -> bytes:
+    """The bytes of a small regular file on shared storage, read without following a symlink.
+
+    Refuses symlinks, anything but a regular file and files over `max_bytes`, each with a
+    DiskUsageError (DiskUsageFileMissing if there is no file). Also reads image .packages
+    lists, which need their own per-line decoding.
+    """
     fd = _open_no_follow(path)
     try:
         info = os.fstat(fd)
@@ -140,12 +155,8 @@ def read_disk_usage_file(path: Path, max_bytes: int) -> str:
             raise DiskUsageError(f"{path} is not a regular file")
         if info.st_size > max_bytes:
             raise DiskUsageError(f"{path} is {info.st_size} bytes, over the {max_bytes} limit")
-        data = _read_limited(fd, path, max_bytes)
+        return _read_limited(fd, path, max_bytes)
     except OSError as exc:
         raise DiskUsageError(f"cannot read {path}: {exc.strerror}") from exc
     finally:
         os.close(fd)
-    try:
-        return data.decode("utf-8", errors="strict")
-    except UnicodeDecodeError as exc:
-        raise DiskUsageError(f"{path} is not valid UTF-8 (byte {exc.start})") from exc

@@ -130,3 +130,31 @@ class FilesystemUsage:
         # Like df: used / (used + available), since root-reserved blocks are not for users.
         usable = self.used_bytes + self.avail_bytes
         return 100.0 * self.used_bytes / usable if usable else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerImage:
+    """One Enroot image (`*.sqsh`) in the image directory and what its .packages list says.
+
+    `packages` holds (name, version) as the list wrote them; the version is "" for a line that
+    names a package without one (pip's `name @ URL`). Matching canonicalises at query time.
+    """
+
+    name: str
+    size_bytes: int = 0
+    # The list's file name, None when the image has none.
+    packages_file: str | None = None
+    packages: tuple[tuple[str, str], ...] = ()
+    # Lines of the list that were not `name==version` (skipped, but counted so users know the
+    # answer may be incomplete).
+    unreadable_lines: int = 0
+    # Why the whole list could not be read (a symlink, too large, ...), if so.
+    packages_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ImageDirectory:
+    """Which image directory the storage poller listed, and why it could not, if so."""
+
+    path: str
+    error: str | None = None

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from core.records import DirectoryUsage, FilesystemUsage, Job, LabCap, Node
+from core.records import (
+    ContainerImage,
+    DirectoryUsage,
+    FilesystemUsage,
+    ImageDirectory,
+    Job,
+    LabCap,
+    Node,
+)
 
 SOURCES = ("slurm", "caps", "storage")
 
@@ -38,6 +46,9 @@ class ClusterSnapshot:
     members: dict[str, frozenset[str]] = field(default_factory=dict)
     status: dict[str, SourceStatus] = field(default_factory=dict)
     version: int = 0
+    # The container images the storage poller listed; image_dir is None until it first has.
+    images: tuple[ContainerImage, ...] = ()
+    image_dir: ImageDirectory | None = None
 
     def source(self, name: str) -> SourceStatus:
         return self.status.get(name, SourceStatus(name))

@@ -7,11 +7,12 @@ and per-user job lists are worked out lazily, once per snapshot, not once per co
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
 
+from core.images import GUIDE_MIN_RELEASE
 from core.lab_usage import IdleGpus, LabUsage, idle_by_type, idle_gpus, lab_usage
 from core.records import Job
 from core.snapshot import ClusterSnapshot
@@ -35,6 +36,8 @@ class ClusterView:
     labs: tuple[LabInfo, ...]
     overcap_account: str = "overcap"
     overcap_partition: str = "overcap"
+    # GPU type -> oldest container release that runs on it (config images.min_release).
+    gpu_min_release: Mapping[str, str] = field(default_factory=lambda: dict(GUIDE_MIN_RELEASE))
     _usage: dict[str, LabUsage] = field(default_factory=dict, repr=False)
     _memo: dict[Hashable, Any] = field(default_factory=dict, repr=False)
 

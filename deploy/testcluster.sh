@@ -44,6 +44,19 @@ readonly MOUNT_SIZE=64M
 declare -A USER_USAGE_K=([alice]=13194139533 [bob]=133284169 [carol]=5046586573 [dave]=897581056)
 readonly USAGE_STAMP="2026-11-22 03:00"
 
+# Container images for `/sky images`, named as in the container guide: empty stand-ins for the
+# Enroot .sqsh files (skybot only lists them) and the pip-freeze .packages lists beside them.
+readonly IMAGE_DIR=/enroot
+declare -A IMAGE_PACKAGES=(
+    [nvcr.io_nvidia_pytorch_20.03-py3.sqsh]="torch==1.5.0a0+8f84ded torchvision==0.6.0a0 numpy==1.18.1 apex==0.1 tensorboard==1.15.0"
+    [nvcr.io_nvidia_pytorch_20.10-py3.sqsh]="torch==1.7.0a0+7036e91 torchvision==0.8.0a0 numpy==1.19.2 apex==0.1 tensorboard==1.15.0"
+    [nvcr.io_nvidia_pytorch_23.12-py3.sqsh]="torch==2.2.0a0+81ea7a4 torchvision==0.17.0a0 numpy==1.24.4 transformer-engine==1.1.0+cf6fc89 flash-attn==2.0.4"
+    [nvcr.io_nvidia_tensorflow_21.05-tf2-py3.sqsh]="tensorflow==2.4.0 numpy==1.19.5 horovod==0.21.3 tensorboard==2.4.1"
+    [huggingface+transformers-pytorch-gpu+latest.sqsh]="torch==1.7.1 transformers==4.1.1 tokenizers==0.9.4 numpy==1.19.4"
+)
+# An image without a list: `/sky images` says it could not be searched.
+readonly IMAGES_WITHOUT_LIST=(nvcr.io_nvidia_cuda_11.8.0-devel-ubuntu22.04.sqsh)
+
 log() { printf '[testcluster] %s\n' "$*"; }
 die() { printf '[testcluster] ERROR: %s\n' "$*" >&2; exit 1; }
 
@@ -186,6 +199,18 @@ ensure_storage() {
             >"$dir/disk-usage.txt"
         chown root:root "$dir/disk-usage.txt"
         chmod 0644 "$dir/disk-usage.txt"
+    done
+}
+
+ensure_images() {
+    local image
+    install -d -m 0755 "$IMAGE_DIR"
+    for image in "${!IMAGE_PACKAGES[@]}" "${IMAGES_WITHOUT_LIST[@]}"; do
+        [[ -e $IMAGE_DIR/$image ]] || : >"$IMAGE_DIR/$image"
+    done
+    # install_file keeps an unchanged list's mtime, so skybot's poller does not re-read it.
+    for image in "${!IMAGE_PACKAGES[@]}"; do
+        tr ' ' '\n' <<<"${IMAGE_PACKAGES[$image]}" | install_file "$IMAGE_DIR/$image.packages" 0644
     done
 }
 
@@ -523,6 +548,7 @@ cmd_up() {
     chmod 0755 "$STATE" "$LOGDIR"
     ensure_users
     ensure_storage
+    ensure_images
     write_configs
     start_munge
     start_mariadb
@@ -631,8 +657,9 @@ usage() {
     cat <<EOF
 usage: $0 up|down|status
 
-  up      create users, lab storage, configs, accounts; start munge, MariaDB, slurmdbd,
-          slurmctld and slurmd for ${NODES[*]}; wait until all nodes are usable.
+  up      create users, lab storage, sample images in $IMAGE_DIR, configs, accounts;
+          start munge, MariaDB, slurmdbd, slurmctld and slurmd for ${NODES[*]};
+          wait until all nodes are usable.
           Safe to re-run: it repairs whatever is missing or stopped.
   down    cancel remaining jobs, stop all daemons, unmount lab storage.
   status  one line per component; exit status 0 only if all are up.

@@ -29,7 +29,7 @@ def register_listeners(
     table: CommandTable | None = None,
     observe: ObserveCommand | None = None,
 ) -> None:
-    commands = table or command_table()
+    commands = table or command_table(services.config.template)
 
     @app.command("/sky")
     async def sky(ack: AsyncAck, command: dict[str, Any]) -> None:

@@ -2,7 +2,8 @@
 
 Directory reports are written by an admin cron job into every user directory; the directories
 themselves belong to users, so every read refuses symlinks and oversized files (a user could
-otherwise point skybot at any file it can read, or at /dev/zero).
+otherwise point skybot at any file it can read, or at /dev/zero). The same scan lists the
+container image directory (scheduler/image_scan.py) for `/sky images`.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from core.disk_usage import (
     DiskUsageFileMissing,
     parse_disk_usage,
     read_disk_usage_file,
+    read_regular_file,
 )
-from core.records import DirectoryUsage, FilesystemUsage
+from core.records import ContainerImage, DirectoryUsage, FilesystemUsage, ImageDirectory
 from scheduler.backoff import Backoff
+from scheduler.image_scan import ListReader, PackageListCache, scan_images
 from store.snapshots import record_poll_failure, save_storage
 from store.writer import StoreWriter
 
@@ -38,6 +41,9 @@ class StorageScan:
     filesystems: list[FilesystemUsage] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # The image directory as listed; its path is "" when the listing is turned off.
+    image_dir: ImageDirectory | None = None
+    images: list[ContainerImage] = field(default_factory=list)
 
 
 def scan_storage(roots: Iterable[str], max_file_bytes: int) -> StorageScan:
@@ -79,12 +85,19 @@ def filesystem_usage(mount: str) -> FilesystemUsage:
 
 class StoragePoller:
     def __init__(
-        self, config: Config, writer: StoreWriter, clock: Callable[[], float] = time.time
+        self,
+        config: Config,
+        writer: StoreWriter,
+        clock: Callable[[], float] = time.time,
+        read_packages: ListReader = read_regular_file,
     ) -> None:
         self._config = config
         self._writer = writer
         self._clock = clock
         self._backoff = Backoff(base_seconds=config.storage.poll_seconds, max_seconds=3600)
+        self._read_packages = read_packages
+        # Only touched from inside _scan, and polls never overlap, so it needs no lock.
+        self._package_lists = PackageListCache()
 
     @property
     def roots(self) -> list[str]:
@@ -94,9 +107,7 @@ class StoragePoller:
         now = self._clock()
         if self._backoff.should_skip(now):
             return False
-        scan = await asyncio.to_thread(
-            scan_storage, self.roots, self._config.storage.max_usage_file_bytes
-        )
+        scan = await asyncio.to_thread(self._scan)
         for warning in scan.warnings:
             log.warning("storage: %s", warning)
         if scan.errors and not scan.filesystems:
@@ -107,6 +118,29 @@ class StoragePoller:
             return False
         for error in scan.errors:
             log.warning("storage root unreadable: %s", error)
-        await self._writer.run(save_storage, scan.directories, scan.filesystems, now)
+        if scan.image_dir is not None and scan.image_dir.error:
+            log.warning("image directory %s: %s", scan.image_dir.path, scan.image_dir.error)
+        await self._writer.run(
+            save_storage,
+            scan.directories,
+            scan.filesystems,
+            now,
+            image_dir=scan.image_dir,
+            images=scan.images,
+        )
         self._backoff.succeeded()
         return True
+
+    def _scan(self) -> StorageScan:
+        """The lab storage and the image directory, in one worker thread."""
+        images = self._config.images
+        scan = scan_storage(self.roots, self._config.storage.max_usage_file_bytes)
+        if images.dir:
+            listed = scan_images(
+                images.dir, images.max_packages_file_bytes, self._package_lists, self._read_packages
+            )
+            scan.image_dir, scan.images = listed.directory, listed.images
+        else:
+            # Turned off: recorded as such, so `/sky images` can say so rather than "not yet".
+            scan.image_dir = ImageDirectory("")
+        return scan

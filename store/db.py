@@ -126,6 +126,12 @@ MIGRATIONS: tuple[str, ...] = (
         added_at REAL NOT NULL, PRIMARY KEY (lab, channel)
     );
     """,
+    # Container images (`/sky images`), listed by the storage poller: one row per image with
+    # its record (package list included), and the directory it listed, with why it could not.
+    """
+    CREATE TABLE images (name TEXT PRIMARY KEY, record TEXT NOT NULL);
+    CREATE TABLE image_dirs (path TEXT PRIMARY KEY, error TEXT);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

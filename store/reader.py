@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 import sqlite_utils
 
+from core.images import GUIDE_MIN_RELEASE
 from core.snapshot import ClusterSnapshot
 from core.view import ClusterView, LabInfo
 from store.db import open_db
@@ -26,13 +28,19 @@ class SnapshotCache:
         labs: tuple[LabInfo, ...],
         overcap_account: str = "overcap",
         overcap_partition: str = "overcap",
+        *,
+        gpu_min_release: Mapping[str, str] | None = None,
     ) -> None:
         self._path = path
         self._labs = labs
         self._overcap = (overcap_account, overcap_partition)
+        # None: the container guide's table, as a ClusterView has by default.
+        self._gpu_min_release = dict(
+            GUIDE_MIN_RELEASE if gpu_min_release is None else gpu_min_release
+        )
         self._lock = threading.Lock()
         self._db: sqlite_utils.Database | None = None
-        self._view = ClusterView(ClusterSnapshot(), labs, *self._overcap)
+        self._view = self._make_view(ClusterSnapshot())
 
     def current(self) -> ClusterView:
         return self._view
@@ -43,8 +51,13 @@ class SnapshotCache:
                 self._db = open_db(self._path, any_thread=True)
             if snapshot_version(self._db) != self._view.snapshot.version:
                 snapshot = load_snapshot(self._db)
-                self._view = ClusterView(snapshot, self._labs, *self._overcap)
+                self._view = self._make_view(snapshot)
             return self._view
+
+    def _make_view(self, snapshot: ClusterSnapshot) -> ClusterView:
+        return ClusterView(
+            snapshot, self._labs, *self._overcap, gpu_min_release=self._gpu_min_release
+        )
 
     async def refresh(self) -> ClusterView:
         return await asyncio.to_thread(self.refresh_blocking)

@@ -15,7 +15,15 @@ from typing import Any
 import msgspec
 import sqlite_utils
 
-from core.records import DirectoryUsage, FilesystemUsage, Job, LabCap, Node
+from core.records import (
+    ContainerImage,
+    DirectoryUsage,
+    FilesystemUsage,
+    ImageDirectory,
+    Job,
+    LabCap,
+    Node,
+)
 from core.snapshot import SOURCES, ClusterSnapshot, SourceStatus
 from core.transitions import KnownState, Transition, detect_transitions, merge_observations
 
@@ -95,9 +103,16 @@ def save_storage(
     directories: Sequence[DirectoryUsage],
     filesystems: Sequence[FilesystemUsage],
     at: float,
+    image_dir: ImageDirectory | None = None,
+    images: Sequence[ContainerImage] = (),
 ) -> None:
-    """Replace the storage snapshot and extend its history (one row per weekly report)."""
+    """Replace the storage snapshot and extend its history (one row per weekly report).
+
+    With `image_dir`, the container image list is replaced too; without, it is left as it was.
+    """
     with db.atomic():
+        if image_dir is not None:
+            _replace_images(db, image_dir, images)
         db.execute("DELETE FROM directories")
         db["directories"].insert_all(_directory_row(d) for d in directories)
         db.execute("DELETE FROM filesystems")
@@ -162,6 +177,8 @@ def load_snapshot(db: sqlite_utils.Database) -> ClusterSnapshot:
             if kib is not None
         }
         status = {r["source"]: SourceStatus(**r) for r in db.query("SELECT * FROM source_status")}
+        images = tuple(_image_decoder.decode(r[0]) for r in db.execute("SELECT record FROM images"))
+        image_dirs = [ImageDirectory(**r) for r in db.query("SELECT * FROM image_dirs")]
     for source in SOURCES:
         status.setdefault(source, SourceStatus(source))
     return ClusterSnapshot(
@@ -174,6 +191,8 @@ def load_snapshot(db: sqlite_utils.Database) -> ClusterSnapshot:
         members=members,
         status=status,
         version=version,
+        images=images,
+        image_dir=image_dirs[0] if image_dirs else None,
     )
 
 
@@ -223,6 +242,21 @@ def _bump_version(db: sqlite_utils.Database) -> None:
     )
 
 
+def _replace_images(
+    db: sqlite_utils.Database, image_dir: ImageDirectory, images: Sequence[ContainerImage]
+) -> None:
+    conn = db.conn
+    conn.execute("DELETE FROM image_dirs")
+    conn.execute(
+        "INSERT INTO image_dirs (path, error) VALUES (?, ?)", [image_dir.path, image_dir.error]
+    )
+    conn.execute("DELETE FROM images")
+    conn.executemany(
+        "INSERT INTO images (name, record) VALUES (?, ?)",
+        ((image.name, _encoder.encode(image).decode()) for image in images),
+    )
+
+
 def _directory_row(d: DirectoryUsage) -> dict[str, Any]:
     row = asdict(d)
     row["updated"] = d.updated.isoformat()
@@ -234,6 +268,7 @@ def _directory_row(d: DirectoryUsage) -> dict[str, Any]:
 _encoder = msgspec.json.Encoder()
 _job_decoder = msgspec.json.Decoder(Job)
 _node_decoder = msgspec.json.Decoder(Node)
+_image_decoder = msgspec.json.Decoder(ContainerImage)
 
 
 def _encode(record: Job | Node) -> str:
