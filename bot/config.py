@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, get_type_hints
 
@@ -272,6 +272,11 @@ def parse_config(data: dict[str, Any]) -> Config:
         if lab.name.casefold() in seen:
             raise ConfigError(f"labs[{i}].name: duplicate lab name {lab.name!r}")
         seen.add(lab.name.casefold())
+    if "image_dir" in data.get("template", {}):
+        raise ConfigError("template.image_dir is set by images.dir (one image directory)")
+    # `/sky template --image NAME` points at the directory `/sky images` lists.
+    if values["images"].dir:
+        values["template"] = replace(values["template"], image_dir=values["images"].dir)
     config = Config(**values, labs=labs)
     _check_values(config)
     return config
@@ -369,8 +374,9 @@ def _check_values(config: Config) -> None:
             if not root.startswith("/"):
                 raise ConfigError(f"labs[{i}].storage_roots: {root!r} is not an absolute path")
     _check_notifications(config.notifications)
-    _check_template(config.template)
+    # Images first: template.image_dir comes from images.dir.
     _check_images(config.images)
+    _check_template(config.template)
 
 
 _PREFERENCES = PREFERENCES

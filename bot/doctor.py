@@ -454,7 +454,24 @@ async def check_storage(config: Config, user: ServiceUser) -> list[Check]:
         for lab in config.labs
         for root in lab.storage_roots
     ]
-    return checks or [Check("storage", True, "no storage roots configured", warning=True)]
+    checks = checks or [Check("storage", True, "no storage roots configured", warning=True)]
+    if config.images.dir:
+        checks.append(await check_image_dir(config.images.dir, user))
+    return checks
+
+
+async def check_image_dir(path: str, user: ServiceUser) -> Check:
+    """`/sky images` lists this directory; "" in the config turns it off."""
+    fix = (
+        f"Point images.dir at the directory of *.sqsh images users run, make it listable by "
+        f'{user.name}, or set images.dir = "" to turn /sky images off.'
+    )
+    if not os.path.isdir(path):
+        return Check("images", False, f"{path} is not a directory", fix)
+    if not await _listable_by(path, user):
+        return Check("images", False, f"{path} cannot be listed by {user.name}", fix)
+    count = sum(1 for name in os.listdir(path) if name.endswith(".sqsh"))
+    return Check("images", True, f"{path} is readable by {user.name} ({count} images)")
 
 
 # -- 7. the database ---------------------------------------------------------------------------

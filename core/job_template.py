@@ -42,7 +42,8 @@ class TemplateSettings:
     mem_per_gpu: str = "15G"
     # overcap jobs get USR1 this long before their time limit: time to write a checkpoint.
     signal_lead_seconds: int = 120
-    # Where the squashfs images for pyxis live (`--image NAME` is IMAGE_DIR/NAME.sqsh).
+    # Where the squashfs images for pyxis live (`--image NAME` is IMAGE_DIR/NAME.sqsh); the
+    # config sets it from images.dir, the directory `/sky images` lists.
     image_dir: str = "/enroot"
     job_name: str = "my-job"
 

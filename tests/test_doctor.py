@@ -67,6 +67,7 @@ def write_config(
     runner: str = RUNNER,
     bin_dir: str = "/usr/bin",
     roots: dict[str, str] = ROOTS,
+    images_dir: str = "/enroot",
 ) -> Path:
     labs = "".join(
         f'[[labs]]\nname = "{lab}"\npartition = "{lab}"\naccount = "{lab}"\n'
@@ -77,7 +78,8 @@ def write_config(
     config.write_text(
         f'[database]\npath = "{state_dir}/skybot.db"\n\n'
         f'[runner]\npath = "{runner}"\n\n'
-        f'[slurm]\nbin_dir = "{bin_dir}"\n\n{labs}'
+        f'[slurm]\nbin_dir = "{bin_dir}"\n\n'
+        f'[images]\ndir = "{images_dir}"\n\n{labs}'
     )
     return config
 
@@ -122,6 +124,7 @@ async def test_correct_setup_passes(slurm_up: None, tmp_path: Path, state_dir: P
     assert RUNNER in result.line("sudo rule")
     assert "root-owned, mode 0755" in result.line("runner")
     assert "readable by skybot" in result.line("storage hoffman-lab")
+    assert "/enroot is readable by skybot (6 images)" in result.line("images")
     assert "WAL" in result.line("database")
 
 
@@ -191,6 +194,16 @@ async def test_unreadable_and_missing_storage_roots(
     assert "fix: Grant skybot read and search access" in line
     line = result.line("storage kira-lab")
     assert line.startswith("✘") and "does not exist — fix: Mount the filesystem" in line
+
+
+async def test_missing_image_directory(slurm_up: None, tmp_path: Path, state_dir: Path) -> None:
+    async with SlackStandIn() as slack:
+        missing = str(tmp_path / "enroot")
+        result = await run_doctor(write_config(tmp_path, state_dir, images_dir=missing), slack)
+    assert result.status == 1
+    line = result.line("images")
+    assert line.startswith("✘") and f"{missing} is not a directory" in line
+    assert 'or set images.dir = "" to turn /sky images off' in line
 
 
 async def test_slurm_unreachable(slurm_up: None, tmp_path: Path, state_dir: Path) -> None:

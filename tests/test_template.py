@@ -478,3 +478,8 @@ def test_skeleton_term_waits_for_the_checkpoint_without_requeueing(tmp_path: Pat
     status, log = _run_skeleton(tmp_path, signal.SIGTERM)
     assert log == ["started", "got TERM", "saved"]
     assert status == 3
+
+
+def test_template_images_come_from_the_directory_images_lists() -> None:
+    assert parse_config({"images": {"dir": "/data/enroot"}}).template.image_dir == "/data/enroot"
+    assert parse_config({}).template.image_dir == "/enroot"

@@ -73,7 +73,7 @@ class Workspace:
     bot_id: str = "B0STANDIN"
     app_id: str = "A0STANDIN"
     # What Slack sends in the x-oauth-scopes header of bot-token calls; None sends no header.
-    bot_scopes: str | None = "commands,chat:write,users:read,users:read.email"
+    bot_scopes: str | None = "commands,chat:write,files:write,im:write,users:read,users:read.email"
     users: dict[str, SlackUser] = field(default_factory=dict)
 
     def add_user(self, user: SlackUser) -> SlackUser:
