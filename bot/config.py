@@ -14,6 +14,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from core.digest import WEEKDAYS
 from core.images import GUIDE_MIN_RELEASE, gpu_key, parse_release
 from core.job_notices import PREFERENCES
 from core.job_template import TemplateSettings
@@ -141,6 +142,19 @@ class ImagesConfig:
 
 
 @dataclass(frozen=True)
+class DigestConfig:
+    """The weekly lab digest, for channels that opted in with `/sky digest LAB on`."""
+
+    # When it is posted, in the skybot host's local time: mon … sun, and the hour (0-23).
+    weekday: str = "mon"
+    hour: int = 9
+    # A digest missed while skybot was down is still posted if it is back within this.
+    catch_up_hours: float = 24.0
+    # Users listed by GPU-hours; the rest are summed up in one line.
+    top_users: int = 10
+
+
+@dataclass(frozen=True)
 class LabConfig:
     name: str
     partition: str
@@ -159,6 +173,7 @@ class Config:
     submit: SubmitConfig = field(default_factory=SubmitConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     notifications: NotificationsConfig = field(default_factory=NotificationsConfig)
+    digest: DigestConfig = field(default_factory=DigestConfig)
     # `/sky template`: the settings are the core's own dataclass, so nothing is copied over.
     template: TemplateSettings = field(default_factory=TemplateSettings)
     images: ImagesConfig = field(default_factory=ImagesConfig)
@@ -254,6 +269,7 @@ def parse_config(data: dict[str, Any]) -> Config:
         "submit": SubmitConfig,
         "metrics": MetricsConfig,
         "notifications": NotificationsConfig,
+        "digest": DigestConfig,
         "template": TemplateSettings,
         "images": ImagesConfig,
     }
@@ -374,6 +390,7 @@ def _check_values(config: Config) -> None:
             if not root.startswith("/"):
                 raise ConfigError(f"labs[{i}].storage_roots: {root!r} is not an absolute path")
     _check_notifications(config.notifications)
+    _check_digest(config.digest)
     # Images first: template.image_dir comes from images.dir.
     _check_images(config.images)
     _check_template(config.template)
@@ -405,6 +422,15 @@ def _check_template(t: TemplateSettings) -> None:
         raise ConfigError(f"template.image_dir: {t.image_dir!r} must be a plain absolute path")
     if not _PLAIN_NAME.fullmatch(t.job_name):
         raise ConfigError(f"template.job_name: {t.job_name!r} must be one plain word")
+
+
+def _check_digest(d: DigestConfig) -> None:
+    if d.weekday not in WEEKDAYS:
+        raise ConfigError(f"digest.weekday must be one of {', '.join(WEEKDAYS)}, not {d.weekday!r}")
+    if not 0 <= d.hour <= 23:
+        raise ConfigError("digest.hour must be between 0 and 23")
+    if d.catch_up_hours < 0 or d.top_users < 1:
+        raise ConfigError("digest.catch_up_hours must not be negative, digest.top_users >= 1")
 
 
 def _check_notifications(n: NotificationsConfig) -> None:

@@ -27,6 +27,7 @@ from handlers.charts import ChartRequests
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from scheduler.chart_maker import ChartMaker
+from scheduler.digest import WeeklyDigest
 from scheduler.outbox_sender import OutboxSender, sender_client
 from scheduler.schedule import PollSchedule, build_scheduler
 from scheduler.slurm_poller import SlurmPoller
@@ -102,6 +103,7 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         after_slurm=watchers.after_slurm_poll,
         after_storage=watchers.after_storage_poll,
         observe=metrics.observe_poll,
+        weekly_digest=WeeklyDigest(config, writer, sender.wake).run,
     )
     runner = runner_call(config)
     submissions = SubmissionWorker(config, writer, runner, wake_sender=sender.wake)
@@ -112,6 +114,7 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         submissions=submissions,
         writer=writer,
         queue_charts=ChartRequests(writer, sender.wake),
+        view=cache.current,
     )
     app = build_app(config, secrets, cache, services, client, metrics.observe_command)
     return Runtime(writer, cache, schedule, sender, submissions, app, metrics)

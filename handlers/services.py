@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from bot.config import Config
 from bot.runner_client import RunnerCall
+from core.view import ClusterView
 from handlers.identity import IdentityDirectory
 from handlers.router import ChartQueue
 from store.writer import StoreWriter
@@ -29,3 +31,5 @@ class Services:
     writer: StoreWriter | None = None
     # Queues `--chart` pictures for the outbox (handlers.charts.ChartRequests).
     queue_charts: ChartQueue | None = None
+    # The current snapshot view, for actions that check it (`/sky digest LAB on`).
+    view: Callable[[], ClusterView] | None = None

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.cron import CronTrigger
 
 from bot.config import Config
 from scheduler.slurm_poller import SlurmPoller
@@ -47,6 +48,7 @@ def build_scheduler(
     after_slurm: AfterPoll | None = None,
     after_storage: AfterPoll | None = None,
     observe: ObservePoll | None = None,
+    weekly_digest: AfterPoll | None = None,
 ) -> PollSchedule:
     """One instance of each poll at a time; a late run is coalesced, never queued up.
 
@@ -116,4 +118,16 @@ def build_scheduler(
             # Late by more than one interval: skip it, the next run is as good.
             misfire_grace_time=max(1, int(seconds)),
         )
+    if weekly_digest is not None:
+        # At the configured time, and once at start-up to catch up on a digest missed while
+        # skybot was down (the digest itself decides whether one is due).
+        digest = config.digest
+        scheduler.add_job(
+            weekly_digest,
+            CronTrigger(day_of_week=digest.weekday, hour=digest.hour),
+            id="digest",
+            name="weekly lab digest",
+            misfire_grace_time=int(digest.catch_up_hours * 3600) or 1,
+        )
+        scheduler.add_job(weekly_digest, "date", run_date=now, id="digest-catch-up")
     return schedule

@@ -1,13 +1,13 @@
-"""`--chart` end to end: the bot's own pollers record real history (the real Slurm cluster, a
-real tmpfs with weekly reports), a slash command asks for charts through the Slack stand-in,
-and the PNGs that arrive through files_upload_v2 show that history."""
+"""`--chart` and the weekly digest end to end: the bot's own pollers record real history (the
+real Slurm cluster, a real tmpfs with weekly reports), slash commands ask for charts and a
+digest through the Slack stand-in, and what arrives through chat.postMessage and
+files_upload_v2 shows that history."""
 
 from __future__ import annotations
 
 import asyncio
 import io
 import os
-import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
@@ -20,6 +20,7 @@ from matplotlib.colors import to_rgb
 from matplotlib.image import imread
 
 from bot.config import (
+    Config,
     DatabaseConfig,
     IdentityConfig,
     LabConfig,
@@ -30,11 +31,15 @@ from bot.config import (
 )
 from bot.service import run_bot
 from core.charts import CAP_COLOUR, LAB_COLOUR
+from core.digest import week_ending
+from scheduler.digest import WeeklyDigest
 from store.db import open_db
 from store.history import directory_size_series, lab_usage_samples
+from store.writer import StoreWriter
 from tests.cluster import sbatch, scancel_everything, squeue_state, wait_until
 from tests.slack_standin import SlackStandIn, SlackUser
 from tests.slack_standin.records import UploadedFile
+from tests.tmpfs import mounted_tmpfs
 
 pytestmark = pytest.mark.cluster
 
@@ -57,17 +62,8 @@ def alice_runs_two_gpus(cluster: None) -> Iterator[int]:
 
 @pytest.fixture
 def lab_storage(tmp_path: Path) -> Iterator[Path]:
-    root = tmp_path / "flash9"
-    root.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4M", "tmpfs", str(root)], capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.fail(f"cannot mount a tmpfs (run the tests as root): {mounted.stderr!r}")
-    try:
+    with mounted_tmpfs(tmp_path / "flash9", "4M") as root:
         yield root
-    finally:
-        subprocess.run(["umount", "-l", str(root)], check=True)
 
 
 def write_report(root: Path, user: str, updated: float, kib: int) -> None:
@@ -83,6 +79,7 @@ def write_report(root: Path, user: str, updated: float, kib: int) -> None:
 class Bot:
     slack: SlackStandIn
     db_path: Path
+    config: Config
 
     async def sky(self, text: str, channel_id: str = "D0ALICE") -> str:
         delivery = await self.slack.send_slash_command(
@@ -135,7 +132,7 @@ async def bot(alice_runs_two_gpus: int, lab_storage: Path, tmp_path: Path) -> As
         await _wait_for_report_count(db_path, lab_storage, 4)
         await _wait_for_gpu_samples(db_path, count=5)
         try:
-            yield Bot(slack, db_path)
+            yield Bot(slack, db_path, config)
         finally:
             stop.set()
             await asyncio.wait_for(task, 30)
@@ -237,3 +234,48 @@ def _upload_params(slack: SlackStandIn, filename: str) -> dict[str, str]:
         if call.params.get("filename") == filename:
             return {k: str(v) for k, v in call.params.items()}
     raise AssertionError(f"no upload of {filename}")
+
+
+async def test_weekly_digest_reaches_the_lab_channel_with_its_chart(bot: Bot) -> None:
+    answer = await bot.sky("digest hoffman-lab on", channel_id=LAB_CHANNEL)
+    assert answer.startswith(f"Done: <#{LAB_CHANNEL}> will get *hoffman-lab*'s weekly digest")
+    await _wait_for_gpu_seconds(bot.db_path, "alice", at_least=70)
+    preview = await bot.sky("digest hoffman-lab")
+    assert "• alice: " in preview and f"Posted every Mon at 09:00 in <#{LAB_CHANNEL}>" in preview
+
+    # Next week's digest, decided now (a week's wait is not a test): the subscription is older
+    # than that week's posting time, so it is due; the running bot's own sender delivers it.
+    writer = StoreWriter(bot.db_path)
+    try:
+        tz = datetime.now().astimezone().tzinfo
+        assert tz is not None
+        due = week_ending(time.time() + 7 * DAY, "mon", 9, tz)
+        digest = WeeklyDigest(bot.config, writer, lambda: None)
+        assert await digest.post_week(due) == 2
+        assert await digest.post_week(due) == 0
+    finally:
+        writer.close()
+    posted = await bot.slack.wait_for_call(
+        "chat.postMessage", predicate=lambda c: c.params.get("channel") == LAB_CHANNEL, timeout=40
+    )
+    text = str(posted.params["text"])
+    assert text.startswith("hoffman-lab: the week of ")
+    assert "*GPU-hours in hoffman-lab*" in text and "• alice: " in text
+    assert "*Overcap*: not used this week; no jobs were preempted." in text
+    assert "*Storage*: +" in text and "/alice` +" in text
+    (chart,) = [f for f in await bot.uploaded(1) if f.channel_id == LAB_CHANNEL]
+    assert chart.filename == "hoffman-lab-gpus.png"
+    assert picture(chart).shape[:2] == (450, 900)
+
+
+async def _wait_for_gpu_seconds(db_path: Path, user: str, at_least: float) -> None:
+    for _ in range(300):
+        db = open_db(db_path)
+        seconds = db.execute(
+            "SELECT COALESCE(SUM(seconds), 0) FROM gpu_seconds WHERE user = ?", [user]
+        ).fetchone()[0]
+        db.close()
+        if seconds >= at_least:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{user} was not credited {at_least} GPU-seconds")

@@ -131,6 +131,7 @@ def test_command_table_lists_the_commands_in_order() -> None:
         "submit",
         "cancel",
         "notify",
+        "digest",
         "link",
         "whoami",
         "unlink",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from core.job_template import TemplateSettings
-from handlers.commands import df, disk, free, gpus, images, jobs, notify, why
+from handlers.commands import df, digest, disk, free, gpus, images, jobs, notify, why
 from handlers.commands.account import LINK, UNLINK, WHOAMI
 from handlers.commands.help import help_command
 from handlers.commands.submit import CANCEL, SUBMIT
@@ -19,6 +19,6 @@ def command_table(template: TemplateSettings | None = None) -> CommandTable:
     for module in (gpus, jobs, free, disk, df, images, why):
         table.add(module.COMMAND)
     table.add(template_command(template or TemplateSettings()))
-    for command in (SUBMIT, CANCEL, notify.COMMAND, LINK, WHOAMI, UNLINK):
+    for command in (SUBMIT, CANCEL, notify.COMMAND, digest.COMMAND, LINK, WHOAMI, UNLINK):
         table.add(command)
     return table

@@ -1,0 +1,105 @@
+"""Posting the weekly lab digest to the channels that asked for it.
+
+Runs on a weekly cron and once at start-up. Each run works out which week is due; if that
+week's posting time is further back than `catch_up_hours` (skybot was down all day) it posts
+nothing, so a late start never floods channels with stale digests. Each digest is two outbox
+rows (the summary, then the week's GPU chart) under keys unique to lab, channel and week:
+running twice for the same week enqueues nothing new.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime, tzinfo
+
+import sqlite_utils
+
+from bot.config import Config
+from core.charts import LAB_GPUS, ChartSpec
+from core.digest import WEEK, LabWeek, digest_key, digest_lines, digest_title, week_ending
+from core.notice_text import context, section
+from store.digests import DigestChannel, digest_channels, lab_week
+from store.outbox import OutboxMessage, enqueue
+from store.writer import StoreWriter
+
+log = logging.getLogger(__name__)
+
+
+class WeeklyDigest:
+    def __init__(
+        self,
+        config: Config,
+        writer: StoreWriter,
+        wake_sender: Callable[[], None],
+        clock: Callable[[], float] = time.time,
+        tz: tzinfo | None = None,
+    ) -> None:
+        self._config = config
+        self._writer = writer
+        self._wake_sender = wake_sender
+        self._clock = clock
+        self._tz = tz or datetime.now().astimezone().tzinfo
+
+    @property
+    def tz(self) -> tzinfo:
+        assert self._tz is not None
+        return self._tz
+
+    async def run(self) -> int:
+        """Enqueue the due week's digests; returns how many messages were new."""
+        now = self._clock()
+        settings = self._config.digest
+        until = week_ending(now, settings.weekday, settings.hour, self.tz)
+        if now - until > settings.catch_up_hours * 3600:
+            return 0
+        return await self.post_week(until)
+
+    async def post_week(self, until: float) -> int:
+        """Enqueue the digests of the week ending at `until` for every channel that had asked
+        by then; returns how many messages were new."""
+        added = await self._writer.run(self._enqueue_week, until)
+        if added:
+            log.info("weekly digest: %d messages queued for the week to %s", added, until)
+            self._wake_sender()
+        return added
+
+    def _enqueue_week(self, db: sqlite_utils.Database, until: float) -> int:
+        messages: list[OutboxMessage] = []
+        for subscription in digest_channels(db):
+            # A channel that asked after this week's posting time starts with the next one.
+            if subscription.added_at > until:
+                continue
+            lab = self._config.lab_named(subscription.lab)
+            if lab is None:
+                log.warning("digest for %s: no such lab in the config", subscription.lab)
+                continue
+            week = lab_week(db, lab.name, lab.account, lab.storage_roots, until - WEEK, until)
+            messages += digest_messages(week, subscription, self.tz, self._config.digest.top_users)
+        return enqueue(db, messages, self._clock())
+
+
+def digest_messages(
+    week: LabWeek, subscription: DigestChannel, tz: tzinfo, top_users: int
+) -> list[OutboxMessage]:
+    """The summary, then its chart, for one channel."""
+    key = digest_key(week.lab, subscription.channel, week.until)
+    title = digest_title(week, tz)
+    lines = digest_lines(week, top_users)
+    footer = (
+        f"Weekly digest, asked for by <@{subscription.added_by}>. "
+        f"`/sky digest {week.lab} off` stops it."
+    )
+    blocks = [section(f"*{title}*"), *(section(line) for line in lines), context(footer)]
+    text = "\n".join([title, *lines])
+    chart = ChartSpec(LAB_GPUS, week.lab, week.since, week.until)
+    return [
+        OutboxMessage(key, subscription.channel, text, blocks),
+        OutboxMessage(
+            f"{key}:chart",
+            subscription.channel,
+            f"*{week.lab}*: GPUs in use this week",
+            chart=chart,
+        ),
+    ]
