@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -30,6 +29,7 @@ from scheduler.watchers import Watchers
 from store.outbox import OutboxMessage, enqueue, outbox_rows
 from store.writer import StoreWriter
 from tests.slack_standin import SlackStandIn, SlackUser
+from tests.tmpfs import mounted_tmpfs
 
 MIB = 1024 * 1024
 CHANNEL = "#skynet-users"
@@ -37,20 +37,9 @@ CHANNEL = "#skynet-users"
 
 @pytest.fixture
 def mount(tmp_path: Path) -> Iterator[Path]:
-    """An 8 MiB tmpfs, mounted for this test only (needs root, as the README's set-up has)."""
-    target = tmp_path / "flash9"
-    target.mkdir()
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=8M,mode=0755", "tmpfs", str(target)],
-        capture_output=True,
-        text=True,
-    )
-    if result.returncode != 0:
-        pytest.fail(f"cannot mount a tmpfs (run the tests as root): {result.stderr.strip()}")
-    try:
+    """An 8 MiB tmpfs, mounted for this test only."""
+    with mounted_tmpfs(tmp_path / "flash9", "8M") as target:
         yield target
-    finally:
-        subprocess.run(["umount", "-l", str(target)], check=True)
 
 
 def make_config(tmp_path: Path, root: Path, **notifications: object) -> Config:
