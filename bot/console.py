@@ -68,10 +68,15 @@ async def run_console(
             reply = dispatch(
                 table, view, text, team_id="console", user_id=f"console:{user}", cluster_user=user
             )
-            print(reply.text, file=stdout, flush=True)
+            print(for_terminal(reply.text), file=stdout, flush=True)
     finally:
         cache.close()
         writer.close()
+
+
+def for_terminal(text: str) -> str:
+    """Slack's three escapes undone: a terminal shows `torch>=2`, not `torch&gt;=2`."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 async def _poll_once(config: Config, writer: StoreWriter) -> None:

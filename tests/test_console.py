@@ -32,7 +32,10 @@ def test_console_answers_from_a_fresh_poll_of_the_real_cluster(
         '[[labs]]\nname = "hoffman-lab"\npartition = "hoffman-lab"\naccount = "hoffman-lab"\n'
         'storage_roots = ["/srv/hoffman-lab/flash9"]\n'
     )
-    typed = f"/sky gpus hoffman-lab\n--as bob\n/sky why {job}\nwhy not-a-number\n/sky dfx\n"
+    typed = (
+        f"/sky gpus hoffman-lab\n--as bob\n/sky why {job}\nwhy not-a-number\n/sky dfx\n"
+        "images torch>=2\n"
+    )
     result = subprocess.run(
         [sys.executable, "-m", "bot.cli", "console", "--config", str(config), "--as", "alice"],
         input=typed,
@@ -49,3 +52,5 @@ def test_console_answers_from_a_fresh_poll_of_the_real_cluster(
     assert "not-a-number" in out and "Traceback" not in out + result.stderr
     assert "Did you mean `/sky df`?" in out
     assert out.count("as of ") >= 2
+    # The sample images deploy/testcluster.sh puts in /enroot; Slack's escapes undone.
+    assert "*1 image has* `torch>=2`" in out and "&gt;" not in out

@@ -94,7 +94,7 @@ def test_rtx_3090_with_a_space_quoted() -> None:
     text = ask('images torch --gpu "RTX 3090"', images_view()).text
     flagged = [line for line in text.splitlines() if "⛔ too old for rtx_3090" in line]
     assert len(flagged) == 1 and PT_2003 in flagged[0]
-    assert "⛔ 1 of them are too old for rtx_3090" in text
+    assert "⛔ 1 of them is too old for rtx_3090" in text
 
 
 def test_many_images_are_cut_short() -> None:

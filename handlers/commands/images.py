@@ -153,7 +153,8 @@ def _search(view: ClusterView, query: PackageQuery, rule: GpuRule | None) -> lis
         lines = [head, *bounded([_match_line(view, m, rule) for m in matches])]
         too_old = sum(1 for m in matches if _too_old(view, m.image, rule))
         if rule is not None and too_old:
-            lines.append(f"⛔ {too_old} of them are too old for {_needs(rule)}.")
+            verb = "is" if too_old == 1 else "are"
+            lines.append(f"⛔ {too_old} of them {verb} too old for {_needs(rule)}.")
     else:
         lines = [_no_match(query, index, asked)]
     return lines + _search_notes(view.snapshot.images)
