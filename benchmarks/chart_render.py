@@ -17,13 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.charts import (
-    SizeSample,
-    UsageSample,
-    directory_growth_figure,
-    lab_gpu_figure,
-    png_bytes,
-)
+from core.chart_specs import SizeSample, UsageSample
+from core.charts import directory_growth_figure, lab_gpu_figure, png_bytes
 
 DAY = 86400.0
 NOW = 1_800_000_000.0

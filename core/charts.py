@@ -8,10 +8,8 @@ so charts can be drawn in worker threads.
 from __future__ import annotations
 
 import io
-import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
 from matplotlib import dates as mdates
@@ -19,6 +17,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
+
+from core.chart_specs import SizeSample, UsageSample
 
 # Colours are named so tests can find the cap line in the picture.
 CAP_COLOUR = "#d62728"
@@ -28,63 +28,6 @@ SIZE_INCHES = (9.0, 4.5)
 DPI = 100
 
 KIB_UNITS = (("TiB", 1024**3), ("GiB", 1024**2), ("MiB", 1024), ("KiB", 1))
-
-
-LAB_GPUS = "lab_gpus"
-LAB_DISK = "lab_disk"
-CHART_KINDS = (LAB_GPUS, LAB_DISK)
-
-
-@dataclass(frozen=True, slots=True)
-class ChartSpec:
-    """Which chart to draw, over a fixed window: a retried upload draws the same picture."""
-
-    kind: str
-    lab: str
-    since: float
-    until: float
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {"kind": self.kind, "lab": self.lab, "since": self.since, "until": self.until}
-        )
-
-    @classmethod
-    def from_json(cls, text: str) -> ChartSpec:
-        data = json.loads(text)
-        return cls(str(data["kind"]), str(data["lab"]), float(data["since"]), float(data["until"]))
-
-    @property
-    def filename(self) -> str:
-        return f"{self.lab}-{'gpus' if self.kind == LAB_GPUS else 'disk'}.png"
-
-
-@dataclass(frozen=True, slots=True)
-class ChartFile:
-    """A drawn chart, ready to upload; `alt_text` describes it for screen readers."""
-
-    png: bytes
-    filename: str
-    title: str
-    alt_text: str
-
-
-@dataclass(frozen=True, slots=True)
-class UsageSample:
-    """One poll's view of a lab: GPUs in its partition, its cap then, its overcap GPUs."""
-
-    at: float
-    gpus_used: int
-    cap: int | None
-    overcap_gpus: int
-
-
-@dataclass(frozen=True, slots=True)
-class SizeSample:
-    """One weekly report's size of a directory."""
-
-    at: float
-    kib: int
 
 
 def lab_gpu_figure(

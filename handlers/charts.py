@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from core.charts import LAB_GPUS, ChartSpec
+from core.chart_specs import LAB_GPUS, ChartSpec
 from handlers.router import CommandRequest
 from store.outbox import OutboxMessage, enqueue
 from store.writer import StoreWriter

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.charts import ChartSpec
+from core.chart_specs import ChartSpec
 from core.view import ClusterView
 from handlers.reply import MAX_BLOCKS, Reply, context, simple
 

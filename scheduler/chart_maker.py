@@ -10,17 +10,7 @@ import asyncio
 from datetime import datetime, tzinfo
 
 from bot.config import Config
-from core.charts import (
-    LAB_DISK,
-    LAB_GPUS,
-    ChartFile,
-    ChartSpec,
-    SizeSample,
-    UsageSample,
-    directory_growth_figure,
-    lab_gpu_figure,
-    png_bytes,
-)
+from core.chart_specs import LAB_DISK, LAB_GPUS, ChartFile, ChartSpec, SizeSample, UsageSample
 from scheduler.outbox_sender import ChartUnavailable
 from store.history import directory_size_series, lab_usage_samples
 from store.writer import StoreWriter
@@ -57,6 +47,9 @@ class ChartMaker:
         raise ChartUnavailable(f"unknown chart kind {spec.kind!r}")
 
     def _gpu_chart(self, spec: ChartSpec, samples: list[UsageSample]) -> ChartFile:
+        # matplotlib loads with the first chart, not with every skybot process that starts.
+        from core.charts import lab_gpu_figure, png_bytes
+
         assert self._tz is not None
         gap = 4 * self._config.slurm.poll_seconds
         figure = lab_gpu_figure(spec.lab, samples, spec.since, spec.until, self._tz, gap)
@@ -68,6 +61,8 @@ class ChartMaker:
         )
 
     def _disk_chart(self, spec: ChartSpec, series: dict[str, list[SizeSample]]) -> ChartFile:
+        from core.charts import directory_growth_figure, png_bytes
+
         assert self._tz is not None
         figure = directory_growth_figure(spec.lab, series, spec.since, spec.until, self._tz)
         return ChartFile(

@@ -39,7 +39,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from core.charts import ChartFile, ChartSpec
+from core.chart_specs import ChartFile, ChartSpec
 from store.outbox import QueuedMessage, load_queued, mark_sent, park, reschedule
 from store.writer import StoreWriter
 

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import sqlite_utils
 
-from core.charts import SizeSample, UsageSample
+from core.chart_specs import SizeSample, UsageSample
 from core.gpu_hours import credit_poll
 from core.lab_usage import LabUsage
 from core.transitions import REQUEUED

@@ -18,7 +18,7 @@ from typing import Any
 
 import sqlite_utils
 
-from core.charts import ChartSpec
+from core.chart_specs import ChartSpec
 
 QUEUED = "queued"
 SENT = "sent"

@@ -12,17 +12,8 @@ from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.image import imread
 
-from core.charts import (
-    CAP_COLOUR,
-    LAB_DISK,
-    LAB_GPUS,
-    ChartSpec,
-    SizeSample,
-    UsageSample,
-    directory_growth_figure,
-    lab_gpu_figure,
-    png_bytes,
-)
+from core.chart_specs import LAB_DISK, LAB_GPUS, ChartSpec, SizeSample, UsageSample
+from core.charts import CAP_COLOUR, directory_growth_figure, lab_gpu_figure, png_bytes
 from core.gpu_hours import credit_poll
 from core.lab_usage import LabUsage
 from store.db import open_db

@@ -6,7 +6,7 @@ growth come from the exact KiB counts of this report and the one before it.
 
 from __future__ import annotations
 
-from core.charts import LAB_DISK, ChartSpec
+from core.chart_specs import LAB_DISK, ChartSpec
 from core.records import DirectoryUsage
 from core.view import ClusterView, LabInfo
 from handlers.commands.common import (

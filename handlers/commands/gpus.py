@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.charts import LAB_GPUS, ChartSpec
+from core.chart_specs import LAB_GPUS, ChartSpec
 from core.lab_usage import LabUsage
 from core.records import Job
 from core.view import ClusterView, LabInfo
