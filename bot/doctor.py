@@ -306,7 +306,39 @@ async def check_slurm(config: Config) -> list[Check]:
             "",
         ),
     ]
-    return list(await asyncio.gather(*(_slurm_check(config, *c) for c in commands)))
+    checks = await asyncio.gather(
+        *(_slurm_check(config, *c) for c in commands), check_job_comments(config)
+    )
+    return list(checks)
+
+
+async def check_job_comments(config: Config) -> Check:
+    """Chat submissions are tagged with a job comment; after a crash mid-submit, skybot looks
+    for the tag to avoid submitting twice, and a job that already ended is only found if
+    slurmdbd stores comments."""
+    timeout = min(config.slurm.command_timeout_seconds, SLURM_TIMEOUT_SECONDS)
+    try:
+        raw = await run_slurm(config.slurm.bin_dir, "scontrol", ["show", "config"], timeout)
+    except SlurmCommandError as error:
+        return Check("job comments", False, f"scontrol show config failed: {error}", SLURM_FIX)
+    flags = next(
+        (
+            line.partition("=")[2].strip()
+            for line in raw.decode(errors="replace").splitlines()
+            if line.split("=", 1)[0].strip() == "AccountingStoreFlags"
+        ),
+        "",
+    )
+    if "job_comment" in flags:
+        return Check("job comments", True, "slurmdbd stores job comments (job_comment)")
+    return Check(
+        "job comments",
+        True,
+        f"AccountingStoreFlags is {flags or 'unset'}: sacct shows no job comments, so after a "
+        "crash mid-submit a chat submission whose job already ended could be submitted again",
+        "Add AccountingStoreFlags=job_comment to slurm.conf and restart slurmctld.",
+        warning=True,
+    )
 
 
 # -- 4. the sudo rule --------------------------------------------------------------------------

@@ -302,6 +302,9 @@ AccountingStoragePort=6819
 AccountingStorageEnforce=associations,limits,qos
 # Must be known to slurmctld before sacctmgr can set GrpTRES=gres/gpu=N.
 AccountingStorageTRES=gres/gpu,gres/gpu:a40,gres/gpu:rtx_6000,gres/gpu:2080_ti
+# sacct then reports job comments: skybot finds a chat submission whose job already ended
+# (by its skybot:TAG comment) instead of submitting it twice after a crash.
+AccountingStoreFlags=job_comment
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=30
 JobCompType=jobcomp/filetxt

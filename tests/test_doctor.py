@@ -125,6 +125,7 @@ async def test_correct_setup_passes(slurm_up: None, tmp_path: Path, state_dir: P
     assert "root-owned, mode 0755" in result.line("runner")
     assert "readable by skybot" in result.line("storage hoffman-lab")
     assert "/enroot is readable by skybot (6 images)" in result.line("images")
+    assert result.line("job comments").startswith("✔ job comments: slurmdbd stores job")
     assert "WAL" in result.line("database")
 
 
@@ -204,6 +205,25 @@ async def test_missing_image_directory(slurm_up: None, tmp_path: Path, state_dir
     line = result.line("images")
     assert line.startswith("✘") and f"{missing} is not a directory" in line
     assert 'or set images.dir = "" to turn /sky images off' in line
+
+
+async def test_job_comments_not_stored_is_a_warning_with_its_fix(
+    slurm_up: None, tmp_path: Path, state_dir: Path
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for command in ("squeue", "sinfo", "sacct", "sacctmgr"):
+        (bin_dir / command).symlink_to(f"/usr/bin/{command}")
+    scontrol = bin_dir / "scontrol"
+    scontrol.write_text("#!/bin/sh\necho 'AccountingStoreFlags    = (null)'\n")
+    scontrol.chmod(0o755)
+    async with SlackStandIn() as slack:
+        result = await run_doctor(write_config(tmp_path, state_dir, bin_dir=str(bin_dir)), slack)
+    line = result.line("job comments")
+    assert line.startswith("! job comments: AccountingStoreFlags is (null)")
+    assert "fix: Add AccountingStoreFlags=job_comment to slurm.conf" in line
+    # A warning, not a failure: everything else on this machine is set up right.
+    assert result.status == 0, result.output
 
 
 async def test_slurm_unreachable(slurm_up: None, tmp_path: Path, state_dir: Path) -> None:

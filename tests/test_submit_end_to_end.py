@@ -4,6 +4,7 @@ the real bot, real sudo and the runner, real users, and the real Slurm test clus
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import pwd
 import shutil
@@ -61,12 +62,15 @@ def _write_as(user: str, path: Path, text: str, mode: int = 0o644) -> None:
     path.chmod(mode)
 
 
-def _script(directory: Path, name: str, user: str, body: str = "whoami > whoami.txt") -> Path:
+def _script(
+    directory: Path, name: str, user: str, body: str = "whoami > whoami.txt", sleep: int = 120
+) -> Path:
     path = directory / name
     _write_as(
         user,
         path,
-        f"#!/bin/bash\n#SBATCH --partition=debug\n#SBATCH --output=/dev/null\n{body}\nsleep 120\n",
+        f"#!/bin/bash\n#SBATCH --partition=debug\n#SBATCH --output=/dev/null\n{body}\n"
+        f"sleep {sleep}\n",
     )
     return path
 
@@ -213,13 +217,38 @@ async def test_unlinked_users_and_codes_in_someone_elses_home_get_nowhere(bot: B
 
 
 def _tagged_jobs(comment: str) -> list[int]:
-    return [j["job_id"] for j in squeue_json()["jobs"] if j.get("comment") == comment]
+    """Every job with this comment that Slurm has, running (squeue) or ended (sacct, which
+    stores comments of ended jobs with AccountingStoreFlags=job_comment, as
+    deploy/testcluster.sh sets and the README asks admins to)."""
+    out = subprocess.run(
+        ["sacct", "--json", "-X", "--allusers", "--starttime", "now-1hours"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    ended = {
+        j["job_id"]
+        for j in json.loads(out)["jobs"]
+        if (j.get("comment") or {}).get("job") == comment
+    }
+    live = {j["job_id"] for j in squeue_json()["jobs"] if j.get("comment") == comment}
+    return sorted(ended | live)
 
 
+def _in_squeue(job_id: int) -> bool:
+    return any(j["job_id"] == job_id for j in squeue_json(active_only=False)["jobs"])
+
+
+@pytest.mark.parametrize("job_ended_before_restart", [False, True], ids=["running", "ended"])
 async def test_killed_between_queueing_and_submitting_submits_exactly_once(
-    tmp_path: Path, clean_queue: None
+    tmp_path: Path, clean_queue: None, job_ended_before_restart: bool
 ) -> None:
-    """SIGKILL the real `skybot run` process while sbatch is in flight; restart; count jobs."""
+    """SIGKILL the real `skybot run` process while sbatch is in flight; restart; count jobs.
+
+    "ended": the job finishes and leaves squeue while skybot is down, so only sacct (with job
+    comments stored) can tell the restarted bot that the submission did reach Slurm.
+    """
     slow_sudo = tmp_path / "slow-sudo"
     # Holds the submission in 'submitting' long enough to kill the bot there.
     slow_sudo.write_text('#!/bin/sh\nsleep 3\nexec /usr/bin/sudo "$@"\n')
@@ -233,7 +262,7 @@ async def test_killed_between_queueing_and_submitting_submits_exactly_once(
         '[[labs]]\nname = "hoffman-lab"\npartition = "hoffman-lab"\naccount = "hoffman-lab"\n'
         'storage_roots = ["/srv/hoffman-lab/flash9"]\n'
     )
-    _script(ALICE_DIR, "submit-me.sh", "alice")
+    _script(ALICE_DIR, "submit-me.sh", "alice", sleep=0 if job_ended_before_restart else 120)
     async with SlackStandIn(users=[SlackUser(ALICE, "alice")]) as slack:
 
         def start() -> subprocess.Popen[bytes]:
@@ -257,6 +286,11 @@ async def test_killed_between_queueing_and_submitting_submits_exactly_once(
                 first.kill()
         tag = db.execute("SELECT tag FROM submissions").fetchone()[0]
         assert db.execute("SELECT state FROM submissions").fetchone()[0] == "submitting"
+        if job_ended_before_restart:
+            (job,) = wait_until(
+                lambda: _tagged_jobs(f"skybot:{tag}"), 30, "the job to reach sacct"
+            )
+            wait_until(lambda: not _in_squeue(job), 60, "the ended job to leave squeue")
 
         second = start()
         try:
@@ -265,7 +299,7 @@ async def test_killed_between_queueing_and_submitting_submits_exactly_once(
             while db.execute("SELECT state FROM submissions").fetchone()[0] != "submitted":
                 assert time.monotonic() < deadline, "the restarted bot never settled it"
                 await asyncio.sleep(0.2)
-            await asyncio.sleep(3)  # room for a wrong second submission to show up
+            await asyncio.sleep(5)  # room for a wrong second submission to reach sacct
             jobs = _tagged_jobs(f"skybot:{tag}")
             recorded = db.execute("SELECT job_id FROM submissions").fetchone()[0]
             assert jobs == [recorded], f"expected exactly one job, Slurm has {jobs}"
