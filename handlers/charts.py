@@ -1,13 +1,15 @@
 """Queueing the charts `--chart` asks for: the outbox draws and uploads them after the ack.
 
 A chart goes to the asker's DM with skybot, or with `--here` to the channel the command was
-typed in (skybot must be a member there). Asking again within the same minute does not queue
-a second copy.
+typed in. skybot must be a member there; if the channel refuses the chart, the outbox sends it
+to the asker's DM with the reason (scheduler/outbox_sender.py). Asking again within the same
+minute does not queue a second copy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from core.chart_specs import LAB_GPUS, ChartSpec
 from handlers.router import CommandRequest
@@ -34,7 +36,7 @@ class ChartRequests:
                 ),
                 target=target,
                 text=chart_caption(spec, f"<@{request.user_id}>" if in_channel else None),
-                chart=spec,
+                chart=replace(spec, asker=request.user_id) if in_channel else spec,
             )
             for spec in specs
         ]
@@ -46,7 +48,7 @@ class ChartRequests:
         if in_channel:
             return (
                 f"Drawing the {noun}; it will appear in this channel in a few seconds "
-                "(skybot must be a member: `/invite @skybot`)."
+                "(skybot must be a member: `/invite @skybot`; if not, it comes to your DM)."
             )
         return f"Drawing the {noun}; it will arrive in your DM with skybot in a few seconds."
 

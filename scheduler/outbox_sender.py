@@ -40,7 +40,15 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from core.chart_specs import ChartFile, ChartSpec
-from store.outbox import QueuedMessage, load_queued, mark_sent, park, reschedule
+from store.outbox import (
+    OutboxMessage,
+    QueuedMessage,
+    load_queued,
+    mark_sent,
+    park,
+    park_and_redirect,
+    reschedule,
+)
 from store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -253,6 +261,13 @@ class OutboxSender:
             log.info("outbox %s: rate limited, retrying in %d s", message.key, retry_after)
         elif status >= 500:
             await self._retry_later(message, f"http {status}: {code}", report)
+        elif code in PERMANENT_ERRORS and _chart_asker(message):
+            redirect = _chart_to_asker(message, code)
+            await self._writer.run(park_and_redirect, message.id, code, redirect, self._clock())
+            report.parked += 1
+            log.warning(
+                "outbox %s to %s parked (%s); sent to its asker", message.key, message.target, code
+            )
         elif code in PERMANENT_ERRORS:
             await self._writer.run(park, message.id, code)
             report.parked += 1
@@ -269,6 +284,25 @@ class OutboxSender:
         await self._writer.run(reschedule, message.id, self._clock() + delay, error)
         report.retried += 1
         log.info("outbox %s: %s; retrying in %.0f s", message.key, error, delay)
+
+
+def _chart_asker(message: QueuedMessage) -> str:
+    """The user a channel chart goes to if the channel refuses it ("" for none)."""
+    chart = message.chart
+    return chart.asker if chart is not None and chart.asker != message.target else ""
+
+
+def _chart_to_asker(message: QueuedMessage, code: str) -> OutboxMessage:
+    """The refused chart, to its asker's DM, saying why it is there and not in the channel."""
+    assert message.chart is not None
+    asker = message.chart.asker
+    return OutboxMessage(
+        f"{message.key}:to-asker",
+        asker,
+        f"I could not post this chart in <#{message.target}> (Slack said `{code}`): skybot "
+        f"must be a member there, `/invite @skybot`. Here it is.\n{message.text}",
+        chart=message.chart,
+    )
 
 
 def _oldest_per_target(queued: list[QueuedMessage]) -> list[QueuedMessage]:

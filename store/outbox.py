@@ -138,6 +138,15 @@ def park(db: sqlite_utils.Database, message_id: int, error: str) -> None:
         )
 
 
+def park_and_redirect(
+    db: sqlite_utils.Database, message_id: int, error: str, redirect: OutboxMessage, now: float
+) -> None:
+    """Park a message and, in the same transaction, queue what goes out instead."""
+    with db.atomic():
+        park(db, message_id, error)
+        enqueue(db, [redirect], now)
+
+
 def requeue_parked(db: sqlite_utils.Database, now: float, key_prefix: str = "") -> int:
     """Put parked messages back in the queue (after the admins fixed the cause)."""
     with db.atomic():

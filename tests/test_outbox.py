@@ -17,6 +17,7 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Config, NotificationsConfig, load_config
+from core.chart_specs import LAB_GPUS, ChartFile, ChartSpec
 from core.transitions import Transition
 from scheduler.outbox_sender import OutboxSender
 from scheduler.watchers import (
@@ -434,3 +435,39 @@ def test_transition_record_round_trips_through_the_store(tmp_path: Path) -> None
         "SELECT record, from_state, to_state, restarts FROM job_transitions WHERE id = 2"
     ).fetchone()
     assert Transition(decode_job(row[0]), row[1], row[2], row[3]) == transition
+
+
+async def draw_placeholder(spec: ChartSpec) -> ChartFile:
+    """Charts as the sender sees them; drawing is tested in test_charts.py."""
+    return ChartFile(b"\x89PNG placeholder", spec.filename, spec.lab, "a chart")
+
+
+async def test_a_chart_the_channel_refuses_goes_to_whoever_asked(
+    writer: StoreWriter, slack: SlackStandIn
+) -> None:
+    asked = ChartSpec(LAB_GPUS, "hoffman-lab", 0.0, 1.0, asker=ALICE.id)
+    digest = ChartSpec(LAB_GPUS, "hoffman-lab", 0.0, 1.0)  # nobody to tell: parked only
+    await writer.run(
+        enqueue,
+        [
+            OutboxMessage("chart:asked", "C0LAB", "*hoffman-lab*: GPUs", chart=asked),
+            OutboxMessage("digest:chart", "C0OTHER", "*hoffman-lab*: week", chart=digest),
+        ],
+        time.time(),
+    )
+    slack.fail_next("files.completeUploadExternal", error="not_in_channel", times=2)
+    report = await sender_for(writer, client_for(slack), charts=draw_placeholder).send_due()
+    assert (report.sent, report.parked) == (1, 2)
+    rows = {r["key"]: r for r in await writer.run(outbox_rows)}
+    assert rows["chart:asked"]["state"] == "parked"
+    assert rows["chart:asked"]["last_error"] == "not_in_channel"
+    assert rows["digest:chart"]["state"] == "parked"
+    redirected = rows["chart:asked:to-asker"]
+    assert redirected["state"] == "sent" and redirected["target"] == ALICE.id
+    assert redirected["text"].startswith(
+        "I could not post this chart in <#C0LAB> (Slack said `not_in_channel`): skybot must be "
+        "a member there, `/invite @skybot`. Here it is.\n*hoffman-lab*: GPUs"
+    )
+    (file,) = [f for f in slack.files.values() if f.completed]
+    assert file.channel_id == slack.dm_channel_for(ALICE.id)
+    assert file.content == b"\x89PNG placeholder"
