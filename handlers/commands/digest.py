@@ -77,7 +77,8 @@ async def _switch(
             return Reply(f"<#{channel}> already gets *{esc(lab.name)}*'s digest {when}.")
         return Reply(
             f"Done: <#{channel}> will get *{esc(lab.name)}*'s weekly digest {when} — GPU-hours "
-            "by user, overcap use, preemptions and storage growth, with a chart. "
+            "by user, overcap use, preemptions and storage growth, with a chart. skybot must "
+            "be a member of this channel (`/invite @skybot`). "
             f"`/sky digest {lab.name}` shows this week's so far."
         )
     if not await services.writer.run(remove_digest_channel, lab.name, channel):
