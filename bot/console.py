@@ -13,12 +13,11 @@ import sys
 from typing import TextIO
 
 from bot.config import Config, database_path
-from bot.service import lab_infos
+from bot.service import snapshot_cache
 from handlers.commands import command_table
 from handlers.router import dispatch
 from scheduler.slurm_poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
-from store.reader import SnapshotCache
 from store.writer import StoreWriter
 
 BANNER = (
@@ -36,13 +35,7 @@ async def run_console(
 ) -> int:
     path = database_path(config)
     writer = StoreWriter(path)
-    cache = SnapshotCache(
-        path,
-        lab_infos(config),
-        config.slurm.overcap_account,
-        config.slurm.overcap_partition,
-        gpu_min_release=config.images.min_release,
-    )
+    cache = snapshot_cache(config)
     table = command_table(config.template)
     user = as_user or default_user()
     interactive = stdin.isatty()

@@ -46,6 +46,17 @@ def lab_infos(config: Config) -> tuple[LabInfo, ...]:
     )
 
 
+def snapshot_cache(config: Config) -> SnapshotCache:
+    """The in-memory view of the store that commands answer from, as the config describes it."""
+    return SnapshotCache(
+        database_path(config),
+        lab_infos(config),
+        config.slurm.overcap_account,
+        config.slurm.overcap_partition,
+        gpu_min_release=config.images.min_release,
+    )
+
+
 def runner_call(config: Config) -> RunnerCall:
     async def call(user: str, request: dict[str, Any]) -> dict[str, Any]:
         return await call_runner(
@@ -75,13 +86,7 @@ class Runtime:
 async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     path = database_path(config)
     writer = StoreWriter(path)
-    cache = SnapshotCache(
-        path,
-        lab_infos(config),
-        config.slurm.overcap_account,
-        config.slurm.overcap_partition,
-        gpu_min_release=config.images.min_release,
-    )
+    cache = snapshot_cache(config)
     await cache.refresh()
     client = web_client(secrets)
     identity = IdentityDirectory(config.identity, writer, client)
