@@ -22,30 +22,16 @@ class ChartSpec:
     lab: str
     since: float
     until: float
-    # Who asked for it in a channel (`--here`): if the channel refuses it, it goes to them.
-    asker: str = ""
 
     def to_json(self) -> str:
-        data: dict[str, object] = {
-            "kind": self.kind,
-            "lab": self.lab,
-            "since": self.since,
-            "until": self.until,
-        }
-        if self.asker:
-            data["asker"] = self.asker
-        return json.dumps(data)
+        return json.dumps(
+            {"kind": self.kind, "lab": self.lab, "since": self.since, "until": self.until}
+        )
 
     @classmethod
     def from_json(cls, text: str) -> ChartSpec:
         data = json.loads(text)
-        return cls(
-            str(data["kind"]),
-            str(data["lab"]),
-            float(data["since"]),
-            float(data["until"]),
-            str(data.get("asker", "")),
-        )
+        return cls(str(data["kind"]), str(data["lab"]), float(data["since"]), float(data["until"]))
 
     @property
     def filename(self) -> str:

@@ -9,7 +9,6 @@ minute does not queue a second copy.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 from core.chart_specs import LAB_GPUS, ChartSpec
 from handlers.router import CommandRequest
@@ -36,7 +35,8 @@ class ChartRequests:
                 ),
                 target=target,
                 text=chart_caption(spec, f"<@{request.user_id}>" if in_channel else None),
-                chart=replace(spec, asker=request.user_id) if in_channel else spec,
+                chart=spec,
+                refused_to=request.user_id if in_channel else "",
             )
             for spec in specs
         ]

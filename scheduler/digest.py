@@ -94,12 +94,15 @@ def digest_messages(
     blocks = [section(f"*{title}*"), *(section(line) for line in lines), context(footer)]
     text = "\n".join([title, *lines])
     chart = ChartSpec(LAB_GPUS, week.lab, week.since, week.until)
+    # If the channel stops taking it (skybot removed, channel archived), whoever turned the
+    # digest on gets it and why.
     return [
-        OutboxMessage(key, subscription.channel, text, blocks),
+        OutboxMessage(key, subscription.channel, text, blocks, refused_to=subscription.added_by),
         OutboxMessage(
             f"{key}:chart",
             subscription.channel,
             f"*{week.lab}*: GPUs in use this week",
             chart=chart,
+            refused_to=subscription.added_by,
         ),
     ]

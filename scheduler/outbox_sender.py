@@ -40,6 +40,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from core.chart_specs import ChartFile, ChartSpec
+from core.notice_text import section
 from store.outbox import (
     OutboxMessage,
     QueuedMessage,
@@ -261,12 +262,16 @@ class OutboxSender:
             log.info("outbox %s: rate limited, retrying in %d s", message.key, retry_after)
         elif status >= 500:
             await self._retry_later(message, f"http {status}: {code}", report)
-        elif code in PERMANENT_ERRORS and _chart_asker(message):
-            redirect = _chart_to_asker(message, code)
+        elif code in PERMANENT_ERRORS and _refused_to(message):
+            redirect = _to_whoever_asked(message, code)
             await self._writer.run(park_and_redirect, message.id, code, redirect, self._clock())
             report.parked += 1
             log.warning(
-                "outbox %s to %s parked (%s); sent to its asker", message.key, message.target, code
+                "outbox %s to %s parked (%s); sent to %s instead",
+                message.key,
+                message.target,
+                code,
+                message.refused_to,
             )
         elif code in PERMANENT_ERRORS:
             await self._writer.run(park, message.id, code)
@@ -286,22 +291,24 @@ class OutboxSender:
         log.info("outbox %s: %s; retrying in %.0f s", message.key, error, delay)
 
 
-def _chart_asker(message: QueuedMessage) -> str:
-    """The user a channel chart goes to if the channel refuses it ("" for none)."""
-    chart = message.chart
-    return chart.asker if chart is not None and chart.asker != message.target else ""
+def _refused_to(message: QueuedMessage) -> str:
+    """Who gets the message if its channel refuses it ("" for nobody: it is parked only)."""
+    return message.refused_to if message.refused_to != message.target else ""
 
 
-def _chart_to_asker(message: QueuedMessage, code: str) -> OutboxMessage:
-    """The refused chart, to its asker's DM, saying why it is there and not in the channel."""
-    assert message.chart is not None
-    asker = message.chart.asker
+def _to_whoever_asked(message: QueuedMessage, code: str) -> OutboxMessage:
+    """The refused message, in the DM of whoever asked for it, saying why it is there."""
+    why = (
+        f"I could not post this in <#{message.target}> (Slack said `{code}`): skybot must be a "
+        "member there, `/invite @skybot`. Here it is."
+    )
+    blocks = [section(why), *message.blocks] if message.blocks else None
     return OutboxMessage(
-        f"{message.key}:to-asker",
-        asker,
-        f"I could not post this chart in <#{message.target}> (Slack said `{code}`): skybot "
-        f"must be a member there, `/invite @skybot`. Here it is.\n{message.text}",
-        chart=message.chart,
+        f"{message.key}:refused",
+        message.refused_to,
+        f"{why}\n{message.text}",
+        blocks,
+        message.chart,
     )
 
 

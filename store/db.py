@@ -132,6 +132,11 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE images (name TEXT PRIMARY KEY, record TEXT NOT NULL);
     CREATE TABLE image_dirs (path TEXT PRIMARY KEY, error TEXT);
     """,
+    # Who is told (and gets the message in their DM) when a channel refuses it for good: the
+    # user who asked for a chart with --here, the user who turned a lab's digest on.
+    """
+    ALTER TABLE outbox ADD COLUMN refused_to TEXT;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -6,7 +6,9 @@ loses nothing that was decided, and because each message has a unique key and is
 with INSERT OR IGNORE, a decision replayed after a crash is enqueued once.
 
 A row is `queued` until Slack accepted it (`sent`) or it can never be delivered (`parked`,
-with the error). Only queued rows are ever sent, so a sent message is never sent again.
+with the error). Only queued rows are ever sent, so a sent message is never sent again. A row
+that names `refused_to` is not lost when its channel refuses it for good: it is parked and,
+in the same transaction, queued again for that user's DM with the reason.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ class OutboxMessage:
     """A message to enqueue. `target` is a channel (id or #name) or a user id (a DM).
 
     With `chart`, the message is that chart, drawn when it is sent, with `text` as its comment.
+    If the target channel refuses it for good, it goes to `refused_to` (a user id) instead,
+    with why.
     """
 
     key: str
@@ -37,6 +41,7 @@ class OutboxMessage:
     text: str
     blocks: list[dict[str, Any]] | None = None
     chart: ChartSpec | None = None
+    refused_to: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +57,7 @@ class QueuedMessage:
     next_attempt_at: float
     created_at: float
     chart: ChartSpec | None = None
+    refused_to: str = ""
 
 
 def enqueue(db: sqlite_utils.Database, messages: Iterable[OutboxMessage], now: float) -> int:
@@ -64,14 +70,16 @@ def enqueue(db: sqlite_utils.Database, messages: Iterable[OutboxMessage], now: f
     with db.atomic():
         for m in messages:
             cursor = db.execute(
-                "INSERT OR IGNORE INTO outbox (key, target, text, blocks, chart, state, "
-                "attempts, next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, 'queued', 0, ?, ?)",
+                "INSERT OR IGNORE INTO outbox (key, target, text, blocks, chart, refused_to, "
+                "state, attempts, next_attempt_at, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?)",
                 [
                     m.key,
                     m.target,
                     m.text,
                     json.dumps(m.blocks) if m.blocks else None,
                     m.chart.to_json() if m.chart else None,
+                    m.refused_to or None,
                     now,
                     now,
                 ],
@@ -83,8 +91,8 @@ def enqueue(db: sqlite_utils.Database, messages: Iterable[OutboxMessage], now: f
 def load_queued(db: sqlite_utils.Database, limit: int = 500) -> list[QueuedMessage]:
     """Queued messages, oldest first (the sender keeps each target's messages in order)."""
     rows = db.execute(
-        "SELECT id, key, target, text, blocks, attempts, next_attempt_at, created_at, chart "
-        "FROM outbox WHERE state = 'queued' ORDER BY id LIMIT ?",
+        "SELECT id, key, target, text, blocks, attempts, next_attempt_at, created_at, chart, "
+        "refused_to FROM outbox WHERE state = 'queued' ORDER BY id LIMIT ?",
         [limit],
     ).fetchall()
     return [
@@ -98,6 +106,7 @@ def load_queued(db: sqlite_utils.Database, limit: int = 500) -> list[QueuedMessa
             r[6],
             r[7],
             ChartSpec.from_json(r[8]) if r[8] else None,
+            r[9] or "",
         )
         for r in rows
     ]

@@ -141,9 +141,9 @@ async def test_due_week_is_posted_once_with_its_chart(writer: StoreWriter) -> No
     digest = WeeklyDigest(load_config(None), writer, lambda: woken.append(1), lambda: clock, UTC)
     assert await digest.run() == 2
     rows = await writer.run(outbox_rows)
-    assert [(r["target"], r["chart"] is not None) for r in rows] == [
-        ("C0HOFFMAN", False),
-        ("C0HOFFMAN", True),
+    assert [(r["target"], r["chart"] is not None, r["refused_to"]) for r in rows] == [
+        ("C0HOFFMAN", False, "UALICE"),
+        ("C0HOFFMAN", True, "UALICE"),
     ]
     assert rows[0]["text"].startswith("hoffman-lab: the week of Mon 23 Nov to Mon 30 Nov 2026")
     chart = json.loads(rows[1]["chart"])

@@ -442,32 +442,48 @@ async def draw_placeholder(spec: ChartSpec) -> ChartFile:
     return ChartFile(b"\x89PNG placeholder", spec.filename, spec.lab, "a chart")
 
 
-async def test_a_chart_the_channel_refuses_goes_to_whoever_asked(
+async def test_what_a_channel_refuses_goes_to_whoever_asked_for_it(
     writer: StoreWriter, slack: SlackStandIn
 ) -> None:
-    asked = ChartSpec(LAB_GPUS, "hoffman-lab", 0.0, 1.0, asker=ALICE.id)
-    digest = ChartSpec(LAB_GPUS, "hoffman-lab", 0.0, 1.0)  # nobody to tell: parked only
+    chart = ChartSpec(LAB_GPUS, "hoffman-lab", 0.0, 1.0)
+    blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": "*the digest*"}}]
     await writer.run(
         enqueue,
         [
-            OutboxMessage("chart:asked", "C0LAB", "*hoffman-lab*: GPUs", chart=asked),
-            OutboxMessage("digest:chart", "C0OTHER", "*hoffman-lab*: week", chart=digest),
+            OutboxMessage("chart:asked", "C0LAB", "*hoffman-lab*: GPUs", chart=chart,
+                          refused_to=ALICE.id),
+            OutboxMessage("digest:week", "C0DIGEST", "the digest", blocks, refused_to=BOB.id),
+            OutboxMessage("chart:nobody", "C0OTHER", "*hoffman-lab*: week", chart=chart),
         ],
         time.time(),
-    )
+    )  # fmt: skip
     slack.fail_next("files.completeUploadExternal", error="not_in_channel", times=2)
+    slack.fail_next("chat.postMessage", error="is_archived")
     report = await sender_for(writer, client_for(slack), charts=draw_placeholder).send_due()
-    assert (report.sent, report.parked) == (1, 2)
+    assert (report.sent, report.parked) == (2, 3)
     rows = {r["key"]: r for r in await writer.run(outbox_rows)}
-    assert rows["chart:asked"]["state"] == "parked"
+    assert [rows[k]["state"] for k in ("chart:asked", "digest:week", "chart:nobody")] == [
+        "parked",
+        "parked",
+        "parked",
+    ]
     assert rows["chart:asked"]["last_error"] == "not_in_channel"
-    assert rows["digest:chart"]["state"] == "parked"
-    redirected = rows["chart:asked:to-asker"]
-    assert redirected["state"] == "sent" and redirected["target"] == ALICE.id
-    assert redirected["text"].startswith(
-        "I could not post this chart in <#C0LAB> (Slack said `not_in_channel`): skybot must be "
-        "a member there, `/invite @skybot`. Here it is.\n*hoffman-lab*: GPUs"
+    chart_to_alice = rows["chart:asked:refused"]
+    assert chart_to_alice["state"] == "sent" and chart_to_alice["target"] == ALICE.id
+    assert chart_to_alice["text"] == (
+        "I could not post this in <#C0LAB> (Slack said `not_in_channel`): skybot must be a "
+        "member there, `/invite @skybot`. Here it is.\n*hoffman-lab*: GPUs"
     )
     (file,) = [f for f in slack.files.values() if f.completed]
     assert file.channel_id == slack.dm_channel_for(ALICE.id)
     assert file.content == b"\x89PNG placeholder"
+    # The digest text reaches bob's DM, blocks and all, with why in front.
+    (posted,) = [
+        m for (channel, _), m in slack.messages.items() if channel == slack.dm_channel_for(BOB.id)
+    ]
+    assert posted["blocks"][0]["text"]["text"].startswith(
+        "I could not post this in <#C0DIGEST> (Slack said `is_archived`)"
+    )
+    assert posted["blocks"][1:] == blocks
+    # Nobody to tell: parked for the admins, nothing else sent.
+    assert "chart:nobody:refused" not in rows
