@@ -250,8 +250,10 @@ async def test_killed_between_queueing_and_submitting_submits_exactly_once(
     comments stored) can tell the restarted bot that the submission did reach Slurm.
     """
     slow_sudo = tmp_path / "slow-sudo"
-    # Holds the submission in 'submitting' long enough to kill the bot there.
-    slow_sudo.write_text('#!/bin/sh\nsleep 3\nexec /usr/bin/sudo "$@"\n')
+    started = tmp_path / "runner-started"
+    # Holds the submission in 'submitting' long enough to kill the bot there, once the runner
+    # is on its way (the marker): sbatch then happens while skybot is down.
+    slow_sudo.write_text(f'#!/bin/sh\ntouch {started}\nsleep 3\nexec /usr/bin/sudo "$@"\n')
     slow_sudo.chmod(0o755)
     config_file = tmp_path / "skybot.toml"
     config_file.write_text(
@@ -276,7 +278,7 @@ async def test_killed_between_queueing_and_submitting_submits_exactly_once(
             assert queued.startswith("Queued as #1")
             db = open_db(tmp_path / "skybot.db")
             deadline = time.monotonic() + 10
-            while db.execute("SELECT state FROM submissions").fetchone()[0] != "submitting":
+            while not started.exists():
                 assert time.monotonic() < deadline, "the worker never picked the submission up"
                 await asyncio.sleep(0.05)
             first.send_signal(signal.SIGKILL)
