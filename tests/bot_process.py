@@ -1,4 +1,4 @@
-"""Running the bot in tests: as a real process (so a test can SIGKILL it), or on a port."""
+"""Running the bot in tests: as a real process (so a test can SIGKILL it), or in this one."""
 
 from __future__ import annotations
 
@@ -7,11 +7,40 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import aiohttp
 
+from bot.config import Config, Secrets
+from bot.service import run_bot
 from tests.slack_standin import SlackStandIn
+
+
+def standin_secrets(slack: SlackStandIn, signing_secret: str = "") -> Secrets:
+    """The tokens the stand-in accepts, and where the bot reaches it."""
+    return Secrets(
+        bot_token=slack.bot_token,
+        app_token=slack.app_token,
+        signing_secret=signing_secret,
+        api_url=slack.api_url,
+    )
+
+
+@asynccontextmanager
+async def running_bot(
+    config: Config, slack: SlackStandIn, signing_secret: str = "", stop_timeout: float = 30
+) -> AsyncIterator[None]:
+    """`skybot run` in this event loop against the stand-in; stopped (and awaited) on exit,
+    so an exception inside the bot fails the test."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_bot(config, standin_secrets(slack, signing_secret), stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, stop_timeout)
 
 
 def start_bot(config_file: Path, slack: SlackStandIn) -> subprocess.Popen[bytes]:

@@ -10,7 +10,6 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,11 +21,9 @@ from bot.config import (
     DatabaseConfig,
     IdentityConfig,
     LabConfig,
-    Secrets,
     SlurmConfig,
     load_config,
 )
-from bot.service import run_bot
 from core.job_notices import PREFERENCE_MEANINGS
 from core.records import LabCap
 from handlers.home import MAX_HOME_BLOCKS, error_view, fit
@@ -34,6 +31,7 @@ from handlers.reply import MAX_SECTION_CHARS, section
 from store.alerts import save_preference
 from store.db import open_db
 from store.snapshots import save_caps, save_slurm_poll, save_storage
+from tests.bot_process import running_bot
 from tests.factories import directory_usage, filesystem_usage, job
 from tests.slack_standin import SlackStandIn, SlackUser
 
@@ -71,24 +69,12 @@ def _write_snapshot(config: Config) -> None:
         db.close()
 
 
-@asynccontextmanager
-async def running_bot(config: Config, slack: SlackStandIn) -> AsyncIterator[None]:
-    secrets = Secrets(bot_token=slack.bot_token, app_token=slack.app_token, api_url=slack.api_url)
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_bot(config, secrets, stop))
-    try:
-        await slack.wait_for_socket_connection(timeout=10)
-        yield
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=10)
-
-
 @pytest.fixture
 async def slack(tmp_path: Path) -> AsyncIterator[SlackStandIn]:
     config = _config(tmp_path)
     _write_snapshot(config)
     async with SlackStandIn(users=USERS) as standin, running_bot(config, standin):
+        await standin.wait_for_socket_connection(timeout=10)
         yield standin
 
 

@@ -24,18 +24,17 @@ from bot.config import (
     DatabaseConfig,
     IdentityConfig,
     LabConfig,
-    Secrets,
     SlurmConfig,
     StorageConfig,
     load_config,
 )
-from bot.service import run_bot
 from core.charts import CAP_COLOUR, LAB_COLOUR
 from core.digest import week_ending
 from scheduler.digest import WeeklyDigest
 from store.db import open_db
 from store.history import directory_size_series, lab_usage_samples
 from store.writer import StoreWriter
+from tests.bot_process import running_bot
 from tests.cluster import sbatch, scancel_everything, squeue_state, wait_until
 from tests.slack_standin import SlackStandIn, SlackUser
 from tests.slack_standin.records import UploadedFile
@@ -116,12 +115,7 @@ async def bot(alice_runs_two_gpus: int, lab_storage: Path, tmp_path: Path) -> As
     now = time.time()
     write_report(lab_storage, "alice", now - 21 * DAY, 40 * 1024**2)
     write_report(lab_storage, "bob", now - 21 * DAY, 10 * 1024**2)
-    async with SlackStandIn(users=[SlackUser(ALICE, "alice")]) as slack:
-        secrets = Secrets(
-            bot_token=slack.bot_token, app_token=slack.app_token, api_url=slack.api_url
-        )
-        stop = asyncio.Event()
-        task = asyncio.create_task(run_bot(config, secrets, stop))
+    async with SlackStandIn(users=[SlackUser(ALICE, "alice")]) as slack, running_bot(config, slack):
         await slack.wait_for_socket_connection(timeout=15)
         db_path = tmp_path / "skybot.db"
         # Three more weekly reports, each picked up by the real storage poller.
@@ -131,11 +125,7 @@ async def bot(alice_runs_two_gpus: int, lab_storage: Path, tmp_path: Path) -> As
             write_report(lab_storage, "bob", now - weeks_ago * 7 * DAY, bob_gib * 1024**2)
         await _wait_for_report_count(db_path, lab_storage, 4)
         await _wait_for_gpu_samples(db_path, count=5)
-        try:
-            yield Bot(slack, db_path, config)
-        finally:
-            stop.set()
-            await asyncio.wait_for(task, 30)
+        yield Bot(slack, db_path, config)
 
 
 async def _wait_for_report_count(db_path: Path, root: Path, count: int) -> None:

@@ -14,13 +14,11 @@ import pytest
 from bot.config import (
     DatabaseConfig,
     IdentityConfig,
-    Secrets,
     SlackConfig,
     SlurmConfig,
     load_config,
 )
-from bot.service import run_bot
-from tests.bot_process import free_port
+from tests.bot_process import free_port, running_bot
 from tests.cluster import sbatch, scancel_everything, squeue_json, wait_until
 from tests.slack_standin import SlackStandIn, signed_slash_command
 
@@ -88,46 +86,37 @@ async def ask(
         database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
         identity=IdentityConfig(links={f"{TEAM}/{ALICE}": "alice"}),
     )
-    async with SlackStandIn() as slack:
-        secrets = Secrets(
-            bot_token=slack.bot_token,
-            app_token=slack.app_token,
-            signing_secret=SECRET,
-            api_url=slack.api_url,
-        )
-        stop = asyncio.Event()
-        bot = asyncio.create_task(run_bot(config, secrets, stop))
-        async with aiohttp.ClientSession() as session:
+    async with (
+        SlackStandIn() as slack,
+        running_bot(config, slack, SECRET),
+        aiohttp.ClientSession() as session,
+    ):
 
-            async def sky(text: str) -> str:
-                if mode == "socket":
-                    delivery = await slack.send_slash_command(
-                        command="/sky", text=text, user_id=ALICE, team_id=TEAM, timeout=10
-                    )
-                    return str(delivery.payload["text"])
-                signed = signed_slash_command(
-                    SECRET, command="/sky", text=text, user_id=ALICE, team_id=TEAM
-                )
-                url = f"http://127.0.0.1:{port}/slack/events"
-                async with session.post(url, data=signed.body, headers=signed.headers) as r:
-                    assert r.status == 200
-                    return str((await r.json())["text"])
-
+        async def sky(text: str) -> str:
             if mode == "socket":
-                await slack.wait_for_socket_connection(timeout=15)
-            for _ in range(100):  # until the first polls are in (and HTTP is listening)
-                try:
-                    answer = await sky("gpus hoffman-lab")
-                    if "4/4 GPUs" in answer and "small-eval" not in answer and "bob" in answer:
-                        break
-                except (aiohttp.ClientError, TimeoutError):
-                    pass
-                await asyncio.sleep(0.3)
+                delivery = await slack.send_slash_command(
+                    command="/sky", text=text, user_id=ALICE, team_id=TEAM, timeout=10
+                )
+                return str(delivery.payload["text"])
+            signed = signed_slash_command(
+                SECRET, command="/sky", text=text, user_id=ALICE, team_id=TEAM
+            )
+            url = f"http://127.0.0.1:{port}/slack/events"
+            async with session.post(url, data=signed.body, headers=signed.headers) as r:
+                assert r.status == 200
+                return str((await r.json())["text"])
+
+        if mode == "socket":
+            await slack.wait_for_socket_connection(timeout=15)
+        for _ in range(100):  # until the first polls are in (and HTTP is listening)
             try:
-                yield sky
-            finally:
-                stop.set()
-                await asyncio.wait_for(bot, timeout=20)
+                answer = await sky("gpus hoffman-lab")
+                if "4/4 GPUs" in answer and "small-eval" not in answer and "bob" in answer:
+                    break
+            except (aiohttp.ClientError, TimeoutError):
+                pass
+            await asyncio.sleep(0.3)
+        yield sky
 
 
 async def test_every_command_answers_from_the_real_snapshot(ask, busy_cluster: Cluster) -> None:  # type: ignore[no-untyped-def]

@@ -13,12 +13,11 @@ import pytest
 from bot.config import (
     DatabaseConfig,
     IdentityConfig,
-    Secrets,
     SlackConfig,
     SlurmConfig,
     load_config,
 )
-from bot.service import run_bot
+from tests.bot_process import running_bot
 from tests.cluster import sbatch, squeue_state, wait_until
 from tests.slack_standin import SlackStandIn, SlackUser
 
@@ -48,87 +47,78 @@ async def test_each_job_end_gets_exactly_one_correct_dm(tmp_path: Path, clean_qu
         ),
     )
     users = [SlackUser(slack_id, user) for user, slack_id in SLACK_IDS.items()]
-    async with SlackStandIn(users=users) as slack:
-        secrets = Secrets(
-            bot_token=slack.bot_token, app_token=slack.app_token, api_url=slack.api_url
+    async with SlackStandIn(users=users) as slack, running_bot(config, slack, stop_timeout=30):
+        await slack.wait_for_socket_connection(timeout=15)
+        await asyncio.sleep(3)  # the bot has seen the empty queue
+        timeout_job = sbatch(
+            "bob",
+            "-p",
+            "debug",
+            "-A",
+            "hoffman-lab",
+            "--time=1",
+            "-J",
+            "too-slow",
+            "--wrap",
+            "sleep 300",
         )
-        stop = asyncio.Event()
-        bot = asyncio.create_task(run_bot(config, secrets, stop))
-        try:
-            await slack.wait_for_socket_connection(timeout=15)
-            await asyncio.sleep(3)  # the bot has seen the empty queue
-            timeout_job = sbatch(
-                "bob",
-                "-p",
-                "debug",
-                "-A",
-                "hoffman-lab",
-                "--time=1",
-                "-J",
-                "too-slow",
-                "--wrap",
-                "sleep 300",
-            )
-            completed = sbatch(
-                "dave", "-p", "kira-lab", "-A", "kira-lab", "-J", "fine", "--wrap", "sleep 3"
-            )
-            failed = sbatch(
-                "carol",
-                "-p",
-                "kira-lab",
-                "-A",
-                "kira-lab",
-                "-J",
-                "broken",
-                "--wrap",
-                "sleep 3; exit 3",
-            )
-            overcap = sbatch(
-                "alice",
-                "-p",
-                "overcap",
-                "-A",
-                "overcap",
-                "-w",
-                "baymax",
-                "--gpus-per-node=4",
-                "-J",
-                "sweep",
-                "--wrap",
-                "sleep 300",
-            )
-            wait_until(lambda: squeue_state(overcap) == "RUNNING", 30, "the overcap job to run")
-            await asyncio.sleep(3)  # one poll sees it running
-            sbatch(
-                "carol",
-                "-p",
-                "kira-lab",
-                "-A",
-                "kira-lab",
-                "-w",
-                "baymax",
-                "--gpus-per-node=2080_ti:2",
-                "-J",
-                "urgent",
-                "--wrap",
-                "sleep 300",
-            )
+        completed = sbatch(
+            "dave", "-p", "kira-lab", "-A", "kira-lab", "-J", "fine", "--wrap", "sleep 3"
+        )
+        failed = sbatch(
+            "carol",
+            "-p",
+            "kira-lab",
+            "-A",
+            "kira-lab",
+            "-J",
+            "broken",
+            "--wrap",
+            "sleep 3; exit 3",
+        )
+        overcap = sbatch(
+            "alice",
+            "-p",
+            "overcap",
+            "-A",
+            "overcap",
+            "-w",
+            "baymax",
+            "--gpus-per-node=4",
+            "-J",
+            "sweep",
+            "--wrap",
+            "sleep 300",
+        )
+        wait_until(lambda: squeue_state(overcap) == "RUNNING", 30, "the overcap job to run")
+        await asyncio.sleep(3)  # one poll sees it running
+        sbatch(
+            "carol",
+            "-p",
+            "kira-lab",
+            "-A",
+            "kira-lab",
+            "-w",
+            "baymax",
+            "--gpus-per-node=2080_ti:2",
+            "-J",
+            "urgent",
+            "--wrap",
+            "sleep 300",
+        )
 
-            started = time.monotonic()
-            expected = {
-                completed: ("UDAVE", "completed successfully."),
-                failed: ("UCAROL", "failed with exit code 3"),
-                overcap: ("UALICE", "was preempted and requeued (restart 1)"),
-                timeout_job: ("UBOB", "reached its time limit of 1 min"),
-            }
-            while time.monotonic() - started < 150:
-                if all(_dms_about(slack, job_id) for job_id in expected):
-                    break
-                await asyncio.sleep(1)
-            await asyncio.sleep(6)  # a few more polls: nothing may be sent twice
-        finally:
-            stop.set()
-            await asyncio.wait_for(bot, timeout=30)
+        started = time.monotonic()
+        expected = {
+            completed: ("UDAVE", "completed successfully."),
+            failed: ("UCAROL", "failed with exit code 3"),
+            overcap: ("UALICE", "was preempted and requeued (restart 1)"),
+            timeout_job: ("UBOB", "reached its time limit of 1 min"),
+        }
+        while time.monotonic() - started < 150:
+            if all(_dms_about(slack, job_id) for job_id in expected):
+                break
+            await asyncio.sleep(1)
+        await asyncio.sleep(6)  # a few more polls: nothing may be sent twice
 
     for job_id, (slack_id, words) in expected.items():
         dms = _dms_about(slack, job_id)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import replace
 from pathlib import Path
@@ -10,9 +9,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bot.config import DatabaseConfig, Secrets, SlackConfig, SlurmConfig, load_config
-from bot.service import run_bot
-from tests.bot_process import free_port, wait_until_listening
+from bot.config import DatabaseConfig, SlackConfig, SlurmConfig, load_config
+from tests.bot_process import free_port, running_bot, wait_until_listening
 from tests.slack_standin import SlackStandIn, signed_slash_command
 
 SIGNING_SECRET = "signing-secret-that-must-never-be-logged"
@@ -30,33 +28,21 @@ async def test_no_secret_in_any_log_record(
         slurm=SlurmConfig(bin_dir=str(tmp_path / "no-slurm"), poll_seconds=60),
         database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
     )
-    async with SlackStandIn() as slack:
-        secrets = Secrets(
-            bot_token=slack.bot_token,
-            app_token=slack.app_token,
-            signing_secret=SIGNING_SECRET,
-            api_url=slack.api_url,
-        )
-        stop = asyncio.Event()
-        bot = asyncio.create_task(run_bot(config, secrets, stop))
-        try:
-            if mode == "socket":
-                await slack.wait_for_socket_connection(timeout=10)
-                for text in ("help", "gpus hoffman-lab", "link root", "jobs"):
-                    await slack.send_slash_command(command="/sky", text=text, timeout=10)
-            else:
-                url = f"http://127.0.0.1:{port}/slack/events"
-                await wait_until_listening(url)
-                async with aiohttp.ClientSession() as session:
-                    for wrong in (False, True):
-                        req = signed_slash_command(
-                            SIGNING_SECRET, command="/sky", text="help", wrong_secret=wrong
-                        )
-                        async with session.post(url, data=req.body, headers=req.headers):
-                            pass
-        finally:
-            stop.set()
-            await asyncio.wait_for(bot, timeout=20)
+    async with SlackStandIn() as slack, running_bot(config, slack, SIGNING_SECRET, stop_timeout=20):
+        if mode == "socket":
+            await slack.wait_for_socket_connection(timeout=10)
+            for text in ("help", "gpus hoffman-lab", "link root", "jobs"):
+                await slack.send_slash_command(command="/sky", text=text, timeout=10)
+        else:
+            url = f"http://127.0.0.1:{port}/slack/events"
+            await wait_until_listening(url)
+            async with aiohttp.ClientSession() as session:
+                for wrong in (False, True):
+                    req = signed_slash_command(
+                        SIGNING_SECRET, command="/sky", text="help", wrong_secret=wrong
+                    )
+                    async with session.post(url, data=req.body, headers=req.headers):
+                        pass
     lines = [caplog.handler.format(r) for r in caplog.records]
     assert len(lines) > 5, "the bot should have logged something to check"
     for secret in (slack.bot_token, slack.app_token, SIGNING_SECRET):

@@ -17,17 +17,16 @@ from bot.config import (
     IdentityConfig,
     LabConfig,
     NotificationsConfig,
-    Secrets,
     SlurmConfig,
     load_config,
 )
-from bot.service import run_bot
 from handlers.identity import IdentityDirectory
 from scheduler.outbox_sender import OutboxSender
 from scheduler.storage_poller import StoragePoller
 from scheduler.watchers import Watchers
 from store.outbox import OutboxMessage, enqueue, outbox_rows
 from store.writer import StoreWriter
+from tests.bot_process import running_bot
 from tests.slack_standin import SlackStandIn, SlackUser
 from tests.tmpfs import mounted_tmpfs
 
@@ -210,16 +209,10 @@ async def test_skybot_run_warns_about_a_full_filesystem_and_sends_what_was_queue
     write_report(mount / "alice", "2024-05-06 03:00", 100)
     fill(mount / "alice" / "data.bin", int(7.9 * MIB))  # ~99 %
 
-    secrets = Secrets(bot_token=slack.bot_token, app_token=slack.app_token, api_url=slack.api_url)
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_bot(config, secrets, stop))
-    try:
+    async with running_bot(config, slack, stop_timeout=15):
         calls = await slack.wait_for_calls(
             "chat.postMessage", 2, predicate=lambda c: c.ok, timeout=15
         )
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=15)
     by_channel = {c.params["channel"]: c.params["text"] for c in calls}
     assert by_channel["U1"] == "from before"
     assert by_channel[CHANNEL].startswith(f"🔴 `{mount}` (hoffman-lab) is 9")

@@ -21,15 +21,13 @@ from bot.config import (
     Config,
     DatabaseConfig,
     IdentityConfig,
-    Secrets,
     SlackConfig,
     SlurmConfig,
     SubmitConfig,
     load_config,
 )
-from bot.service import run_bot
 from store.db import open_db
-from tests.bot_process import start_bot
+from tests.bot_process import running_bot, start_bot
 from tests.cluster import as_user, squeue_json, wait_until
 from tests.slack_standin import SlackStandIn, SlackUser
 
@@ -107,27 +105,23 @@ class Bot:
 @pytest.fixture
 async def bot(tmp_path: Path, clean_queue: None) -> AsyncIterator[Bot]:
     users = [SlackUser(ALICE, "alice"), SlackUser(BOB, "bob"), SlackUser(EVE, "eve")]
-    async with SlackStandIn(users=users) as slack:
-        secrets = Secrets(
-            bot_token=slack.bot_token, app_token=slack.app_token, api_url=slack.api_url
-        )
-        stop = asyncio.Event()
-        task = asyncio.create_task(run_bot(_config(tmp_path), secrets, stop))
-        await slack.wait_for_socket_connection(timeout=15)
-        try:
+    try:
+        async with (
+            SlackStandIn(users=users) as slack,
+            running_bot(_config(tmp_path), slack, stop_timeout=20),
+        ):
+            await slack.wait_for_socket_connection(timeout=15)
             yield Bot(slack)
-        finally:
-            stop.set()
-            await asyncio.wait_for(task, timeout=20)
-            for path in (
-                ALICE_DIR / "submit-me.sh",
-                ALICE_DIR / "whoami.txt",
-                BOB_DIR / "bobs.sh",
-                ALICE_DIR / "planted.sh",
-            ):
-                path.unlink(missing_ok=True)
-            for home in ("alice", "bob"):
-                shutil.rmtree(Path("/home") / home / ".config/skybot", ignore_errors=True)
+    finally:
+        for path in (
+            ALICE_DIR / "submit-me.sh",
+            ALICE_DIR / "whoami.txt",
+            BOB_DIR / "bobs.sh",
+            ALICE_DIR / "planted.sh",
+        ):
+            path.unlink(missing_ok=True)
+        for home in ("alice", "bob"):
+            shutil.rmtree(Path("/home") / home / ".config/skybot", ignore_errors=True)
 
 
 async def _link_alice(bot: Bot) -> None:
@@ -289,9 +283,7 @@ async def test_killed_between_queueing_and_submitting_submits_exactly_once(
         tag = db.execute("SELECT tag FROM submissions").fetchone()[0]
         assert db.execute("SELECT state FROM submissions").fetchone()[0] == "submitting"
         if job_ended_before_restart:
-            (job,) = wait_until(
-                lambda: _tagged_jobs(f"skybot:{tag}"), 30, "the job to reach sacct"
-            )
+            (job,) = wait_until(lambda: _tagged_jobs(f"skybot:{tag}"), 30, "the job to reach sacct")
             wait_until(lambda: not _in_squeue(job), 60, "the ended job to leave squeue")
 
         second = start()

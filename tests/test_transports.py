@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
 import pytest
 
-from bot.config import Config, DatabaseConfig, Secrets, SlackConfig, SlurmConfig, load_config
-from bot.service import run_bot
-from tests.bot_process import free_port, wait_until_listening
+from bot.config import Config, DatabaseConfig, SlackConfig, SlurmConfig, load_config
+from tests.bot_process import free_port, running_bot, wait_until_listening
 from tests.slack_standin import SlackStandIn, signed_slash_command
 
 SIGNING_SECRET = "test-signing-secret"
@@ -30,23 +27,9 @@ def _config(tmp_path: Path, mode: str, port: int = 3000) -> Config:
     )
 
 
-@asynccontextmanager
-async def running_bot(config: Config, secrets: Secrets) -> AsyncIterator[None]:
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_bot(config, secrets, stop))
-    try:
-        yield
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=10)
-
-
 async def test_sky_help_over_socket_mode(tmp_path: Path) -> None:
     async with SlackStandIn() as slack:
-        secrets = Secrets(
-            bot_token=slack.bot_token, app_token=slack.app_token, api_url=slack.api_url
-        )
-        async with running_bot(_config(tmp_path, "socket"), secrets):
+        async with running_bot(_config(tmp_path, "socket"), slack):
             await slack.wait_for_socket_connection(timeout=10)
             for text in ("help", ""):
                 delivery = await slack.send_slash_command(command="/sky", text=text, timeout=5)
@@ -63,14 +46,11 @@ async def test_sky_help_over_socket_mode(tmp_path: Path) -> None:
 @pytest.fixture
 async def http_bot(tmp_path: Path) -> AsyncIterator[str]:
     port = free_port()
-    async with SlackStandIn() as slack:
-        secrets = Secrets(
-            bot_token=slack.bot_token, signing_secret=SIGNING_SECRET, api_url=slack.api_url
-        )
-        async with running_bot(_config(tmp_path, "http", port), secrets):
-            url = f"http://127.0.0.1:{port}/slack/events"
-            await wait_until_listening(url)
-            yield url
+    config = _config(tmp_path, "http", port)
+    async with SlackStandIn() as slack, running_bot(config, slack, SIGNING_SECRET):
+        url = f"http://127.0.0.1:{port}/slack/events"
+        await wait_until_listening(url)
+        yield url
 
 
 async def _post(url: str, **signing: object) -> tuple[int, dict | str]:
