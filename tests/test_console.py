@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import sbatch
+from tests.cluster import sbatch, squeue_state, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -26,6 +26,8 @@ def test_console_answers_from_a_fresh_poll_of_the_real_cluster(
         "--wrap",
         "sleep 300",
     )
+    # The console polls once at start: the job must be running by then, not still pending.
+    wait_until(lambda: squeue_state(job) == "RUNNING", 30, "alice's job to run")
     config = tmp_path / "skybot.toml"
     config.write_text(
         f'[database]\npath = "{tmp_path}/skybot.db"\n'
