@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from core.lab_usage import LabUsage
-from core.notice_text import esc, format_duration, format_gpus
+from core.notice_text import format_duration, format_gpus
 from core.records import Job
+from core.slack_text import literal
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,15 +70,15 @@ def _text(
     more = f" and {len(jobs) - 5} more" if len(jobs) > 5 else ""
     noun = "job is" if len(jobs) == 1 else "jobs are"
     lines = [
-        f"⏳ *{esc(usage.lab)}* has been at its GPU cap ({usage.gpus_used}/{usage.cap}) for "
+        f"⏳ *{literal(usage.lab)}* has been at its GPU cap ({usage.gpus_used}/{usage.cap}) for "
         f"{format_duration(waited)}, and {len(jobs)} of your {noun} waiting for it: "
         f"{ids}{more}."
     ]
-    idle = ", ".join(f"{esc(t or 'gpu')} {n}" for t, n in sorted(idle_by_type.items()) if n)
+    idle = ", ".join(f"{literal(t or 'gpu')} {n}" for t, n in sorted(idle_by_type.items()) if n)
     if idle:
         lines.append(
-            f"Idle GPUs right now: {idle}. Resubmitting with {overcap_flags} uses them at once, "
-            "but overcap jobs can be preempted — save checkpoints."
+            f"Idle GPUs right now: {idle}. Resubmitting with {literal(overcap_flags)} uses them "
+            "at once, but overcap jobs can be preempted — save checkpoints."
         )
     lines.append(
         f"`/sky why {jobs[0].job_id}` explains the wait; you will not hear this again "

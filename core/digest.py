@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 
-from core.notice_text import esc, format_bytes, format_signed_bytes
+from core.notice_text import format_bytes, format_signed_bytes
+from core.slack_text import literal
 
 WEEK = 7 * 86400.0
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -70,7 +71,7 @@ def digest_lines(week: LabWeek, top_users: int = 10) -> list[str]:
 
 def _gpu_paragraph(week: LabWeek, top_users: int) -> str:
     hours = week.lab_hours
-    head = f"*GPU-hours in {esc(week.lab)}*: {format_hours(hours)}"
+    head = f"*GPU-hours in {literal(week.lab)}*: {format_hours(hours)}"
     if week.cap:
         available = week.cap * (week.until - week.since) / 3600
         head += (
@@ -84,7 +85,7 @@ def _gpu_paragraph(week: LabWeek, top_users: int) -> str:
     for user, user_hours in list(by_user.items())[:top_users]:
         extra = week.gpu_hours.get((user, True), 0.0)
         also = f" (+{format_hours(extra)} on overcap)" if extra >= MIN_HOURS_LISTED else ""
-        lines.append(f"• {esc(user)}: {format_hours(user_hours)}{also}")
+        lines.append(f"• {literal(user)}: {format_hours(user_hours)}{also}")
     if len(by_user) > top_users:
         rest = list(by_user.values())[top_users:]
         lines.append(f"• … and {len(rest)} more users with {format_hours(sum(rest))}")
@@ -112,7 +113,7 @@ def _overcap_line(week: LabWeek) -> str:
         else "not used"
     )
     if preempted:
-        who = ", ".join(f"{esc(u)} {n}" for u, n in sorted(week.requeues.items(), key=_biggest))
+        who = ", ".join(f"{literal(u)} {n}" for u, n in sorted(week.requeues.items(), key=_biggest))
         jobs = "1 job" if preempted == 1 else f"{preempted} jobs"
         return f"*Overcap*: {used}; {jobs} preempted and requeued ({who})."
     return f"*Overcap*: {used}; no jobs were preempted."
@@ -136,7 +137,7 @@ def _storage_lines(week: LabWeek) -> list[str]:
         return [head + "; no directory grew."]
     lines = [head + "; grew the most:"]
     lines += [
-        f"• `{esc(path)}` {format_signed_bytes(delta * 1024)} (now {format_bytes(now * 1024)})"
+        f"• {literal(path)} {format_signed_bytes(delta * 1024)} (now {format_bytes(now * 1024)})"
         for path, delta, now in grown
     ]
     return ["\n".join(lines)]

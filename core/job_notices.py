@@ -24,8 +24,9 @@ import signal
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from core.notice_text import Block, context, esc, format_duration, format_gpus, section
+from core.notice_text import Block, context, format_duration, format_gpus, section
 from core.records import FINAL_STATES, Job
+from core.slack_text import literal
 from core.transitions import REQUEUED, Transition
 
 PREFERENCES = ("all", "end", "fail", "preempt", "off")
@@ -142,11 +143,11 @@ def compose_job_notice(
     run_started: float | None = None,
 ) -> JobNotice:
     job = transition.job
-    headline = f"{_EMOJI.get(kind, '🔔')} Job {job_label(job)} `{esc(job.name)}` " + _what(
+    headline = f"{_EMOJI.get(kind, '🔔')} Job {shown_label(job)} {literal(job.name)} " + _what(
         transition, kind
     )
     facts = [
-        f"Partition `{esc(job.partition)}`",
+        f"Partition {literal(job.partition)}",
         f"GPUs {format_gpus(job.gpus_by_type)}",
     ]
     lines = [headline, " · ".join(facts)]
@@ -159,7 +160,7 @@ def compose_job_notice(
         lines.append(f"Runtime: {format_duration(runtime)}")
     else:
         lines.append("Runtime: it never started")
-    lines.append(f"Output: `{esc(output_path(job))}`")
+    lines.append(f"Output: {literal(output_path(job))}")
     advice = _ADVICE.get(kind)
     if kind == PREEMPTED:
         advice = PREEMPT_HINT
@@ -182,7 +183,7 @@ def digest_notice(notices: Sequence[JobNotice], key: str) -> JobNotice:
         if job is None:
             continue
         lines.append(
-            f"• {job_label(job)} `{esc(job.name)}` on `{esc(job.partition)}`: "
+            f"• {shown_label(job)} {literal(job.name)} on {literal(job.partition)}: "
             f"{_KIND_WORDS.get(notice.kind, notice.kind.lower())}"
         )
     if len(notices) > DIGEST_LINES:
@@ -194,10 +195,16 @@ def digest_notice(notices: Sequence[JobNotice], key: str) -> JobNotice:
 
 
 def job_label(job: Job) -> str:
-    """The id users type into scancel: `123_4` for array tasks, `123` otherwise."""
+    """The id users type into scancel: `123_4` for array tasks, `123` otherwise (raw text)."""
     if job.array_job_id is not None and job.array_task:
-        return f"{job.array_job_id}_{esc(job.array_task)}"
+        return f"{job.array_job_id}_{job.array_task}"
     return str(job.job_id)
+
+
+def shown_label(job: Job) -> str:
+    """The label for a message: a plain number as it is, an array task's (Slurm's text) literal."""
+    label = job_label(job)
+    return label if label.isdigit() else literal(label)
 
 
 def run_seconds(job: Job, now: float, started: float | None = None) -> float | None:
@@ -268,7 +275,7 @@ def _what(transition: Transition, kind: str) -> str:
         return (
             f"was requeued (restart {transition.restarts}) and will start again from the beginning."
         )
-    return f"is now {esc(transition.to_state)}."
+    return f"is now {literal(transition.to_state)}."
 
 
 def _exit(job: Job) -> str:

@@ -13,8 +13,8 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from core.notice_text import esc
 from core.records import Node
+from core.slack_text import literal
 from core.view import LabInfo
 
 # The guide's rule: 15 CPUs per task on A40 nodes, 7 on every other kind.
@@ -98,7 +98,7 @@ def parse_gpus(spec: str, nodes: Iterable[Node]) -> GpuAsk:
         name, count_text = ("", count_text) if count_text.isdigit() else (count_text, "1")
     if not _COUNT.fullmatch(count_text) or (colon and not name) or not spec.strip():
         raise TemplateError(
-            f"`--gpus {_clip(spec)}` is not TYPE:N, TYPE or N (e.g. `--gpus a40:2`)."
+            f"{_clip('--gpus ' + spec)} is not TYPE:N, TYPE or N (e.g. `--gpus a40:2`)."
         )
     count = int(count_text)
     known = gpu_types(nodes)
@@ -106,10 +106,8 @@ def parse_gpus(spec: str, nodes: Iterable[Node]) -> GpuAsk:
     if name:
         gpu_type = next((t for t in known if t.casefold() == name.casefold()), None)
         if gpu_type is None:
-            listed = ", ".join(f"`{t}`" for t in known) or "none (skybot sees no GPUs)"
-            raise TemplateError(
-                f"There is no GPU type `{_clip(name)}` here. Known types: {listed}."
-            )
+            listed = ", ".join(literal(t) for t in known) or "none (skybot sees no GPUs)"
+            raise TemplateError(f"There is no GPU type {_clip(name)} here. Known types: {listed}.")
         most = known[gpu_type]
         where = f"{gpu_type} nodes have"
     else:
@@ -130,7 +128,7 @@ def check_image(name: str) -> str:
     bare = name.removesuffix(".sqsh")
     if not _IMAGE_NAME.fullmatch(bare):
         raise TemplateError(
-            f"`{_clip(name)}` is not an image name: give the file name in the image directory "
+            f"{_clip(name)} is not an image name: give the file name in the image directory "
             "without its path, e.g. `--image nvcr.io_nvidia_pytorch_23.12-py3` "
             "(letters, digits and `. _ + -` only)."
         )
@@ -138,9 +136,8 @@ def check_image(name: str) -> str:
 
 
 def _clip(word: str, limit: int = 40) -> str:
-    """A word the user typed, echoed inside backticks: one line, short, inert in Slack."""
-    flat = " ".join(word.split())
-    return esc(flat if len(flat) <= limit else flat[: limit - 1] + "…")
+    """A word the user typed, echoed as an inert literal."""
+    return literal(word, limit)
 
 
 # ---------------------------------------------------------------- resources

@@ -9,16 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from core.slack_text import clip_markdown, literal
+
 Block = dict[str, Any]
-
-
-def esc(text: str) -> str:
-    """Cluster-supplied text made inert in Slack mrkdwn.
-
-    A job named `<!channel>` or a directory called `<@U123>` must not ping anyone, and a
-    backtick would end our code spans.
-    """
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("`", "'")
 
 
 def format_duration(seconds: float) -> str:
@@ -56,24 +49,23 @@ def format_signed_bytes(delta: int) -> str:
 
 def format_gpus(by_type: Mapping[str, int]) -> str:
     """'a40:2' or 'a40:1 rtx_6000:1', as in `--gpus-per-node`; untyped GPUs as 'gpu:N'."""
-    parts = [f"{esc(t or 'gpu')}:{n}" for t, n in sorted(by_type.items()) if n]
-    return " ".join(parts) or "no GPUs"
+    parts = [f"{t or 'gpu'}:{n}" for t, n in sorted(by_type.items()) if n]
+    return literal(" ".join(parts)) if parts else "no GPUs"
 
 
 def mention(slack_user_ids: list[str] | tuple[str, ...], fallback: str) -> str:
-    """`<@U…>` for each linked Slack account, else the cluster name as plain, inert text."""
+    """`<@U…>` for each linked Slack account, else the cluster name as an inert literal."""
     if slack_user_ids:
         return " ".join(f"<@{uid}>" for uid in slack_user_ids)
-    return esc(fallback)
+    return literal(fallback)
 
 
 def section(markdown: str) -> Block:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": _clip(markdown, 3000)}}
+    return {"type": "section", "text": {"type": "mrkdwn", "text": clip_markdown(markdown, 3000)}}
 
 
 def context(markdown: str) -> Block:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": _clip(markdown, 3000)}]}
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return {
+        "type": "context",
+        "elements": [{"type": "mrkdwn", "text": clip_markdown(markdown, 3000)}],
+    }

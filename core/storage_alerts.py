@@ -24,13 +24,13 @@ from datetime import datetime
 
 from core.notice_text import (
     Block,
-    esc,
     format_bytes,
     format_signed_bytes,
     mention,
     section,
 )
 from core.records import DirectoryUsage, FilesystemUsage
+from core.slack_text import literal
 
 # Directories named in a full-filesystem warning, per list (largest, fastest growing).
 TOP_DIRECTORIES = 3
@@ -164,14 +164,14 @@ def _hoard_text(
         reasons.append(f"over the {format_bytes(policy.threshold_bytes)} mark")
     if rank is not None:
         place = "largest" if rank == 1 else f"{_ordinal(rank)} largest"
-        reasons.append(f"the {place} in {esc(lab or d.root)}")
+        reasons.append(f"the {place} in {literal(lab or d.root)}")
     lines = [
-        f"📦 {who}: `{esc(d.path)}` holds {format_bytes(d.bytes)} ({growth}), "
+        f"📦 {who}: {literal(d.path)} holds {format_bytes(d.bytes)} ({growth}), "
         f"{' and '.join(reasons)}.",
     ]
     if fs is not None:
         lines.append(
-            f"`{esc(fs.mount)}` is {fs.percent_used:.0f}% full with "
+            f"{literal(fs.mount)} is {fs.percent_used:.0f}% full with "
             f"{format_bytes(fs.avail_bytes)} free."
         )
     lines.append(
@@ -240,16 +240,16 @@ def _fill_text(
     top = max(policy.thresholds)
     emoji = "🔴" if crossed >= top else "🟠" if crossed > min(policy.thresholds) else "⚠️"
     lab = lab_of_root.get(fs.mount)
-    whose = f" ({esc(lab)})" if lab else ""
+    whose = f" ({literal(lab)})" if lab else ""
     lines = [
-        f"{emoji} `{esc(fs.mount)}`{whose} is {fs.percent_used:.0f}% full (past {crossed:g}%): "
+        f"{emoji} {literal(fs.mount)}{whose} is {fs.percent_used:.0f}% full (past {crossed:g}%): "
         f"{format_bytes(fs.avail_bytes)} free of {format_bytes(fs.size_bytes)}."
     ]
     largest = sorted(directories, key=lambda d: (-d.kib, d.path))[:TOP_DIRECTORIES]
     if largest:
         lines.append(
             "Largest directories: "
-            + ", ".join(f"`{esc(d.path)}` {format_bytes(d.bytes)}" for d in largest)
+            + ", ".join(f"{literal(d.path)} {format_bytes(d.bytes)}" for d in largest)
             + "."
         )
     growth = sorted(
@@ -263,7 +263,7 @@ def _fill_text(
     if growth:
         lines.append(
             "Fastest growing since the previous report: "
-            + ", ".join(f"`{esc(d.path)}` {format_signed_bytes(kib * 1024)}" for kib, d in growth)
+            + ", ".join(f"{literal(d.path)} {format_signed_bytes(kib * 1024)}" for kib, d in growth)
             + "."
         )
     lines.append("Please free space before writing more; a full filesystem fails everyone's jobs.")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from core.chart_specs import LAB_GPUS, ChartSpec
+from core.slack_text import literal
 from handlers.router import CommandRequest
 from store.outbox import OutboxMessage, enqueue
 from store.writer import StoreWriter
@@ -56,5 +57,5 @@ class ChartRequests:
 def chart_caption(spec: ChartSpec, asked_by: str | None = None) -> str:
     days = round((spec.until - spec.since) / 86400)
     what = "GPUs in use against the cap" if spec.kind == LAB_GPUS else "largest directories"
-    caption = f"*{spec.lab}*: {what}, last {days} days"
+    caption = f"*{literal(spec.lab)}*: {what}, last {days} days"
     return f"{caption} (asked by {asked_by})" if asked_by else caption

@@ -20,8 +20,8 @@ from handlers.commands.common import (
     SOURCE_LABELS,
     NoData,
     ago,
-    esc,
     freshness_lines,
+    literal,
     require_data,
 )
 from handlers.commands.disk import user_lines
@@ -131,7 +131,7 @@ def job_part(view: ClusterView, user: str, now: float) -> list[str]:
         return [str(missing)]
     jobs = active_jobs(view, user)
     if not jobs:
-        return [f"You (`{esc(user)}`) have no running or pending jobs."]
+        return [f"You ({literal(user)}) have no running or pending jobs."]
     return jobs_lines(user, jobs, now)
 
 
@@ -159,7 +159,7 @@ def disk_part(view: ClusterView, user: str) -> list[str]:
 
 
 def preference_part(user: str, pref: str, chosen: bool) -> str:
-    return f"{preference_line(esc(user), pref, chosen)} Change it with `/sky notify {CHOICES}`."
+    return f"{preference_line(user, pref, chosen)} Change it with `/sky notify {CHOICES}`."
 
 
 def ages_line(view: ClusterView, now: float) -> str:

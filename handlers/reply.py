@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.slack_text import clip_markdown
+
 MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3000
 # Slack truncates a message's fallback text beyond this; keep well inside it.
@@ -32,8 +34,7 @@ class Reply:
         return payload
 
 
-def truncate(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+truncate = clip_markdown
 
 
 def section(markdown: str) -> Block:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.chart_specs import ChartSpec
+from core.slack_text import literal
 from core.view import ClusterView
 from handlers.reply import MAX_BLOCKS, Reply, context, simple
 
@@ -130,7 +131,7 @@ def route(
     if command is None:
         hint = table.suggest(name)
         maybe = f" Did you mean `/sky {hint}`?" if hint else ""
-        return simple(f"`{_clip(name)}` is not a skybot command.{maybe} Try `/sky help`.")
+        return simple(f"{literal(name, 40)} is not a skybot command.{maybe} Try `/sky help`.")
     request = CommandRequest(
         team_id,
         user_id,
@@ -262,8 +263,3 @@ def _failure(text: str, request: CommandRequest, error: Exception) -> Reply:
         "Sorry, skybot hit an internal error answering that. "
         "The admins can find the details in skybot's log."
     )
-
-
-def _clip(word: str, limit: int = 40) -> str:
-    cleaned = word.replace("`", "'")
-    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"

@@ -41,6 +41,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from core.chart_specs import ChartFile, ChartSpec
 from core.notice_text import section
+from core.slack_text import literal
 from store.outbox import (
     OutboxMessage,
     QueuedMessage,
@@ -299,8 +300,8 @@ def _refused_to(message: QueuedMessage) -> str:
 def _to_whoever_asked(message: QueuedMessage, code: str) -> OutboxMessage:
     """The refused message, in the DM of whoever asked for it, saying why it is there."""
     why = (
-        f"I could not post this in <#{message.target}> (Slack said `{code}`): skybot must be a "
-        "member there, `/invite @skybot`. Here it is."
+        f"I could not post this in <#{message.target}> (Slack said {literal(code)}): skybot "
+        "must be a member there, `/invite @skybot`. Here it is."
     )
     blocks = [section(why), *message.blocks] if message.blocks else None
     return OutboxMessage(

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from bot.config import Config
 from bot.runner_client import RunnerCall
+from core.slack_text import literal
 from core.snapshot import SourceStatus
 from store.outbox import OutboxMessage
 from store.snapshots import load_source_status
@@ -143,13 +144,16 @@ def submit_partitions(config: Config) -> list[str]:
 
 
 def _report_text(submission: Submission, job_id: int | None, error: str | None) -> str:
-    what = f"`{submission.script}` (submission #{submission.id}, as `{submission.cluster_user}`)"
+    what = (
+        f"{literal(submission.script)} (submission #{submission.id}, "
+        f"as {literal(submission.cluster_user)})"
+    )
     if job_id is not None:
         return (
             f"Submitted {what}: Slurm job *{job_id}*. `/sky jobs` shows it; skybot will DM "
             "you when it ends."
         )
-    return f"Could not submit {what}: {error}"
+    return f"Could not submit {what}: {literal(error)}"
 
 
 async def _first(*events: asyncio.Event) -> None:

@@ -321,9 +321,7 @@ async def check_cap_waits(
         )
         for lab in config.labs
     ]
-    flags = (
-        f"`--partition={config.slurm.overcap_partition} --account={config.slurm.overcap_account}`"
-    )
+    flags = f"--partition={config.slurm.overcap_partition} --account={config.slurm.overcap_account}"
 
     def decide(db: sqlite_utils.Database) -> int:
         with db.atomic():

@@ -109,7 +109,7 @@ async def test_linked_user_sees_jobs_lab_disk_and_preference(slack: SlackStandIn
     assert "1 running (2 GPUs), 1 pending" in text
     assert "hoffman-lab" in text
     assert "2/4 GPUs in use (2 free under the cap)" in text
-    assert "alice-data` 3.0T" in text
+    assert "alice-data` `3.0T`" in text
     assert "`fail`, your choice" in text and PREFERENCE_MEANINGS["fail"] in text
     assert "⚠️" in text  # the data is an hour old, and the pollers cannot reach Slurm
     ages = view["blocks"][-1]

@@ -40,7 +40,7 @@ def test_one_notice_per_waiting_user_only_after_the_wait() -> None:
     assert [(n.user, n.key) for n in notices] == [("bob", "capwait:hoffman-lab:100:bob")]
     text = notices[0].text
     assert "(4/4) for 30 min" in text and "2 of your jobs are waiting" in text
-    assert "`2` (a40:1)" in text and "rtx_6000 3" in text and "`/sky why 2`" in text
+    assert "`2` (`a40:1`)" in text and "`rtx_6000` 3" in text and "`/sky why 2`" in text
 
 
 class _Directory:

@@ -250,7 +250,7 @@ async def test_weekly_digest_reaches_the_lab_channel_with_its_chart(bot: Bot) ->
     )
     text = str(posted.params["text"])
     assert text.startswith("hoffman-lab: the week of ")
-    assert "*GPU-hours in hoffman-lab*" in text and "• alice: " in text
+    assert "*GPU-hours in `hoffman-lab`*" in text and "• `alice`: " in text
     assert "*Overcap*: not used this week; no jobs were preempted." in text
     assert "*Storage*: +" in text and "/alice` +" in text
     (chart,) = [f for f in await bot.uploaded(1) if f.channel_id == LAB_CHANNEL]

@@ -152,12 +152,12 @@ def test_here_makes_the_answer_public_and_default_is_ephemeral() -> None:
 def test_gpus_shows_cap_users_types_overcap_waiting_and_idle() -> None:
     reply = ask("gpus hoffman-lab")
     text = reply.text
-    assert "hoffman-lab*: 4/4 GPUs in use (at cap)" in text
-    assert "by user: alice 2, bob 2" in text
-    assert "by GPU type: a40 2, rtx_6000 2" in text
-    assert "overcap (preemptible): 3 GPUs — alice 3" in text
-    assert "1 job waiting at the cap" in text and "`103` bob a40:2 (AssocGrpGRES)" in text
-    assert "Idle GPUs cluster-wide: a40 3, rtx_6000 2" in text  # baymax is drained
+    assert "*`hoffman-lab`*: 4/4 GPUs in use (at cap)" in text
+    assert "by user: `alice` 2, `bob` 2" in text
+    assert "by GPU type: `a40` 2, `rtx_6000` 2" in text
+    assert "overcap (preemptible): 3 GPUs — `alice` 3" in text
+    assert "1 job waiting at the cap" in text and "`103` `bob` `a40:2` (`AssocGrpGRES`)" in text
+    assert "Idle GPUs cluster-wide: `a40` 3, `rtx_6000` 2" in text  # baymax is drained
     assert "as of 12 s ago" in text
     assert reply.blocks[-1]["type"] == "context"
     assert "as of 12 s ago" in block_text(reply)
@@ -185,9 +185,9 @@ def test_gpus_before_caps_were_ever_read_says_so() -> None:
 
 
 def test_gpus_without_lab_uses_the_askers_labs() -> None:
-    assert "hoffman-lab*: 4/4" in ask("gpus", cluster_user="alice").text
+    assert "*`hoffman-lab`*: 4/4" in ask("gpus", cluster_user="alice").text
     text = ask("gpus", cluster_user="carol").text
-    assert "kira-lab*: 0/8" in text and "hoffman-lab" not in text
+    assert "*`kira-lab`*: 0/8" in text and "hoffman-lab" not in text
 
 
 def test_gpus_without_lab_for_an_unknown_asker_lists_the_labs() -> None:
@@ -226,21 +226,23 @@ def test_gpus_many_waiting_jobs_are_cut_short() -> None:
 def test_jobs_lists_own_running_first_with_elapsed_and_reasons() -> None:
     text = ask("jobs").text
     lines = text.splitlines()
-    assert lines[0] == "*alice*: 2 running (5 GPUs), 0 pending"
-    assert lines[1] == "`101` job101 · hoffman-lab · a40:2 · running 3 h 12 min"
-    assert lines[2] == "`104` job104 · overcap · a40:3 · running 1 min"
+    assert lines[0] == "*`alice`*: 2 running (5 GPUs), 0 pending"
+    assert lines[1] == "`101` `job101` · `hoffman-lab` · `a40:2` · running 3 h 12 min"
+    assert lines[2] == "`104` `job104` · `overcap` · `a40:3` · running 1 min"
     assert "107" not in text  # finished jobs are not listed
 
 
 def test_jobs_of_another_user_shows_pending_reason_after_running() -> None:
     text = ask("jobs bob").text
     assert text.index("`102`") < text.index("`103`")
-    assert "`103` sweep · hoffman-lab · a40:2 · pending: lab at its GPU cap (AssocGrpGRES)" in text
+    assert (
+        "`103` `sweep` · `hoffman-lab` · `a40:2` · pending: lab at its GPU cap (`AssocGrpGRES`)"
+    ) in text
 
 
 def test_jobs_array_tasks_show_their_task_id() -> None:
     view = cluster([job(5, user="alice", array_job_id=4, array_task="1", start_time=NOW - 30)])
-    assert "`4_1` job5" in ask("jobs", view).text
+    assert "`4_1` `job5`" in ask("jobs", view).text
 
 
 def test_jobs_without_any() -> None:
@@ -273,7 +275,7 @@ def test_jobs_500_jobs_stay_within_slack_limits() -> None:
         for i in range(10_000, 10_500)
     ]  # fmt: skip
     reply = ask("jobs", cluster(many))
-    assert "*alice*: 250 running (500 GPUs), 250 pending" in reply.text
+    assert "*`alice`*: 250 running (500 GPUs), 250 pending" in reply.text
     assert "… and 475 more" in reply.text
     assert len(reply.blocks) <= MAX_BLOCKS
     # Running jobs first even when cut short.
@@ -285,21 +287,21 @@ def test_jobs_500_jobs_stay_within_slack_limits() -> None:
 
 def test_free_lists_idle_gpus_by_type_node_and_partitions() -> None:
     text = ask("free").text
-    assert "*a40*: 3 idle" in text
-    assert "clippy: 3 — partitions: hoffman-lab, kira-lab, debug, overcap" in text
-    assert "*rtx_6000*: 2 idle" in text
+    assert "*`a40`*: 3 idle" in text
+    assert "`clippy`: 3 — partitions: `hoffman-lab, kira-lab, debug, overcap`" in text
+    assert "*`rtx_6000`*: 2 idle" in text
     assert "2080_ti" not in text  # drained
     assert "--partition=overcap --account=overcap" in text
 
 
 def test_free_one_type_any_case() -> None:
     text = ask("free A40").text
-    assert "*a40*: 3 idle" in text and "rtx_6000" not in text
+    assert "*`a40`*: 3 idle" in text and "rtx_6000" not in text
 
 
 def test_free_known_type_with_nothing_idle() -> None:
     text = ask("free 2080_ti").text
-    assert "No idle 2080_ti GPUs right now (4 in the cluster, 4 on nodes that are down" in text
+    assert "No idle `2080_ti` GPUs right now (4 in the cluster, 4 on nodes that are down" in text
 
 
 def test_free_unknown_type_lists_known_types() -> None:
@@ -318,21 +320,21 @@ def test_free_nothing_idle_anywhere() -> None:
 
 def test_disk_defaults_to_the_askers_directories() -> None:
     text = ask("disk").text
-    assert "*alice*: 1.2T in 1 directory" in text
-    assert "`/srv/hoffman-lab/flash9/alice` 1.2T · updated 2024-05-06" in text
+    assert "*`alice`*: 1.2T in 1 directory" in text
+    assert "`/srv/hoffman-lab/flash9/alice` `1.2T` · updated 2024-05-06" in text
     assert "as of 12 s ago" in text
 
 
 def test_disk_for_a_lab_lists_largest_first_with_the_filesystem() -> None:
     text = ask("disk Hoffman-Lab").text
-    assert "*hoffman-lab*: 2.2T in 3 directories on `/srv/hoffman-lab/flash9`" in text
+    assert "*`hoffman-lab`*: 2.2T in 3 directories on `/srv/hoffman-lab/flash9`" in text
     assert "93% full — 4.0T free of 55.0T" in text
     assert text.index("/alice`") < text.index("/dave`") < text.index("/bob`")
-    assert "(dave)" in text and "carol" not in text
+    assert "(`dave`)" in text and "carol" not in text
 
 
 def test_disk_for_another_user() -> None:
-    assert "*carol*: 4.8G in 1 directory" in ask("disk carol").text
+    assert "*`carol`*: 4.8G in 1 directory" in ask("disk carol").text
 
 
 def test_disk_unknown_name_suggests() -> None:
@@ -349,13 +351,13 @@ def test_disk_asker_without_reports_and_unknown_asker() -> None:
 def test_disk_lab_without_storage_roots() -> None:
     labs = (*LABS, LabInfo("ha-lab", "ha-lab", "ha-lab"))
     view = make_view(cluster().snapshot, labs)
-    assert "no storage roots configured for *ha-lab*" in ask("disk ha-lab", view).text
+    assert "no storage roots configured for *`ha-lab`*" in ask("disk ha-lab", view).text
 
 
 def test_df_is_worst_first_with_a_warning_marker() -> None:
     lines = ask("df").text.splitlines()
-    assert lines[0] == "⚠️ `/srv/hoffman-lab/flash9` 93% full — 4.0T free of 55.0T (hoffman-lab)"
-    assert lines[1] == "`/srv/kira-lab/share4` 10% full — 174T free of 194T (kira-lab)"
+    assert lines[0] == "⚠️ `/srv/hoffman-lab/flash9` 93% full — 4.0T free of 55.0T (`hoffman-lab`)"
+    assert lines[1] == "`/srv/kira-lab/share4` 10% full — 174T free of 194T (`kira-lab`)"
 
 
 def test_df_marks_exactly_90_percent() -> None:
@@ -376,10 +378,10 @@ def test_df_takes_no_arguments_and_handles_no_filesystems() -> None:
 
 def test_why_at_the_cap_names_who_uses_the_gpus_and_suggests_overcap() -> None:
     text = ask("why 103").text
-    assert "Job `103` (sweep, bob) is pending in `hoffman-lab`" in text
-    assert "hoffman-lab is using 4/4 GPUs: alice 2, bob 2." in text
+    assert "Job `103` (`sweep`, `bob`) is pending in `hoffman-lab`" in text
+    assert "`hoffman-lab` is using 4/4 GPUs: `alice` 2, `bob` 2." in text
     assert "It needs 2, so it waits until the lab's jobs free 2 more." in text
-    assert "Idle a40 on overcap would fit it right now: clippy (a40 3)" in text
+    assert "Idle `a40` on overcap would fit it right now: `clippy` (`a40` 3)" in text
     assert "`--partition=overcap --account=overcap`" in text
 
 
@@ -397,7 +399,7 @@ def test_why_no_overcap_suggestion_when_nothing_idle_fits() -> None:
 def test_why_resources_shows_headroom_and_slurms_start_estimate() -> None:
     text = ask("why 106").text
     assert "waiting for resources" in text
-    assert "kira-lab: 0/8 GPUs in use (8 free under the cap)." in text
+    assert "`kira-lab`: 0/8 GPUs in use (8 free under the cap)." in text
     assert "Slurm's current estimate: it starts in about 2 h 5 min." in text
 
 
@@ -409,7 +411,7 @@ def test_why_resources_shows_headroom_and_slurms_start_estimate() -> None:
         ("BeginTime", 0, "begin time (`--begin`)"),
         ("Dependency", 0, "waits for the jobs it depends on"),
         ("DependencyNeverSatisfied", 0, "will never start. Cancel it with `scancel 120`"),
-        ("ReqNodeNotAvail, UnavailableNodes:clippy", 0, "Slurm adds: UnavailableNodes:clippy"),
+        ("ReqNodeNotAvail, UnavailableNodes:clippy", 0, "Slurm adds: `UnavailableNodes:clippy`"),
         ("JobHeldUser", 0, "`scontrol release 120`"),
         ("JobHeldAdmin", 0, "An admin put it on hold"),
         ("QOSMaxGRESPerUser", 0, "as many GPUs as the job's QOS allows one user"),
@@ -435,7 +437,7 @@ def test_why_pending_overcap_job_explains_overcap() -> None:
 
 def test_why_running_job() -> None:
     text = ask("why 101").text
-    assert "Job `101` (job101, alice) has been running for 3 h 12 min on clippy" in text
+    assert "Job `101` (`job101`, `alice`) has been running for 3 h 12 min on `clippy`" in text
     assert "It has 1 d 20 h left of its 2 d time limit." in text
     assert "can be preempted" in ask("why 104").text
 
@@ -488,7 +490,7 @@ def test_failing_slurm_is_flagged_with_the_age_of_the_data() -> None:
     reply = ask("gpus hoffman-lab", view, now=TAKEN_AT + 180)
     first = reply.text.splitlines()[0]
     assert first == (
-        "⚠️ Slurm did not answer the last poll since 2 min ago (squeue timed out after 20 s) "
+        "⚠️ Slurm did not answer the last poll since 2 min ago (`squeue timed out after 20 s`) "
         "— showing data from 3 min ago."
     )
     assert block_text(reply).startswith("⚠️ Slurm did not answer")
@@ -511,7 +513,7 @@ def test_no_data_yet_says_so() -> None:
 
 def test_no_data_and_a_failing_source_shows_the_error() -> None:
     view = make_view(make_snapshot(None, errors={"slurm": "slurmctld down"}))
-    assert "Last attempt failed: slurmctld down" in ask("jobs", view).text
+    assert "Last attempt failed: `slurmctld down`" in ask("jobs", view).text
 
 
 def test_bare_view_without_status_still_answers() -> None:
@@ -524,7 +526,7 @@ def test_cluster_text_cannot_ping_the_channel() -> None:
     reply = ask("why 130 --here", cluster([sneaky]))
     for text in (reply.text, block_text(reply)):
         assert "<!channel>" not in text and "<@U123>" not in text
-        assert "&lt;!channel&gt; 'x' &amp; &lt;@U123&gt;" in text
+        assert "`&lt;!channel&gt; \u02cbx\u02cb &amp; &lt;@U123&gt;`" in text
 
 
 def test_huge_argument_is_clipped_in_the_answer() -> None:

@@ -76,13 +76,13 @@ def test_digest_names_gpu_hours_by_user_overcap_preemptions_and_growth() -> None
     )
     gpu, overcap, storage = lines
     assert gpu.splitlines() == [
-        "*GPU-hours in hoffman-lab*: 336 h of 672 h under the cap of 4 GPUs (50%)",
-        "• alice: 300 h (+20.0 h on overcap)",
-        "• bob: 36.5 h",
+        "*GPU-hours in `hoffman-lab`*: 336 h of 672 h under the cap of 4 GPUs (50%)",
+        "• `alice`: 300 h (+20.0 h on overcap)",
+        "• `bob`: 36.5 h",
     ]
     assert overcap == (
         "*Overcap*: 20.5 h of GPU time by 2 members; 4 jobs preempted and requeued "
-        "(alice 3, dave 1)."
+        "(`alice` 3, `dave` 1)."
     )
     assert storage.splitlines() == [
         "*Storage*: +1.0T this week, 4.0T in all; grew the most:",
@@ -92,7 +92,8 @@ def test_digest_names_gpu_hours_by_user_overcap_preemptions_and_growth() -> None
 
 def test_a_quiet_week_says_so() -> None:
     assert digest_lines(week(cap=None)) == [
-        "*GPU-hours in hoffman-lab*: 0 min\nNobody ran GPU jobs in the lab's partition this week.",
+        "*GPU-hours in `hoffman-lab`*: 0 min\n"
+        "Nobody ran GPU jobs in the lab's partition this week.",
         "*Overcap*: not used this week; no jobs were preempted.",
         "*Storage*: no new disk-usage reports this week.",
     ]
@@ -102,9 +103,9 @@ def test_long_user_lists_are_summed_up() -> None:
     hours = {(f"user{i:02d}", False): 100.0 - i for i in range(15)}
     gpu = digest_lines(week(gpu_hours=hours), top_users=3)[0].splitlines()
     assert gpu[1:] == [
-        "• user00: 100 h",
-        "• user01: 99.0 h",
-        "• user02: 98.0 h",
+        "• `user00`: 100 h",
+        "• `user01`: 99.0 h",
+        "• `user02`: 98.0 h",
         "• … and 12 more users with 1,098 h",
     ]
 
@@ -214,17 +215,19 @@ async def test_members_turn_the_digest_on_and_off_in_a_channel(
     services: Services, writer: StoreWriter
 ) -> None:
     answer = await sky(services, "digest hoffman-lab on")
-    assert answer.startswith("Done: <#C0HOFFMAN> will get *hoffman-lab*'s weekly digest every Mon")
+    assert answer.startswith(
+        "Done: <#C0HOFFMAN> will get *`hoffman-lab`*'s weekly digest every Mon"
+    )
     assert [c.channel for c in await writer.run(digest_channels)] == ["C0HOFFMAN"]
     assert "already gets" in await sky(services, "digest hoffman-lab on")
     # Without a lab, the asker's own.
-    assert "will no longer get *hoffman-lab*" in await sky(services, "digest OFF")
+    assert "will no longer get *`hoffman-lab`*" in await sky(services, "digest OFF")
     assert await writer.run(digest_channels) == []
     assert "nothing to stop" in await sky(services, "digest hoffman-lab off")
 
 
 async def test_only_members_and_only_in_channels(services: Services, writer: StoreWriter) -> None:
-    assert "Only members of *hoffman-lab*" in await sky(
+    assert "Only members of *`hoffman-lab`*" in await sky(
         services, "digest hoffman-lab on", user="UCAROL"
     )
     assert "in the channel that should" in await sky(

@@ -75,7 +75,7 @@ def test_lists_images_newest_release_first_with_their_lists() -> None:
 
 def test_gpu_flags_images_too_old_for_it() -> None:
     text = ask("images --gpu a100", images_view()).text
-    assert "⛔ marks those too old for a100 (it needs release 20.06 or newer)" in text
+    assert "⛔ marks those too old for `a100` (it needs release 20.06 or newer)" in text
     flagged = [line for line in text.splitlines() if "⛔ too old" in line]
     assert len(flagged) == 1 and PT_2003 in flagged[0]
     # Release unknown is said, not flagged.
@@ -87,14 +87,14 @@ def test_gpu_names_are_tolerant(spelling: str) -> None:
     args = spelling if spelling.startswith("--") else f"--gpu {spelling}"
     text = ask(f"images {args}", images_view()).text
     # A10 needs 21.05: both 20.xx images are too old for it.
-    assert sum("⛔ too old for a10" in line for line in text.splitlines()) == 2
+    assert sum("⛔ too old for `a10`" in line for line in text.splitlines()) == 2
 
 
 def test_rtx_3090_with_a_space_quoted() -> None:
     text = ask('images torch --gpu "RTX 3090"', images_view()).text
-    flagged = [line for line in text.splitlines() if "⛔ too old for rtx_3090" in line]
+    flagged = [line for line in text.splitlines() if "⛔ too old for `rtx_3090`" in line]
     assert len(flagged) == 1 and PT_2003 in flagged[0]
-    assert "⛔ 1 of them is too old for rtx_3090" in text
+    assert "⛔ 1 of them is too old for `rtx_3090`" in text
 
 
 def test_many_images_are_cut_short() -> None:
@@ -110,8 +110,8 @@ def test_search_best_match_first_exact_before_patch_release() -> None:
     text = ask("images torch==1.7", images_view()).text
     lines = text.splitlines()
     assert lines[0] == "*2 images have* `torch==1.7` (exact matches first, then `==1.7.*`)"
-    assert HF in lines[1] and "torch 1.7.1" in lines[1]
-    assert PT_2010 in lines[2] and "torch 1.7.0a0+7036e91 · release 20.10" in lines[2]
+    assert HF in lines[1] and "`torch` `1.7.1`" in lines[1]
+    assert PT_2010 in lines[2] and "`torch` `1.7.0a0+7036e91` · release 20.10" in lines[2]
 
 
 def test_search_range_and_canonical_names() -> None:
@@ -134,14 +134,14 @@ def test_unreadable_list_is_explained() -> None:
         "x_21.05.sqsh", 0, "x_21.05.sqsh.packages", packages_error="/enroot/x is a symlink"
     )
     text = ask("images torch", images_view((*IMAGES, broken))).text
-    assert "`x_21.05.sqsh.packages` could not be read: /enroot/x is a symlink" in text
+    assert "`x_21.05.sqsh.packages` could not be read: `/enroot/x is a symlink`" in text
 
 
 def test_no_image_has_that_version_lists_the_versions_there_are() -> None:
     text = ask("images torch==3", images_view()).text
     assert text.startswith(
-        "No image has `torch==3`. Versions of torch in the images (newest first): "
-        "2.2.0a0+81ea7a4, 1.7.1, 1.7.0a0+7036e91, 1.5.0a0+8f84ded."
+        "No image has `torch==3`. Versions of `torch` in the images (newest first): "
+        "`2.2.0a0+81ea7a4, 1.7.1, 1.7.0a0+7036e91, 1.5.0a0+8f84ded`."
     )
 
 
@@ -160,7 +160,7 @@ def test_missing_image_directory() -> None:
     view = images_view((), ImageDirectory("/enroot", "No such file or directory"))
     reply = ask("images torch", view)
     assert reply.text.startswith(
-        "skybot cannot read the image directory `/enroot`: No such file or directory."
+        "skybot cannot read the image directory `/enroot`: `No such file or directory`."
     )
     assert "as of 12 s ago" in reply.text
 
@@ -196,7 +196,7 @@ def test_unknown_gpu_type_lists_the_known_ones() -> None:
 def test_gpu_minimums_come_from_the_view_config() -> None:
     view = images_view(gpu_min_release={"a40": "21.01"})
     text = ask("images --gpu A40", view).text
-    assert sum("⛔ too old for a40" in line for line in text.splitlines()) == 2
+    assert sum("⛔ too old for `a40`" in line for line in text.splitlines()) == 2
     assert "`a40`." in one_liner(ask("images --gpu a100", view))
 
 

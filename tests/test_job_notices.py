@@ -46,7 +46,7 @@ def text_of(transition: Transition, pref: str = "all", now: float = START + 5 * 
 def test_completed_names_job_partition_gpus_runtime_and_default_output() -> None:
     assert text_of(ended("COMPLETED")) == (
         "✅ Job 1234 `train-vit` completed successfully.\n"
-        "Partition `hoffman-lab` · GPUs a40:2\n"
+        "Partition `hoffman-lab` · GPUs `a40:2`\n"
         "Runtime: 3 h 12 min\n"
         "Output: `/srv/hoffman-lab/flash9/alice/vit/slurm-1234.out`"
     )
@@ -110,7 +110,7 @@ def test_preempted_on_overcap_says_requeued_restarts_runtime_lost_and_how_to_che
     lines = notice.text.splitlines()
     assert lines[:4] == [
         "🔁 Job 77 `big` was preempted and requeued (restart 2).",
-        "Partition `overcap` · GPUs rtx_6000:4",
+        "Partition `overcap` · GPUs `rtx_6000:4`",
         "Runtime lost: 2 h 30 min, unless the job saved a checkpoint.",
         "Output: `/srv/hoffman-lab/flash9/alice/big-77.out`",
     ]
@@ -190,7 +190,7 @@ def test_key_names_cluster_job_run_and_state() -> None:
 def test_hostile_job_names_cannot_ping_anyone() -> None:
     text = text_of(ended("COMPLETED", name="<!channel> `x`"))
     assert "<!channel>" not in text
-    assert "&lt;!channel&gt; 'x'" in text
+    assert "`&lt;!channel&gt; \u02cbx\u02cb`" in text
 
 
 def test_output_path_patterns_and_array_default() -> None:
@@ -250,6 +250,6 @@ def test_digest_stands_for_many_notices() -> None:
     digest = digest_notice([n for n in notices if n is not None], "jobs:k")
     lines = digest.text.splitlines()
     assert lines[0] == "📋 25 of your jobs changed state: 22 completed, 3 failed."
-    assert lines[1] == "• 2000_0 `job2000` on `hoffman-lab`: completed"
+    assert lines[1] == "• `2000_0` `job2000` on `hoffman-lab`: completed"
     assert lines[-1] == "… and 5 more"
     assert len(lines) == 1 + 20 + 1

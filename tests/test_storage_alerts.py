@@ -97,7 +97,7 @@ def test_filesystem_warning_names_free_space_largest_and_fastest_growing() -> No
     _, alerts = filesystem_alerts({}, [fs_at(98.5)], dirs, before, POLICY, LABS)
     assert len(alerts) == 1
     assert alerts[0].text.splitlines() == [
-        f"🔴 `{ROOT}` (hoffman-lab) is 98% full (past 98%): 15.0G free of 1000G.",
+        f"🔴 `{ROOT}` (`hoffman-lab`) is 98% full (past 98%): 15.0G free of 1000G.",
         f"Largest directories: `{ROOT}/alice` 300G, `{ROOT}/bob` 200G, `{ROOT}/carol` 100G.",
         f"Fastest growing since the previous report: `{ROOT}/dave` +40.0G, `{ROOT}/alice` +10.0G.",
         "Please free space before writing more; a full filesystem fails everyone's jobs.",
@@ -130,7 +130,7 @@ def test_hoarder_is_pinged_once_per_report_and_again_after_a_newer_report_still_
     state, alerts = hoarding_alerts(state, [later], fs, previous, HOARD, LABS)
     assert [a.key for a in alerts] == [f"hoard:{ROOT}/alice:2024-05-13T03:00:00"]
     assert alerts[0].text.splitlines()[0] == (
-        f"📦 alice: `{ROOT}/alice` holds 11.0T (-1.0T since the previous report), "
+        f"📦 `alice`: `{ROOT}/alice` holds 11.0T (-1.0T since the previous report), "
         "over the 10.0T mark."
     )
     assert state[later.path].updated == WEEK2
@@ -155,7 +155,7 @@ def test_top_n_per_lab_repings_only_after_regrowth() -> None:
     state, alerts = hoarding_alerts({}, week1, [], {}, policy, labs)
     assert sorted(a.key.split(":")[1] for a in alerts) == [f"{ROOT}/alice", f"{kira}/carol"]
     assert alerts[0].text.splitlines()[0] == (
-        f"📦 alice: `{ROOT}/alice` holds 4.0T (first report), the largest in hoffman-lab."
+        f"📦 `alice`: `{ROOT}/alice` holds 4.0T (first report), the largest in `hoffman-lab`."
     )
     # A week later alice grew 10 % (< 25 %): quiet. carol grew 50 %: pinged again.
     week2 = [

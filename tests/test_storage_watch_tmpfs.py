@@ -138,7 +138,7 @@ async def test_full_filesystem_warns_once_stays_quiet_and_warns_again_after_refi
     await settle(bot)
     (warning,) = posts(slack)
     first_line = warning.splitlines()[0]
-    assert first_line.startswith(f"🟠 `{mount}` (hoffman-lab) is 9")
+    assert first_line.startswith(f"🟠 `{mount}` (`hoffman-lab`) is 9")
     assert "full (past 95%)" in first_line and "free of 8.0M." in first_line
     assert f"Largest directories: `{mount}/alice`" in warning
     assert [(r["key"], r["target"]) for r in await bot.writer.run(outbox_rows)] == [
@@ -177,7 +177,7 @@ async def test_hoarder_pinged_once_per_report_through_the_real_poller(
         assert await bot.poll() == 0
         await deliver(bot)
         texts = posts(slack)
-        assert texts[0].startswith(f"📦 bob: `{mount}/bob` holds 7.0T (first report)")
+        assert texts[0].startswith(f"📦 `bob`: `{mount}/bob` holds 7.0T (first report)")
         assert texts[1].startswith(f"📦 <@U1>: `{mount}/alice` holds 6.0T (first report)")
 
         # Next week's reports: alice still over (pinged again, with growth), bob cleaned up.
@@ -215,6 +215,6 @@ async def test_skybot_run_warns_about_a_full_filesystem_and_sends_what_was_queue
         )
     by_channel = {c.params["channel"]: c.params["text"] for c in calls}
     assert by_channel["U1"] == "from before"
-    assert by_channel[CHANNEL].startswith(f"🔴 `{mount}` (hoffman-lab) is 9")
+    assert by_channel[CHANNEL].startswith(f"🔴 `{mount}` (`hoffman-lab`) is 9")
     assert "(past 98%)" in by_channel[CHANNEL]
     assert len(slack.calls_to("chat.postMessage")) == 2

@@ -359,7 +359,7 @@ def test_command_several_labs_picks_one_and_says_how_to_pick() -> None:
         ("template --gpus --overcap", "alice", "`--gpus` needs a value"),
         ("template --gpus 1 --gpus 2", "alice", "`--gpus` is given twice"),
         ("template --overcap=yes", "alice", "is not a template option"),
-        ("template --lab kira-lab", "alice", "`alice` is not in kira-lab's Slurm account"),
+        ("template --lab kira-lab", "alice", "`alice` is not in `kira-lab`'s Slurm account"),
         ("template --lab nolab", "alice", "I don't know a lab called `nolab`"),
     ],
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from core.slack_text import literal
 from handlers.identity import CLUSTER_USER, is_human_account
 from handlers.reply import Reply, simple
 from handlers.router import Command, CommandRequest, UsageError
@@ -31,13 +32,13 @@ async def link(request: CommandRequest, services: Services) -> Reply:
     user = arg.lower()
     if not CLUSTER_USER.fullmatch(user) or not is_human_account(user):
         raise UsageError(
-            f"There is no cluster account `{arg[:40]}` that skybot can act for. "
+            f"There is no cluster account {literal(arg, 40)} that skybot can act for. "
             "Give your login name on the cluster (what `whoami` prints there)."
         )
     code = await services.identity.start_link(request.team_id, request.user_id, user)
     minutes = services.config.identity.link_code_minutes
     text = (
-        f"To prove you are `{user}` on the cluster, run this on a login node within "
+        f"To prove you are {literal(user)} on the cluster, run this on a login node within "
         f"{minutes} minutes:\n"
         f"```mkdir -p ~/.config/skybot && echo {code.code} > {LINK_FILE}```\n"
         "then type `/sky link check`. (Only you can write into your home directory, so the "
@@ -57,13 +58,14 @@ async def _check(request: CommandRequest, services: Services) -> Reply:
     )
     if not reply.get("ok"):
         raise UsageError(
-            f"Not linked: {reply.get('error', 'the code did not match')} "
-            f"Check that {LINK_FILE} in `{pending.cluster_user}`'s home holds exactly the code."
+            f"Not linked: {literal(reply.get('error', 'the code did not match'))} "
+            f"Check that {LINK_FILE} in {literal(pending.cluster_user)}'s home holds exactly "
+            "the code."
         )
     await services.identity.confirm_link(request.team_id, request.user_id, pending.cluster_user)
     return simple(
-        f"Linked: you are `{pending.cluster_user}` on the cluster. You can delete {LINK_FILE} "
-        "now. `/sky unlink` undoes this."
+        f"Linked: you are {literal(pending.cluster_user)} on the cluster. You can delete "
+        f"{LINK_FILE} now. `/sky unlink` undoes this."
     )
 
 
@@ -72,7 +74,7 @@ async def whoami(request: CommandRequest, services: Services) -> Reply:
         raise UsageError("`/sky whoami` takes no arguments.")
     identity = services.identity.lookup(request.team_id, request.user_id)
     if identity is None and request.cluster_user:
-        return simple(f"You are `{request.cluster_user}` on the cluster.")
+        return simple(f"You are {literal(request.cluster_user)} on the cluster.")
     if identity is None:
         return simple(
             "skybot does not know your cluster account yet. Link it with "
@@ -84,7 +86,7 @@ async def whoami(request: CommandRequest, services: Services) -> Reply:
         else ""
     )
     return simple(
-        f"You are `{identity.cluster_user}` on the cluster "
+        f"You are {literal(identity.cluster_user)} on the cluster "
         f"({SOURCE_WORDS.get(identity.source, identity.source)}{since})."
     )
 

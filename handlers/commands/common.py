@@ -10,12 +10,13 @@ import difflib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
+from core.job_notices import job_label as job_label
+
 # The commands format like the notifications do; re-exported for them.
-from core.notice_text import esc as esc
 from core.notice_text import format_bytes as format_bytes
 from core.notice_text import format_duration as format_duration
 from core.notice_text import format_gpus as format_gpus
-from core.records import Job
+from core.slack_text import literal as literal
 from core.view import ClusterView, LabInfo
 from handlers.reply import (
     MAX_BLOCKS,
@@ -24,7 +25,6 @@ from handlers.reply import (
     context,
     lines_to_sections,
     section,
-    truncate,
 )
 from handlers.router import CommandRequest, UsageError
 
@@ -50,14 +50,13 @@ class NoData(UsageError):
 
 
 def shown(word: str, limit: int = MAX_ECHO) -> str:
-    """A word the user typed, safe to echo inside backticks: clipped, one line, inert."""
-    flat = " ".join(word.split())
-    return esc(truncate(flat, limit))
+    """A word the user typed, echoed as an inert literal, clipped to `limit`."""
+    return literal(word, limit)
 
 
 def one_line(text: str, limit: int = 160) -> str:
-    """An error message from a poller as one short, inert line."""
-    return esc(truncate(" ".join(text.split()), limit))
+    """An error message from a poller as one short, inert literal."""
+    return literal(text, limit)
 
 
 def ago(timestamp: float, now: float) -> str:
@@ -77,14 +76,7 @@ def gpu_type_name(gpu_type: str) -> str:
 
 def format_counts(counts: Mapping[str, int]) -> str:
     """'alice 2, bob 2' in the mapping's order (callers sort)."""
-    return ", ".join(f"{esc(gpu_type_name(k))} {v}" for k, v in counts.items())
-
-
-def job_label(job: Job) -> str:
-    """The id users type into scancel/why: `123_4` for array tasks, `123` otherwise."""
-    if job.array_job_id is not None and job.array_task:
-        return f"{job.array_job_id}_{esc(job.array_task)}"
-    return str(job.job_id)
+    return ", ".join(f"{literal(gpu_type_name(k))} {v}" for k, v in counts.items())
 
 
 def bounded(lines: list[str], limit: int = MAX_LIST_LINES) -> list[str]:
@@ -175,7 +167,7 @@ def answer(
 def at_most_one(request: CommandRequest, usage: str) -> str | None:
     if len(request.args) > 1:
         extra = shown(" ".join(request.args[1:]))
-        raise UsageError(f"Too many arguments (`{extra}`). Usage: `/sky {usage}`")
+        raise UsageError(f"Too many arguments ({extra}). Usage: `/sky {usage}`")
     return request.args[0] if request.args else None
 
 
@@ -189,7 +181,7 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
 
 
 def lab_names(view: ClusterView) -> str:
-    return ", ".join(f"`{esc(lab.name)}`" for lab in view.labs) or "(none configured)"
+    return ", ".join(f"{literal(lab.name)}" for lab in view.labs) or "(none configured)"
 
 
 def find_lab(view: ClusterView, name: str) -> LabInfo:
@@ -199,8 +191,8 @@ def find_lab(view: ClusterView, name: str) -> LabInfo:
         return lab
     hint = did_you_mean(name, (lab.name for lab in view.labs))
     if hint:
-        raise UsageError(f"I don't know a lab called `{shown(name)}`. Did you mean `{hint}`?")
-    raise UsageError(f"I don't know a lab called `{shown(name)}`. Labs: {lab_names(view)}.")
+        raise UsageError(f"I don't know a lab called {shown(name)}. Did you mean {literal(hint)}?")
+    raise UsageError(f"I don't know a lab called {shown(name)}. Labs: {lab_names(view)}.")
 
 
 def lab_for_account(view: ClusterView, account: str) -> LabInfo | None:
@@ -208,14 +200,13 @@ def lab_for_account(view: ClusterView, account: str) -> LabInfo | None:
 
 
 def overcap_flags(view: ClusterView) -> str:
-    partition, account = esc(view.overcap_partition), esc(view.overcap_account)
-    return f"`--partition={partition} --account={account}`"
+    return literal(f"--partition={view.overcap_partition} --account={view.overcap_account}")
 
 
 def check_user_name(name: str) -> str:
     if not _USER_NAME.fullmatch(name):
         raise UsageError(
-            f"`{shown(name)}` is not a cluster user name (letters, digits, `_ . -` only)."
+            f"{shown(name)} is not a cluster user name (letters, digits, `_ . -` only)."
         )
     return name
 

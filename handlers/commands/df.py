@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from core.records import FilesystemUsage
 from core.view import ClusterView
-from handlers.commands.common import answer, esc, format_bytes, require_data, shown
+from handlers.commands.common import answer, format_bytes, literal, require_data, shown
 from handlers.reply import Reply
 from handlers.router import Command, CommandRequest, UsageError
 
@@ -16,7 +16,7 @@ WARN_PERCENT = 90.0
 def run(request: CommandRequest, view: ClusterView) -> Reply:
     if request.args:
         raise UsageError(
-            f"`/sky df` takes no arguments (got `{shown(' '.join(request.args))}`). "
+            f"`/sky df` takes no arguments (got {shown(' '.join(request.args))}). "
             "For one lab's or user's directories, try `/sky disk LAB` or `/sky disk USER`."
         )
     require_data(view, "storage")
@@ -32,9 +32,9 @@ def filesystem_line(view: ClusterView, fs: FilesystemUsage) -> str:
     """'⚠️ `/srv/x` 95% full — 2.7T free of 55T (hoffman-lab)'."""
     marker = "⚠️ " if fs.percent_used >= WARN_PERCENT else ""
     owners = [lab.name for lab in view.labs if fs.mount in lab.storage_roots]
-    whose = f" ({esc(', '.join(owners))})" if owners else ""
+    whose = f" ({literal(', '.join(owners))})" if owners else ""
     return (
-        f"{marker}`{esc(fs.mount)}` {fs.percent_used:.0f}% full — "
+        f"{marker}{literal(fs.mount)} {fs.percent_used:.0f}% full — "
         f"{format_bytes(fs.avail_bytes)} free of {format_bytes(fs.size_bytes)}{whose}"
     )
 

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from core.digest import WEEK, digest_lines, digest_title
 from core.view import ClusterView, LabInfo
-from handlers.commands.common import esc, find_lab, lab_names, not_linked
+from handlers.commands.common import find_lab, lab_names, literal, not_linked
 from handlers.reply import Reply, context, section
 from handlers.router import Command, CommandRequest, UsageError
 from handlers.services import Services
@@ -57,15 +57,15 @@ async def _switch(
     assert services.writer is not None
     if not request.channel_id.startswith(("C", "G")):
         raise UsageError(
-            f"Run `/sky digest {lab.name} {'on' if on else 'off'}` in the channel that should "
-            "(or should no longer) get the digest; skybot must be a member there."
+            f"Run {literal(f'/sky digest {lab.name} ' + ('on' if on else 'off'))} in the channel "
+            "that should (or should no longer) get the digest; skybot must be a member there."
         )
     if not request.cluster_user:
         raise not_linked(f"digest {lab.name} on")
     if lab not in view.labs_of_user(request.cluster_user):
         raise UsageError(
-            f"Only members of *{esc(lab.name)}* can turn its digest on or off, and "
-            f"`{esc(request.cluster_user)}` is not one."
+            f"Only members of *{literal(lab.name)}* can turn its digest on or off, and "
+            f"{literal(request.cluster_user)} is not one."
         )
     channel = request.channel_id
     when = _schedule(services)
@@ -74,16 +74,16 @@ async def _switch(
             lab.name, channel, request.team_id, request.user_id, time.time()
         )
         if not await services.writer.run(add_digest_channel, subscription):
-            return Reply(f"<#{channel}> already gets *{esc(lab.name)}*'s digest {when}.")
+            return Reply(f"<#{channel}> already gets *{literal(lab.name)}*'s digest {when}.")
         return Reply(
-            f"Done: <#{channel}> will get *{esc(lab.name)}*'s weekly digest {when} — GPU-hours "
+            f"Done: <#{channel}> will get *{literal(lab.name)}*'s weekly digest {when} — GPU-hours "
             "by user, overcap use, preemptions and storage growth, with a chart. skybot must "
             "be a member of this channel (`/invite @skybot`). "
-            f"`/sky digest {lab.name}` shows this week's so far."
+            f"{literal('/sky digest ' + lab.name)} shows this week's so far."
         )
     if not await services.writer.run(remove_digest_channel, lab.name, channel):
-        return Reply(f"<#{channel}> does not get *{esc(lab.name)}*'s digest; nothing to stop.")
-    return Reply(f"Done: <#{channel}> will no longer get *{esc(lab.name)}*'s weekly digest.")
+        return Reply(f"<#{channel}> does not get *{literal(lab.name)}*'s digest; nothing to stop.")
+    return Reply(f"Done: <#{channel}> will no longer get *{literal(lab.name)}*'s weekly digest.")
 
 
 async def _preview(request: CommandRequest, services: Services, lab: LabInfo) -> Reply:
@@ -105,7 +105,7 @@ async def _preview(request: CommandRequest, services: Services, lab: LabInfo) ->
             f"Not posted anywhere yet: `/sky digest {lab.name} on` in your lab's channel "
             f"posts it {_schedule(services)}."
         )
-    blocks = [section(f"*{esc(title)}*"), *(section(line) for line in lines), context(footer)]
+    blocks = [section(f"*{literal(title)}*"), *(section(line) for line in lines), context(footer)]
     return Reply("\n".join([title, *lines, footer]), blocks)
 
 

@@ -14,15 +14,15 @@ from handlers.commands.common import (
     at_most_one,
     bounded,
     did_you_mean,
-    esc,
     format_kib,
     known_users,
+    literal,
     not_linked,
     require_data,
     shown,
 )
 from handlers.commands.df import filesystem_line
-from handlers.reply import Reply, truncate
+from handlers.reply import Reply
 from handlers.router import Command, CommandRequest, UsageError
 
 USAGE = "disk [LAB|USER] [--chart]"
@@ -51,7 +51,7 @@ def charts(request: CommandRequest, view: ClusterView) -> list[ChartSpec]:
         lab = view.lab(arg)
         if lab is None:
             raise UsageError(
-                f"Disk charts are drawn per lab, and `{shown(arg)}` is not one: "
+                f"Disk charts are drawn per lab, and {shown(arg)} is not one: "
                 f"`/sky disk LAB --chart`. Labs: {', '.join(x.name for x in view.labs)}."
             )
         labs = [lab]
@@ -67,10 +67,10 @@ def charts(request: CommandRequest, view: ClusterView) -> list[ChartSpec]:
 
 def _lab_lines(view: ClusterView, lab: LabInfo) -> list[str]:
     if not lab.storage_roots:
-        return [f"skybot has no storage roots configured for *{esc(lab.name)}*."]
+        return [f"skybot has no storage roots configured for *{literal(lab.name)}*."]
     dirs = [d for d in view.snapshot.directories if d.root in lab.storage_roots]
-    roots = ", ".join(f"`{esc(r)}`" for r in lab.storage_roots)
-    head = f"*{esc(lab.name)}*: {_total(dirs)} on {roots}"
+    roots = ", ".join(f"{literal(r)}" for r in lab.storage_roots)
+    head = f"*{literal(lab.name)}*: {_total(dirs)} on {roots}"
     fs_lines = [
         f"    {filesystem_line(view, fs)}"
         for fs in view.snapshot.filesystems
@@ -86,17 +86,15 @@ def user_lines(
     dirs = [d for d in view.snapshot.directories if d.owner == user]
     if dirs:
         largest = _directory_lines(view, dirs, with_owner=False, limit=limit)
-        return [f"*{esc(user)}*: {_total(dirs)}", *largest]
+        return [f"*{literal(user)}*: {_total(dirs)}", *largest]
     if asker:
         return [
-            f"skybot has no disk-usage reports for your directories (`{esc(user)}`). A report "
+            f"skybot has no disk-usage reports for your directories ({literal(user)}). A report "
             "appears after the weekly scan of `/srv/<lab>/<storage>/<user>`."
         ]
     hint = did_you_mean(user, [*(lab.name for lab in view.labs), *known_users(view)])
-    maybe = f" Did you mean `{esc(hint)}`?" if hint else ""
-    raise UsageError(
-        f"I have no disk-usage reports for a lab or user called `{shown(user)}`.{maybe}"
-    )
+    maybe = f" Did you mean {literal(hint)}?" if hint else ""
+    raise UsageError(f"I have no disk-usage reports for a lab or user called {shown(user)}.{maybe}")
 
 
 def _total(dirs: list[DirectoryUsage]) -> str:
@@ -113,9 +111,9 @@ def _directory_lines(
     largest = sorted(dirs, key=lambda d: (-d.kib, d.path))
     return bounded(
         [
-            f"    `{esc(truncate(d.path, 120))}` {esc(d.human)}"
+            f"    {literal(d.path, 120)} {literal(d.human)}"
             + _growth(view, d)
-            + (f" ({esc(d.owner)})" if with_owner else "")
+            + (f" ({literal(d.owner)})" if with_owner else "")
             + f" · updated {d.updated:%Y-%m-%d}"
             for d in largest
         ],

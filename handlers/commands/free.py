@@ -11,8 +11,8 @@ from handlers.commands.common import (
     at_most_one,
     bounded,
     did_you_mean,
-    esc,
     gpu_type_name,
+    literal,
     overcap_flags,
     require_data,
     shown,
@@ -36,9 +36,9 @@ def run(request: CommandRequest, view: ClusterView) -> Reply:
     lines: list[str] = []
     # Most idle type first; within a type, view.idle already lists the emptiest node first.
     for gpu_type, items in sorted(by_type.items(), key=lambda kv: -sum(i.count for i in kv[1])):
-        lines.append(f"*{esc(gpu_type_name(gpu_type))}*: {sum(i.count for i in items)} idle")
+        lines.append(f"*{literal(gpu_type_name(gpu_type))}*: {sum(i.count for i in items)} idle")
         lines += [
-            f"    {esc(i.node)}: {i.count} — partitions: {esc(', '.join(i.partitions)) or '?'}"
+            f"    {literal(i.node)}: {i.count} — partitions: {_partitions(i.partitions)}"
             for i in items
         ]
     lines = bounded(lines)
@@ -59,10 +59,10 @@ def _gpu_type(view: ClusterView, word: str) -> str:
     by_name = {gpu_type_name(t).casefold(): t for t in known}
     if word.casefold() in by_name:
         return by_name[word.casefold()]
-    listing = ", ".join(f"`{esc(gpu_type_name(t))}`" for t in known) or "none yet"
+    listing = ", ".join(f"{literal(gpu_type_name(t))}" for t in known) or "none yet"
     hint = did_you_mean(word, [gpu_type_name(t) for t in known])
-    maybe = f" Did you mean `{esc(hint)}`?" if hint else ""
-    raise UsageError(f"I don't know GPU type `{shown(word)}`.{maybe} Known types: {listing}.")
+    maybe = f" Did you mean {literal(hint)}?" if hint else ""
+    raise UsageError(f"I don't know GPU type {shown(word)}.{maybe} Known types: {listing}.")
 
 
 def _none_idle(view: ClusterView, wanted: str | None) -> str:
@@ -72,7 +72,7 @@ def _none_idle(view: ClusterView, wanted: str | None) -> str:
     total = sum(n.gpus_total[wanted] for n in nodes)
     down = sum(n.gpus_total[wanted] for n in nodes if not n.schedulable)
     unusable = f", {down} on nodes that are down or drained" if down else ""
-    name = esc(gpu_type_name(wanted))
+    name = literal(gpu_type_name(wanted))
     return f"No idle {name} GPUs right now ({total} in the cluster{unusable})."
 
 
@@ -83,3 +83,7 @@ COMMAND = Command(
     run,
     "Drained or down nodes are not counted. Give a GPU type (e.g. `a40`) to see only that type.",
 )
+
+
+def _partitions(names: list[str] | tuple[str, ...]) -> str:
+    return literal(", ".join(names)) if names else "?"

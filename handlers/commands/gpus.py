@@ -9,12 +9,12 @@ from core.view import ClusterView, LabInfo
 from handlers.commands.common import (
     answer,
     at_most_one,
-    esc,
     find_lab,
     format_counts,
     format_gpus,
     job_label,
     lab_names,
+    literal,
     overcap_flags,
     require_data,
 )
@@ -72,7 +72,7 @@ def lab_lines(view: ClusterView, lab: LabInfo, usage: LabUsage) -> list[str]:
 
 
 def _lab_lines(view: ClusterView, lab: LabInfo, usage: LabUsage) -> list[str]:
-    lines = [f"*{esc(lab.name)}*: {cap_phrase(view, usage)}"]
+    lines = [f"*{literal(lab.name)}*: {cap_phrase(view, usage)}"]
     if usage.by_user:
         lines.append(f"• by user: {_top_users(usage.by_user)}")
     if usage.by_type:
@@ -104,7 +104,7 @@ def _top_users(counts: dict[str, int], limit: int = MAX_USERS_SHOWN) -> str:
 
 def _waiting_line(job: Job) -> str:
     gpus = format_gpus(job.gpus_by_type)
-    return f"    `{job_label(job)}` {esc(job.user)} {gpus} ({esc(job.reason)})"
+    return f"    {literal(job_label(job))} {literal(job.user)} {gpus} ({literal(job.reason)})"
 
 
 def _idle_line(view: ClusterView) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from core.slack_text import literal
 from core.view import ClusterView
 from handlers.reply import Reply, context, header, section
 from handlers.router import Command, CommandRequest, CommandTable, UsageError
@@ -34,8 +35,8 @@ def _one(table: CommandTable, name: str) -> Reply:
     command = table.get(name)
     if command is None:
         hint = table.suggest(name)
-        maybe = f" Did you mean `{hint}`?" if hint else ""
-        raise UsageError(f"There is no `{name[:40]}` command.{maybe} Try `/sky help`.")
+        maybe = f" Did you mean `/sky help {hint}`?" if hint else ""
+        raise UsageError(f"There is no {literal(name, 40)} command.{maybe} Try `/sky help`.")
     text = f"`/sky {command.usage}`\n{command.summary}"
     if command.details:
         text += f"\n{command.details}"

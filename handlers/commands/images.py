@@ -28,12 +28,12 @@ from handlers.commands.common import (
     answer,
     bounded,
     did_you_mean,
-    esc,
+    literal,
     one_line,
     require_data,
     shown,
 )
-from handlers.reply import Reply, truncate
+from handlers.reply import Reply
 from handlers.router import Command, CommandRequest, UsageError
 
 USAGE = "images [QUERY] [--gpu TYPE]"
@@ -61,7 +61,7 @@ def _lines(view: ClusterView, query: PackageQuery | None, rule: GpuRule | None) 
         ]
     if not directory.path:
         return ["Listing container images is turned off in skybot's configuration (`[images]`)."]
-    where = f"`{esc(directory.path)}`"
+    where = f"{literal(directory.path)}"
     if directory.error:
         return [
             f"skybot cannot read the image directory {where}: {one_line(directory.error)}. "
@@ -93,7 +93,7 @@ def _split_args(args: Sequence[str]) -> tuple[str | None, str | None]:
                 )
             gpu = value
         elif word.startswith("--"):
-            raise UsageError(f"I don't know the option `{shown(word)}`. Usage: `/sky {USAGE}`")
+            raise UsageError(f"I don't know the option {shown(word)}. Usage: `/sky {USAGE}`")
         else:
             words.append(word)
     return (" ".join(words) or None), gpu
@@ -104,7 +104,7 @@ def _query(text: str) -> PackageQuery:
         return parse_query(text)
     except QueryError as error:
         raise UsageError(
-            f"I can't read `{shown(text)}` as a package query: {error}. "
+            f"I can't read {shown(text)} as a package query: {error}. "
             "Examples: `torch`, `torch==2.1`, `transformers>=4.30`."
         ) from None
 
@@ -113,9 +113,9 @@ def _gpu_rule(view: ClusterView, word: str) -> GpuRule:
     rule = find_gpu_rule(view.gpu_min_release, word)
     if rule is not None:
         return rule
-    known = ", ".join(f"`{esc(t)}`" for t in view.gpu_min_release) or "none are configured"
+    known = ", ".join(f"{literal(t)}" for t in view.gpu_min_release) or "none are configured"
     raise UsageError(
-        f"I don't know which images GPU type `{shown(word)}` needs. GPU types with a minimum "
+        f"I don't know which images GPU type {shown(word)} needs. GPU types with a minimum "
         f"image release: {known}."
     )
 
@@ -130,7 +130,7 @@ def _listing(view: ClusterView, where: str, rule: GpuRule | None) -> list[str]:
     if rule is not None:
         head += f" — ⛔ marks those too old for {_needs(rule)}"
     lines = [
-        f"• `{_name(i.name)}` — {_release_text(view, i)}{_flag(view, i, rule)}{_list_state(i)}"
+        f"• {_name(i.name)} — {_release_text(view, i)}{_flag(view, i, rule)}{_list_state(i)}"
         for i in images
     ]
     return [
@@ -144,12 +144,12 @@ def _listing(view: ClusterView, where: str, rule: GpuRule | None) -> list[str]:
 def _search(view: ClusterView, query: PackageQuery, rule: GpuRule | None) -> list[str]:
     index = _index(view)
     matches = find_images(query, index)
-    asked = f"`{shown(query.text)}`"
+    asked = f"{shown(query.text)}"
     if matches:
         noun = "image has" if len(matches) == 1 else "images have"
         head = f"*{len(matches)} {noun}* {asked}"
         if any(not m.exact for m in matches):
-            head += f" (exact matches first, then `{esc(str(query.widened))}`)"
+            head += f" (exact matches first, then {literal(str(query.widened))})"
         lines = [head, *bounded([_match_line(view, m, rule) for m in matches])]
         too_old = sum(1 for m in matches if _too_old(view, m.image, rule))
         if rule is not None and too_old:
@@ -161,9 +161,9 @@ def _search(view: ClusterView, query: PackageQuery, rule: GpuRule | None) -> lis
 
 
 def _match_line(view: ClusterView, match: PackageMatch, rule: GpuRule | None) -> str:
-    version = esc(truncate(match.version, 60)) or "(no version given)"
+    version = literal(match.version, 60) if match.version else "(no version given)"
     return (
-        f"• `{_name(match.image.name)}` — {esc(truncate(match.name, 60))} {version}"
+        f"• {_name(match.image.name)} — {literal(match.name, 60)} {version}"
         f" · {_release_text(view, match.image)}{_flag(view, match.image, rule)}"
     )
 
@@ -173,12 +173,12 @@ def _no_match(query: PackageQuery, index: PackageIndex, asked: str) -> str:
     if query.canonical in index:
         listed = describe_versions(versions) if versions else "none with a version"
         return (
-            f"No image has {asked}. Versions of {esc(query.name)} in the images "
-            f"(newest first): {esc(listed)}."
+            f"No image has {asked}. Versions of {literal(query.name)} in the images "
+            f"(newest first): {literal(listed)}."
         )
     hint = did_you_mean(query.canonical, index)
-    maybe = f" Did you mean `{esc(hint)}`?" if hint else ""
-    return f"No image lists a package called `{shown(query.name)}`.{maybe}"
+    maybe = f" Did you mean {literal(hint)}?" if hint else ""
+    return f"No image lists a package called {shown(query.name)}.{maybe}"
 
 
 def _search_notes(images: Sequence[ContainerImage]) -> list[str]:
@@ -186,7 +186,7 @@ def _search_notes(images: Sequence[ContainerImage]) -> list[str]:
     notes: list[str] = []
     unlisted = [i.name for i in images if i.packages_file is None]
     if unlisted:
-        named = ", ".join(f"`{_name(n)}`" for n in unlisted[:MAX_NAMED])
+        named = ", ".join(_name(n) for n in unlisted[:MAX_NAMED])
         more = f" and {len(unlisted) - MAX_NAMED} more" if len(unlisted) > MAX_NAMED else ""
         noun = "image has" if len(unlisted) == 1 else "images have"
         notes.append(
@@ -229,11 +229,15 @@ def _too_old(view: ClusterView, image: ContainerImage, rule: GpuRule | None) -> 
 
 
 def _flag(view: ClusterView, image: ContainerImage, rule: GpuRule | None) -> str:
-    return f" · ⛔ too old for {esc(rule.gpu_type)}" if rule and _too_old(view, image, rule) else ""
+    return (
+        f" · ⛔ too old for {literal(rule.gpu_type)}"
+        if rule and _too_old(view, image, rule)
+        else ""
+    )
 
 
 def _needs(rule: GpuRule) -> str:
-    return f"{esc(rule.gpu_type)} (it needs release {rule.min_release} or newer)"
+    return f"{literal(rule.gpu_type)} (it needs release {rule.min_release} or newer)"
 
 
 def _list_state(image: ContainerImage) -> str:
@@ -245,7 +249,7 @@ def _list_state(image: ContainerImage) -> str:
 
 
 def _list_problem(image: ContainerImage) -> str:
-    listed = f"`{_name(image.packages_file or '')}`"
+    listed = _name(image.packages_file or "")
     if image.packages_error:
         return f"{listed} could not be read: {one_line(image.packages_error)}"
     n = image.unreadable_lines
@@ -253,7 +257,7 @@ def _list_problem(image: ContainerImage) -> str:
 
 
 def _name(file_name: str) -> str:
-    return esc(truncate(file_name, 100))
+    return literal(file_name, 100)
 
 
 COMMAND = Command(

@@ -10,16 +10,16 @@ from handlers.commands.common import (
     bounded,
     check_user_name,
     did_you_mean,
-    esc,
     format_duration,
     format_gpus,
     job_label,
     known_users,
+    literal,
     not_linked,
     require_data,
 )
 from handlers.commands.reasons import reason_code, short_reason
-from handlers.reply import Reply, truncate
+from handlers.reply import Reply
 from handlers.router import Command, CommandRequest
 
 USAGE = "jobs [USER]"
@@ -52,14 +52,14 @@ def jobs_lines(user: str, jobs: list[Job], now: float) -> list[str]:
     pending = sum(j.state == "PENDING" for j in jobs)
     running = len(jobs) - pending
     gpus = sum(j.gpus for j in jobs if j.state != "PENDING")
-    head = f"*{esc(user)}*: {running} running ({gpus} GPUs), {pending} pending"
+    head = f"*{literal(user)}*: {running} running ({gpus} GPUs), {pending} pending"
     return [head, *bounded([job_line(j, now) for j in jobs])]
 
 
 def job_line(job: Job, now: float) -> str:
-    name = esc(truncate(job.name, 40))
+    name = literal(job.name, 40)
     return (
-        f"`{job_label(job)}` {name} · {esc(job.partition)} · "
+        f"{literal(job_label(job))} {name} · {literal(job.partition)} · "
         f"{format_gpus(job.gpus_by_type)} · {_status(job, now)}"
     )
 
@@ -68,7 +68,7 @@ def _status(job: Job, now: float) -> str:
     if job.state == "PENDING":
         code = reason_code(job.reason)
         phrase = short_reason(job.reason)
-        return f"pending: {phrase} ({esc(code)})" if phrase else f"pending ({esc(code)})"
+        return f"pending: {phrase} ({literal(code)})" if phrase else f"pending ({literal(code)})"
     state = job.state.lower()
     if job.start_time is None:
         return state
@@ -77,15 +77,15 @@ def _status(job: Job, now: float) -> str:
 
 def _nobody_home(view: ClusterView, user: str, is_asker: bool) -> str:
     if is_asker:
-        return f"You (`{esc(user)}`) have no running or pending jobs."
-    line = f"`{esc(user)}` has no running or pending jobs."
+        return f"You ({literal(user)}) have no running or pending jobs."
+    line = f"{literal(user)} has no running or pending jobs."
     lab = view.lab(user)
     if lab is not None:
-        return f"{line} `{esc(lab.name)}` is a lab — try `/sky gpus {esc(lab.name)}`."
+        return f"{line} {literal(lab.name)} is a lab — try {literal('/sky gpus ' + lab.name)}."
     if user not in known_users(view):
         hint = did_you_mean(user, known_users(view))
         if hint:
-            line += f" Did you mean `{esc(hint)}`?"
+            line += f" Did you mean {literal(hint)}?"
     return line
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from core.job_notices import PREFERENCE_MEANINGS, PREFERENCES
+from core.slack_text import literal
 from handlers.reply import Reply, simple
 from handlers.router import Command, CommandRequest, UsageError
 from handlers.services import Services
@@ -49,7 +50,7 @@ async def notify(request: CommandRequest, services: Services) -> Reply:
     if wanted == "off":
         return simple("Job DMs are off. `/sky notify all` turns them back on.")
     return simple(
-        f"Done: you will get DMs about `{user}`'s jobs for {PREFERENCE_MEANINGS[wanted]}."
+        f"Done: you will get DMs about {literal(user)}'s jobs for {PREFERENCE_MEANINGS[wanted]}."
     )
 
 
@@ -64,7 +65,8 @@ async def current_preference(services: Services, team_id: str, user_id: str) -> 
 
 def preference_line(user: str, pref: str, chosen: bool) -> str:
     how = "your choice" if chosen else "the default"
-    return f"You get DMs about `{user}`'s jobs for: {PREFERENCE_MEANINGS[pref]} (`{pref}`, {how})."
+    meaning = PREFERENCE_MEANINGS[pref]
+    return f"You get DMs about {literal(user)}'s jobs for: {meaning} (`{pref}`, {how})."
 
 
 COMMAND = Command(

@@ -7,16 +7,19 @@ skybot knows nothing about is shown raw rather than guessed at.
 
 from __future__ import annotations
 
-# code -> (short phrase, full explanation). {partition} is filled in by the caller.
+from core.slack_text import literal
+
+# code -> (short phrase, full explanation). The caller's values fill in {partition}, {code},
+# {scancel} and {release}, each as a literal.
 _KNOWN: dict[str, tuple[str, str]] = {
     "Resources": (
         "waiting for free GPUs",
-        "It is waiting for resources: no node in `{partition}` has enough free GPUs, CPUs or "
+        "It is waiting for resources: no node in {partition} has enough free GPUs, CPUs or "
         "memory for it right now. It starts as soon as running jobs there end.",
     ),
     "Priority": (
         "other jobs are ahead of it",
-        "Jobs with higher priority are queued ahead of it in `{partition}`; it starts after them.",
+        "Jobs with higher priority are queued ahead of it in {partition}; it starts after them.",
     ),
     "BeginTime": (
         "not allowed to start yet",
@@ -29,7 +32,7 @@ _KNOWN: dict[str, tuple[str, str]] = {
     "DependencyNeverSatisfied": (
         "will never start: its dependency failed",
         "Its dependency can never be satisfied (a job it depends on failed or was cancelled), "
-        "so it will never start. Cancel it with `scancel {job}` and resubmit.",
+        "so it will never start. Cancel it with {scancel} and resubmit.",
     ),
     "ReqNodeNotAvail": (
         "a node it needs is unavailable",
@@ -37,7 +40,7 @@ _KNOWN: dict[str, tuple[str, str]] = {
     ),
     "JobHeldUser": (
         "held by its owner",
-        "Its owner put it on hold. Release it with `scontrol release {job}`.",
+        "Its owner put it on hold. Release it with {release}.",
     ),
     "JobHeldAdmin": (
         "held by an admin",
@@ -45,21 +48,21 @@ _KNOWN: dict[str, tuple[str, str]] = {
     ),
     "PartitionTimeLimit": (
         "its --time is over the partition's limit",
-        "Its time limit (`--time`) is longer than `{partition}` allows (debug 4 h, short 2 d, "
+        "Its time limit (`--time`) is longer than {partition} allows (debug 4 h, short 2 d, "
         "long 7 d, overcap 2 d), so it will never start. Cancel it and resubmit with a shorter "
         "`--time`.",
     ),
     "PartitionNodeLimit": (
         "asks for more nodes than the partition allows",
-        "It asks for more nodes than `{partition}` allows per job; it will not start as is.",
+        "It asks for more nodes than {partition} allows per job; it will not start as is.",
     ),
     "PartitionDown": (
         "the partition is down",
-        "The partition `{partition}` is down; it waits until an admin brings it back.",
+        "The partition {partition} is down; it waits until an admin brings it back.",
     ),
     "PartitionInactive": (
         "the partition is inactive",
-        "The partition `{partition}` is inactive; it waits until an admin reactivates it.",
+        "The partition {partition} is inactive; it waits until an admin reactivates it.",
     ),
     "QOSMaxGRESPerUser": (
         "at the QOS's per-user GPU limit",
@@ -101,22 +104,22 @@ _FAMILIES: tuple[tuple[str, str, str], ...] = (
     (
         "AssocGrp",
         "lab at its limit",
-        "The lab's Slurm account has reached a group limit (`{code}`).",
+        "The lab's Slurm account has reached a group limit ({code}).",
     ),
     (
         "AssocMax",
         "at a per-user limit of the account",
-        "It would exceed a per-job or per-user limit of its account (`{code}`).",
+        "It would exceed a per-job or per-user limit of its account ({code}).",
     ),
     (
         "QOSGrp",
         "at the QOS's group limit",
-        "Its QOS has reached a group limit (`{code}`).",
+        "Its QOS has reached a group limit ({code}).",
     ),
     (
         "QOSMax",
         "at a per-user limit of the QOS",
-        "It would exceed a per-user or per-job limit of its QOS (`{code}`).",
+        "It would exceed a per-user or per-job limit of its QOS ({code}).",
     ),
 )
 
@@ -157,8 +160,12 @@ def long_reason(reason: str, partition: str, job: str) -> str | None:
     """A sentence for `why`; None when skybot has no explanation for the code."""
     code = reason_code(reason)
     if code in _KNOWN:
-        return _KNOWN[code][1].format(partition=partition, job=job)
+        return _KNOWN[code][1].format(
+            partition=literal(partition),
+            scancel=literal(f"scancel {job}"),
+            release=literal(f"scontrol release {job}"),
+        )
     for prefix, _, sentence in _FAMILIES:
         if code.startswith(prefix):
-            return sentence.format(code=code)
+            return sentence.format(code=literal(code))
     return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 
+from core.slack_text import literal
 from handlers.commands.common import not_linked
 from handlers.reply import Reply, simple
 from handlers.router import Command, CommandRequest, UsageError
@@ -53,15 +54,15 @@ def parse_submit_args(args: tuple[str, ...]) -> tuple[str, dict[str, str]]:
         if name not in OPTIONS:
             allowed = ", ".join(sorted({k for k in OPTIONS if k.startswith("--")}))
             raise UsageError(
-                f"`{word[:40]}` is not an option skybot passes to sbatch. Allowed: {allowed}. "
-                "Anything else belongs in the script's #SBATCH lines."
+                f"{literal(word, 40)} is not an option skybot passes to sbatch. "
+                f"Allowed: {allowed}. Anything else belongs in the script's #SBATCH lines."
             )
         if not has_value:
             if not rest:
                 raise UsageError(f"`{name}` needs a value.")
             value = rest.pop(0)
         if not value or _SUSPICIOUS.search(value):
-            raise UsageError(f"`{name}` has a value skybot will not pass on: `{value[:40]}`.")
+            raise UsageError(f"`{name}` has a value skybot will not pass on: {literal(value, 40)}.")
         options[OPTIONS[name]] = value
     return script, options
 
@@ -90,7 +91,7 @@ async def submit(request: CommandRequest, services: Services) -> Reply:
         raise UsageError(str(refusal)) from None
     services.submissions.wake()
     return simple(
-        f"Queued as #{submission.id}: `{script}` as `{request.cluster_user}`. "
+        f"Queued as #{submission.id}: {literal(script)} as {literal(request.cluster_user)}. "
         "I'll DM you the job id, or sbatch's error, in a moment."
     )
 
@@ -107,8 +108,9 @@ async def cancel(request: CommandRequest, services: Services) -> Reply:
     except TimeoutError:
         return simple(f"Cancelling job {job_id} is taking a while; `/sky jobs` will show it.")
     if reply.get("ok"):
-        return simple(f"Cancelled job {job_id} (as `{request.cluster_user}`).")
-    return simple(f"Slurm did not cancel job {job_id}: {reply.get('error', 'unknown error')}")
+        return simple(f"Cancelled job {job_id} (as {literal(request.cluster_user)}).")
+    error = reply.get("error", "unknown error")
+    return simple(f"Slurm did not cancel job {job_id}: {literal(error)}")
 
 
 SUBMIT = Command(

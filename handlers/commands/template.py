@@ -19,7 +19,7 @@ from core.job_template import (
     parse_gpus,
 )
 from core.view import ClusterView, LabInfo
-from handlers.commands.common import esc, find_lab, lab_names, require_data, shown
+from handlers.commands.common import find_lab, lab_names, literal, require_data, shown
 from handlers.reply import MAX_SECTION_CHARS, Block, Reply, context, section
 from handlers.router import Command, CommandRequest, UsageError
 
@@ -50,7 +50,7 @@ def parse_options(args: tuple[str, ...]) -> _Options:
             flags.add(name)
             continue
         if name not in _VALUED:
-            raise UsageError(f"`{shown(word)}` is not a template option. Usage: `/sky {USAGE}`")
+            raise UsageError(f"{shown(word)} is not a template option. Usage: `/sky {USAGE}`")
         if name in values:
             raise UsageError(f"`{name}` is given twice: give it once.")
         if not has_value:
@@ -73,23 +73,24 @@ def _choose_lab(user: str, view: ClusterView, wanted: str | None) -> tuple[LabIn
     if wanted is not None:
         lab = find_lab(view, wanted)
         if lab not in labs:
-            mine = ", ".join(f"`{esc(x.name)}`" for x in labs) or "none that skybot knows of"
+            mine = ", ".join(f"{literal(x.name)}" for x in labs) or "none that skybot knows of"
             raise UsageError(
-                f"`{esc(user)}` is not in {esc(lab.name)}'s Slurm account, so Slurm would refuse "
-                f"the job. Your labs: {mine}."
+                f"{literal(user)} is not in {literal(lab.name)}'s Slurm account, so Slurm "
+                f"would refuse the job. Your labs: {mine}."
             )
         return lab, []
     if not labs:
         raise UsageError(
-            f"skybot finds no lab for `{esc(user)}`: no lab account ({lab_names(view)}) lists "
+            f"skybot finds no lab for {literal(user)}: no lab account ({lab_names(view)}) lists "
             "you. Ask your lab's admin to add you to its Slurm account."
         )
     others = [x.name for x in labs[1:]]
     if not others:
         return labs[0], []
-    names = ", ".join(f"`{esc(x)}`" for x in others)
+    names = ", ".join(f"{literal(x)}" for x in others)
     note = (
-        f"You are in several labs: this is for *{esc(labs[0].name)}*; `--lab` {names} for another."
+        f"You are in several labs: this is for *{literal(labs[0].name)}*; "
+        f"`--lab` {names} for another."
     )
     return labs[0], [note]
 
@@ -140,10 +141,10 @@ def template_command(settings: TemplateSettings) -> Command:
 
 def _batch_intro(ask: JobAsk) -> str:
     roots = ask.lab.storage_roots
-    path = esc(f"{roots[0].rstrip('/')}/{ask.user}/job.sh" if roots else "job.sh")
+    path = f"{roots[0].rstrip('/')}/{ask.user}/job.sh" if roots else "job.sh"
     return (
-        f"Save this as e.g. `{path}`, put your program in place of `{PROGRAM}`, then run "
-        f"`sbatch {path}` on the cluster, or `/sky submit {path}` here."
+        f"Save this as e.g. {literal(path)}, put your program in place of `{PROGRAM}`, then run "
+        f"{literal('sbatch ' + path)} on the cluster, or {literal('/sky submit ' + path)} here."
     )
 
 

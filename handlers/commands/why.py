@@ -9,13 +9,13 @@ from core.records import Job
 from core.view import ClusterView, LabInfo
 from handlers.commands.common import (
     answer,
-    esc,
     format_counts,
     format_duration,
     format_gpus,
     gpu_type_name,
     job_label,
     lab_for_account,
+    literal,
     overcap_flags,
     require_data,
     shown,
@@ -52,7 +52,7 @@ def run(request: CommandRequest, view: ClusterView) -> Reply:
     match = _JOB_ID.fullmatch(request.args[0])
     if match is None:
         raise UsageError(
-            f"`{shown(request.args[0])}` is not a job id — job ids are numbers like `123456`, "
+            f"{shown(request.args[0])} is not a job id — job ids are numbers like `123456`, "
             "or `123456_7` for an array task."
         )
     require_data(view, "slurm")
@@ -101,25 +101,26 @@ def _array_summary(job_id: int, tasks: list[Job]) -> str:
         states[job.state.lower()] += 1
     counts = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
     example = next((job_label(j) for j in tasks if j.array_task), f"{job_id}_0")
-    return f"Job {job_id} is a job array ({counts}). Ask about one task, e.g. `/sky why {example}`."
+    ask = literal(f"/sky why {example}")
+    return f"Job {job_id} is a job array ({counts}). Ask about one task, e.g. {ask}."
 
 
 def explain(view: ClusterView, job: Job, now: float) -> list[str]:
-    who = f"Job `{job_label(job)}` ({esc(truncate(job.name, 40))}, {esc(job.user)})"
+    who = f"Job {literal(job_label(job))} ({literal(job.name, 40)}, {literal(job.user)})"
     if job.state == "PENDING":
         return _pending(view, job, who, now)
     if job.is_active:
         return _active(view, job, who, now)
     if job.state in _FINAL_WORDS:
         return _finished(job, who, now)
-    return [f"{who} is in state `{esc(job.state)}`."]
+    return [f"{who} is in state {literal(job.state)}."]
 
 
 def _pending(view: ClusterView, job: Job, who: str, now: float) -> list[str]:
     code = reason_code(job.reason)
     lab = lab_for_account(view, job.account)
     lines = [
-        f"{who} is pending in `{esc(job.partition)}` (account `{esc(job.account)}`), "
+        f"{who} is pending in {literal(job.partition)} (account {literal(job.account)}), "
         f"asking for {format_gpus(job.gpus_by_type)}."
     ]
     if code == "BeginTime" and job.restarts:
@@ -130,19 +131,19 @@ def _pending(view: ClusterView, job: Job, who: str, now: float) -> list[str]:
     elif is_gpu_cap(code) and lab is not None:
         lines.append(_cap_sentence(view, lab, job))
     else:
-        sentence = long_reason(job.reason, esc(job.partition), job_label(job))
+        sentence = long_reason(job.reason, job.partition, job_label(job))
         lines.append(
             sentence
-            or f"Slurm gives the reason `{esc(code)}`; skybot has no explanation for it "
+            or f"Slurm gives the reason {literal(code)}; skybot has no explanation for it "
             "(see JOB REASON CODES in `man squeue`)."
         )
         if job.restarts:
             lines.append(f"It has been requeued {job.restarts} times (e.g. after preemption).")
     _, _, detail = job.reason.partition(",")
     if detail.strip():
-        lines.append(f"Slurm adds: {esc(truncate(detail.strip(), 200))}")
+        lines.append(f"Slurm adds: {literal(truncate(detail.strip(), 200))}")
     if lab is not None and not is_gpu_cap(code):
-        lines.append(f"{esc(lab.name)}: {cap_phrase(view, view.usage(lab))}.")
+        lines.append(f"{literal(lab.name)}: {cap_phrase(view, view.usage(lab))}.")
     if job.account == view.overcap_account:
         lines.append(
             "It is an overcap job: it starts only on GPUs no lab job is using, and can be "
@@ -161,8 +162,10 @@ def _cap_sentence(view: ClusterView, lab: LabInfo, job: Job) -> str:
     usage = view.usage(lab)
     users = f": {format_counts(usage.by_user)}" if usage.by_user else ""
     if usage.cap is None:
-        return f"{esc(lab.name)} has reached its GPU limit, using {usage.gpus_used} GPUs{users}."
-    text = f"{esc(lab.name)} is using {usage.gpus_used}/{usage.cap} GPUs{users}."
+        return (
+            f"{literal(lab.name)} has reached its GPU limit, using {usage.gpus_used} GPUs{users}."
+        )
+    text = f"{literal(lab.name)} is using {usage.gpus_used}/{usage.cap} GPUs{users}."
     headroom = usage.headroom or 0
     if job.gpus and headroom >= job.gpus:
         return text + " There is room for it now, so it should start at Slurm's next pass."
@@ -180,14 +183,14 @@ def _overcap_hint(view: ClusterView, job: Job) -> list[str]:
             idle_by_node[item.node][item.gpu_type] = item.count
     wanted = {t: n for t, n in job.gpus_by_type.items() if t}
     fits = [
-        f"{esc(node)} ({format_counts(idle)})"
+        f"{literal(node)} ({format_counts(idle)})"
         for node, idle in idle_by_node.items()
         if all(idle.get(t, 0) >= n for t, n in wanted.items()) and sum(idle.values()) >= job.gpus
     ]
     if not fits:
         return []
     where = ", ".join(fits[:3]) + (f" and {len(fits) - 3} more nodes" if len(fits) > 3 else "")
-    kind = " ".join(esc(gpu_type_name(t)) for t in wanted) or "GPUs"
+    kind = " ".join(literal(gpu_type_name(t)) for t in wanted) or "GPUs"
     return [
         f"Idle {kind} on overcap would fit it right now: {where}. Resubmit with "
         f"{overcap_flags(view)} to run there (preemptible — save checkpoints)."
@@ -195,15 +198,17 @@ def _overcap_hint(view: ClusterView, job: Job) -> list[str]:
 
 
 def _active(view: ClusterView, job: Job, who: str, now: float) -> list[str]:
-    where = f" on {esc(job.nodes)}" if job.nodes else ""
+    where = f" on {literal(job.nodes)}" if job.nodes else ""
     if job.start_time is None:
-        state = f"is {esc(job.state.lower())}"
+        state = f"is {literal(job.state.lower())}"
     elif job.state == "RUNNING":
         state = f"has been running for {format_duration(now - job.start_time)}"
     else:  # completing, configuring, suspended
-        state = f"is {esc(job.state.lower())} (started {format_duration(now - job.start_time)} ago)"
+        state = (
+            f"is {literal(job.state.lower())} (started {format_duration(now - job.start_time)} ago)"
+        )
     lines = [
-        f"{who} {state}{where}, using {format_gpus(job.gpus_by_type)} in `{esc(job.partition)}`."
+        f"{who} {state}{where}, using {format_gpus(job.gpus_by_type)} in {literal(job.partition)}."
     ]
     if job.start_time and job.time_limit_minutes:
         left = job.start_time + job.time_limit_minutes * 60 - now
@@ -227,7 +232,7 @@ def _finished(job: Job, who: str, now: float) -> list[str]:
     if job.state == "TIMEOUT" and job.time_limit_minutes:
         lines.append(f"Its time limit was {format_duration(job.time_limit_minutes * 60)}.")
     if job.std_out:
-        lines.append(f"Its output: `{esc(truncate(job.std_out, 200))}`")
+        lines.append(f"Its output: {literal(job.std_out, 200)}")
     return lines
 
 
