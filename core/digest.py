@@ -61,7 +61,7 @@ def digest_key(lab: str, channel: str, until: float) -> str:
 def digest_title(week: LabWeek, tz: tzinfo) -> str:
     start = datetime.fromtimestamp(week.since, tz)
     end = datetime.fromtimestamp(week.until, tz)
-    return f"{week.lab}: the week of {start:%a %d %b} to {end:%a %d %b %Y}"
+    return f"{literal(week.lab)}: the week of {start:%a %d %b} to {end:%a %d %b %Y}"
 
 
 def digest_lines(week: LabWeek, top_users: int = 10) -> list[str]:

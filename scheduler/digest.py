@@ -20,6 +20,7 @@ from bot.config import Config
 from core.chart_specs import LAB_GPUS, ChartSpec
 from core.digest import WEEK, LabWeek, digest_key, digest_lines, digest_title, week_ending
 from core.notice_text import context, section
+from core.slack_text import literal
 from store.digests import DigestChannel, digest_channels, lab_week
 from store.outbox import OutboxMessage, enqueue
 from store.writer import StoreWriter
@@ -89,7 +90,7 @@ def digest_messages(
     lines = digest_lines(week, top_users)
     footer = (
         f"Weekly digest, asked for by <@{subscription.added_by}>. "
-        f"`/sky digest {week.lab} off` stops it."
+        f"{literal(f'/sky digest {week.lab} off')} stops it."
     )
     blocks = [section(f"*{title}*"), *(section(line) for line in lines), context(footer)]
     text = "\n".join([title, *lines])
@@ -101,7 +102,7 @@ def digest_messages(
         OutboxMessage(
             f"{key}:chart",
             subscription.channel,
-            f"*{week.lab}*: GPUs in use this week",
+            f"*{literal(week.lab)}*: GPUs in use this week",
             chart=chart,
             refused_to=subscription.added_by,
         ),

@@ -264,7 +264,7 @@ class OutboxSender:
         elif status >= 500:
             await self._retry_later(message, f"http {status}: {code}", report)
         elif code in PERMANENT_ERRORS and _refused_to(message):
-            redirect = _to_whoever_asked(message, code)
+            redirect = to_whoever_asked(message, code)
             await self._writer.run(park_and_redirect, message.id, code, redirect, self._clock())
             report.parked += 1
             log.warning(
@@ -297,7 +297,7 @@ def _refused_to(message: QueuedMessage) -> str:
     return message.refused_to if message.refused_to != message.target else ""
 
 
-def _to_whoever_asked(message: QueuedMessage, code: str) -> OutboxMessage:
+def to_whoever_asked(message: QueuedMessage, code: str) -> OutboxMessage:
     """The refused message, in the DM of whoever asked for it, saying why it is there."""
     why = (
         f"I could not post this in <#{message.target}> (Slack said {literal(code)}): skybot "

@@ -122,7 +122,7 @@ class SubmissionWorker:
         report = OutboxMessage(
             key=f"submission:{submission.id}",
             target=submission.user_id,
-            text=_report_text(submission, job_id, error),
+            text=report_text(submission, job_id, error),
         )
         await self._writer.run(
             finish, submission, self._clock(), job_id=job_id, error=error, report=report
@@ -143,7 +143,7 @@ def submit_partitions(config: Config) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _report_text(submission: Submission, job_id: int | None, error: str | None) -> str:
+def report_text(submission: Submission, job_id: int | None, error: str | None) -> str:
     what = (
         f"{literal(submission.script)} (submission #{submission.id}, "
         f"as {literal(submission.cluster_user)})"

@@ -171,7 +171,7 @@ async def test_gpu_and_disk_charts_arrive_in_the_askers_dm(bot: Bot) -> None:
     dm = bot.slack.dm_channel_for(ALICE)
     gpus, disk = files["hoffman-lab-gpus.png"], files["hoffman-lab-disk.png"]
     assert gpus.channel_id == dm and disk.channel_id == dm
-    assert gpus.initial_comment == "*hoffman-lab*: GPUs in use against the cap, last 7 days"
+    assert gpus.initial_comment == "*`hoffman-lab`*: GPUs in use against the cap, last 7 days"
 
     image = picture(gpus)
     if keep := os.environ.get("SKYBOT_KEEP_CHARTS"):  # to look at them: a directory
@@ -249,7 +249,7 @@ async def test_weekly_digest_reaches_the_lab_channel_with_its_chart(bot: Bot) ->
         "chat.postMessage", predicate=lambda c: c.params.get("channel") == LAB_CHANNEL, timeout=40
     )
     text = str(posted.params["text"])
-    assert text.startswith("hoffman-lab: the week of ")
+    assert text.startswith("`hoffman-lab`: the week of ")
     assert "*GPU-hours in `hoffman-lab`*" in text and "• `alice`: " in text
     assert "*Overcap*: not used this week; no jobs were preempted." in text
     assert "*Storage*: +" in text and "/alice` +" in text

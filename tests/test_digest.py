@@ -146,7 +146,7 @@ async def test_due_week_is_posted_once_with_its_chart(writer: StoreWriter) -> No
         ("C0HOFFMAN", False, "UALICE"),
         ("C0HOFFMAN", True, "UALICE"),
     ]
-    assert rows[0]["text"].startswith("hoffman-lab: the week of Mon 23 Nov to Mon 30 Nov 2026")
+    assert rows[0]["text"].startswith("`hoffman-lab`: the week of Mon 23 Nov to Mon 30 Nov 2026")
     chart = json.loads(rows[1]["chart"])
     assert chart == {
         "kind": "lab_gpus",
@@ -247,7 +247,7 @@ async def test_preview_shows_the_week_so_far_and_where_it_goes(
     answer = await sky(services, "digest kira-lab", user="UCAROL")
     # The preview's dates are in the host's time zone.
     title = answer.splitlines()[0]
-    assert title.startswith("kira-lab: the week of ") and title.endswith(" 2026 (so far)")
+    assert title.startswith("`kira-lab`: the week of ") and title.endswith(" 2026 (so far)")
     assert "Not posted anywhere yet: `/sky digest kira-lab on`" in answer
     await sky(services, "digest hoffman-lab on")
     assert "Posted every Mon at 09:00 in <#C0HOFFMAN>." in await sky(services, "digest")

@@ -102,10 +102,11 @@ async def _preview(request: CommandRequest, services: Services, lab: LabInfo) ->
         footer = f"Posted {_schedule(services)} in {where}."
     else:
         footer = (
-            f"Not posted anywhere yet: `/sky digest {lab.name} on` in your lab's channel "
+            f"Not posted anywhere yet: {literal(f'/sky digest {lab.name} on')} in your lab's "
+            "channel "
             f"posts it {_schedule(services)}."
         )
-    blocks = [section(f"*{literal(title)}*"), *(section(line) for line in lines), context(footer)]
+    blocks = [section(f"*{title}*"), *(section(line) for line in lines), context(footer)]
     return Reply("\n".join([title, *lines, footer]), blocks)
 
 

@@ -16,6 +16,7 @@ from handlers.commands.common import (
     did_you_mean,
     format_kib,
     known_users,
+    lab_names,
     literal,
     not_linked,
     require_data,
@@ -52,7 +53,7 @@ def charts(request: CommandRequest, view: ClusterView) -> list[ChartSpec]:
         if lab is None:
             raise UsageError(
                 f"Disk charts are drawn per lab, and {shown(arg)} is not one: "
-                f"`/sky disk LAB --chart`. Labs: {', '.join(x.name for x in view.labs)}."
+                f"`/sky disk LAB --chart`. Labs: {lab_names(view)}."
             )
         labs = [lab]
     else:

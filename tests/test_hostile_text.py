@@ -1,0 +1,388 @@
+"""Text skybot did not write can never ping, disguise a link, reorder itself or break markup.
+
+A hostile corpus goes through every builder of what skybot says: every command in the command
+table (so a new command is covered the day it is added), every job-notice kind, the job digest,
+storage alerts, cap-wait notices, the weekly digest, the submission report, a refused message
+handed to whoever asked, chart captions, the Home tab and the console. Each text and block must
+hold no Slack control sequence but skybot's own, no bidirectional control, no code span left
+open and no formatting outside a code span. `test_every_message_builder_is_covered` fails when
+a module starts building messages that this file does not exercise.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.config import IdentityConfig, load_config
+from bot.console import for_terminal
+from core.cap_waits import cap_wait_notices
+from core.chart_specs import LAB_GPUS, ChartSpec
+from core.digest import LabWeek
+from core.job_notices import (
+    PREEMPTED,
+    REQUEUED_KIND,
+    compose_job_notice,
+    digest_notice,
+)
+from core.lab_usage import lab_usage
+from core.records import FINAL_STATES, DirectoryUsage, FilesystemUsage
+from core.slack_text import literal
+from core.storage_alerts import FillPolicy, HoardPolicy, filesystem_alerts, hoarding_alerts
+from core.transitions import REQUEUED, Transition
+from core.view import ClusterView, LabInfo
+from handlers.charts import ChartRequests, chart_caption
+from handlers.commands import command_table
+from handlers.home import linked_blocks, unlinked_blocks
+from handlers.identity import IdentityDirectory
+from handlers.reply import Reply
+from handlers.router import dispatch, dispatch_action_or_read
+from handlers.services import Services
+from scheduler.digest import digest_messages
+from scheduler.outbox_sender import to_whoever_asked
+from scheduler.submit_worker import report_text
+from store.digests import DigestChannel
+from store.outbox import QueuedMessage
+from store.submissions import Submission
+from store.writer import StoreWriter
+from tests.factories import directory_usage, job, make_snapshot, make_view, node
+from tests.test_commands import NOW, TAKEN_AT
+
+HOSTILE = [
+    "x`<!channel>`y",
+    "<http://evil.example/login|Reset your cluster password>",
+    "<@U123>",
+    "<!here>",
+    "&lt;!channel&gt;",
+    "<#C123|general> <mailto:a@b.example|mail>",
+    "evil\u202egpj.exe",
+    "\u2066\u2067\u2068\u2069\u200e\u200f\u061c\u202a\u202b\u202c\u202d",
+    "*bold* _it_ ~strike~",
+    "```fence``` ` ``",
+    "line1\n<!channel>\nline3\r\n\u2028<!everyone>",
+    "y" * 5000 + "<!channel>",
+]
+BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+FORMATTING = ("*bold*", "_it_", "~strike~")
+# What skybot itself puts in angle brackets in these messages.
+OWN_CONTROLS = {"<@UALICE>", "<#C0LAB>", "<@UASKER>"}
+
+
+def slack_texts(value: Any) -> Iterator[str]:
+    """Every string Slack renders: a message's text and each `text` in its blocks."""
+    if isinstance(value, Reply):
+        yield value.text
+        yield from slack_texts(value.blocks)
+    elif isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key == "text" and isinstance(item, str):
+                yield item
+            else:
+                yield from slack_texts(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from slack_texts(item)
+
+
+def assert_inert(text: str) -> None:
+    for control in re.findall(r"<[^<>]*>", text):
+        assert control in OWN_CONTROLS, f"{control!r} survived in {text[:300]!r}"
+    assert not BIDI & set(text), f"a bidi control survived in {text[:300]!r}"
+    outside_fences = re.sub(r"```.*?```", "", text, flags=re.S)
+    for line in outside_fences.splitlines():
+        assert line.count("`") % 2 == 0, f"unbalanced code span in {line[:300]!r}"
+    outside_spans = re.sub(r"`[^`\n]*`", "", outside_fences)
+    for marker in FORMATTING:
+        assert marker not in outside_spans, f"{marker} formats in {text[:300]!r}"
+
+
+def assert_all_inert(*messages: Any) -> None:
+    texts = [t for message in messages for t in slack_texts(message)]
+    assert texts
+    for text in texts:
+        assert_inert(text)
+
+
+def test_the_checks_catch_what_they_are_for() -> None:
+    for bad in (
+        "`x`<!channel>`y`",
+        "<http://evil.example|x>",
+        "<@U123>",
+        "a `b",
+        "\u202ename",
+        "say *bold*",
+    ):
+        with pytest.raises(AssertionError):
+            assert_inert(bad)
+    assert_inert("`*bold*` <@UALICE> ```a\n`b```")
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_literal_is_inert(hostile: str) -> None:
+    shown = literal(hostile)
+    assert_inert(shown)
+    assert shown.startswith("`") and shown.endswith("`") and shown.count("`") == 2
+
+
+# ------------------------------------------------------------------ a hostile cluster
+
+
+def hostile_view(h: str) -> ClusterView:
+    labs = (
+        LabInfo("hoffman-lab", "hoffman-lab", "hoffman-lab", ("/srv/hoffman-lab/flash9",)),
+        LabInfo(h, h, h, (h,)),
+    )
+    jobs = (
+        job(101, name=h, partition=h, reason=h, nodes=h, std_out=h, gpus_by_type={h: 2},
+            start_time=int(NOW - 60)),
+        job(102, name=h, state="PENDING", reason="Priority", partition=h, account=h,
+            gpus_by_type={h: 1}),
+        job(103, name=h, state="PENDING", reason=h, array_job_id=103, array_task=h),
+        job(104, user="bob", name=h, state="PENDING", reason="AssocGrpGRES",
+            gpus_by_type={"a40": 9}),
+    )  # fmt: skip
+    snapshot = make_snapshot(
+        TAKEN_AT,
+        errors={"caps": h},
+        jobs=jobs,
+        nodes=(node(h, h, total=4, partitions=(h,)), node("clippy", "a40", total=8)),
+        members={"hoffman-lab": frozenset({"alice", "bob"}), h: frozenset({"alice"})},
+        directories=(
+            directory_usage("alice", 1_300_000_000, path=h, human=h),
+            directory_usage(h, 900_000_000, root=h, path=f"{h}/x"),
+        ),
+        filesystems=(FilesystemUsage(h, 100, 99, 1),),
+    )
+    return make_view(snapshot, labs)
+
+
+@pytest.fixture
+def writer(tmp_path: Path) -> Iterator[StoreWriter]:
+    w = StoreWriter(tmp_path / "skybot.db")
+    yield w
+    w.close()
+
+
+class Queue:
+    def wake(self) -> None:
+        pass
+
+
+def hostile_services(writer: StoreWriter, view: ClusterView, h: str) -> Services:
+    async def runner(user: str, request: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": False, "error": h}
+
+    identity = IdentityDirectory(IdentityConfig(links={"T1/UALICE": "alice"}), writer)
+    return Services(
+        load_config(None),
+        identity,
+        runner,
+        submissions=Queue(),
+        writer=writer,
+        queue_charts=ChartRequests(writer, lambda: None),
+        view=lambda: view,
+    )
+
+
+def command_texts(name: str, h: str) -> list[str]:
+    """Ways a command can meet hostile text: in its data, as its argument, after real ones."""
+    q = shlex.quote(h)
+    return [
+        name,
+        f"{name} {q}",
+        f"{name} {q} --here",
+        f"{name} hoffman-lab {q}",
+        f"{name} {q} --partition {q}",
+        f"{name} 101 --chart",
+    ]
+
+
+TABLE = command_table()
+
+
+@pytest.mark.parametrize("name", [c.name for c in TABLE.all()])
+@pytest.mark.parametrize("hostile", HOSTILE, ids=range(len(HOSTILE)))
+async def test_every_command_keeps_hostile_text_inert(
+    writer: StoreWriter, name: str, hostile: str
+) -> None:
+    view = hostile_view(hostile)
+    services = hostile_services(writer, view, hostile)
+    for text in command_texts(name, hostile):
+        reply = await dispatch_action_or_read(
+            TABLE,
+            view,
+            services,
+            text,
+            team_id="T1",
+            user_id="UALICE",
+            cluster_user="alice",
+            now=NOW,
+            channel_id="C0LAB",
+            queue_charts=services.queue_charts,
+        )
+        assert "internal error" not in reply.text, text
+        assert_all_inert(reply)
+        # The console shows the same answers in a terminal, where bidi controls reorder too.
+        console = dispatch(TABLE, view, text, team_id="console", user_id="c", cluster_user="alice")
+        assert not BIDI & set(for_terminal(console.text))
+
+
+@pytest.mark.parametrize("hostile", HOSTILE, ids=range(len(HOSTILE)))
+async def test_the_submit_reply_keeps_a_hostile_path_inert(
+    writer: StoreWriter, hostile: str
+) -> None:
+    """Issue 13 item 5: `/sky submit "x`<!channel>`y" --here` posted a working @channel."""
+    view = hostile_view(hostile)
+    services = hostile_services(writer, view, hostile)
+    reply = await dispatch_action_or_read(
+        TABLE,
+        view,
+        services,
+        f"submit {shlex.quote(hostile)} --here",
+        team_id="T1",
+        user_id="UALICE",
+        cluster_user="alice",
+        now=NOW,
+    )
+    assert reply.text.startswith("Queued as #"), reply.text
+    assert_all_inert(reply)
+
+
+@pytest.mark.parametrize("hostile", HOSTILE, ids=range(len(HOSTILE)))
+async def test_unknown_command_and_help_keep_hostile_text_inert(
+    writer: StoreWriter, hostile: str
+) -> None:
+    view = hostile_view(hostile)
+    services = hostile_services(writer, view, hostile)
+    for text in (shlex.quote(hostile), f"help {shlex.quote(hostile)}"):
+        reply = await dispatch_action_or_read(
+            TABLE, view, services, text, team_id="T1", user_id="UALICE", now=NOW
+        )
+        assert_all_inert(reply)
+
+
+# ------------------------------------------------------------------ what skybot says unprompted
+
+NOTICE_KINDS = sorted(FINAL_STATES | {PREEMPTED, REQUEUED_KIND})
+
+
+@pytest.mark.parametrize("hostile", HOSTILE, ids=range(len(HOSTILE)))
+def test_job_notices_keep_hostile_text_inert(hostile: str) -> None:
+    h = hostile
+    notices = []
+    for kind in NOTICE_KINDS:
+        for array_task in (None, h):
+            ended = job(
+                7, name=h, partition=h, std_out=h, work_dir=h, gpus_by_type={h: 1},
+                array_job_id=7 if array_task else None, array_task=array_task,
+                state=kind if kind in FINAL_STATES else "PENDING", start_time=int(NOW - 60),
+            )  # fmt: skip
+            to_state = REQUEUED if kind in (PREEMPTED, REQUEUED_KIND) else kind
+            transition = Transition(ended, "RUNNING", to_state, 1)
+            notices.append(compose_job_notice(transition, kind, now=NOW))
+    digest = digest_notice(notices, "digest")
+    for notice in [*notices, digest]:
+        assert_all_inert(notice.text, notice.blocks)
+
+
+@pytest.mark.parametrize("hostile", HOSTILE, ids=range(len(HOSTILE)))
+def test_storage_alerts_keep_hostile_text_inert(hostile: str) -> None:
+    h = hostile
+    directories = [
+        DirectoryUsage(h, h, h, datetime(2026, 11, 2), 20 * 1024**3, h),
+        DirectoryUsage(h, "alice", f"{h}/a", datetime(2026, 11, 2), 30 * 1024**3, h),
+    ]
+    filesystems = [FilesystemUsage(h, 100, 99, 1)]
+    _, hoards = hoarding_alerts(
+        {}, directories, filesystems, {h: 1}, HoardPolicy(top_n=2), {h: h}, {"alice": ["UALICE"]}
+    )
+    _, fills = filesystem_alerts({}, filesystems, directories, {h: 1}, FillPolicy(), {h: h})
+    assert hoards and fills
+    for alert in [*hoards, *fills]:
+        assert_all_inert(alert.text, alert.blocks)
+
+
+@pytest.mark.parametrize("hostile", HOSTILE, ids=range(len(HOSTILE)))
+def test_cap_wait_notices_keep_hostile_text_inert(hostile: str) -> None:
+    h = hostile
+    waiting = [
+        job(9, user=h, account=h, state="PENDING", reason="AssocGrpGRES", gpus_by_type={h: 1})
+    ]
+    running = [job(8, user=h, account=h, gpus_by_type={h: 1})]
+    usage = lab_usage(h, h, 1, [*running, *waiting], [h])
+    notices = cap_wait_notices({h: 0.0}, [usage], NOW, 60, {h: 3}, h)
+    assert notices
+    for notice in notices:
+        assert_all_inert(notice.text)
+
+
+@pytest.mark.parametrize("hostile", HOSTILE, ids=range(len(HOSTILE)))
+def test_weekly_digest_keeps_hostile_text_inert(hostile: str) -> None:
+    h = hostile
+    week = LabWeek(
+        h, NOW - 7 * 86400, NOW, 4,
+        gpu_hours={(h, False): 10.0, (h, True): 2.0}, requeues={h: 2}, growth={h: (1, 1024**3)},
+    )  # fmt: skip
+    subscription = DigestChannel(h, "C0LAB", "T1", "UALICE", 0.0)
+    for message in digest_messages(week, subscription, UTC, 10):
+        assert_all_inert(message.text, message.blocks or [])
+
+
+@pytest.mark.parametrize("hostile", HOSTILE, ids=range(len(HOSTILE)))
+def test_submission_reports_and_refused_messages_keep_hostile_text_inert(hostile: str) -> None:
+    h = hostile
+    submission = Submission(1, "T1", "UALICE", h, h, {}, "tag", "failed", None, NOW, 1)
+    assert_all_inert(report_text(submission, None, h), report_text(submission, 5, None))
+    queued = QueuedMessage(1, "k", "C0LAB", literal(h), None, 0, 0.0, 0.0, refused_to="UALICE")
+    refused = to_whoever_asked(queued, h)
+    assert_all_inert(refused.text, refused.blocks or [])
+    spec = ChartSpec(LAB_GPUS, h, NOW - 86400, NOW)
+    assert_all_inert(chart_caption(spec), chart_caption(spec, "<@UASKER>"))
+
+
+@pytest.mark.parametrize("hostile", HOSTILE, ids=range(len(HOSTILE)))
+def test_home_tab_keeps_hostile_text_inert(hostile: str) -> None:
+    blocks = linked_blocks(hostile_view(hostile), "alice", "all", True, NOW)
+    assert_all_inert(blocks, unlinked_blocks(TABLE))
+
+
+# Modules that build what skybot posts; each is exercised above (commands through the table).
+COVERED = {
+    "core/job_notices.py",
+    "core/storage_alerts.py",
+    "core/cap_waits.py",
+    "core/digest.py",
+    "scheduler/digest.py",
+    "scheduler/submit_worker.py",
+    "scheduler/outbox_sender.py",
+    "scheduler/watchers.py",  # wraps the notices above into outbox rows, adds no text
+    "handlers/charts.py",
+    "handlers/home.py",
+    "handlers/router.py",
+    "handlers/reply.py",
+    "core/notice_text.py",  # the block helpers themselves
+}
+MESSAGE_BUILDERS = re.compile(
+    r"\b(OutboxMessage|JobNotice|CapWaitNotice|Alert|Reply|simple|section|context|header)\("
+)
+
+
+def test_every_message_builder_is_covered() -> None:
+    root = Path(__file__).resolve().parent.parent
+    builders = set()
+    for package in ("core", "handlers", "scheduler", "bot"):
+        for path in (root / package).rglob("*.py"):
+            relative = path.relative_to(root).as_posix()
+            if relative.startswith("handlers/commands/"):
+                continue  # every command is run through the command table above
+            if MESSAGE_BUILDERS.search(path.read_text()):
+                builders.add(relative)
+    assert builders - COVERED == set(), "add these message builders to the hostile-text tests"
