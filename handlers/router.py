@@ -2,12 +2,20 @@
 
 Every input gets an answer. Unknown subcommands get a suggestion; a bug in a subcommand gets an
 apology in Slack and a traceback in the log, never in the user's face.
+
+Slack wants the ack within 3 s. Read-only commands answer from memory; anything that awaits
+(an action, the runner, the store) runs under one deadline here: past ACK_DEADLINE_SECONDS the
+ack says it is working on it and the answer goes out later through `late` (the command's
+response_url, or a DM). Commands that start the runner also take a token from the asker's
+rate-limit bucket first.
 """
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import logging
+import math
 import shlex
 import time
 from collections.abc import Awaitable, Callable
@@ -15,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.chart_specs import ChartSpec
+from core.rate_limit import RateLimiter
 from core.slack_text import literal
 from core.view import ClusterView
 from handlers.reply import MAX_BLOCKS, Reply, context, simple
@@ -50,6 +59,13 @@ ActionFunction = Callable[[CommandRequest, Any], Awaitable[Reply]]
 ChartFunction = Callable[[CommandRequest, ClusterView], list[ChartSpec]]
 # Queues the charts a request asked for and says where they will appear.
 ChartQueue = Callable[[CommandRequest, list[ChartSpec]], Awaitable[str]]
+# Delivers an answer that missed the ack (response_url or DM).
+LateReply = Callable[[Reply], Awaitable[None]]
+
+# Slack drops an ack after 3 s; this leaves room for the network and Bolt.
+ACK_DEADLINE_SECONDS = 2.5
+# Answers still being worked on after their ack; kept so the tasks are not collected.
+_LATE: set[asyncio.Task[None]] = set()
 
 
 @dataclass(frozen=True)
@@ -63,6 +79,8 @@ class Command:
     details: str = ""
     act: ActionFunction | None = None
     charts: ChartFunction | None = None
+    # Runs skybot-runner (sudo, as the user): rate-limited per Slack user.
+    starts_runner: bool = False
 
 
 class CommandTable:
@@ -180,8 +198,15 @@ async def dispatch_action_or_read(
     now: float | None = None,
     channel_id: str = "",
     queue_charts: ChartQueue | None = None,
+    limiter: RateLimiter | None = None,
+    late: LateReply | None = None,
+    deadline: float = ACK_DEADLINE_SECONDS,
 ) -> Reply:
-    """Answer any `/sky` command: read-only ones from the view, actions with `services`."""
+    """Answer any `/sky` command: read-only ones from the view, actions with `services`.
+
+    With `late`, whatever awaits is given `deadline` seconds; past it the caller gets a
+    "working on it" reply and `late` gets the answer once there is one.
+    """
     routed = route(
         table,
         text,
@@ -195,14 +220,54 @@ async def dispatch_action_or_read(
         return routed
     command, request = routed
     if request.chart:
-        return await _answer_with_charts(table, command, request, view, text, queue_charts)
-    if command.act is None:
+        work = _answer_with_charts(table, command, request, view, text, queue_charts)
+    elif command.act is None:
         return _answer_from_view(command, request, view, text)
+    else:
+        if command.starts_runner and limiter is not None:
+            wait = limiter.take((team_id, user_id), request.now)
+            if wait > 0:
+                return simple(_slow_down(table, wait))
+        work = _act(command.act, request, services, text)
+    if late is None:
+        return await work
+    return await _within(work, deadline, late, command.name)
+
+
+async def _act(act: ActionFunction, request: CommandRequest, services: Any, text: str) -> Reply:
     try:
-        reply = await command.act(request, services)
+        reply = await act(request, services)
     except Exception as error:
         return _failure(text, request, error)
     return Reply(reply.text, reply.blocks, in_channel=request.here)
+
+
+async def _within(work: Awaitable[Reply], deadline: float, late: LateReply, name: str) -> Reply:
+    """The answer if it is ready within `deadline` s, else "working on it" and `late` later."""
+    task = asyncio.ensure_future(work)
+    done, _ = await asyncio.wait({task}, timeout=deadline)
+    if task in done:
+        return task.result()
+
+    async def deliver() -> None:
+        reply = await task
+        try:
+            await late(reply)
+        except Exception:
+            log.exception("could not deliver the late answer to /sky %s", name)
+
+    follow_up = asyncio.create_task(deliver())
+    _LATE.add(follow_up)
+    follow_up.add_done_callback(_LATE.discard)
+    return simple(f"⏳ Working on `/sky {name}`; the answer will follow here in a moment.")
+
+
+def _slow_down(table: CommandTable, wait: float) -> str:
+    names = ", ".join(f"`/sky {c.name}`" for c in table.all() if c.starts_runner)
+    return (
+        f"Slow down: {names} act on the cluster as you, and you have used them a lot just now. "
+        f"Try again in {math.ceil(wait)} s."
+    )
 
 
 def _answer_from_view(

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from bot.config import Config
 from bot.runner_client import RunnerCall
+from core.rate_limit import RateLimiter
 from core.view import ClusterView
 from handlers.identity import IdentityDirectory
 from handlers.router import ChartQueue
@@ -33,3 +34,5 @@ class Services:
     queue_charts: ChartQueue | None = None
     # The current snapshot view, for actions that check it (`/sky digest LAB on`).
     view: Callable[[], ClusterView] | None = None
+    # Per-user limit on commands that start the runner (handlers.router).
+    limiter: RateLimiter = field(default_factory=RateLimiter)

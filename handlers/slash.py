@@ -3,20 +3,27 @@
 Read-only answers are computed from the in-memory snapshot and sent in the ack itself: with
 the app in `process_before_response` mode that is one HTTP response (or one Socket Mode ack)
 well inside Slack's 3 seconds, and nothing on that path waits for Slurm or the database.
+Actions run under the router's deadline; an answer that misses it follows by response_url.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
-from slack_bolt.async_app import AsyncAck, AsyncApp
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_sdk.web.async_client import AsyncWebClient
 
 from handlers.commands import command_table
-from handlers.router import CommandTable, dispatch_action_or_read
+from handlers.reply import Reply, simple
+from handlers.router import CommandTable, UsageError, dispatch_action_or_read
 from handlers.services import Services
+from handlers.slack_input import decode_command_text
 from store.reader import SnapshotCache
+
+log = logging.getLogger(__name__)
 
 # (subcommand, seconds): one answered command, for the metrics.
 ObserveCommand = Callable[[str, float], None]
@@ -32,24 +39,44 @@ def register_listeners(
     commands = table or command_table(services.config.template)
 
     @app.command("/sky")
-    async def sky(ack: AsyncAck, command: dict[str, Any]) -> None:
+    async def sky(
+        ack: AsyncAck, respond: AsyncRespond, client: AsyncWebClient, command: dict[str, Any]
+    ) -> None:
         started = time.perf_counter()
         team_id = command.get("team_id", "")
         user_id = command.get("user_id", "")
+
+        def cluster_user_of(slack_id: str) -> str | None:
+            identity = services.identity.lookup(team_id, slack_id)
+            return identity.cluster_user if identity is not None else None
+
+        async def late(reply: Reply) -> None:
+            if command.get("response_url"):
+                await respond(**reply.for_slack())
+            else:
+                await client.chat_postMessage(channel=user_id, text=reply.text, blocks=reply.blocks)
+
+        try:
+            text = decode_command_text(command.get("text", ""), cluster_user_of)
+        except UsageError as refusal:
+            await ack(**simple(str(refusal)).for_slack())
+            return
         reply = await dispatch_action_or_read(
             commands,
             cache.current(),
             services,
-            command.get("text", ""),
+            text,
             team_id=team_id,
             user_id=user_id,
             cluster_user=await services.identity.resolve(team_id, user_id),
             channel_id=command.get("channel_id", ""),
             queue_charts=services.queue_charts,
+            limiter=services.limiter,
+            late=late,
         )
         await ack(**reply.for_slack())
         if observe is not None:
-            observe(_metric_name(commands, command.get("text", "")), time.perf_counter() - started)
+            observe(_metric_name(commands, text), time.perf_counter() - started)
 
 
 def _metric_name(commands: CommandTable, text: str) -> str:

@@ -183,7 +183,8 @@ def test_manifest_slash_command(manifest: dict[str, Any]) -> None:
     assert [c["command"] for c in commands] == ["/sky"]
     assert [c.strip("\"' ") for c in listeners("command")] == ["/sky"]
     sky = commands[0]
-    assert sky["should_escape"] is False
+    # Mentions must arrive as <@U…|name> to be resolved (handlers/slack_input.py).
+    assert sky["should_escape"] is True
     assert sky["description"] and sky["usage_hint"]
     assert "url" not in sky  # Socket Mode: commands arrive over the websocket
 

@@ -109,6 +109,7 @@ LINK = Command(
     "link USER | link check",
     "prove which cluster account is yours, so skybot can act for you",
     act=link,
+    starts_runner=True,
 )
 WHOAMI = Command("whoami", "whoami", "which cluster account skybot thinks is yours", act=whoami)
 UNLINK = Command("unlink", "unlink", "forget the link between your Slack and cluster", act=unlink)
