@@ -67,6 +67,9 @@ from typing import Any, NoReturn
 CONFIG_PATH = "/etc/skybot/runner.toml"
 SLURM_CONF = "/etc/slurm/slurm.conf"
 MAX_REQUEST_BYTES = 64 * 1024
+# The deepest request the bot sends is 2 levels ({"options": {...}}); json.loads recurses per
+# level, so depth is checked before parsing and a deep request is refused, not a crash.
+MAX_REQUEST_DEPTH = 8
 # The script cap when neither the request nor runner.toml gives one, and the most either may set.
 DEFAULT_MAX_SCRIPT_BYTES = 1024 * 1024
 HARD_MAX_SCRIPT_BYTES = 16 * 1024 * 1024
@@ -697,13 +700,60 @@ def do_verify_link(
 ACTIONS = {"submit": do_submit, "cancel": do_cancel, "verify-link": do_verify_link}
 
 
+def nesting_depth(text: str, limit: int) -> int:
+    """How deeply arrays and objects nest in JSON text (strings skipped), stopping past `limit`."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                break
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def _no_duplicate_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object from its pairs, refusing a field given twice (JSON would keep the last)."""
+    fields: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in fields:
+            shown = key if re.fullmatch(r"[A-Za-z0-9_-]{1,40}", key) else repr(key)[:60]
+            raise Refusal(f"The request gives '{shown}' more than once; give it once.")
+        fields[key] = value
+    return fields
+
+
+def _no_constant(name: str) -> Any:
+    raise Refusal(f"The request is not valid JSON ({name} is not a JSON number).")
+
+
 def read_request() -> dict[str, Any]:
     raw = sys.stdin.buffer.read(MAX_REQUEST_BYTES + 1)
     if len(raw) > MAX_REQUEST_BYTES:
-        raise Refusal("The request is too large.")
+        raise Refusal(f"The request is too large (over {MAX_REQUEST_BYTES} bytes).")
     try:
-        request = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Refusal("The request is not valid UTF-8.") from None
+    if nesting_depth(text, MAX_REQUEST_DEPTH) > MAX_REQUEST_DEPTH:
+        raise Refusal(f"The request nests deeper than {MAX_REQUEST_DEPTH} levels.")
+    try:
+        request = json.loads(
+            text, object_pairs_hook=_no_duplicate_fields, parse_constant=_no_constant
+        )
+    except (ValueError, RecursionError):
         raise Refusal("The request is not valid JSON.") from None
     if not isinstance(request, dict):
         raise Refusal("The request must be a JSON object.")

@@ -581,6 +581,49 @@ async def test_malformed_requests_are_refused() -> None:
         assert "Traceback" not in result.stdout + result.stderr
 
 
+def raw_request(raw: str | bytes) -> subprocess.CompletedProcess[bytes]:
+    data = raw.encode() if isinstance(raw, str) else raw
+    return subprocess.run(
+        [*AS_SKYBOT, SUDO, "-n", "-u", "alice", "--", RUNNER],
+        input=data,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        ("[" * 30_000 + "]" * 30_000, "nests deeper than 8 levels"),
+        ('{"action": "cancel", "job_id": ' + "[" * 30_000 + "]" * 30_000 + "}", "nests deeper"),
+        (
+            '{"action": "cancel", "job_id": "[[[[[[[[[[[[[[[[[[[[[[["}',
+            "job_id must be a job number",
+        ),
+        ('{"action": "submit", "script": "/x", "pad": "' + "x" * 70_000 + '"}', "too large"),
+        (b'{"action": "cancel", "job_id": "\xff"}', "not valid UTF-8"),
+        ('{"action": "cancel", "job_id": NaN}', "NaN is not a JSON number"),
+        ('{"action": "cancel", "action": "submit", "job_id": "1"}', "'action' more than once"),
+        (
+            '{"action": "submit", "script": "/x", '
+            '"options": {"partition": "overcap", "partition": "hoffman-lab"}}',
+            "'partition' more than once",
+        ),
+    ],
+    ids=["deep", "deep-inside", "brackets-in-a-string", "large", "utf-8", "nan", "dup", "dup-opt"],
+)
+def test_deep_large_and_ambiguous_requests_get_the_normal_refusal(
+    raw: str | bytes, says: str
+) -> None:
+    """Issue 13 item 9: a 30,000-deep request was a RecursionError and exit 1."""
+    result = raw_request(raw)
+    assert result.returncode == 0, result.stderr
+    reply = json.loads(result.stdout)
+    assert reply["ok"] is False and says in reply["error"], reply
+    assert b"Traceback" not in result.stdout + result.stderr
+
+
 # ----------------------------------------------------------------------------------------------
 # verify-link
 

@@ -44,6 +44,7 @@ def parse_submit_args(args: tuple[str, ...]) -> tuple[str, dict[str, str]]:
     script, options = args[0], {}
     if script.startswith("-"):
         raise UsageError(f"Give the script path first. Usage: `/sky {SUBMIT_USAGE}`")
+    typed: dict[str, str] = {}  # runner name -> the option as the user spelled it
     rest = list(args[1:])
     while rest:
         word = rest.pop(0)
@@ -54,6 +55,11 @@ def parse_submit_args(args: tuple[str, ...]) -> tuple[str, dict[str, str]]:
                 f"{literal(word, 40)} is not an option skybot passes to sbatch. "
                 f"Allowed: {allowed}. Anything else belongs in the script's #SBATCH lines."
             )
+        if OPTIONS[name] in typed:
+            first = typed[OPTIONS[name]]
+            also = "" if first == name else f" (`{first}` and `{name}` are the same option)"
+            raise UsageError(f"`{name}` is given twice{also}: give it once.")
+        typed[OPTIONS[name]] = name
         if not has_value:
             if not rest:
                 raise UsageError(f"`{name}` needs a value.")
