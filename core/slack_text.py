@@ -1,5 +1,8 @@
 """`literal()`: the one way text skybot did not write reaches Slack.
 
+(`fenced_code()` is its counterpart for a multi-line ``` block, such as a batch script that
+holds a lab's partition or a user's path: same characters made inert, lines kept.)
+
 Job names, paths, user names, partitions, node names, Slurm's and sbatch's messages, words a
 user typed, Slack's own error codes: anything not written by skybot is shown as a one-line
 mrkdwn code span, built here and nowhere else.
@@ -39,6 +42,10 @@ _CHARACTER_MAP = {
 }
 # C0 and C1 controls, DEL, and the Unicode line and paragraph separators.
 _LINE_BREAKERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+# The same, less newline and tab, which a block keeps.
+_BLOCK_BREAKERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]+")
+# Three backticks would close a ``` block; one or two inside it are just text.
+_FENCE_RUN = re.compile(r"`{3,}")
 
 
 def literal(text: object, limit: int = DEFAULT_LIMIT) -> str:
@@ -49,6 +56,15 @@ def literal(text: object, limit: int = DEFAULT_LIMIT) -> str:
     if len(flat) > limit:
         flat = flat[: max(1, limit - 1)] + "…"
     return f"`{flat.translate(_CHARACTER_MAP)}`"
+
+
+def fenced_code(text: str) -> str:
+    """Multi-line text as the inside of a ``` block: `&`, `<`, `>` as entities, bidi controls
+    as U+FFFD, other controls but newline and tab as spaces, no run of backticks that could
+    close the block. The caller adds the fences (a long block may be cut between lines)."""
+    flat = _BLOCK_BREAKERS.sub(" ", text)
+    flat = _FENCE_RUN.sub(lambda run: BACKTICK_LOOKALIKE * len(run.group()), flat)
+    return flat.translate({k: v for k, v in _CHARACTER_MAP.items() if k != ord("`")})
 
 
 def clip_markdown(text: str, limit: int) -> str:

@@ -202,6 +202,9 @@ def command_texts(name: str, h: str) -> list[str]:
         f"{name} hoffman-lab {q}",
         f"{name} {q} --partition {q}",
         f"{name} 101 --chart",
+        f"{name} --lab {q}",
+        f"{name} --lab {q} --interactive",
+        f"{name} --lab {q} --gpus {q} --image {q}",
     ]
 
 

@@ -25,6 +25,7 @@ from core.job_template import (
     parse_gpus,
 )
 from core.records import Node
+from core.slack_text import fenced_code
 from core.view import LabInfo
 from handlers.commands import command_table
 from handlers.commands.template import code_sections
@@ -289,7 +290,8 @@ def test_command_answers_with_a_copyable_code_block() -> None:
     assert block.startswith("```\n#!/bin/bash\n") and block.endswith("\n```")
     script = code_of(reply)
     assert script == batch_script(JobAsk("alice", HOFFMAN, GpuAsk("a40", 2)), SETTINGS, NODES)
-    assert script.rstrip("\n") in reply.text  # the fallback text carries the same script
+    # The fallback text carries the same script, escaped as in the block (Slack shows & < >).
+    assert f"```\n{fenced_code(script).rstrip()}\n```" in reply.text
     assert len(reply.text) <= MAX_TEXT_CHARS
 
 

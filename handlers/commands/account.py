@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from core.slack_text import literal
+from core.slack_text import fenced_code, literal
 from handlers.identity import CLUSTER_USER, is_human_account
 from handlers.reply import Reply, simple
 from handlers.router import Command, CommandRequest, UsageError
@@ -40,7 +40,7 @@ async def link(request: CommandRequest, services: Services) -> Reply:
     text = (
         f"To prove you are {literal(user)} on the cluster, run this on a login node within "
         f"{minutes} minutes:\n"
-        f"```mkdir -p ~/.config/skybot && echo {code.code} > {LINK_FILE}```\n"
+        f"```{fenced_code(f'mkdir -p ~/.config/skybot && echo {code.code} > {LINK_FILE}')}```\n"
         "then type `/sky link check`. (Only you can write into your home directory, so the "
         "code there shows the account is yours.)"
     )

@@ -18,6 +18,7 @@ from core.job_template import (
     interactive_command,
     parse_gpus,
 )
+from core.slack_text import fenced_code
 from core.view import ClusterView, LabInfo
 from handlers.commands.common import find_lab, lab_names, literal, require_data, shown
 from handlers.reply import MAX_SECTION_CHARS, Block, Reply, context, section
@@ -152,7 +153,7 @@ def _reply(intro: str, code: str, notes: list[str]) -> Reply:
     blocks: list[Block] = [section(intro), *code_sections(code)]
     if notes:
         blocks.append(context(" ".join(notes)))
-    text = "\n".join([intro, code.rstrip("\n"), *notes])
+    text = "\n".join([intro, _FENCE, fenced_code(code).rstrip("\n"), _FENCE, *notes])
     return Reply(text, blocks)
 
 
@@ -165,15 +166,10 @@ def code_sections(code: str) -> list[Block]:
     room = MAX_SECTION_CHARS - 2 * len(_FENCE) - 2
     chunks: list[list[str]] = [[]]
     size = 0
-    for line in esc_code(code).rstrip("\n").split("\n"):
+    for line in fenced_code(code).rstrip("\n").split("\n"):
         if chunks[-1] and size + len(line) + 1 > room:
             chunks.append([])
             size = 0
         chunks[-1].append(line[:room])
         size += len(line[:room]) + 1
     return [section(f"{_FENCE}\n" + "\n".join(chunk) + f"\n{_FENCE}") for chunk in chunks]
-
-
-def esc_code(code: str) -> str:
-    # Slack wants &, < and > escaped even in code blocks, and shows them unescaped there.
-    return code.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
