@@ -2,7 +2,8 @@
 
 Each run of the runner is a sudo, a Python start and a Slurm call; without a limit one user
 could keep the machine and slurmctld busy from Slack (30 `/sky cancel` in 4 s was seen). A
-bucket holds `capacity` tokens, refilled one every `refill_seconds`; a command takes one.
+bucket holds `capacity` tokens, refilled one every `refill_seconds`; a command takes one,
+and gives it back if it turns out to start nothing (bad input).
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-DEFAULT_CAPACITY = 5
-DEFAULT_REFILL_SECONDS = 10.0
+# A burst of 10 (a few submissions in a row), then 10 a minute.
+DEFAULT_CAPACITY = 10
+DEFAULT_REFILL_SECONDS = 6.0
 
 
 @dataclass
@@ -40,3 +42,9 @@ class RateLimiter:
             bucket.tokens -= 1.0
             return 0.0
         return (1.0 - bucket.tokens) * self.refill_seconds
+
+    def give_back(self, key: Hashable) -> None:
+        """Return the token `key` just took: what it asked for started nothing."""
+        bucket = self._buckets.get(key)
+        if bucket is not None:
+            bucket.tokens = min(float(self.capacity), bucket.tokens + 1.0)

@@ -7,13 +7,15 @@ Slack wants the ack within 3 s. Read-only commands answer from memory; anything 
 (an action, the runner, the store) runs under one deadline here: past ACK_DEADLINE_SECONDS the
 ack says it is working on it and the answer goes out later through `late` (the command's
 response_url, or a DM). Commands that start the runner also take a token from the asker's
-rate-limit bucket first.
+rate-limit bucket first, given back if the command refuses the input (UsageError): so a
+command must not raise UsageError once it has started the runner, but answer normally.
 """
 
 from __future__ import annotations
 
 import asyncio
 import difflib
+import functools
 import logging
 import math
 import shlex
@@ -224,19 +226,33 @@ async def dispatch_action_or_read(
     elif command.act is None:
         return _answer_from_view(command, request, view, text)
     else:
+        refund = None
         if command.starts_runner and limiter is not None:
-            wait = limiter.take((team_id, user_id), request.now)
+            key = (team_id, user_id)
+            wait = limiter.take(key, request.now)
             if wait > 0:
                 return simple(_slow_down(table, wait))
-        work = _act(command.act, request, services, text)
+            refund = functools.partial(limiter.give_back, key)
+        work = _act(command.act, request, services, text, refund)
     if late is None:
         return await work
     return await _within(work, deadline, late, command.name)
 
 
-async def _act(act: ActionFunction, request: CommandRequest, services: Any, text: str) -> Reply:
+async def _act(
+    act: ActionFunction,
+    request: CommandRequest,
+    services: Any,
+    text: str,
+    refund: Callable[[], None] | None,
+) -> Reply:
+    """The action's answer; a UsageError (bad input: nothing was started) refunds its token."""
     try:
         reply = await act(request, services)
+    except UsageError as error:
+        if refund is not None:
+            refund()
+        return _failure(text, request, error)
     except Exception as error:
         return _failure(text, request, error)
     return Reply(reply.text, reply.blocks, in_channel=request.here)

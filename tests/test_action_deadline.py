@@ -12,7 +12,13 @@ from typing import Any
 from core.rate_limit import RateLimiter
 from handlers.commands import command_table
 from handlers.reply import Reply, simple
-from handlers.router import Command, CommandRequest, CommandTable, dispatch_action_or_read
+from handlers.router import (
+    Command,
+    CommandRequest,
+    CommandTable,
+    UsageError,
+    dispatch_action_or_read,
+)
 from tests.test_commands import NOW, cluster
 
 
@@ -147,3 +153,24 @@ async def test_commands_that_do_not_start_the_runner_are_not_limited() -> None:
     table = table_with(act, starts_runner=False)
     limiter = RateLimiter(capacity=1, refill_seconds=10)
     assert [(await ask(table, "act", limiter=limiter)).text for _ in range(3)] == ["ran"] * 3
+
+
+async def test_refused_input_gives_its_token_back() -> None:
+    """Bad input starts nothing, so it costs nothing; an answer after the runner ran does."""
+
+    async def picky(request: CommandRequest, services: Any) -> Reply:
+        if request.args != ("ok",):
+            raise UsageError("Usage: `/sky act ok`")
+        return simple("ran")
+
+    table = table_with(picky)
+    limiter = RateLimiter(capacity=2, refill_seconds=10)
+    assert [(await ask(table, "act typo", limiter=limiter)).text for _ in range(5)] == [
+        "Usage: `/sky act ok`"
+    ] * 5
+    assert [(await ask(table, "act ok", limiter=limiter)).text for _ in range(3)] == [
+        "ran",
+        "ran",
+        "Slow down: `/sky act` act on the cluster as you, and you have used them a lot just "
+        "now. Try again in 10 s.",
+    ]

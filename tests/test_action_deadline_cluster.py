@@ -151,12 +151,17 @@ async def test_link_check_no_longer_holds_the_ack(slow: tuple[SlackStandIn, Ask]
 
 
 async def test_runner_commands_are_rate_limited_per_user(fast: tuple[SlackStandIn, Ask]) -> None:
-    """Issue 13 item 8: 30 runner calls in 3.9 s from one user were all carried out."""
+    """Issue 13 item 8: 30 runner calls in 3.9 s from one user were all carried out.
+
+    The 30 arrive together (well inside one refill), so exactly a bucket's worth run.
+    """
     _, ask = fast
-    answers = [(await ask(f"cancel {NO_SUCH_JOB}"))[0] for _ in range(DEFAULT_CAPACITY + 1)]
-    carried_out = [a for a in answers[:-1] if not a.startswith("Slow down")]
-    assert len(carried_out) == DEFAULT_CAPACITY, answers
-    assert answers[-1].startswith("Slow down: `/sky submit`, `/sky cancel`, `/sky link`")
-    assert "Try again in " in answers[-1]
+    answers = [
+        a for a, _, _ in await asyncio.gather(*(ask(f"cancel {NO_SUCH_JOB}") for _ in range(30)))
+    ]
+    slowed = [a for a in answers if a.startswith("Slow down")]
+    assert len(answers) - len(slowed) == DEFAULT_CAPACITY, answers
+    assert slowed[0].startswith("Slow down: `/sky submit`, `/sky cancel`, `/sky link`")
+    assert "Try again in " in slowed[0]
     # Reads are never limited.
     assert "skybot commands" in (await ask("help"))[0]

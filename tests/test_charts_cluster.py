@@ -228,10 +228,10 @@ def _upload_params(slack: SlackStandIn, filename: str) -> dict[str, str]:
 
 async def test_weekly_digest_reaches_the_lab_channel_with_its_chart(bot: Bot) -> None:
     answer = await bot.sky("digest hoffman-lab on", channel_id=LAB_CHANNEL)
-    assert answer.startswith(f"Done: <#{LAB_CHANNEL}> will get *hoffman-lab*'s weekly digest")
+    assert answer.startswith(f"Done: <#{LAB_CHANNEL}> will get *`hoffman-lab`*'s weekly digest")
     await _wait_for_gpu_seconds(bot.db_path, "alice", at_least=70)
     preview = await bot.sky("digest hoffman-lab")
-    assert "• alice: " in preview and f"Posted every Mon at 09:00 in <#{LAB_CHANNEL}>" in preview
+    assert "• `alice`: " in preview and f"Posted every Mon at 09:00 in <#{LAB_CHANNEL}>" in preview
 
     # Next week's digest, decided now (a week's wait is not a test): the subscription is older
     # than that week's posting time, so it is due; the running bot's own sender delivers it.

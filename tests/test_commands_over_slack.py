@@ -122,15 +122,16 @@ async def ask(
 async def test_every_command_answers_from_the_real_snapshot(ask, busy_cluster: Cluster) -> None:  # type: ignore[no-untyped-def]
     running, waiting = busy_cluster.running, busy_cluster.waiting
     gpus = await ask("gpus")  # alice's own lab, from her link
-    assert "*hoffman-lab*: 4/4 GPUs in use (at cap)" in gpus
-    assert "by user: alice 4" in gpus and f"`{waiting}` bob gpu:1 (AssocGrpGRES)" in gpus
+    assert "*`hoffman-lab`*: 4/4 GPUs in use (at cap)" in gpus
+    assert "by user: `alice` 4" in gpus
+    assert f"`{waiting}` `bob` `gpu:1` (`AssocGrpGRES`)" in gpus
     jobs = await ask("jobs")
     assert str(running) in jobs and "big-run" in jobs and "a40:4" in jobs
     assert str(waiting) in await ask("jobs bob")
     free = await ask("free")
     assert "rtx_6000" in free and "2080_ti" in free
     why = await ask(f"why {waiting}")
-    assert "hoffman-lab is using 4/4 GPUs: alice 4" in why
+    assert "`hoffman-lab` is using 4/4 GPUs: `alice` 4" in why
     disk = await ask("disk hoffman-lab")
     assert "/srv/hoffman-lab/flash9/alice" in disk
     df = await ask("df")

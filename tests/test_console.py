@@ -47,10 +47,10 @@ def test_console_answers_from_a_fresh_poll_of_the_real_cluster(
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "*hoffman-lab*: 2/4 GPUs in use (2 free under the cap)" in out
-    assert "by user: alice 2" in out
+    assert "*`hoffman-lab`*: 2/4 GPUs in use (2 free under the cap)" in out
+    assert "by user: `alice` 2" in out
     assert "(now acting as bob)" in out
-    assert f"Job `{job}` (wrap, alice) has been running for" in out
+    assert f"Job `{job}` (`wrap`, `alice`) has been running for" in out
     assert "not-a-number" in out and "Traceback" not in out + result.stderr
     assert "Did you mean `/sky df`?" in out
     assert out.count("as of ") >= 2

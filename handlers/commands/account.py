@@ -56,8 +56,8 @@ async def _check(request: CommandRequest, services: Services) -> Reply:
     reply = await services.runner(
         pending.cluster_user, {"action": "verify-link", "code": pending.code}
     )
-    if not reply.get("ok"):
-        raise UsageError(
+    if not reply.get("ok"):  # an answer, not a UsageError: the runner did run
+        return simple(
             f"Not linked: {literal(reply.get('error', 'the code did not match'))} "
             f"Check that {LINK_FILE} in {literal(pending.cluster_user)}'s home holds exactly "
             "the code."
