@@ -36,7 +36,7 @@ RUNUSER = "/usr/sbin/runuser"
 SLACK_TIMEOUT_SECONDS = 15.0
 SLURM_TIMEOUT_SECONDS = 10.0
 SUDO_TIMEOUT_SECONDS = 10.0
-INSTALL_RUNNER = "run deploy/install-runner.sh as root"
+INSTALL_RUNNER = "`skybot install runner sudoers` as root"
 SLURM_FIX = (
     "Is slurmctld (and slurmdbd, for sacct/sacctmgr) reachable from this host, and is "
     "slurm.bin_dir the directory holding the Slurm commands?"
@@ -150,7 +150,7 @@ def check_config(path: Path | None) -> tuple[Check, Config | None]:
             "config",
             False,
             str(error),
-            f"Correct {where}; see deploy/skybot.example.toml for every key.",
+            f"Correct {where}; `skybot show config` prints every key, commented.",
         ), None
     return Check("config", True, f"{where} loads: {len(config.labs)} labs"), config
 
@@ -382,7 +382,7 @@ def judge_sudo_rules(rules: list[tuple[str, list[str]]], runner: str) -> tuple[b
 async def check_sudo(config: Config, user: ServiceUser) -> Check:
     """`sudo -l -n` as the service user must list the runner, and never ALL."""
     fix = (
-        f"Install deploy/sudoers.d/skybot ({INSTALL_RUNNER}); it must let {user.name} run "
+        f"Install the sudoers rule ({INSTALL_RUNNER}); it must let {user.name} run "
         f"{config.runner.path} with no arguments as %skybot-users, never ALL."
     )
     if user.name == "root":

@@ -17,10 +17,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.config import DatabaseConfig
 
 REPO = Path(__file__).resolve().parent.parent
-DEPLOY = REPO / "deploy"
-MANIFEST = DEPLOY / "slack-app-manifest.yaml"
-UNIT = DEPLOY / "skybot.service"
-SUDOERS = DEPLOY / "sudoers.d" / "skybot"
+# Shipped inside the package; `skybot install` puts them in place (tests/test_install.py).
+INSTALL_FILES = REPO / "bot" / "install_files"
+MANIFEST = INSTALL_FILES / "slack-app-manifest.yaml"
+UNIT = INSTALL_FILES / "skybot.service"
+SUDOERS = INSTALL_FILES / "skybot.sudoers"
 # The code that runs in production (tests/ and benchmarks/ are not shipped).
 SOURCE_DIRS = ("bot", "handlers", "scheduler", "store", "core")
 

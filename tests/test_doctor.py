@@ -1,7 +1,7 @@
 """`skybot doctor` on the real machine: a correct set-up passes, each broken one names its fix.
 
 The doctor runs as a subprocess, as an admin would run it: as root, checking as the service
-user `skybot`, with the runner and sudo rule that deploy/install-runner.sh installed, the real
+user `skybot`, with the runner and sudo rule that `skybot install` installed, the real
 Slurm test cluster, and the Slack stand-in in place of Slack.
 """
 
@@ -162,7 +162,7 @@ async def test_runner_path_the_sudo_rule_does_not_list(
     assert result.status == 1
     line = result.line("sudo rule")
     assert line.startswith("✘") and "not-the-runner is not among the commands" in line
-    assert "fix: Install deploy/sudoers.d/skybot (run deploy/install-runner.sh as root)" in line
+    assert "fix: Install the sudoers rule (`skybot install runner sudoers` as root)" in line
     assert result.line("runner").startswith("✘")
 
 
