@@ -156,7 +156,7 @@ def install_runner(destination: Path, python: str) -> str:
         return f"the runner does not parse with {python}" if result.returncode else None
 
     written = place(runner_text(python), Placement(destination, 0o755), parses)
-    state = "installed" if written else "is up to date:"
+    state = "installed:" if written else "is up to date:"
     return f"{destination} {state} skybot-runner {__version__}, interpreter {python}{notes}"
 
 
@@ -199,7 +199,7 @@ def install_sudoers(destination: Path, system_root: Path) -> str:
         notes = " (warning: /etc/sudoers has no '@includedir /etc/sudoers.d': add it)"
     if system_root == Path("/") and _run([_visudo(), "-cq"]).returncode != 0:
         raise InstallError("the installed sudoers configuration does not parse: run visudo -c")
-    state = "installed" if written else "is up to date:"
+    state = "installed:" if written else "is up to date:"
     return f"{destination} {state} {SERVICE_USER} may run the runner as %{USERS_GROUP}{notes}"
 
 
