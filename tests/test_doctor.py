@@ -47,9 +47,10 @@ class Result:
 
 
 @pytest.fixture(scope="module")
-def slurm_up() -> None:
-    """The real test cluster must answer. Unlike conftest's `cluster`, this cancels no jobs:
-    the doctor only reads Slurm, and other tests may have jobs running on the same cluster."""
+def slurm_up(checkout_runner: None) -> None:
+    """The real test cluster must answer (and the runner be this checkout's). Unlike
+    conftest's `cluster`, this cancels no jobs at the start of each test: the doctor only
+    reads Slurm."""
     if not slurm_answers():
         pytest.fail("the Slurm test cluster is not answering: run `deploy/testcluster.sh up`")
 
