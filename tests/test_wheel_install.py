@@ -153,3 +153,50 @@ async def test_run_from_the_installed_wheel_answers_over_slack(
                 bot.terminate()
                 bot.wait(30)
     assert "*hoffman-lab*: 2/4 GPUs in use (2 free under the cap)" in text, log_path.read_text()
+
+
+def test_install_and_doctor_work_from_the_installed_wheel(
+    installed: Installed, tmp_path: Path
+) -> None:
+    """No checkout needed: `skybot install` takes every file from the installed package (here
+    below a staging root, so this machine's /etc stays as it is), and the doctor's package
+    check finds every module in the venv."""
+    staging = tmp_path / "staging"
+    result = subprocess.run(
+        [str(installed.skybot), "install", "--root", str(staging)],
+        cwd=installed.outside,
+        env=installed.environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [line.split(":")[0] for line in result.stdout.splitlines()] == [
+        "runner", "sudoers", "config", "unit",
+    ]  # fmt: skip
+    version = subprocess.run(
+        [str(installed.skybot), "--version"], capture_output=True, text=True, check=True
+    ).stdout.split()[-1]
+    runner = (staging / "usr/local/libexec/skybot-runner").read_text()
+    assert runner.startswith("#!/usr/bin/python3 -IS\n") and f'\nVERSION = "{version}"\n' in runner
+    unit = (staging / "etc/systemd/system/skybot.service").read_text()
+    assert f"\nExecStart={installed.skybot} run --config /etc/skybot/skybot.toml\n" in unit
+    assert (staging / "etc/sudoers.d/skybot").read_text() == (
+        REPO / "bot/install_files/skybot.sudoers"
+    ).read_text()
+
+    python = installed.skybot.parent / "python3"
+    check = (
+        "from bot.doctor import check_package, format_check; print(format_check(check_package()))"
+    )
+    result = subprocess.run(
+        [str(python), "-c", check],
+        cwd=installed.outside,
+        env=installed.environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    site = installed.skybot.parent.parent / "lib"
+    assert result.stdout.startswith(f"✔ package: skybot {version}: all "), result.stdout
+    assert f"modules import from {site}/python3" in result.stdout, result.stdout
