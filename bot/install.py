@@ -226,12 +226,20 @@ def unit_text(skybot: Path) -> str:
     return text
 
 
+def _this_skybot() -> Path:
+    """The `skybot` script of this install: beside a venv's python, or the one running."""
+    beside = Path(sys.executable).parent / "skybot"
+    running = Path(sys.argv[0]).absolute()
+    return running if not beside.is_file() and running.name == "skybot" else beside
+
+
 def install_unit(destination: Path, system_root: Path) -> str:
-    skybot = Path(sys.executable).parent / "skybot"
-    text = unit_text(skybot)
+    text = unit_text(_this_skybot())
     written = place(text, Placement(destination, 0o644))
     program = re.search(r"^ExecStart=(\S+)", text, re.MULTILINE)
     runs = f"runs {program.group(1)}" if program else ""
+    if program and not Path(program.group(1)).is_file():
+        runs += " (which does not exist here: correct ExecStart)"
     if not written:
         return f"{destination} is up to date: {runs}"
     if system_root == Path("/") and Path("/run/systemd/system").is_dir():
