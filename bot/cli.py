@@ -1,5 +1,5 @@
 """The `skybot` command line: run the bot, try it in a console, poll once, check a config
-or a whole installation (doctor)."""
+or a whole installation (doctor), install the runner, sudo rule, config and unit (install)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import os
 import sys
 from pathlib import Path
 
+from bot import __version__
 from bot.config import DEFAULT_CONFIG_PATH, Config, ConfigError, Secrets, load_config
+from bot.install import DEFAULT_PYTHON, SHIPPED, TARGETS
 from bot.logs import configure_logging
 
 EXIT_CONFIG = 2
@@ -18,6 +20,20 @@ EXIT_CONFIG = 2
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     configure_logging(args.verbose, args.log_json)
+    if args.command in ("install", "show"):
+        from bot.install import install, show
+
+        if args.command == "show":
+            return show(args.name)
+        unknown = sorted(set(args.targets) - set(TARGETS))
+        if unknown:
+            print(
+                f"skybot install: unknown target(s) {', '.join(unknown)}; expected "
+                f"{', '.join(TARGETS)}",
+                file=sys.stderr,
+            )
+            return EXIT_CONFIG
+        return install(args.targets, args.python, Path(args.root))
     if args.command == "doctor":
         return _doctor(config_path(args.config), args.service_user)
     try:
@@ -97,17 +113,19 @@ async def _poll(config: Config, cycles: int) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    logging_flags = argparse.ArgumentParser(add_help=False)
+    logging_flags.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    logging_flags.add_argument(
+        "--log-json", action="store_true", help="log one JSON object per line (for collectors)"
+    )
+    common = argparse.ArgumentParser(add_help=False, parents=[logging_flags])
     common.add_argument(
         "--config",
         help=f"TOML config file (default: $SKYBOT_CONFIG, {DEFAULT_CONFIG_PATH} if it exists, "
         "or the built-in config for the local test cluster)",
     )
-    common.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    common.add_argument(
-        "--log-json", action="store_true", help="log one JSON object per line (for collectors)"
-    )
     parser = argparse.ArgumentParser(prog="skybot", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"skybot {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser(
         "run", parents=[common], help="run the bot: pollers plus Slack (Socket Mode or HTTP)"
@@ -131,6 +149,33 @@ def _parser() -> argparse.ArgumentParser:
         help="check sudo, storage and database access as this user (default: the current "
         "user; checking as another user needs root)",
     )
+    install = sub.add_parser(
+        "install",
+        parents=[logging_flags],
+        help="as root: put the runner, sudoers rule, example config and systemd unit in place "
+        "from this installed skybot (idempotent)",
+    )
+    install.add_argument(
+        "targets",
+        nargs="*",
+        metavar="TARGET",
+        help=f"any of {', '.join(TARGETS)} (default: all, in that order)",
+    )
+    install.add_argument(
+        "--python",
+        default=DEFAULT_PYTHON,
+        help="the runner's interpreter: the distribution's own, root-owned python3, never a "
+        f"virtualenv's (default {DEFAULT_PYTHON})",
+    )
+    install.add_argument(
+        "--root", default="/", help="install below this directory instead of / (staging)"
+    )
+    show = sub.add_parser(
+        "show",
+        parents=[logging_flags],
+        help="print a file shipped with skybot (e.g. the Slack app manifest to paste)",
+    )
+    show.add_argument("name", choices=sorted(SHIPPED), help="which file")
     return parser
 
 

@@ -70,7 +70,7 @@ class IdentityConfig:
 
 @dataclass(frozen=True)
 class RunnerConfig:
-    """The sudo-scoped program that acts as a cluster user (deploy/install-runner.sh)."""
+    """The sudo-scoped program that acts as a cluster user (`skybot install runner`)."""
 
     sudo: str = "/usr/bin/sudo"
     path: str = "/usr/local/libexec/skybot-runner"

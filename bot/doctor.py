@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import importlib
+import json
 import os
+import pkgutil
 import pwd
 import re
-import sqlite3
 import stat
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -36,7 +40,7 @@ RUNUSER = "/usr/sbin/runuser"
 SLACK_TIMEOUT_SECONDS = 15.0
 SLURM_TIMEOUT_SECONDS = 10.0
 SUDO_TIMEOUT_SECONDS = 10.0
-INSTALL_RUNNER = "run deploy/install-runner.sh as root"
+INSTALL_RUNNER = "`skybot install runner sudoers` as root"
 SLURM_FIX = (
     "Is slurmctld (and slurmdbd, for sacct/sacctmgr) reachable from this host, and is "
     "slurm.bin_dir the directory holding the Slurm commands?"
@@ -94,12 +98,13 @@ class ServiceUser:
         return [] if self.is_me else [RUNUSER, "-u", self.name, "--"]
 
 
-async def _run(argv: Sequence[str], timeout: float) -> tuple[int, str]:
-    """Run argv without a shell or a terminal; (exit status, stdout+stderr). 127: cannot start."""
+async def _run(argv: Sequence[str], timeout: float, stdin: bytes = b"") -> tuple[int, str]:
+    """Run argv without a shell or a terminal, `stdin` as its input; (exit status,
+    stdout+stderr). 127: cannot start."""
     try:
         process = await asyncio.create_subprocess_exec(
             *argv,
-            stdin=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
@@ -109,7 +114,7 @@ async def _run(argv: Sequence[str], timeout: float) -> tuple[int, str]:
     except OSError as error:
         return 127, f"cannot run {argv[0]}: {error.strerror}"
     try:
-        output, _ = await asyncio.wait_for(process.communicate(), timeout)
+        output, _ = await asyncio.wait_for(process.communicate(stdin), timeout)
     except TimeoutError:
         process.kill()
         await process.wait()
@@ -150,7 +155,7 @@ def check_config(path: Path | None) -> tuple[Check, Config | None]:
             "config",
             False,
             str(error),
-            f"Correct {where}; see deploy/skybot.example.toml for every key.",
+            f"Correct {where}; `skybot show config` prints every key, commented.",
         ), None
     return Check("config", True, f"{where} loads: {len(config.labs)} labs"), config
 
@@ -258,11 +263,92 @@ async def check_app_token(secrets: Secrets) -> Check:
     return Check("socket mode", True, "apps.connections.open OK with SLACK_APP_TOKEN")
 
 
+_CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{6,}")
+
+
+async def _channel_named(client: AsyncWebClient, name: str) -> dict[str, Any] | None:
+    """The channel called `name` among those the bot can see (public, or private with it)."""
+    cursor = None
+    while True:
+        page = await client.conversations_list(
+            types="public_channel,private_channel",
+            exclude_archived=True,
+            limit=1000,
+            cursor=cursor,
+        )
+        for channel in page.get("channels") or []:
+            if channel.get("name") == name:
+                return dict(channel)
+        cursor = (page.get("response_metadata") or {}).get("next_cursor")
+        if not cursor:
+            return None
+
+
+async def check_alert_channel(config: Config, secrets: Secrets) -> Check:
+    """Storage alerts go to slack.alert_channel; without chat:write.public the bot posts only
+    where it is a member, so a channel it was never invited to loses every alert."""
+    from bot.app import web_client
+
+    wanted = config.slack.alert_channel
+    shown = wanted if _CHANNEL_ID.fullmatch(wanted) else f"#{wanted.removeprefix('#')}"
+    invite = f"In {shown}, type `/invite @skybot` (the bot posts only where it is a member)."
+    client = web_client(secrets)
+    try:
+        if _CHANNEL_ID.fullmatch(wanted):
+            answer = await asyncio.wait_for(
+                client.conversations_info(channel=wanted), SLACK_TIMEOUT_SECONDS
+            )
+            channel: dict[str, Any] | None = dict(answer["channel"])
+        else:
+            lookup = _channel_named(client, wanted.removeprefix("#"))
+            channel = await asyncio.wait_for(lookup, SLACK_TIMEOUT_SECONDS)
+    except Exception as error:  # any failure is the check's answer
+        code = _slack_error(error)
+        if code == "channel_not_found":
+            channel = None
+        elif code == "missing_scope":
+            return Check(
+                "alert channel",
+                False,
+                f"cannot look up {shown}: the bot token lacks channels:read/groups:read",
+                "Add the channels:read and groups:read Bot Token Scopes (`skybot show "
+                "manifest`), reinstall the app and use the new xoxb- token.",
+            )
+        else:
+            return Check(
+                "alert channel",
+                False,
+                f"cannot look up {shown}: {code}",
+                "Check that this host can reach the Slack API.",
+            )
+    if channel is None:
+        return Check(
+            "alert channel",
+            False,
+            f"{shown} does not exist, or is private and skybot is not in it",
+            f"Set slack.alert_channel to an existing channel; {invite}",
+        )
+    name = f"#{channel.get('name')} ({channel.get('id')})"
+    if channel.get("is_archived"):
+        return Check(
+            "alert channel",
+            False,
+            f"{name} is archived",
+            "Unarchive it or set slack.alert_channel to a live channel.",
+        )
+    if not channel.get("is_member"):
+        return Check("alert channel", False, f"skybot is not a member of {name}", invite)
+    return Check("alert channel", True, f"{name} exists and skybot is a member")
+
+
 async def check_slack(config: Config, secrets: Secrets) -> list[Check]:
     presence = check_token_presence(config, secrets)
     if not presence.ok:
         return [presence]
-    checks = [presence, *await check_bot_token(config, secrets)]
+    token = await check_bot_token(config, secrets)
+    checks = [presence, *token]
+    if token[0].ok:
+        checks.append(await check_alert_channel(config, secrets))
     if config.slack.mode == "socket":
         checks.append(await check_app_token(secrets))
     return checks
@@ -309,7 +395,54 @@ async def check_slurm(config: Config) -> list[Check]:
     checks = await asyncio.gather(
         *(_slurm_check(config, *c) for c in commands), check_job_comments(config)
     )
-    return list(checks)
+    return [*checks, *await check_labs_in_slurm(config)]
+
+
+async def _slurm_names(config: Config, command: str, args: list[str]) -> set[str]:
+    timeout = min(config.slurm.command_timeout_seconds, SLURM_TIMEOUT_SECONDS)
+    raw = await run_slurm(config.slurm.bin_dir, command, args, timeout)
+    return {line.strip() for line in raw.decode(errors="replace").splitlines() if line.strip()}
+
+
+async def check_labs_in_slurm(config: Config) -> list[Check]:
+    """Each lab's partition must exist in Slurm (sinfo) and its account in the accounting
+    database (sacctmgr): a typo there gives every /sky answer for that lab an empty lab."""
+    try:
+        partitions = await _slurm_names(config, "sinfo", ["--noheader", "--format=%R"])
+        accounts = await _slurm_names(
+            config, "sacctmgr", ["--parsable2", "--noheader", "show", "account", "format=account"]
+        )
+    except SlurmCommandError as error:
+        fail = f"cannot list partitions and accounts: {error}"
+        return [Check("slurm labs", False, fail, SLURM_FIX)]
+    places = [(f"lab {lab.name}", "labs.", lab.partition, lab.account) for lab in config.labs]
+    overcap = ("overcap", "slurm.overcap_", config.slurm.overcap_partition)
+    places.append((*overcap, config.slurm.overcap_account))
+    return [judge_lab(*place, partitions, accounts) for place in places]
+
+
+def judge_lab(
+    what: str, key: str, partition: str, account: str, partitions: set[str], accounts: set[str]
+) -> Check:
+    """`key` says where the config sets them: "labs." or "slurm.overcap_"."""
+    name = f"slurm {what}"
+    if partition not in partitions:
+        return Check(
+            name,
+            False,
+            f"Slurm has no partition {partition!r}",
+            f"Correct {key}partition for {what} (Slurm has {', '.join(sorted(partitions))}), "
+            f"or add PartitionName={partition} to slurm.conf.",
+        )
+    if account not in accounts:
+        return Check(
+            name,
+            False,
+            f"the accounting database has no account {account!r}",
+            f"Correct {key}account for {what} (Slurm has {', '.join(sorted(accounts))}), or "
+            f"`sacctmgr add account {account}`.",
+        )
+    return Check(name, True, f"partition {partition} and account {account} exist")
 
 
 async def check_job_comments(config: Config) -> Check:
@@ -382,7 +515,7 @@ def judge_sudo_rules(rules: list[tuple[str, list[str]]], runner: str) -> tuple[b
 async def check_sudo(config: Config, user: ServiceUser) -> Check:
     """`sudo -l -n` as the service user must list the runner, and never ALL."""
     fix = (
-        f"Install deploy/sudoers.d/skybot ({INSTALL_RUNNER}); it must let {user.name} run "
+        f"Install the sudoers rule ({INSTALL_RUNNER}); it must let {user.name} run "
         f"{config.runner.path} with no arguments as %skybot-users, never ALL."
     )
     if user.name == "root":
@@ -520,10 +653,9 @@ async def _writable_by(path: Path, user: ServiceUser) -> bool:
 
 
 async def check_database(config: Config, user: ServiceUser) -> Check:
-    """The directory must be writable by the service user (WAL keeps files beside the db).
-
-    Run as root for another user, the doctor does not create a missing database: it would be
-    root's, and the bot could not write it.
+    """The database and its directory must be writable by the service user (WAL keeps files
+    beside the db). The doctor never creates or opens it: run as root, SQLite would leave
+    root-owned files (the db, or its -wal/-shm even for a read-only open) the bot cannot write.
     """
     file = database_path(config)
     directory = next((p for p in (file.parent, *file.parent.parents) if p.exists()), Path("/"))
@@ -535,46 +667,148 @@ async def check_database(config: Config, user: ServiceUser) -> Check:
             f"Create {file.parent} owned by {user.name} (e.g. systemd's "
             "StateDirectory=skybot, or `install -d -o skybot /var/lib/skybot`).",
         )
-    if not file.exists() and not user.is_me:
+    if not file.exists():
         return Check("database", True, f"{file} does not exist yet; {user.name} can create it")
-    if file.exists() and not user.is_me and file.stat().st_uid != pwd.getpwnam(user.name).pw_uid:
-        return Check(
-            "database",
-            False,
-            f"{file} is not owned by {user.name}",
-            f"chown {user.name} {file} (and any -wal/-shm files beside it).",
-        )
-    return await asyncio.to_thread(_open_database, file)
+    for path in (file, *(Path(f"{file}{suffix}") for suffix in ("-wal", "-shm"))):
+        if path.exists() and not await _file_writable_by(path, user):
+            return Check(
+                "database",
+                False,
+                f"{path} is not writable by {user.name}",
+                f"chown {user.name} {file} {file}-wal {file}-shm (those that exist).",
+            )
+    return _judge_header(file)
 
 
-def _open_database(file: Path) -> Check:
-    from store.db import SCHEMA_VERSION, SchemaTooNewError, open_db
+async def _file_writable_by(path: Path, user: ServiceUser) -> bool:
+    if user.is_me:
+        return os.access(path, os.W_OK)
+    status, _ = await _run([*user.prefix(), "/usr/bin/test", "-w", str(path)], SUDO_TIMEOUT_SECONDS)
+    return status == 0
+
+
+def _judge_header(file: Path) -> Check:
+    """WAL mode and the schema version, from the 100-byte header of the SQLite file format
+    (sqlite.org/fileformat.html): bytes 18-19 are 2 in WAL mode, 60-63 the user_version."""
+    from store.db import SCHEMA_VERSION
 
     try:
-        db = open_db(file)
-    except SchemaTooNewError as error:
-        return Check("database", False, str(error), "Run the newer skybot that wrote it.")
-    except (sqlite3.Error, OSError) as error:
+        with file.open("rb") as db:
+            header = db.read(100)
+    except OSError as error:
+        return Check("database", False, f"{file}: {error.strerror}", "Check the file and disk.")
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
         return Check(
             "database",
             False,
-            f"{file}: {error}",
-            "Check the disk is not full or read-only and the file is a skybot database;"
-            " move it aside to start afresh.",
+            f"{file} is not a SQLite database",
+            "Point database.path at skybot's database, or move the file aside to start afresh.",
         )
-    try:
-        journal = db.execute("PRAGMA journal_mode").fetchone()[0]
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-    finally:
-        db.conn.close()
-    if journal != "wal":
+    version = int.from_bytes(header[60:64], "big")
+    if version > SCHEMA_VERSION:
         return Check(
             "database",
             False,
-            f"{file} is in {journal} mode, not WAL",
+            f"{file} has schema {version}, newer than this skybot's {SCHEMA_VERSION}",
+            "Run the newer skybot that wrote it.",
+        )
+    if header[18:20] != b"\x02\x02":
+        return Check(
+            "database",
+            False,
+            f"{file} is not in WAL mode",
             "Put the database on a local filesystem (WAL does not work over NFS).",
         )
-    return Check("database", True, f"{file} opens, schema {version}/{SCHEMA_VERSION}, WAL")
+    return Check("database", True, f"{file} is writable, schema {version}/{SCHEMA_VERSION}, WAL")
+
+
+# -- 8. the installed package ------------------------------------------------------------------
+
+# The packages `skybot run` is made of (pyproject.toml finds the same ones).
+PRODUCT_PACKAGES = ("bot", "handlers", "scheduler", "store", "core")
+
+
+def check_package() -> Check:
+    """Import every module of the installed skybot, as `skybot run` eventually will: a wheel
+    that left a package out fails here, not at the bot's first command."""
+    from bot import __version__
+    from bot.install import SHIPPED, shipped_text
+
+    failed: list[str] = []
+    count = 0
+    for top in PRODUCT_PACKAGES:
+        try:
+            package = importlib.import_module(top)
+        except Exception as error:  # reported, not raised: that is the check
+            failed.append(f"{top} ({type(error).__name__}: {error})")
+            continue
+        walk = pkgutil.walk_packages(package.__path__, f"{top}.", onerror=failed.append)
+        for module in walk:
+            count += 1
+            try:
+                importlib.import_module(module.name)
+            except Exception as error:  # reported, not raised: that is the check
+                failed.append(f"{module.name} ({type(error).__name__}: {error})")
+    for name in SHIPPED:
+        try:
+            shipped_text(name)
+        except OSError as error:
+            failed.append(f"the shipped {name} file ({error.strerror})")
+    where = Path(importlib.import_module("bot").__file__ or "bot").parent.parent
+    # A module the install lacks can still import from another copy (an old editable install,
+    # a checkout on sys.path): the service would run a mixture.
+    failed += [
+        f"{name} (imported from {module.__file__}, outside this install)"
+        for name, module in sorted(sys.modules.items())
+        if name.partition(".")[0] in PRODUCT_PACKAGES
+        and getattr(module, "__file__", None)
+        and not Path(module.__file__).is_relative_to(where)
+    ]
+    if failed:
+        return Check(
+            "package",
+            False,
+            f"skybot {__version__} in {where} is incomplete: {'; '.join(failed)}",
+            "Reinstall skybot from a complete wheel (`pip install --force-reinstall "
+            "skybot-VERSION.whl` into the service's venv).",
+        )
+    return Check("package", True, f"skybot {__version__}: all {count} modules import from {where}")
+
+
+# -- 9. the runner's version -------------------------------------------------------------------
+
+
+async def check_runner_version(config: Config, user: ServiceUser) -> Check:
+    """The installed runner must come from this skybot. Run directly (not through sudo), as
+    the service user: a `version` request is answered before any identity check."""
+    from bot import __version__
+
+    fix = "Run `skybot install runner` as root, with the skybot that runs the bot."
+    status, output = await _run(
+        [*user.prefix(), config.runner.path], SUDO_TIMEOUT_SECONDS, stdin=b'{"action":"version"}'
+    )
+    try:
+        answer = json.loads(output)
+        found = answer.get("version") if answer.get("ok") else None
+    except (ValueError, AttributeError):
+        found = None
+    if found is None:
+        last = output.strip().splitlines()[-1:] or [f"exit status {status}"]
+        return Check(
+            "runner version",
+            False,
+            f"{config.runner.path} did not say its version (older than 0.1.0?): {last[0][:200]}",
+            fix,
+        )
+    if found != __version__:
+        return Check(
+            "runner version",
+            False,
+            f"the runner is skybot {found}, the bot is {__version__}: /sky submit, cancel and "
+            "link would be refused",
+            fix,
+        )
+    return Check("runner version", True, f"the runner is skybot {found}, like the bot")
 
 
 # -- all of it ---------------------------------------------------------------------------------
@@ -585,11 +819,13 @@ async def run_doctor(config_file: Path | None, secrets: Secrets, user: ServiceUs
     config_check, config = check_config(config_file)
     if config is None:
         return [config_check]
-    checks = [config_check, *await check_slack(config, secrets), *await check_slurm(config)]
+    checks = [config_check, check_package()]
+    checks += [*await check_slack(config, secrets), *await check_slurm(config)]
     problem = _user_problem(user)
     if problem is not None:
         return [*checks, problem, check_runner(config)]
     checks += [await check_sudo(config, user), check_runner(config)]
+    checks.append(await check_runner_version(config, user))
     checks += await check_storage(config, user)
     checks.append(await check_database(config, user))
     return checks

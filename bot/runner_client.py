@@ -7,6 +7,10 @@ skybot-users, the sudoers rule is missing) the "error" says so in a sentence, no
 
 The runner decides what is allowed; this module only refuses what can never be right (a
 malformed user name, root) before spending a process on it.
+
+Every request carries the bot's version, and a runner installed by another skybot version
+refuses it before acting; a runner older than that check refuses the unknown field. Either
+way the answer becomes one sentence naming both versions and the fix, logged as an error.
 """
 
 from __future__ import annotations
@@ -14,11 +18,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from bot import __version__
+
+log = logging.getLogger(__name__)
 # call_runner with the configured sudo, runner path and timeout bound in: (user, request).
 RunnerCall = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -36,6 +44,21 @@ def _error(message: str) -> dict[str, Any]:
     return {"ok": False, "error": message}
 
 
+def version_mismatch(reply: dict[str, Any], runner: str) -> str | None:
+    """The admin-facing sentence when `reply` says the runner is another version, else None."""
+    if reply.get("ok") is not False:
+        return None
+    found = reply.get("runner_version")
+    if found is None and "unexpected field(s): bot_version" in str(reply.get("error")):
+        found = "older than 0.1.0"
+    if found is None or found == __version__:
+        return None
+    return (
+        f"skybot cannot act as you right now: its runner ({runner}) is version {found} but "
+        f"the bot is {__version__}. An admin must run `skybot install runner` as root."
+    )
+
+
 def _explain_sudo_failure(user: str, stderr: str, runner: str) -> str:
     text = stderr.strip()
     lowered = text.lower()
@@ -47,7 +70,10 @@ def _explain_sudo_failure(user: str, stderr: str, runner: str) -> str:
     if "unknown user" in lowered:
         return f"There is no user {user} on this cluster."
     if "command not found" in lowered or "no such file" in lowered:
-        return f"The skybot runner is not installed at {runner} (run deploy/install-runner.sh)."
+        return (
+            f"The skybot runner is not installed at {runner}: an admin must run "
+            "`skybot install runner` as root."
+        )
     last = text.splitlines()[-1] if text else "no output"
     return f"The skybot runner failed for {user}: {last[:500]}"
 
@@ -70,6 +96,8 @@ async def call_runner(
         return _error(f"{user!r} is not a valid cluster user name.")
     if user == "root":
         return _error("skybot never acts as root.")
+    if request.get("action") != "version":
+        request = {**request, "bot_version": __version__}
     try:
         payload = json.dumps(request).encode("utf-8")
     except (TypeError, ValueError) as exc:
@@ -115,6 +143,10 @@ async def call_runner(
         except ValueError:
             reply = None
         if isinstance(reply, dict) and isinstance(reply.get("ok"), bool):
+            mismatch = version_mismatch(reply, runner)
+            if mismatch is not None:
+                log.error("runner version mismatch: %s", mismatch)
+                return _error(mismatch)
             if not reply["ok"] and not isinstance(reply.get("error"), str):
                 reply["error"] = "The skybot runner refused without saying why."
             return reply

@@ -5,8 +5,9 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-# systemd: only for `systemd-analyze verify` of deploy/skybot.service in the tests.
-packages=(slurm-wlm slurmdbd munge mariadb-server sudo systemd)
+# systemd: only for `systemd-analyze verify` of the shipped unit in the tests; python3-venv:
+# tests/test_wheel_install.py installs the built wheel into a fresh venv, as a site does.
+packages=(slurm-wlm slurmdbd munge mariadb-server sudo systemd python3-venv)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "dev-setup: run as root (it installs packages and starts the test cluster)" >&2

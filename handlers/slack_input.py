@@ -1,6 +1,6 @@
 """What a user typed after `/sky`, from the escaped form Slack sends it in (`should_escape`).
 
-With `should_escape: true` (deploy/slack-app-manifest.yaml) Slack sends `@alice` as
+With `should_escape: true` (bot/install_files/slack-app-manifest.yaml) Slack sends `@alice` as
 `<@U123|alice>`, `#chan` as `<#C1|chan>`, links and e-mail addresses as `<url|text>`, and `&`,
 `<`, `>` as `&amp;`, `&lt;`, `&gt;`. This is the one place that text is turned back into
 words, once: mentions become the linked cluster account (or a clear refusal), the other

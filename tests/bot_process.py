@@ -7,9 +7,10 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import IO
 
 import aiohttp
 
@@ -43,18 +44,29 @@ async def running_bot(
         await asyncio.wait_for(task, stop_timeout)
 
 
-def start_bot(config_file: Path, slack: SlackStandIn) -> subprocess.Popen[bytes]:
+def start_bot(
+    config_file: Path,
+    slack: SlackStandIn,
+    skybot: Sequence[str] = (sys.executable, "-m", "bot.cli"),
+    *,
+    cwd: Path | None = None,
+    environment: Mapping[str, str] = os.environ,
+    log: IO[bytes] | None = None,
+) -> subprocess.Popen[bytes]:
+    """`skybot run` as a process: this checkout's by default, or another `skybot` command
+    (an installed one, started from `cwd` with `environment`); its output to `log`."""
     env = {
-        **os.environ,
+        **environment,
         "SLACK_BOT_TOKEN": slack.bot_token,
         "SLACK_APP_TOKEN": slack.app_token,
         "SLACK_API_URL": slack.api_url,
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "run", "--config", str(config_file)],
+        [*skybot, "run", "--config", str(config_file)],
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        cwd=cwd,
+        stdout=log or subprocess.DEVNULL,
+        stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
     )
 
 

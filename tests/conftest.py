@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -23,3 +25,12 @@ def clean_queue(cluster: None) -> Iterator[None]:
     scancel_everything()
     yield
     scancel_everything()
+
+
+@pytest.fixture(scope="session")
+def checkout_runner(cluster: None) -> None:
+    """The runner and sudoers rule from this checkout, as `skybot install` puts them: the bot
+    sends its version with every request, and a runner of another version refuses it."""
+    script = Path(__file__).resolve().parent.parent / "deploy" / "install-runner.sh"
+    result = subprocess.run([str(script)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -6,7 +6,7 @@ import pytest
 
 from bot.config import ConfigError, Secrets, load_config, parse_config
 
-EXAMPLE = Path(__file__).parent.parent / "deploy" / "skybot.example.toml"
+EXAMPLE = Path(__file__).parent.parent / "bot" / "install_files" / "skybot.example.toml"
 
 
 def test_embedded_default_describes_the_test_cluster() -> None:

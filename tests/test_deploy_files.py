@@ -15,12 +15,14 @@ import yaml
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import DatabaseConfig
+from bot.scopes import scopes_needed
 
 REPO = Path(__file__).resolve().parent.parent
-DEPLOY = REPO / "deploy"
-MANIFEST = DEPLOY / "slack-app-manifest.yaml"
-UNIT = DEPLOY / "skybot.service"
-SUDOERS = DEPLOY / "sudoers.d" / "skybot"
+# Shipped inside the package; `skybot install` puts them in place (tests/test_install.py).
+INSTALL_FILES = REPO / "bot" / "install_files"
+MANIFEST = INSTALL_FILES / "slack-app-manifest.yaml"
+UNIT = INSTALL_FILES / "skybot.service"
+SUDOERS = INSTALL_FILES / "skybot.sudoers"
 # The code that runs in production (tests/ and benchmarks/ are not shipped).
 SOURCE_DIRS = ("bot", "handlers", "scheduler", "store", "core")
 
@@ -33,7 +35,9 @@ METHOD_SCOPES: dict[str, tuple[str, ...]] = {
     "chat_update": ("chat:write",),
     "chat_delete": ("chat:write",),
     "conversations_open": ("im:write",),
-    "conversations_info": ("channels:read", "groups:read", "im:read", "mpim:read"),
+    # skybot asks only about channels (the alert channel), never about DMs (im:/mpim:read).
+    "conversations_info": ("channels:read", "groups:read"),
+    "conversations_list": ("channels:read", "groups:read"),
     "conversations_members": ("channels:read", "groups:read", "im:read", "mpim:read"),
     "conversations_join": ("channels:join",),
     "users_info": ("users:read",),
@@ -162,6 +166,11 @@ def test_manifest_bot_scopes_are_exactly_what_the_code_uses(manifest: dict[str, 
         f"manifest has {sorted(scopes)}, the code needs {sorted(needed)}: {needed}"
     )
     assert "user" not in manifest["oauth_config"]["scopes"], "skybot uses no user token"
+
+
+def test_manifest_bot_scopes_are_the_ones_the_doctor_checks(manifest: dict[str, Any]) -> None:
+    """bot/scopes.py is what `skybot doctor` holds the token to: the manifest must grant it."""
+    assert sorted(manifest["oauth_config"]["scopes"]["bot"]) == sorted(scopes_needed(True))
 
 
 def test_manifest_socket_mode_and_settings(manifest: dict[str, Any]) -> None:

@@ -1,7 +1,7 @@
 """`skybot doctor` on the real machine: a correct set-up passes, each broken one names its fix.
 
 The doctor runs as a subprocess, as an admin would run it: as root, checking as the service
-user `skybot`, with the runner and sudo rule that deploy/install-runner.sh installed, the real
+user `skybot`, with the runner and sudo rule that `skybot install` installed, the real
 Slurm test cluster, and the Slack stand-in in place of Slack.
 """
 
@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import os
 import pwd
+import re
 import shutil
 import stat
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -20,10 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from bot import __version__
 from bot.doctor import judge_sudo_rules, parse_sudo_rules
 from store.db import open_db
 from tests.cluster import slurm_answers
-from tests.slack_standin import SlackStandIn
+from tests.slack_standin import SlackChannel, SlackStandIn
 
 pytestmark = pytest.mark.cluster
 
@@ -44,9 +47,10 @@ class Result:
 
 
 @pytest.fixture(scope="module")
-def slurm_up() -> None:
-    """The real test cluster must answer. Unlike conftest's `cluster`, this cancels no jobs:
-    the doctor only reads Slurm, and other tests may have jobs running on the same cluster."""
+def slurm_up(checkout_runner: None) -> None:
+    """The real test cluster must answer (and the runner be this checkout's). Unlike
+    conftest's `cluster`, this cancels no jobs at the start of each test: the doctor only
+    reads Slurm."""
     if not slurm_answers():
         pytest.fail("the Slurm test cluster is not answering: run `deploy/testcluster.sh up`")
 
@@ -68,6 +72,7 @@ def write_config(
     bin_dir: str = "/usr/bin",
     roots: dict[str, str] = ROOTS,
     images_dir: str = "/enroot",
+    extra: str = "",
 ) -> Path:
     labs = "".join(
         f'[[labs]]\nname = "{lab}"\npartition = "{lab}"\naccount = "{lab}"\n'
@@ -79,12 +84,20 @@ def write_config(
         f'[database]\npath = "{state_dir}/skybot.db"\n\n'
         f'[runner]\npath = "{runner}"\n\n'
         f'[slurm]\nbin_dir = "{bin_dir}"\n\n'
-        f'[images]\ndir = "{images_dir}"\n\n{labs}'
+        f'[images]\ndir = "{images_dir}"\n\n{labs}{extra}'
     )
     return config
 
 
-async def run_doctor(config: Path, slack: SlackStandIn, *, bot_token: str | None = None) -> Result:
+async def run_doctor(
+    config: Path,
+    slack: SlackStandIn,
+    *,
+    bot_token: str | None = None,
+    service_user: str | None = SERVICE_USER,
+) -> Result:
+    """The doctor as root; checking as `service_user`, or as root itself when None."""
+    as_user = ["--service-user", service_user] if service_user else []
     env = {
         **os.environ,
         "PYTHONPATH": str(REPO),
@@ -93,8 +106,7 @@ async def run_doctor(config: Path, slack: SlackStandIn, *, bot_token: str | None
         "SLACK_API_URL": slack.api_url,
     }
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot.cli", "doctor", "--config", str(config),
-        "--service-user", SERVICE_USER,
+        sys.executable, "-m", "bot.cli", "doctor", "--config", str(config), *as_user,
         env=env, cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     output, _ = await asyncio.wait_for(process.communicate(), 60)
@@ -162,7 +174,7 @@ async def test_runner_path_the_sudo_rule_does_not_list(
     assert result.status == 1
     line = result.line("sudo rule")
     assert line.startswith("✘") and "not-the-runner is not among the commands" in line
-    assert "fix: Install deploy/sudoers.d/skybot (run deploy/install-runner.sh as root)" in line
+    assert "fix: Install the sudoers rule (`skybot install runner sudoers` as root)" in line
     assert result.line("runner").startswith("✘")
 
 
@@ -273,3 +285,134 @@ def test_sudo_rules_must_name_the_runner_and_never_all() -> None:
     for rule in (f"(ALL, !root) NOPASSWD: {RUNNER}", "(ALL : ALL) ALL", f"(root) {RUNNER}, ALL"):
         ok, detail = judge_sudo_rules(parse_sudo_rules(f"    {rule}\n"), RUNNER)
         assert not ok and "too broad" in detail, rule
+
+
+async def test_lab_partition_or_account_slurm_does_not_have(
+    slurm_up: None, tmp_path: Path, state_dir: Path
+) -> None:
+    typos = (
+        '[[labs]]\nname = "vision-lab"\npartition = "vision-lab"\naccount = "hoffman-lab"\n\n'
+        '[[labs]]\nname = "typo-lab"\npartition = "kira-lab"\naccount = "kira-lbb"\n'
+    )
+    async with SlackStandIn() as slack:
+        result = await run_doctor(write_config(tmp_path, state_dir, extra=typos), slack)
+    assert result.status == 1
+    assert result.line("slurm lab hoffman-lab").startswith("✔")
+    line = result.line("slurm lab vision-lab")
+    assert line.startswith("✘ slurm lab vision-lab: Slurm has no partition 'vision-lab'"), line
+    assert "fix: Correct labs.partition for lab vision-lab (Slurm has debug, hoffman-lab," in line
+    assert "or add PartitionName=vision-lab to slurm.conf" in line
+    line = result.line("slurm lab typo-lab")
+    assert line.startswith("✘ slurm lab typo-lab: the accounting database has no account"), line
+    assert "fix: Correct labs.account for lab typo-lab (Slurm has " in line
+    assert "`sacctmgr add account kira-lbb`" in line
+
+
+async def test_alert_channel_the_bot_is_not_in_or_that_does_not_exist(
+    slurm_up: None, tmp_path: Path, state_dir: Path
+) -> None:
+    config = write_config(tmp_path, state_dir)
+    async with SlackStandIn() as slack:
+        slack.add_channel(SlackChannel("C0SKYUSERS", "skynet-users", bot_is_member=False))
+        result = await run_doctor(config, slack)
+    assert result.status == 1
+    line = result.line("alert channel")
+    assert line == (
+        "✘ alert channel: skybot is not a member of #skynet-users (C0SKYUSERS) — fix: In "
+        "#skynet-users, type `/invite @skybot` (the bot posts only where it is a member)."
+    )
+    # By channel id, a private channel the bot is not in is invisible to it, like a typo.
+    hidden = SlackChannel("G0HIDDEN1", "admins", is_private=True, bot_is_member=False)
+    for channel in ("G0HIDDEN1", "#skynet-userz"):
+        config = write_config(tmp_path, state_dir, extra=f'[slack]\nalert_channel = "{channel}"\n')
+        async with SlackStandIn() as slack:
+            slack.add_channel(hidden)
+            result = await run_doctor(config, slack)
+        line = result.line("alert channel")
+        assert line.startswith(f"✘ alert channel: {channel} does not exist, or is private"), line
+        assert "fix: Set slack.alert_channel to an existing channel" in line
+    config = write_config(tmp_path, state_dir, extra='[slack]\nalert_channel = "G0HIDDEN1"\n')
+    async with SlackStandIn() as slack:
+        slack.add_channel(SlackChannel("G0HIDDEN1", "admins", is_private=True))
+        result = await run_doctor(config, slack)
+    assert result.line("alert channel") == (
+        "✔ alert channel: #admins (G0HIDDEN1) exists and skybot is a member"
+    )
+
+
+async def test_the_doctor_never_creates_or_opens_the_database(
+    slurm_up: None, tmp_path: Path, state_dir: Path
+) -> None:
+    """Run as root without --service-user, it used to create a root-owned database that the
+    service could not write; even a read-only SQLite open leaves root-owned -wal/-shm files."""
+    database = state_dir / "skybot.db"
+    async with SlackStandIn() as slack:
+        result = await run_doctor(write_config(tmp_path, state_dir), slack, service_user=None)
+        assert f"✔ database: {database} does not exist yet; root can create it" in result.output
+        assert list(state_dir.iterdir()) == []
+        db = open_db(database)
+        db.conn.close()
+        result = await run_doctor(write_config(tmp_path, state_dir), slack, service_user=None)
+    assert result.line("database").startswith(f"✔ database: {database} is writable, schema")
+    assert [p.name for p in state_dir.iterdir()] == ["skybot.db"]
+
+
+async def test_database_the_service_user_cannot_write(
+    slurm_up: None, tmp_path: Path, state_dir: Path
+) -> None:
+    database = state_dir / "skybot.db"
+    db = open_db(database)  # root's, 0644: what the old doctor left behind
+    db.conn.close()
+    async with SlackStandIn() as slack:
+        result = await run_doctor(write_config(tmp_path, state_dir), slack)
+    line = result.line("database")
+    assert result.status == 1
+    assert line.startswith(f"✘ database: {database} is not writable by skybot — fix: chown skybot")
+
+
+async def test_runner_of_another_version(slurm_up: None, tmp_path: Path, state_dir: Path) -> None:
+    other = Path(tempfile.mkdtemp(prefix="skybot-doctor-runner-", dir="/tmp"))
+    try:
+        other.chmod(0o755)
+        runner = other / "skybot-runner"
+        text = Path(RUNNER).read_text()
+        runner.write_text(text.replace(f'\nVERSION = "{__version__}"\n', '\nVERSION = "0.0.1"\n'))
+        runner.chmod(0o755)
+        async with SlackStandIn() as slack:
+            result = await run_doctor(write_config(tmp_path, state_dir, runner=str(runner)), slack)
+    finally:
+        shutil.rmtree(other)
+    assert result.status == 1
+    assert result.line("runner version") == (
+        f"✘ runner version: the runner is skybot 0.0.1, the bot is {__version__}: /sky submit, "
+        "cancel and link would be refused — fix: Run `skybot install runner` as root, with the "
+        "skybot that runs the bot."
+    )
+
+
+def test_the_package_check_names_a_module_the_install_left_out(tmp_path: Path) -> None:
+    """An install without handlers/commands (as the old wheel was) fails the check."""
+    for package in ("bot", "handlers", "scheduler", "store", "core"):
+        shutil.copytree(REPO / package, tmp_path / package)
+    shutil.rmtree(tmp_path / "handlers" / "commands")
+    check = (
+        "from bot.doctor import check_package, format_check; print(format_check(check_package()))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", check],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.stdout.startswith(f"✘ package: skybot {__version__} in {tmp_path} is incomplete:")
+    # Without another copy of skybot on sys.path the import fails; with one (the editable
+    # install dev-setup makes) it comes from there, which is as wrong.
+    assert (
+        "(ModuleNotFoundError: No module named 'handlers.commands')" in result.stdout
+        or re.search(
+            r"handlers\.commands \(imported from \S+, outside this install\)", result.stdout
+        )
+    ), result.stdout
+    assert "fix: Reinstall skybot from a complete wheel" in result.stdout

@@ -2,8 +2,8 @@
 
 The test process is root; every request is made the way the bot makes it, as the `skybot`
 service user (`runuser -u skybot -- sudo -n -u USER -- /usr/local/libexec/skybot-runner`), by
-bot.runner_client.call_runner. A session fixture installs the runner and the sudoers rule with
-deploy/install-runner.sh (idempotent).
+bot.runner_client.call_runner. A session fixture installs the runner and the sudoers rule from
+this checkout with deploy/install-runner.sh (`skybot install runner sudoers`, idempotent).
 
 "Nothing was submitted" is checked by name: every script a refusal test uses names its job with
 a fresh token (#SBATCH --job-name, or the job_name option), and afterwards neither squeue (which
@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from bot import __version__
 from bot.runner_client import call_runner
 
 pytestmark = pytest.mark.cluster
@@ -96,10 +97,32 @@ def test_install_is_idempotent_and_root_owned() -> None:
     assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (0, 0, 0o755)
     st = SUDOERS.stat()
     assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (0, 0, 0o440)
-    assert SUDOERS.read_text() == (REPO / "deploy" / "sudoers.d" / "skybot").read_text()
+    assert SUDOERS.read_text() == (REPO / "bot" / "install_files" / "skybot.sudoers").read_text()
     first = Path(RUNNER).read_text().splitlines()[0]
     assert first == "#!/usr/bin/python3 -IS"
     assert sh("visudo", "-cf", str(SUDOERS)).returncode == 0
+    # The installing skybot's version is written into the runner, which reports it to anyone.
+    assert f'\nVERSION = "{__version__}"\n' in Path(RUNNER).read_text()
+    answer = sh(*AS_SKYBOT, RUNNER, input='{"action": "version"}')
+    assert json.loads(answer.stdout) == {"ok": True, "version": __version__}
+
+
+async def test_a_runner_of_another_version_refuses_before_acting() -> None:
+    """A bot of another version is refused by the runner before it looks at the request; the
+    bot turns that into one sentence naming both versions and the fix."""
+    request = {"action": "cancel", "job_id": "1", "bot_version": "0.0.1"}
+    result = sh("/usr/sbin/runuser", "-u", "alice", "--", RUNNER, input=json.dumps(request))
+    assert json.loads(result.stdout) == {
+        "ok": False,
+        "error": f"skybot 0.0.1 cannot use skybot-runner {__version__}: an admin must run "
+        "`skybot install runner` as root with the skybot that runs the bot.",
+        "runner_version": __version__,
+    }
+    # What the bot sends carries its own version, so the real runner serves it.
+    assert (await ask("alice", {"action": "verify-link", "code": "nope1"}))["ok"] is False
+    assert "cannot use skybot-runner" not in str(
+        await ask("alice", {"action": "cancel", "job_id": "1"})
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -800,6 +823,18 @@ async def test_client_refuses_bad_user_names_and_explains_sudo_failures() -> Non
         (
             "echo 'sudo: PAM account management error' >&2; exit 1",
             "The skybot runner failed for alice: sudo: PAM account management error",
+        ),
+        # A runner from before versions refuses the field; one of another version says so.
+        (
+            """echo '{"ok": false, "error": "The cancel request has unexpected field(s): """
+            """bot_version."}'""",
+            f"is version older than 0.1.0 but the bot is {__version__}. An admin must run "
+            "`skybot install runner` as root.",
+        ),
+        (
+            """echo '{"ok": false, "error": "no", "runner_version": "9.9.9"}'""",
+            f"its runner (/usr/local/libexec/skybot-runner) is version 9.9.9 but the bot is "
+            f"{__version__}",
         ),
     ],
 )

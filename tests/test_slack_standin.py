@@ -27,7 +27,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from tests.slack_standin import SlackStandIn, SlackUser, signed_slash_command
+from tests.slack_standin import SlackChannel, SlackStandIn, SlackUser, signed_slash_command
 
 ALICE = SlackUser("U1", "alice", email="Alice@Example.org", real_name="Alice A")
 GUEST = SlackUser("U2", "gus", email="gus@example.org", is_restricted=True)
@@ -170,6 +170,28 @@ async def test_users_info_and_lookup_report_flags_and_errors(client: AsyncWebCli
     with pytest.raises(SlackApiError) as unknown:
         await client.users_info(user="U999")
     assert unknown.value.response["error"] == "user_not_found"
+
+
+async def test_channels_show_the_bot_only_what_slack_would(
+    slack: SlackStandIn, client: AsyncWebClient
+) -> None:
+    slack.add_channel(SlackChannel("C0OUT", "outside", bot_is_member=False))
+    slack.add_channel(SlackChannel("G0IN", "inner", is_private=True))
+    slack.add_channel(SlackChannel("G0SECRET", "secret", is_private=True, bot_is_member=False))
+    slack.add_channel(SlackChannel("C0OLD", "old", is_archived=True))
+    assert (await client.conversations_info(channel="C0OUT"))["channel"]["is_member"] is False
+    assert (await client.conversations_info(channel="G0IN"))["channel"]["is_private"] is True
+    for hidden in ("G0SECRET", "C0NOSUCH"):
+        with pytest.raises(SlackApiError) as error:
+            await client.conversations_info(channel=hidden)
+        assert error.value.response["error"] == "channel_not_found"
+    listed = await client.conversations_list(
+        types="public_channel,private_channel", exclude_archived=True
+    )
+    names = sorted(c["name"] for c in listed["channels"])
+    assert names == ["inner", "outside", "skynet-users"]
+    public = await client.conversations_list(types="public_channel")
+    assert sorted(c["name"] for c in public["channels"]) == ["old", "outside", "skynet-users"]
 
 
 async def test_tokens_are_checked_like_slack(slack: SlackStandIn) -> None:

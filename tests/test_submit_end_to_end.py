@@ -10,6 +10,7 @@ import pwd
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -17,15 +18,18 @@ from pathlib import Path
 
 import pytest
 
+from bot import __version__
 from bot.config import (
     Config,
     DatabaseConfig,
     IdentityConfig,
+    RunnerConfig,
     SlackConfig,
     SlurmConfig,
     SubmitConfig,
     load_config,
 )
+from bot.install import runner_text
 from store.db import open_db
 from tests.bot_process import running_bot, start_bot
 from tests.cluster import as_user, squeue_json, wait_until
@@ -103,7 +107,7 @@ class Bot:
 
 
 @pytest.fixture
-async def bot(tmp_path: Path, clean_queue: None) -> AsyncIterator[Bot]:
+async def bot(tmp_path: Path, clean_queue: None, checkout_runner: None) -> AsyncIterator[Bot]:
     users = [SlackUser(ALICE, "alice"), SlackUser(BOB, "bob"), SlackUser(EVE, "eve")]
     try:
         async with (
@@ -304,3 +308,44 @@ async def test_killed_between_queueing_and_submitting_submits_exactly_once(
             (ALICE_DIR / "submit-me.sh").unlink(missing_ok=True)
             (ALICE_DIR / "whoami.txt").unlink(missing_ok=True)
     print(f"exactly once: job {recorded} for submission #1 across a SIGKILL")
+
+
+async def test_a_runner_of_another_version_is_refused_at_submit_with_the_fix(
+    tmp_path: Path, clean_queue: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The installed runner came from another skybot: bob is told why nothing was submitted
+    and what the admins must do, and the log says so at error level. The runner is a real
+    copy with another version written in, run as bob by runuser in sudo's place (sudo may
+    start only the installed runner, which other tests share)."""
+    other = Path(tempfile.mkdtemp(prefix="skybot-old-runner-", dir="/tmp"))
+    try:
+        other.chmod(0o755)
+        runner = other / "skybot-runner"
+        current = runner_text("/usr/bin/python3")  # this checkout's, as installed
+        runner.write_text(
+            current.replace(f'\nVERSION = "{__version__}"\n', '\nVERSION = "0.0.1"\n')
+        )
+        runner.chmod(0o755)
+        sudo = other / "sudo"
+        # Called as `sudo -n -u USER -- RUNNER`: $3 is the user.
+        sudo.write_text(f'#!/bin/sh\nexec /usr/sbin/runuser -u "$3" -- {runner}\n')
+        sudo.chmod(0o755)
+        config = replace(_config(tmp_path), runner=RunnerConfig(sudo=str(sudo)))
+        _script(BOB_DIR, "bobs.sh", "bob")
+        async with (
+            SlackStandIn(users=[SlackUser(BOB, "bob")]) as slack,
+            running_bot(config, slack, stop_timeout=20),
+        ):
+            await slack.wait_for_socket_connection(timeout=15)
+            bot = Bot(slack)
+            assert (await bot.sky(BOB, f"submit {BOB_DIR}/bobs.sh")).startswith("Queued as #")
+            dm = await bot.dm(BOB, f"Could not submit `{BOB_DIR}/bobs.sh`")
+    finally:
+        shutil.rmtree(other)
+        (BOB_DIR / "bobs.sh").unlink(missing_ok=True)
+    assert (
+        f"its runner ({RunnerConfig().path}) is version 0.0.1 but the bot is {__version__}. "
+        "An admin must run `skybot install runner` as root."
+    ) in dm
+    assert [r for r in caplog.records if r.levelname == "ERROR" and "version 0.0.1" in r.message]
+    assert squeue_json()["jobs"] == []

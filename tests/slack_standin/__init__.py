@@ -23,7 +23,7 @@ from .server import SlackStandIn
 from .signing import SignedRequest, compute_signature, signed_headers, signed_slash_command
 from .socket_mode import Delivery, SocketConnection
 from .web_api import SlackError
-from .workspace import SlackUser, Workspace
+from .workspace import SlackChannel, SlackUser, Workspace
 
 __all__ = [
     "Call",
@@ -31,6 +31,7 @@ __all__ = [
     "Fault",
     "ResponseUrlPost",
     "SignedRequest",
+    "SlackChannel",
     "SlackError",
     "SlackStandIn",
     "SlackUser",

@@ -26,7 +26,7 @@ from .records import Call, ResponseUrlPost, UploadedFile
 from .signing import SignedRequest, signed_slash_command
 from .socket_mode import Delivery, SocketConnection, SocketModeHub
 from .web_api import Handler, WebApi
-from .workspace import SlackUser, Workspace
+from .workspace import SlackChannel, SlackUser, Workspace
 
 
 class SlackStandIn:
@@ -104,6 +104,9 @@ class SlackStandIn:
 
     def add_user(self, user: SlackUser) -> SlackUser:
         return self.workspace.add_user(user)
+
+    def add_channel(self, channel: SlackChannel) -> SlackChannel:
+        return self.workspace.add_channel(channel)
 
     def register_method(self, method: str, handler: Handler) -> None:
         """Serve an extra Web API method; raise ``SlackError(code)`` for an ``ok: false``."""

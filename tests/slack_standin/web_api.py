@@ -55,6 +55,8 @@ class WebApi:
             "chat.postEphemeral": self.chat_post_ephemeral,
             "chat.update": self.chat_update,
             "conversations.open": self.conversations_open,
+            "conversations.info": self.conversations_info,
+            "conversations.list": self.conversations_list,
             "users.info": self.users_info,
             "users.lookupByEmail": self.users_lookup_by_email,
             "views.publish": self.views_publish,
@@ -166,6 +168,26 @@ class WebApi:
         already = users[0].id in self.dm_channels
         channel_id = self.dm_channel_for(users[0].id)
         return {"no_op": already, "already_open": already, "channel": {"id": channel_id}}
+
+    def conversations_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = self.ws.channels.get(str(params.get("channel") or ""))
+        # A private channel the bot is not in does not exist as far as the bot can tell.
+        if channel is None or (channel.is_private and not channel.bot_is_member):
+            raise SlackError("channel_not_found")
+        return {"channel": channel.to_api()}
+
+    def conversations_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        """One page holds every channel (no cursor); private ones only if the bot is in them."""
+        types = str(params.get("types") or "public_channel").split(",")
+        archived_too = str(params.get("exclude_archived", "false")).lower() not in ("true", "1")
+        listed = [
+            channel.to_api()
+            for channel in self.ws.channels.values()
+            if ("private_channel" if channel.is_private else "public_channel") in types
+            and (channel.bot_is_member or not channel.is_private)
+            and (archived_too or not channel.is_archived)
+        ]
+        return {"channels": listed, "response_metadata": {"next_cursor": ""}}
 
     def users_info(self, params: dict[str, Any]) -> dict[str, Any]:
         user = self._known_user(str(params.get("user") or ""))

@@ -61,6 +61,37 @@ class SlackUser:
 
 
 @dataclass
+class SlackChannel:
+    """A channel as conversations.info describes it to the bot: whether the bot is in it
+    decides whether it may post there, and a private one it is not in is invisible to it."""
+
+    id: str
+    name: str
+    is_private: bool = False
+    bot_is_member: bool = True
+    is_archived: bool = False
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "name_normalized": self.name,
+            "is_channel": not self.is_private,
+            "is_group": False,
+            "is_im": False,
+            "is_private": self.is_private,
+            "is_archived": self.is_archived,
+            "is_member": self.bot_is_member,
+            "created": 1_700_000_000,
+        }
+
+
+def _default_channels() -> dict[str, SlackChannel]:
+    """The channel skybot's default config (slack.alert_channel) names, with the bot in it."""
+    return {"C0SKYUSERS": SlackChannel("C0SKYUSERS", "skynet-users")}
+
+
+@dataclass
 class Workspace:
     """Team identity and credentials; defaults are obviously fake so they never leak anywhere."""
 
@@ -73,13 +104,22 @@ class Workspace:
     bot_id: str = "B0STANDIN"
     app_id: str = "A0STANDIN"
     # What Slack sends in the x-oauth-scopes header of bot-token calls; None sends no header.
-    bot_scopes: str | None = "commands,chat:write,files:write,im:write,users:read,users:read.email"
+    bot_scopes: str | None = (
+        "commands,chat:write,files:write,im:write,channels:read,groups:read,"
+        "users:read,users:read.email"
+    )
     users: dict[str, SlackUser] = field(default_factory=dict)
+    channels: dict[str, SlackChannel] = field(default_factory=_default_channels)
 
     def add_user(self, user: SlackUser) -> SlackUser:
         """Add or replace a user (keyed by id)."""
         self.users[user.id] = user
         return user
+
+    def add_channel(self, channel: SlackChannel) -> SlackChannel:
+        """Add or replace a channel (keyed by id)."""
+        self.channels[channel.id] = channel
+        return channel
 
     def user_by_email(self, email: str) -> SlackUser | None:
         """Slack matches e-mail addresses case-insensitively."""

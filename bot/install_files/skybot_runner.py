@@ -15,8 +15,9 @@ Because the runner already runs AS THE USER, it cannot give anyone more power th
 has: every check below protects the user against a confused (or compromised) bot, e.g. one
 that would submit a script someone else planted, or pass `--uid`/`--wrap` through to sbatch.
 
-Installation (deploy/install-runner.sh) copies this file to /usr/local/libexec/skybot-runner,
-root:root 0755, and rewrites the first line to the chosen system interpreter. Why the shebang is
+Installation (`skybot install runner`, as root) copies this file from the installed skybot
+package to /usr/local/libexec/skybot-runner, root:root 0755, rewrites the first line to the
+chosen system interpreter and writes skybot's version into VERSION. Why the shebang is
 `/usr/bin/python3 -IS` rather than `/usr/bin/env python3` or skybot's virtualenv:
   * the interpreter must be root-owned and outside anything the bot or a user can write: a
     pyenv/venv python under /root or /opt/skybot would let whoever can write there run code
@@ -29,7 +30,9 @@ The kernel passes "-IS" as one argument, which Python accepts. The code avoids s
 than Python 3.9 so distributions whose /usr/bin/python3 is 3.9 (RHEL/Rocky 9) can run it;
 reading /etc/skybot/runner.toml needs tomllib (Python 3.11+).
 
-Actions:
+Actions (each but "version" may carry "bot_version"; a runner installed by another skybot
+version refuses it, before acting, so bot and runner never disagree about the protocol):
+  version      {"action": "version"} -> {"ok": true, "version": VERSION}; answered for anyone
   submit       {"action": "submit", "script": PATH, "options": {...}, "roots": [...],
                 "partitions": [...], "max_script_bytes": N, "tag": HEX (optional)}
                -> {"ok": true, "job_id": N, "cluster": NAME-or-null, "script": REALPATH}
@@ -64,6 +67,8 @@ import subprocess
 import sys
 from typing import Any, NoReturn
 
+# `skybot install runner` writes the installing skybot's version here.
+VERSION = "uninstalled"
 CONFIG_PATH = "/etc/skybot/runner.toml"
 SLURM_CONF = "/etc/slurm/slurm.conf"
 MAX_REQUEST_BYTES = 64 * 1024
@@ -90,9 +95,19 @@ CONFIG_KEYS = {*DEFAULTS, "roots", "partitions", "max_script_bytes"}
 
 # Keys each action accepts; anything else is refused so a confused bot is noticed.
 REQUEST_KEYS: dict[str, set[str]] = {
-    "submit": {"action", "script", "options", "roots", "partitions", "max_script_bytes", "tag"},
-    "cancel": {"action", "job_id"},
-    "verify-link": {"action", "code"},
+    "version": {"action"},
+    "submit": {
+        "action",
+        "bot_version",
+        "script",
+        "options",
+        "roots",
+        "partitions",
+        "max_script_bytes",
+        "tag",
+    },
+    "cancel": {"action", "bot_version", "job_id"},
+    "verify-link": {"action", "bot_version", "code"},
 }
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
@@ -140,6 +155,10 @@ class Refusal(Exception):
 
 class InternalError(Exception):
     """The runner or its installation is broken (exit status 1)."""
+
+
+class VersionMismatch(Refusal):
+    """The bot and this runner come from different skybot versions."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -760,16 +779,30 @@ def read_request() -> dict[str, Any]:
     return request
 
 
+def check_bot_version(request: dict[str, Any]) -> None:
+    """A bot of another version may send requests this runner reads differently: refuse."""
+    bot_version = request.get("bot_version")
+    if bot_version is not None and bot_version != VERSION:
+        raise VersionMismatch(
+            f"skybot {bot_version} cannot use skybot-runner {VERSION}: an admin must run "
+            "`skybot install runner` as root with the skybot that runs the bot."
+        )
+
+
 def handle() -> dict[str, Any]:
-    config = load_config()
-    user = check_identity(config)
     request = read_request()
     action = request.get("action")
+    if action == "version":  # nothing to protect: answered before the identity checks
+        return {"ok": True, "version": VERSION}
+    config = load_config()
+    user = check_identity(config)
     if not isinstance(action, str) or action not in ACTIONS:
-        raise Refusal(f"Unknown action {action!r}; expected one of {', '.join(sorted(ACTIONS))}.")
+        known = ", ".join(sorted([*ACTIONS, "version"]))
+        raise Refusal(f"Unknown action {action!r}; expected one of {known}.")
     unknown = sorted(set(request) - REQUEST_KEYS[action], key=str)
     if unknown:
         raise Refusal(f"The {action} request has unexpected field(s): {', '.join(unknown)}.")
+    check_bot_version(request)
     return ACTIONS[action](request, user, config)
 
 
@@ -787,6 +820,8 @@ def main() -> NoReturn:
         )
     try:
         reply(handle())
+    except VersionMismatch as exc:
+        reply({"ok": False, "error": str(exc), "runner_version": VERSION})
     except Refusal as exc:
         reply({"ok": False, "error": str(exc)})
     except InternalError as exc:
