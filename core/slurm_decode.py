@@ -5,6 +5,12 @@ jobs that is 50 MB of text that `json.loads` would turn into a few hundred MB of
 msgspec decodes into structs that name just the fields the parser uses and skips the rest in
 C: about 5x faster than `json.loads` here and a fraction of the memory. The result is plain
 dicts and lists, so `core.slurm_json` parses it exactly as it parses `json.loads` output.
+
+One odd record must not blind the bot to the rest of the document (issue 13): bytes that are
+not UTF-8 (a job name is whatever bytes its owner gave sbatch) are replaced with U+FFFD, a
+record that is not an object is passed on as it is for the parser to skip with a warning,
+and a field of an unexpected type is kept as whatever JSON value it is. What was replaced is
+listed under `DECODE_WARNINGS`, naming the job or node, for the parser to report.
 """
 
 from __future__ import annotations
@@ -40,11 +46,17 @@ _Job = _struct("SlurmJob", JOB_FIELDS)
 _Node = _struct("SlurmNode", NODE_FIELDS)
 _SinfoEntry = _struct("SlurmSinfoEntry", NODE_FIELDS)
 
+# Key of the document under which decoding notes what it had to repair.
+DECODE_WARNINGS = "skybot_decode_warnings"
+
+# A record that is not an object decodes as itself, so one stray entry cannot fail the list.
+_NotAnObject = None | bool | int | float | str | list[Any]
+
 
 class _Document(msgspec.Struct, kw_only=True, gc=False):
-    jobs: list[_Job] | msgspec.UnsetType = msgspec.UNSET  # type: ignore[valid-type]
-    nodes: list[_Node] | msgspec.UnsetType = msgspec.UNSET  # type: ignore[valid-type]
-    sinfo: list[_SinfoEntry] | msgspec.UnsetType = msgspec.UNSET  # type: ignore[valid-type]
+    jobs: list[_Job | _NotAnObject] | msgspec.UnsetType = msgspec.UNSET  # type: ignore[valid-type]
+    nodes: list[_Node | _NotAnObject] | msgspec.UnsetType = msgspec.UNSET  # type: ignore[valid-type]
+    sinfo: list[_SinfoEntry | _NotAnObject] | msgspec.UnsetType = msgspec.UNSET  # type: ignore[valid-type]
     errors: Any = msgspec.UNSET
     warnings: Any = msgspec.UNSET
 
@@ -57,11 +69,34 @@ class SlurmDecodeError(ValueError):
 
 
 def decode_slurm_json(raw: bytes | bytearray | memoryview | str) -> dict[str, Any]:
-    """The document as plain Python data, keeping only the fields skybot parses."""
+    """The document as plain Python data, keeping only the fields skybot parses.
+
+    Invalid UTF-8 is replaced rather than fatal; a document whose record lists are not
+    lists is decoded in full, for the parser to judge. Only text that is not JSON raises.
+    """
+    repaired: list[str] = []
     try:
-        document = _decoder.decode(raw)
+        document: Any = _decoder.decode(raw)
     except msgspec.DecodeError as error:
-        raise SlurmDecodeError(f"not Slurm JSON: {error}") from None
+        if "UTF-8" in str(error):
+            raw = _replace_invalid_utf8(raw)
+            repaired.append("output was not valid UTF-8: the bad bytes were replaced")
+        try:
+            document = _decoder.decode(raw)
+        except msgspec.DecodeError:
+            # Not the shape of any Slurm version (a list where a record list should be, …):
+            # decode everything and let the parser say what is wrong, or fail here if it is
+            # not JSON at all.
+            try:
+                document = msgspec.json.decode(raw)
+            except msgspec.DecodeError as plain_error:
+                raise SlurmDecodeError(f"not Slurm JSON: {plain_error}") from None
+    if not isinstance(document, _Document):
+        if not isinstance(document, dict):
+            raise SlurmDecodeError(f"not Slurm JSON: a {type(document).__name__}, not an object")
+        if repaired:
+            document.setdefault(DECODE_WARNINGS, []).extend(repaired)
+        return document
     plain: dict[str, Any] = {}
     for key in ("jobs", "nodes", "sinfo"):
         records = getattr(document, key)
@@ -72,8 +107,32 @@ def decode_slurm_json(raw: bytes | bytearray | memoryview | str) -> dict[str, An
         for index, record in enumerate(records):
             records[index] = msgspec.to_builtins(record)
         plain[key] = records
+        if repaired:
+            repaired.extend(_records_with_replacements(key, records))
     for key in ("errors", "warnings"):
         value = getattr(document, key)
         if value is not msgspec.UNSET:
             plain[key] = value
+    if repaired:
+        plain[DECODE_WARNINGS] = repaired
     return plain
+
+
+def _replace_invalid_utf8(raw: bytes | bytearray | memoryview | str) -> bytes:
+    if isinstance(raw, str):
+        return raw.encode("utf-8", errors="replace")
+    return bytes(raw).decode("utf-8", errors="replace").encode("utf-8")
+
+
+def _records_with_replacements(key: str, records: list[Any]) -> list[str]:
+    """Which records had bytes replaced (only run on the rare document that had some)."""
+    found = []
+    for index, record in enumerate(records):
+        if not isinstance(record, dict):
+            continue
+        fields = sorted(k for k, v in record.items() if isinstance(v, str) and "\ufffd" in v)
+        if fields:
+            who = record.get("job_id") or record.get("name") or f"#{index}"
+            kind = "job" if key == "jobs" else "node"
+            found.append(f"{kind} {who}: bytes that are not UTF-8 replaced in {', '.join(fields)}")
+    return found
