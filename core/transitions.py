@@ -54,6 +54,46 @@ def merge_observations(live: Iterable[Job], accounted: Iterable[Job]) -> dict[in
     return merged
 
 
+def with_known_restarts(
+    known: Mapping[int, KnownState], observed: Mapping[int, Job]
+) -> dict[int, Job]:
+    """`observed` with no job's restart count below what was already seen.
+
+    22.05's sacct has no restart count: it is counted from the runs inside sacct's window,
+    so once the window slides past a preempted run the job seems to have restarted less. A
+    count that went down would look like a new run, and its end would be announced again.
+    """
+    lifted = dict(observed)
+    for job_id, job in observed.items():
+        before = known.get(job_id)
+        if before is not None and job.restarts < before.restarts:
+            lifted[job_id] = replace(job, restarts=before.restarts)
+    return lifted
+
+
+def awaiting_gpus(known: Mapping[int, KnownState], observed: Mapping[int, Job]) -> list[int]:
+    """Jobs about to be recorded as ended whose record names no GPUs: Slurm empties a
+    finished job's gres_detail, so unless accounting tracks gres/gpu the end record cannot
+    say what the job ran on. The store fills these in from what it saw allocated."""
+    return [
+        job_id
+        for job_id, job in observed.items()
+        if job.is_final
+        and not job.gpus_by_type
+        and (job_id not in known or known[job_id].state != job.state)
+    ]
+
+
+def with_gpus(observed: Mapping[int, Job], gpus: Mapping[int, dict[str, int]]) -> dict[int, Job]:
+    """`observed` with the GPUs in `gpus` given to jobs whose own record names none."""
+    filled = dict(observed)
+    for job_id, by_type in gpus.items():
+        job = filled.get(job_id)
+        if job is not None and not job.gpus_by_type and by_type:
+            filled[job_id] = replace(job, gpus_by_type=dict(by_type))
+    return filled
+
+
 def detect_transitions(
     known: Mapping[int, KnownState], observed: Mapping[int, Job]
 ) -> list[Transition]:
