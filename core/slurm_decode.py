@@ -57,6 +57,8 @@ class _Document(msgspec.Struct, kw_only=True, gc=False):
     jobs: list[_Job | _NotAnObject] | msgspec.UnsetType = msgspec.UNSET  # type: ignore[valid-type]
     nodes: list[_Node | _NotAnObject] | msgspec.UnsetType = msgspec.UNSET  # type: ignore[valid-type]
     sinfo: list[_SinfoEntry | _NotAnObject] | msgspec.UnsetType = msgspec.UNSET  # type: ignore[valid-type]
+    # sacctmgr's: a small document, kept whole.
+    associations: Any = msgspec.UNSET
     errors: Any = msgspec.UNSET
     warnings: Any = msgspec.UNSET
 
@@ -109,7 +111,7 @@ def decode_slurm_json(raw: bytes | bytearray | memoryview | str) -> dict[str, An
         plain[key] = records
         if repaired:
             repaired.extend(_records_with_replacements(key, records))
-    for key in ("errors", "warnings"):
+    for key in ("associations", "errors", "warnings"):
         value = getattr(document, key)
         if value is not msgspec.UNSET:
             plain[key] = value
