@@ -72,24 +72,38 @@ def with_known_restarts(
 
 
 def awaiting_gpus(known: Mapping[int, KnownState], observed: Mapping[int, Job]) -> list[int]:
-    """Jobs about to be recorded as ended whose record names no GPUs: Slurm empties a
-    finished job's gres_detail, so unless accounting tracks gres/gpu the end record cannot
-    say what the job ran on. The store fills these in from what it saw allocated."""
+    """Jobs about to be announced whose record cannot say what they ran on.
+
+    Slurm empties a finished job's gres_detail, so unless accounting tracks gres/gpu an end
+    record names no GPUs; a requeued job waiting to run again lists the GPUs it asks for,
+    not those of the run that was stopped. The store fills both in from what it saw the
+    job holding (`with_gpus`).
+    """
     return [
         job_id
         for job_id, job in observed.items()
-        if job.is_final
-        and not job.gpus_by_type
-        and (job_id not in known or known[job_id].state != job.state)
+        if (job.is_final and not job.gpus_by_type and _is_news(known.get(job_id), job))
+        or (job.state == "PENDING" and _was_requeued(known.get(job_id), job))
     ]
 
 
+def _is_news(before: KnownState | None, job: Job) -> bool:
+    return before is None or before.state != job.state
+
+
+def _was_requeued(before: KnownState | None, job: Job) -> bool:
+    return before is not None and job.restarts > before.restarts
+
+
 def with_gpus(observed: Mapping[int, Job], gpus: Mapping[int, dict[str, int]]) -> dict[int, Job]:
-    """`observed` with the GPUs in `gpus` given to jobs whose own record names none."""
+    """`observed` with the GPUs each job in `gpus` was last seen holding (see
+    `awaiting_gpus`); a job whose record names GPUs it holds now keeps its own."""
     filled = dict(observed)
     for job_id, by_type in gpus.items():
         job = filled.get(job_id)
-        if job is not None and not job.gpus_by_type and by_type:
+        if job is None or not by_type:
+            continue
+        if not job.gpus_by_type or job.state == "PENDING":
             filled[job_id] = replace(job, gpus_by_type=dict(by_type))
     return filled
 

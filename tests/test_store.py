@@ -170,3 +170,14 @@ def test_an_ended_job_keeps_the_gpus_it_was_seen_running_on(db_path: Path) -> No
     save_slurm_poll(db, [job(7, state="PENDING", gpus_by_type={"a40": 1})], [], [], at=175.0)
     never = save_slurm_poll(db, [], [job(7, state="CANCELLED")], [], at=190.0)
     assert [t.job.gpus_by_type for t in never] == [{}]
+
+
+def test_a_preemption_names_the_gpus_of_the_run_it_stopped(db_path: Path) -> None:
+    db = open_db(db_path)
+    overcap = {"partition": "overcap", "account": "overcap"}
+    save_slurm_poll(db, [job(3, gpus_by_type={"2080_ti": 4}, **overcap)], [], [], at=100.0)
+    # Requeued: squeue now lists what it asks for (--gpus-per-node=4, untyped).
+    asks = job(3, state="PENDING", restarts=1, gpus_by_type={"": 4}, **overcap)
+    (requeue,) = save_slurm_poll(db, [asks], [], [], at=115.0)
+    assert (requeue.to_state, requeue.job.gpus_by_type) == ("REQUEUED", {"2080_ti": 4})
+    assert load_snapshot(db).jobs[0].gpus_by_type == {"": 4}  # the live view: its request
