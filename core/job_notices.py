@@ -161,6 +161,8 @@ def compose_job_notice(
         lines.append(f"Runtime lost: {lost}, unless the job saved a checkpoint.")
     elif runtime is not None:
         lines.append(f"Runtime: {format_duration(runtime)}")
+    elif job.restarts:
+        lines.append("Runtime: it had not started again since its requeue")
     else:
         lines.append("Runtime: it never started")
     lines.append(f"Output: `{esc(output_path(job))}`")
@@ -267,7 +269,8 @@ def _what(transition: Transition, kind: str) -> str:
     if kind == "OUT_OF_MEMORY":
         return "ran out of memory and was killed."
     if kind == "CANCELLED":
-        return "was cancelled." if job.start_time else "was cancelled before it started."
+        started = job.start_time or job.restarts
+        return "was cancelled." if started else "was cancelled before it started."
     if kind == "NODE_FAIL":
         return "ended because its node failed."
     if kind == "BOOT_FAIL":

@@ -47,6 +47,8 @@ T = TypeVar("T")
 
 # Slurm's "no value" / "infinite" sentinels for 32-bit fields; 22.05 sometimes prints them raw.
 _NO_VAL32 = 0xFFFFFFFE
+# ESLURM_REST_EMPTY_RESULT, sacct's way of saying no job matched.
+_EMPTY_RESULT = 9003
 # Counts (GPUs in a spec or TRES entry) at or above this are not real; rejecting them here
 # keeps every number a record carries within SQLite's 64-bit integers, whatever sums follow.
 MAX_COUNT = 1 << 31
@@ -794,6 +796,8 @@ def _slurm_messages(data: dict[str, Any]) -> list[str]:
         if not isinstance(items, list):
             continue
         for item in items:
+            if isinstance(item, dict) and item.get("error_number") == _EMPTY_RESULT:
+                continue  # sacct's "Nothing found": an answer, not a problem
             if isinstance(item, dict):
                 text = item.get("description") or item.get("error") or str(item)
             else:

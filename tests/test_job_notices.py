@@ -272,3 +272,14 @@ def test_lost_runtime_ends_when_slurm_requeued_the_job_not_when_skybot_noticed()
     )
     assert notice is not None
     assert notice.text.splitlines()[2] == "Runtime lost: 7 s, unless the job saved a checkpoint."
+
+
+def test_a_requeued_job_cancelled_while_waiting_had_started_before() -> None:
+    waiting = job(9, state="CANCELLED", partition="overcap", restarts=1, start_time=None)
+    notice = decide_job_notice(
+        Transition(waiting, "PENDING", "CANCELLED", 1), "all", now=START, preemptible=OVERCAP
+    )
+    assert notice is not None
+    lines = notice.text.splitlines()
+    assert lines[0].endswith("was cancelled.")
+    assert lines[2] == "Runtime: it had not started again since its requeue"
