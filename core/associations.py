@@ -12,6 +12,9 @@ from core.records import LabCap
 # follow "gres/gpu" directly); nor may `gres/gpu=8M`-like values (the item ends at "," or $).
 _GPU_LIMIT = re.compile(r"(?:^|,)gres/gpu=(\d+)(?:,|$)")
 
+# Larger is not a real limit (and would not fit the store's integers).
+_MAX_CAP = 1 << 31
+
 # Slurm's own top-level account; it is not a lab.
 _ROOT_ACCOUNT = "root"
 
@@ -41,8 +44,12 @@ def parse_associations(text: str) -> tuple[list[LabCap], dict[str, set[str]], li
             members.setdefault(account, set()).add(user)
             continue
         match = _GPU_LIMIT.search(grptres)
+        cap = int(match.group(1)) if match else None
+        if cap is not None and cap >= _MAX_CAP:
+            warnings.append(f"sacctmgr line {number}: GPU limit out of range: {line[:80]!r}")
+            cap = None
         if caps.get(account) is None:
-            caps[account] = int(match.group(1)) if match else None
+            caps[account] = cap
     return [LabCap(account, cap) for account, cap in caps.items()], members, warnings
 
 
@@ -80,10 +87,6 @@ def parse_associations_json(
         if caps.get(account) is None:
             caps[account] = cap
     return [LabCap(account, cap) for account, cap in caps.items()], members, warnings
-
-
-# Larger is not a real limit (and would not fit the store's integers).
-_MAX_CAP = 1 << 31
 
 
 def _gpu_cap(record: dict[str, Any]) -> int | None:
