@@ -31,8 +31,16 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
+import msgspec
+
 from core.records import FINAL_STATES, Job, Node
-from core.slurm_decode import DECODE_WARNINGS
+from core.slurm_decode import (
+    DECODE_WARNINGS,
+    SlurmExitCode,
+    SlurmNumber,
+    SlurmSignal,
+    plain_fields,
+)
 
 __all__ = [
     "ParseResult",
@@ -132,6 +140,15 @@ def _number(value: object) -> int | None:
         return value
     if value is None:
         return None
+    if type(value) is SlurmNumber:  # the slim decode's form of the dict below
+        if value.infinite is True or value.set is False:
+            return None
+        inner = value.number
+        if type(inner) is int:
+            return inner
+        if isinstance(inner, (dict, SlurmNumber)) or inner is msgspec.UNSET:
+            raise _BadField(f"expected a number, got {value!r}")
+        return _number(inner)
     if isinstance(value, dict) and "number" in value:
         if value.get("infinite") is True or value.get("set") is False:
             return None
@@ -464,6 +481,8 @@ def _exit_from_verbose(
     exit code 0 when the job COMPLETED (or Slurm ended it); otherwise the code is unknown.
     A signalled job is "0:signal", as sacct prints it.
     """
+    if isinstance(value.get("signal"), SlurmSignal):
+        value = {**value, "signal": plain_fields(value["signal"])}
     status = value.get("status")
     legacy = isinstance(status, str)
     statuses = {s.upper() for s in ([status] if legacy else status or []) if isinstance(s, str)}
@@ -497,6 +516,8 @@ def _exit_info(value: object, state: str, fields: _Fields) -> tuple[int | None, 
         return None, None
     if state in _ENDED_BY_SLURM:
         return 0, None
+    if isinstance(value, SlurmExitCode):
+        value = plain_fields(value)
     if isinstance(value, dict) and "number" not in value:
         return _exit_from_verbose(value, state, fields)
     try:
