@@ -43,6 +43,9 @@ def synthetic_documents(version: str, jobs: int, nodes: int) -> dict[str, str]:
     folder = FIXTURES / version
     squeue = json.loads((folder / "squeue.json").read_text())
     sinfo = json.loads((folder / "sinfo.json").read_text())
+    if "sinfo" in sinfo and (folder / "nodes.json").is_file():
+        # 23.02+ sinfo groups nodes; the poller reads them per node from scontrol instead.
+        sinfo = json.loads((folder / "nodes.json").read_text())
     sacct = json.loads((folder / "sacct.json").read_text())
 
     def clone_jobs(templates: list[dict[str, Any]], count: int, first_id: int) -> list[Any]:

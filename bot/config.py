@@ -42,6 +42,9 @@ class SlurmConfig:
     caps_poll_seconds: float = 300.0
     overcap_partition: str = "overcap"
     overcap_account: str = "overcap"
+    # Each sacct read re-reads this much before the previous poll: slurmdbd records a job's
+    # end a little after the controller. A job's end is announced once however it is set.
+    sacct_overlap_seconds: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -374,6 +377,8 @@ def _check_values(config: Config) -> None:
     ):
         if seconds <= 0:
             raise ConfigError(f"{key} must be greater than 0")
+    if config.slurm.sacct_overlap_seconds < 0:
+        raise ConfigError("slurm.sacct_overlap_seconds must not be negative")
     if not config.slack.alert_channel:
         raise ConfigError("slack.alert_channel must not be empty")
     for slack_id, user in config.identity.links.items():

@@ -57,9 +57,16 @@ def _parse_updated(value: str) -> datetime:
         raise DiskUsageError(f"'{_UPDATED}' is not a valid date and time: {value!r}") from exc
 
 
+# The most a report may claim: its size in bytes must still fit SQLite's signed 64-bit
+# integers (8 EiB, far beyond any filesystem), or storing it would fail every lab's snapshot.
+MAX_KIB = (2**63 - 1) // 1024
+
+
 def _parse_kib(value: str) -> int:
     if not value.isascii() or not value.isdigit():
         raise DiskUsageError(f"'{_KIB}' must be a non-negative integer, got {value!r}")
+    if len(value) > 20 or int(value) > MAX_KIB:
+        raise DiskUsageError(f"'{_KIB}' is out of range: {value[:30]!r} is over {MAX_KIB}")
     return int(value)
 
 

@@ -152,12 +152,18 @@ def compose_job_notice(
     ]
     lines = [headline, " · ".join(facts)]
     interrupted = transition.to_state == REQUEUED
-    runtime = run_seconds(job, now, run_started if interrupted else None)
+    runtime = (
+        run_seconds(job, now, run_started, requeued_at(job))
+        if interrupted
+        else run_seconds(job, now)
+    )
     if kind in _INTERRUPTION_KINDS:
         lost = format_duration(runtime) if runtime is not None else "an unknown amount"
         lines.append(f"Runtime lost: {lost}, unless the job saved a checkpoint.")
     elif runtime is not None:
         lines.append(f"Runtime: {format_duration(runtime)}")
+    elif job.restarts:
+        lines.append("Runtime: it had not started again since its requeue")
     else:
         lines.append("Runtime: it never started")
     lines.append(f"Output: {literal(output_path(job))}")
@@ -207,18 +213,28 @@ def shown_label(job: Job) -> str:
     return label if label.isdigit() else literal(label)
 
 
-def run_seconds(job: Job, now: float, started: float | None = None) -> float | None:
+def run_seconds(
+    job: Job, now: float, started: float | None = None, ended: float | None = None
+) -> float | None:
     """How long the (last) run lasted: end - start, or now - start if Slurm has no end yet.
 
-    `started` overrides the job's start time (a requeued job's own is its next run's). A
-    pending job's start time may be Slurm's forecast, so a start in the future means
-    "unknown", and an end after `now` (a forecast too) is replaced by `now`.
+    `started` and `ended` override the job's own times (a requeued job's are its next
+    run's). A pending job's start time may be Slurm's forecast, so a start in the future
+    means "unknown", and an end after `now` (a forecast too) is replaced by `now`.
     """
     start = started if started is not None else job.start_time
     if not start or start > now:
         return None
-    end = job.end_time if job.end_time and start <= job.end_time <= now else now
+    end = ended if ended is not None else job.end_time
+    if not end or not start <= end <= now:
+        end = now
     return float(end - start)
+
+
+def requeued_at(job: Job) -> int | None:
+    """When Slurm requeued the job, by its own clock: a requeue resets the submit time (seen
+    on 22.05 and 24.11), so a requeued job's submit time is when its last run was stopped."""
+    return job.submit_time if job.restarts > 0 else None
 
 
 def output_path(job: Job) -> str:
@@ -260,7 +276,8 @@ def _what(transition: Transition, kind: str) -> str:
     if kind == "OUT_OF_MEMORY":
         return "ran out of memory and was killed."
     if kind == "CANCELLED":
-        return "was cancelled." if job.start_time else "was cancelled before it started."
+        started = job.start_time or job.restarts
+        return "was cancelled." if started else "was cancelled before it started."
     if kind == "NODE_FAIL":
         return "ended because its node failed."
     if kind == "BOOT_FAIL":

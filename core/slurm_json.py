@@ -31,7 +31,16 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
+import msgspec
+
 from core.records import FINAL_STATES, Job, Node
+from core.slurm_decode import (
+    DECODE_WARNINGS,
+    SlurmExitCode,
+    SlurmNumber,
+    SlurmSignal,
+    plain_fields,
+)
 
 __all__ = [
     "ParseResult",
@@ -39,12 +48,18 @@ __all__ = [
     "parse_sacct",
     "parse_sinfo",
     "parse_squeue",
+    "sinfo_is_grouped",
 ]
 
 T = TypeVar("T")
 
 # Slurm's "no value" / "infinite" sentinels for 32-bit fields; 22.05 sometimes prints them raw.
 _NO_VAL32 = 0xFFFFFFFE
+# ESLURM_REST_EMPTY_RESULT, sacct's way of saying no job matched.
+_EMPTY_RESULT = 9003
+# Counts (GPUs in a spec or TRES entry) at or above this are not real; rejecting them here
+# keeps every number a record carries within SQLite's 64-bit integers, whatever sums follow.
+MAX_COUNT = 1 << 31
 
 # Job base states (JOB_STATE_BASE in slurm.h).
 _BASE_STATES = frozenset(
@@ -125,6 +140,15 @@ def _number(value: object) -> int | None:
         return value
     if value is None:
         return None
+    if type(value) is SlurmNumber:  # the slim decode's form of the dict below
+        if value.infinite is True or value.set is False:
+            return None
+        inner = value.number
+        if type(inner) is int:
+            return inner
+        if isinstance(inner, (dict, SlurmNumber)) or inner is msgspec.UNSET:
+            raise _BadField(f"expected a number, got {value!r}")
+        return _number(inner)
     if isinstance(value, dict) and "number" in value:
         if value.get("infinite") is True or value.get("set") is False:
             return None
@@ -286,10 +310,13 @@ def _parse_gpu_item(item: str) -> tuple[str, int] | None:
             raise _BadGpuSpec(f"cannot read GPU count in {item.strip()!r}")
     if not count_text.strip().isdigit():
         raise _BadGpuSpec(f"cannot read GPU count in {item.strip()!r}")
+    count = int(count_text)
+    if count >= MAX_COUNT:
+        raise _BadGpuSpec(f"GPU count out of range in {item.strip()!r}")
     gpu_type = ":".join(rest)
     if gpu_type in ("(null)", "null"):
         gpu_type = ""
-    return gpu_type, int(count_text)
+    return gpu_type, count
 
 
 @lru_cache(maxsize=_SPEC_CACHE_SIZE)
@@ -335,7 +362,7 @@ def _gpu_entries_from_tres_list(tres: object) -> list[tuple[str, int]]:
             count = _number(item.get("count"))
         except _BadField as exc:
             raise _BadGpuSpec(f"bad TRES count in {item!r}") from exc
-        if count is None or count < 0:
+        if count is None or not 0 <= count < MAX_COUNT:
             raise _BadGpuSpec(f"bad TRES count in {item!r}")
         entries.append((name[4:], count))
     return entries
@@ -412,12 +439,35 @@ def _job_state(value: object, fields: _Fields) -> str:
     return state
 
 
+# States in which Slurm itself ended the job. Accounting writes the job's exit code when Slurm
+# ends it, before the batch step reports how the signal killed it, so `sacct -X -o ExitCode`
+# shows 0:0 for these (seen on 22.05 for scancel and timeouts; 24.11's job-level exit is
+# SUCCESS/0 too), while 22.05's squeue has already taken the step's SIGTERM (15).
+_ENDED_BY_SLURM = frozenset({"CANCELLED", "TIMEOUT", "PREEMPTED", "DEADLINE"})
+
+
 def _exit_from_wait_status(status: int | None) -> tuple[int | None, int | None]:
-    """(exit code, signal) from a raw wait(2) status, as 22.05's squeue prints it."""
+    """(exit code, signal) from a raw wait(2) status, as 22.05's squeue prints it.
+
+    Read the way sacct prints ExitCode: a signalled status is "0:signal", anything else
+    "code:0". A launch failure stores a Slurm error number here (4021 for an unwritable
+    output file), which sacct, and therefore skybot, shows as 0:53.
+    """
     if status is None or status < 0:
         return None, None
     signal = status & 0x7F
-    return (status >> 8) & 0xFF, (signal or None)
+    if signal not in (0, 0x7F):
+        return 0, signal
+    return (status >> 8) & 0xFF, None
+
+
+def _signal_number(value: object) -> int | None:
+    n = _number(value)
+    if n is None or n == 0:
+        return None
+    if not 0 < n < 128:
+        raise _BadField(f"no such signal {n}")
+    return n
 
 
 def _exit_from_verbose(
@@ -428,8 +478,11 @@ def _exit_from_verbose(
     22.05's sacct (dbv0.0.38 `_dump_job_exit_code`) tests WIFEXITED before anything else, so
     every normal exit reads {"status": "SUCCESS", "return_code": 0}, even `exit 3` (seen on
     the real test cluster). That form — status a string, not a list — therefore only proves
-    exit code 0 when the job COMPLETED; otherwise the code is unknown.
+    exit code 0 when the job COMPLETED (or Slurm ended it); otherwise the code is unknown.
+    A signalled job is "0:signal", as sacct prints it.
     """
+    if isinstance(value.get("signal"), SlurmSignal):
+        value = {**value, "signal": plain_fields(value["signal"])}
     status = value.get("status")
     legacy = isinstance(status, str)
     statuses = {s.upper() for s in ([status] if legacy else status or []) if isinstance(s, str)}
@@ -440,21 +493,31 @@ def _exit_from_verbose(
         signal_obj = value.get("signal")
         signal = None
         if isinstance(signal_obj, dict):
-            signal = _number(signal_obj.get("id", signal_obj.get("signal_id")))
+            signal = _signal_number(signal_obj.get("id", signal_obj.get("signal_id")))
     except _BadField as exc:
         fields.warn(f"unreadable exit_code {value!r} ({exc})")
         return None, None
+    if signal is not None:
+        return 0, signal
     if legacy and statuses == {"SUCCESS"}:
         code = 0 if state == "COMPLETED" else None
     elif code is None and "SUCCESS" in statuses:
         code = 0
-    return code, (signal or None)
+    if code is not None and code > 0xFF:
+        fields.warn(f"ignoring exit code {code} (out of range)")
+        code = None
+    return code, None
 
 
 def _exit_info(value: object, state: str, fields: _Fields) -> tuple[int | None, int | None]:
-    """(exit code, signal) of a finished job from any version's exit_code field."""
+    """(exit code, signal) of a finished job from any version's exit_code field, as
+    `sacct -X -o ExitCode` shows it."""
     if value is None or state not in FINAL_STATES:
         return None, None
+    if state in _ENDED_BY_SLURM:
+        return 0, None
+    if isinstance(value, SlurmExitCode):
+        value = plain_fields(value)
     if isinstance(value, dict) and "number" not in value:
         return _exit_from_verbose(value, state, fields)
     try:
@@ -748,12 +811,14 @@ def _document_list(data: object, keys: Sequence[str], what: str) -> tuple[str, l
 
 def _slurm_messages(data: dict[str, Any]) -> list[str]:
     """Errors/warnings Slurm itself put in the document, passed on as warnings."""
-    messages = []
+    messages = [str(m) for m in data.get(DECODE_WARNINGS) or ()]
     for key in ("errors", "warnings"):
         items = data.get(key)
         if not isinstance(items, list):
             continue
         for item in items:
+            if isinstance(item, dict) and item.get("error_number") == _EMPTY_RESULT:
+                continue  # sacct's "Nothing found": an answer, not a problem
             if isinstance(item, dict):
                 text = item.get("description") or item.get("error") or str(item)
             else:
@@ -784,6 +849,29 @@ def _parse_jobs(data: object, what: str, parse_one: _JobParser) -> ParseResult[J
     return result
 
 
+def _latest_run_key(job: Job) -> tuple[int, int]:
+    """Orders two records of one job id: the later run (more restarts, or submitted later:
+    a requeue resets the submit time) compares greater; ties keep Slurm's order."""
+    return (job.restarts, job.submit_time or 0)
+
+
+def _one_record_per_job(jobs: list[Job], warnings: list[str], what: str) -> dict[int, list[Job]]:
+    """Records grouped by job id, in first-seen order, each group's latest run last.
+
+    The choice depends on the records, not on the order Slurm listed them in, so the same
+    output always gives the same answer (the store keeps one row per job id).
+    """
+    by_id: dict[int, list[Job]] = {}
+    for job in jobs:
+        by_id.setdefault(job.job_id, []).append(job)
+    for job_id, runs in by_id.items():
+        if len(runs) > 1:
+            runs.sort(key=_latest_run_key)
+            if what:
+                warnings.append(f"job {job_id} listed {len(runs)} times by {what}; keeping one")
+    return by_id
+
+
 def parse_squeue(data: dict[str, Any]) -> ParseResult[Job]:
     """Jobs from `squeue --json` (any version 22.05 .. 25.x).
 
@@ -792,7 +880,11 @@ def parse_squeue(data: dict[str, Any]) -> ParseResult[Job]:
     until MinJobAge). A pending job array is one record with array_task like "0-9". For a
     pending job, start_time is Slurm's estimate (if it has one), not a start that happened.
     """
-    return _parse_jobs(data, "squeue", _job_from_squeue)
+    parsed = _parse_jobs(data, "squeue", _job_from_squeue)
+    by_id = _one_record_per_job(parsed.records, parsed.warnings, "squeue")
+    if len(by_id) != len(parsed.records):
+        parsed.records = [runs[-1] for runs in by_id.values()]
+    return parsed
 
 
 def parse_sacct(data: dict[str, Any]) -> ParseResult[Job]:
@@ -800,24 +892,20 @@ def parse_sacct(data: dict[str, Any]) -> ParseResult[Job]:
 
     Steps (under each job's "steps") are ignored: the job's own entry carries its state,
     exit code and TRES. If the same job id appears more than once (`sacct --duplicates`
-    lists each run of a requeued job), the last entry — the latest run — is kept and each
-    earlier run counts as a restart, since sacct's own restart_cnt only exists in newer
-    releases (present in v0.0.42, absent in v0.0.38/v0.0.40).
+    lists each run of a requeued job), the latest run is kept and each earlier run counts
+    as a restart, since sacct's own restart_cnt only exists in newer releases (present in
+    v0.0.42, absent in v0.0.38/v0.0.40). Counting runs can only see the runs inside sacct's
+    window: the store never lets a job's restart count go down.
 
     States are reported as sacct has them. Note that a preempted-and-requeued job that has
     not restarted yet is PREEMPTED here (the old run) while squeue lists it PENDING with
     restarts >= 1: where both are known, squeue's view of a job is the live one.
     """
     parsed = _parse_jobs(data, "sacct", _job_from_sacct)
-    latest: dict[int, Job] = {}
-    runs: dict[int, int] = {}
-    for job in parsed.records:
-        latest.pop(job.job_id, None)  # re-insert so order follows the latest run
-        latest[job.job_id] = job
-        runs[job.job_id] = runs.get(job.job_id, 0) + 1
     records = []
-    for job_id, job in latest.items():
-        earlier_runs = runs[job_id] - 1
+    for runs in _one_record_per_job(parsed.records, parsed.warnings, "").values():
+        job = runs[-1]
+        earlier_runs = len(runs) - 1
         if earlier_runs > job.restarts:
             job = replace(job, restarts=earlier_runs)
         records.append(job)
@@ -930,6 +1018,12 @@ def _merge_node(existing: Node, extra: Node) -> Node:
         p for p in extra.partitions if p not in existing.partitions
     )
     return replace(existing, partitions=partitions)
+
+
+def sinfo_is_grouped(data: object) -> bool:
+    """Whether this is 23.02+'s grouped `sinfo --json`, whose entries carry one node's GPU
+    totals for a whole group: then per-node figures must come from `scontrol show nodes`."""
+    return isinstance(data, dict) and "sinfo" in data and "nodes" not in data
 
 
 def parse_sinfo(data: dict[str, Any]) -> ParseResult[Node]:

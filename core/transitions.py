@@ -54,6 +54,60 @@ def merge_observations(live: Iterable[Job], accounted: Iterable[Job]) -> dict[in
     return merged
 
 
+def with_known_restarts(
+    known: Mapping[int, KnownState], observed: Mapping[int, Job]
+) -> dict[int, Job]:
+    """`observed` with no job's restart count below what was already seen.
+
+    22.05's sacct has no restart count: it is counted from the runs inside sacct's window,
+    so once the window slides past a preempted run the job seems to have restarted less. A
+    count that went down would look like a new run, and its end would be announced again.
+    """
+    lifted = dict(observed)
+    for job_id, job in observed.items():
+        before = known.get(job_id)
+        if before is not None and job.restarts < before.restarts:
+            lifted[job_id] = replace(job, restarts=before.restarts)
+    return lifted
+
+
+def awaiting_gpus(known: Mapping[int, KnownState], observed: Mapping[int, Job]) -> list[int]:
+    """Jobs about to be announced whose record cannot say what they ran on.
+
+    Slurm empties a finished job's gres_detail, so unless accounting tracks gres/gpu an end
+    record names no GPUs; a requeued job waiting to run again lists the GPUs it asks for,
+    not those of the run that was stopped. The store fills both in from what it saw the
+    job holding (`with_gpus`).
+    """
+    return [
+        job_id
+        for job_id, job in observed.items()
+        if (job.is_final and not job.gpus_by_type and _is_news(known.get(job_id), job))
+        or (job.state == "PENDING" and _was_requeued(known.get(job_id), job))
+    ]
+
+
+def _is_news(before: KnownState | None, job: Job) -> bool:
+    return before is None or before.state != job.state
+
+
+def _was_requeued(before: KnownState | None, job: Job) -> bool:
+    return before is not None and job.restarts > before.restarts
+
+
+def with_gpus(observed: Mapping[int, Job], gpus: Mapping[int, dict[str, int]]) -> dict[int, Job]:
+    """`observed` with the GPUs each job in `gpus` was last seen holding (see
+    `awaiting_gpus`); a job whose record names GPUs it holds now keeps its own."""
+    filled = dict(observed)
+    for job_id, by_type in gpus.items():
+        job = filled.get(job_id)
+        if job is None or not by_type:
+            continue
+        if not job.gpus_by_type or job.state == "PENDING":
+            filled[job_id] = replace(job, gpus_by_type=dict(by_type))
+    return filled
+
+
 def detect_transitions(
     known: Mapping[int, KnownState], observed: Mapping[int, Job]
 ) -> list[Transition]:

@@ -20,6 +20,11 @@ from core.slurm_decode import SlurmDecodeError, decode_slurm_json
 class SlurmCommandError(Exception):
     """A Slurm command failed, timed out or printed something that is not its documented output."""
 
+    def __init__(self, message: str, stderr: str = "") -> None:
+        super().__init__(message)
+        # Everything the command wrote to stderr, for callers that tell errors apart.
+        self.stderr = stderr
+
 
 async def run_slurm(bin_dir: str, command: str, args: list[str], timeout: float) -> bytes:
     """Run `bin_dir/command args…` and return its standard output."""
@@ -46,9 +51,11 @@ async def run_slurm(bin_dir: str, command: str, args: list[str], timeout: float)
             await _reap(process)
             raise
         if process.returncode != 0:
-            detail = stderr.decode(errors="replace").strip().splitlines()
-            last = detail[-1] if detail else "no error output"
-            raise SlurmCommandError(f"{command} exited with status {process.returncode}: {last}")
+            text = stderr.decode(errors="replace").strip()
+            last = text.splitlines()[-1] if text else "no error output"
+            raise SlurmCommandError(
+                f"{command} exited with status {process.returncode}: {last}", text
+            )
         output.seek(0)
         return output.read()
 

@@ -1,9 +1,16 @@
 """The one Slurm poller: a constant number of controller RPCs per cycle, however many users ask.
 
-Per cycle: `squeue --json` and `sinfo --json` (slurmctld), and `sacct --json` for jobs that
+Per cycle: `squeue --json` and the nodes (slurmctld), and `sacct --json` for jobs that
 reached a final state since the last cycle (slurmdbd, not the controller), so a job that ends
 and leaves squeue between two polls is still seen to end. Associations (lab caps) change rarely
 and are read on their own, slower schedule.
+
+Each Slurm generation's best source is used, found from what the commands print rather than
+configured: nodes from `sinfo --json` while it lists nodes one by one (22.05), from
+`scontrol show nodes --json` once sinfo is seen to group them (23.02+: a group carries its
+first node's GPU totals); caps from `sacctmgr --json` where it exists, `--parsable2` where
+it does not (22.05). sacct lists every run of a requeued job (`--duplicates`), so a
+preemption that came and went between polls is still counted.
 """
 
 from __future__ import annotations
@@ -15,10 +22,16 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from bot.config import Config
-from core.associations import parse_associations
+from core.associations import parse_associations, parse_associations_json
 from core.lab_usage import lab_usage
-from core.records import Job
-from core.slurm_json import SlurmJsonError, parse_sacct, parse_sinfo, parse_squeue
+from core.records import Job, LabCap
+from core.slurm_json import (
+    SlurmJsonError,
+    parse_sacct,
+    parse_sinfo,
+    parse_squeue,
+    sinfo_is_grouped,
+)
 from core.transitions import Transition
 from scheduler.backoff import Backoff
 from scheduler.slurm_commands import SlurmCommandError, run_slurm, run_slurm_json
@@ -35,13 +48,15 @@ from store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
 
-# sacct reports final states a little after the controller: re-read this much of the past.
-SACCT_OVERLAP_SECONDS = 300.0
 # After a long outage, do not replay more than this much history.
 SACCT_MAX_LOOKBACK_SECONDS = 6 * 3600.0
 SACCT_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,TO"
 
 TransitionListener = Callable[[list[Transition]], Awaitable[None]]
+
+SINFO_NODES = ("sinfo", ["--json"])
+SCONTROL_NODES = ("scontrol", ["show", "nodes", "--json"])
+_ASSOCIATIONS = ["show", "associations", "format=account,user,grptres"]
 
 
 class SlurmPoller:
@@ -62,6 +77,9 @@ class SlurmPoller:
         self._caps_backoff = Backoff(base_seconds=config.slurm.caps_poll_seconds)
         self._sacct_since: float | None = None
         self._sacct_floor = 0.0
+        self._nodes_source = SINFO_NODES
+        # None until sacctmgr has shown whether it knows --json.
+        self._sacctmgr_json: bool | None = None
 
     @property
     def consecutive_failures(self) -> int:
@@ -74,22 +92,27 @@ class SlurmPoller:
             return False
         since = await self._sacct_window_start(now)
         try:
-            squeue, sinfo, sacct = await asyncio.gather(
+            squeue, node_document, sacct = await asyncio.gather(
                 self._json("squeue", ["--all", "--json"]),
-                self._json("sinfo", ["--json"]),
+                self._json(*self._nodes_source),
                 self._json(
                     "sacct",
                     [
                         "--json",
                         "--allusers",
+                        "--duplicates",
                         f"--state={SACCT_STATES}",
                         f"--starttime={_slurm_time(since)}",
                         f"--endtime={_slurm_time(now + 60)}",
                     ],
                 ),
             )
+            if sinfo_is_grouped(node_document):
+                log.info("sinfo groups nodes (Slurm 23.02+): reading them from scontrol")
+                self._nodes_source = SCONTROL_NODES
+                node_document = await self._json(*self._nodes_source)
             live = parse_squeue(squeue)
-            nodes = parse_sinfo(sinfo)
+            nodes = parse_sinfo(node_document)
             accounted = parse_sacct(sacct)
         except (SlurmCommandError, SlurmJsonError) as error:
             delay = self._backoff.failed(now)
@@ -113,29 +136,39 @@ class SlurmPoller:
         if self._caps_backoff.should_skip(now):
             return False
         try:
-            raw = await run_slurm(
-                self._config.slurm.bin_dir,
-                "sacctmgr",
-                [
-                    "--parsable2",
-                    "--noheader",
-                    "show",
-                    "associations",
-                    "format=account,user,grptres",
-                ],
-                self._config.slurm.command_timeout_seconds,
-            )
+            caps, members, warnings = await self._associations()
         except SlurmCommandError as error:
             delay = self._caps_backoff.failed(now)
             log.warning("caps poll failed (next try in %.0f s): %s", delay, error)
             await self._writer.run(record_poll_failure, "caps", str(error), now)
             return False
-        caps, members, warnings = parse_associations(raw.decode(errors="replace"))
         for warning in warnings:
             log.warning("slurm associations: %s", warning)
         await self._writer.run(save_caps, caps, members, now)
         self._caps_backoff.succeeded()
         return True
+
+    async def _associations(self) -> tuple[list[LabCap], dict[str, set[str]], list[str]]:
+        """Caps and members from sacctmgr: its JSON where it has one, else --parsable2."""
+        bin_dir = self._config.slurm.bin_dir
+        timeout = self._config.slurm.command_timeout_seconds
+        if self._sacctmgr_json is not False:
+            try:
+                document = await run_slurm_json(
+                    bin_dir, "sacctmgr", ["--json", *_ASSOCIATIONS], timeout
+                )
+            except SlurmCommandError as error:
+                if self._sacctmgr_json or "unrecognized option '--json'" not in error.stderr:
+                    raise
+                log.info("sacctmgr has no --json (Slurm 22.05): reading --parsable2")
+                self._sacctmgr_json = False
+            else:
+                self._sacctmgr_json = True
+                return parse_associations_json(document)
+        raw = await run_slurm(
+            bin_dir, "sacctmgr", ["--parsable2", "--noheader", *_ASSOCIATIONS], timeout
+        )
+        return parse_associations(raw.decode(errors="replace"))
 
     async def _json(self, command: str, args: list[str]) -> object:
         return await run_slurm_json(
@@ -150,7 +183,7 @@ class SlurmPoller:
             status = await self._writer.run(load_source_status, "slurm")
             self._sacct_since = status.taken_at or now
             self._sacct_floor = await self._writer.run(history_start, now)
-        start = self._sacct_since - SACCT_OVERLAP_SECONDS
+        start = self._sacct_since - self._config.slurm.sacct_overlap_seconds
         return max(start, self._sacct_floor, now - SACCT_MAX_LOOKBACK_SECONDS)
 
     async def _record_lab_usage(self, jobs: list[Job], now: float) -> None:

@@ -25,7 +25,15 @@ from core.records import (
     Node,
 )
 from core.snapshot import SOURCES, ClusterSnapshot, SourceStatus
-from core.transitions import KnownState, Transition, detect_transitions, merge_observations
+from core.transitions import (
+    KnownState,
+    Transition,
+    awaiting_gpus,
+    detect_transitions,
+    merge_observations,
+    with_gpus,
+    with_known_restarts,
+)
 
 
 def save_slurm_poll(
@@ -47,6 +55,10 @@ def save_slurm_poll(
             row[0]: KnownState(row[1], row[2])
             for row in conn.execute("SELECT job_id, state, restarts FROM job_states")
         }
+        observed = with_known_restarts(known, observed)
+        missing_gpus = awaiting_gpus(known, observed)
+        if missing_gpus:
+            observed = with_gpus(observed, last_allocated_gpus(db, missing_gpus))
         transitions = detect_transitions(known, observed)
         # Plain executemany: at 10,000 jobs per poll, sqlite-utils' per-batch column
         # detection costs more than the inserts themselves.
@@ -77,6 +89,39 @@ def save_slurm_poll(
         )
         _mark_success(db, "slurm", at)
     return transitions
+
+
+# States in which a job holds the GPUs its record lists (allocated, not requested).
+_HOLDING_STATES = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED")
+
+
+def last_allocated_gpus(
+    db: sqlite_utils.Database, job_ids: Sequence[int]
+) -> dict[int, dict[str, int]]:
+    """The GPUs each job was last seen holding: in the previous snapshot, or else in the
+    latest recorded transition that found it running."""
+    found: dict[int, dict[str, int]] = {}
+    for chunk in _chunks(list(job_ids), 500):
+        marks = ", ".join("?" for _ in chunk)
+        holding = ", ".join("?" for _ in _HOLDING_STATES)
+        rows = db.execute(
+            f"SELECT job_id, record, 0 AS source, 0 AS id FROM jobs WHERE job_id IN ({marks}) "
+            f"AND state IN ({holding}) UNION ALL "
+            f"SELECT job_id, record, 1, id FROM job_transitions WHERE job_id IN ({marks}) "
+            f"AND to_state IN ({holding}) ORDER BY source, id DESC",
+            [*chunk, *_HOLDING_STATES, *chunk, *_HOLDING_STATES],
+        ).fetchall()
+        for job_id, record, _, _ in rows:
+            if job_id not in found:
+                gpus = decode_job(record).gpus_by_type
+                if gpus:
+                    found[job_id] = gpus
+    return found
+
+
+def _chunks(items: list[int], size: int) -> Iterable[list[int]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def save_caps(

@@ -51,8 +51,8 @@ def scancel_everything() -> None:
 def squeue_json(active_only: bool = True) -> dict[str, Any]:
     """squeue's JSON; by default without the finished jobs it keeps listing for MinJobAge."""
     out = subprocess.run(
-        ["squeue", "--all", "--json"], capture_output=True, text=True, timeout=30, check=True
-    ).stdout
+        ["squeue", "--all", "--json"], capture_output=True, timeout=30, check=True
+    ).stdout.decode(errors="replace")  # a job name may be any bytes its owner chose
     data = json.loads(out)
     if active_only:
         data["jobs"] = [j for j in data["jobs"] if j.get("job_state") in _ACTIVE]
@@ -78,8 +78,8 @@ def sacct_json(job_id: int) -> dict[str, Any]:
 
 def job_state(job_id: int) -> str:
     out = subprocess.run(
-        ["scontrol", "show", "job", str(job_id)], capture_output=True, text=True, timeout=30
-    ).stdout
+        ["scontrol", "show", "job", str(job_id)], capture_output=True, timeout=30
+    ).stdout.decode(errors="replace")
     for word in out.split():
         if word.startswith("JobState="):
             return word.removeprefix("JobState=")

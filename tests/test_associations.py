@@ -79,3 +79,9 @@ def test_recorded_2205_output() -> None:
         "overcap": {"alice", "bob", "carol", "dave"},
     }
     assert warnings == []
+
+
+def test_a_gpu_limit_too_large_to_be_real_is_a_warning_not_a_cap() -> None:
+    caps, _, warnings = parse_associations("big-lab||gres/gpu=99999999999999999999999\n")
+    assert caps == [LabCap("big-lab", None)]
+    assert any("out of range" in w for w in warnings)

@@ -9,12 +9,15 @@ from pathlib import Path
 import pytest
 
 from core.disk_usage import (
+    MAX_KIB,
     DiskUsageError,
     DiskUsageFileMissing,
     parse_disk_usage,
     read_disk_usage_file,
 )
 from core.records import DirectoryUsage
+from store.db import open_db
+from store.snapshots import load_snapshot, save_storage
 
 # The example from the skynet user guide.
 GOOD = "Updated: 2020-11-21 15:04\nUsage (human-readable): 127.2G\nUsage (K): 133284169\n"
@@ -85,6 +88,19 @@ def test_other_sizes(human: str, kib: str) -> None:
 def test_rejects_anything_else(text: str, message: str) -> None:
     with pytest.raises(DiskUsageError, match=message):
         parse(text)
+
+
+@pytest.mark.parametrize("kib", [str(MAX_KIB + 1), str(2**63), str(2**64), "9" * 400])
+def test_usage_too_large_for_sqlite_is_refused(kib: str) -> None:
+    with pytest.raises(DiskUsageError, match="out of range"):
+        parse(GOOD.replace("133284169", kib))
+
+
+def test_largest_usage_is_stored(tmp_path: Path) -> None:
+    usage = parse(GOOD.replace("133284169", str(MAX_KIB)))
+    db = open_db(tmp_path / "s.db")
+    save_storage(db, [usage], [], at=1.0)
+    assert load_snapshot(db).directories[0].bytes == MAX_KIB * 1024 < 2**63
 
 
 def test_long_garbage_line_is_shortened_in_the_message() -> None:

@@ -253,3 +253,33 @@ def test_digest_stands_for_many_notices() -> None:
     assert lines[1] == "• `2000_0` `job2000` on `hoffman-lab`: completed"
     assert lines[-1] == "… and 5 more"
     assert len(lines) == 1 + 20 + 1
+
+
+def test_lost_runtime_ends_when_slurm_requeued_the_job_not_when_skybot_noticed() -> None:
+    # Slurm resets a requeued job's submit time to the moment it requeued it (22.05, 24.11).
+    requeued = job(
+        8,
+        partition="overcap",
+        state="PENDING",
+        restarts=1,
+        submit_time=START + 7,
+        start_time=START + 127,  # BeginTime: the forecast start of the next run
+        end_time=6090945408,
+    )
+    transition = Transition(requeued, "RUNNING", REQUEUED, 1)
+    notice = decide_job_notice(
+        transition, "all", now=START + 11, preemptible=OVERCAP, run_started=START
+    )
+    assert notice is not None
+    assert notice.text.splitlines()[2] == "Runtime lost: 7 s, unless the job saved a checkpoint."
+
+
+def test_a_requeued_job_cancelled_while_waiting_had_started_before() -> None:
+    waiting = job(9, state="CANCELLED", partition="overcap", restarts=1, start_time=None)
+    notice = decide_job_notice(
+        Transition(waiting, "PENDING", "CANCELLED", 1), "all", now=START, preemptible=OVERCAP
+    )
+    assert notice is not None
+    lines = notice.text.splitlines()
+    assert lines[0].endswith("was cancelled.")
+    assert lines[2] == "Runtime: it had not started again since its requeue"

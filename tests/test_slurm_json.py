@@ -106,7 +106,8 @@ def test_squeue_exit_codes_of_finished_jobs(version: str) -> None:
     jobs = by_id(parse_squeue(load(version, "squeue.json")))
     assert (jobs[108].exit_code, jobs[108].exit_signal) == (0, None)
     assert (jobs[109].exit_code, jobs[109].exit_signal) == (2, None)
-    assert (jobs[110].exit_code, jobs[110].exit_signal) == (0, 15)
+    # Cancelled: sacct -X shows the job's own 0:0 (real 22.05 cluster), not the step's TERM.
+    assert (jobs[110].exit_code, jobs[110].exit_signal) == (0, None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,7 +137,8 @@ def test_sacct_exit_codes_come_from_the_job_not_its_steps(version: str) -> None:
     jobs = by_id(parse_sacct(load(version, "sacct.json")))
     assert (jobs[108].exit_code, jobs[108].exit_signal) == (0, None)
     assert (jobs[109].exit_code, jobs[109].exit_signal) == (2, None)
-    assert (jobs[110].exit_code, jobs[110].exit_signal) == (0, 15)
+    # Cancelled: sacct -X shows the job's own 0:0 (real 22.05 cluster), not the step's TERM.
+    assert (jobs[110].exit_code, jobs[110].exit_signal) == (0, None)
     assert jobs[101].exit_code is None
 
 
@@ -444,7 +446,7 @@ def sacct_2205_job(**fields: Any) -> dict[str, Any]:
 def test_2205_sacct_shape() -> None:
     signaled = sacct_2205_job(
         job_id=43,
-        state={"current": "CANCELLED", "reason": "None"},
+        state={"current": "FAILED", "reason": "None"},
         exit_code={"status": "SIGNALED", "signal": {"signal_id": 9, "name": "Killed"}},
     )
     pending = sacct_2205_job(
@@ -466,7 +468,7 @@ def test_2205_sacct_shape() -> None:
         1700000005,
         1700000500,
     )
-    assert (jobs[43].exit_code, jobs[43].exit_signal) == (None, 9)
+    assert (jobs[43].exit_code, jobs[43].exit_signal) == (0, 9)  # sacct -X: "0:9"
     assert (jobs[44].state, jobs[44].reason, jobs[44].nodes) == ("PENDING", "AssocGrpGRES", "")
     assert jobs[44].gpus_by_type == {"": 8}
 
@@ -685,7 +687,8 @@ def test_v38_squeue() -> None:
     assert jobs["train-a40"].array_job_id is None
     # raw wait status 15: killed by SIGTERM at the time limit
     timeout = jobs["timeout-demo"]
-    assert (timeout.exit_code, timeout.exit_signal) == (0, 15)
+    # sacct -X shows 0:0 for a timed-out job; squeue's 15 is the batch step's SIGTERM.
+    assert (timeout.exit_code, timeout.exit_signal) == (0, None)
     assert timeout.time_limit_minutes == 1
     assert timeout.end_time == timeout.start_time + 60
     assert jobs["train-a40"].exit_code is None  # running: no exit code yet
@@ -698,16 +701,16 @@ def test_v38_sacct() -> None:
     jobs = by_job_name(result)
     expected = {
         # name: (job_id, user, account, state, gpus_by_type, exit_code)
-        "timeout-demo": (104, "bob", "hoffman-lab", "TIMEOUT", {}, None),
+        "timeout-demo": (104, "bob", "hoffman-lab", "TIMEOUT", {}, 0),  # sacct -X: 0:0
         "quick-check": (105, "dave", "kira-lab", "COMPLETED", {}, 0),
         # `exit 3`: 22.05 sacct says SUCCESS/0, which proves nothing for a FAILED job
         "bad-config": (106, "carol", "kira-lab", "FAILED", {}, None),
-        "cancel-me": (107, "bob", "hoffman-lab", "CANCELLED", {}, None),
+        "cancel-me": (107, "bob", "hoffman-lab", "CANCELLED", {}, 0),  # sacct -X: 0:0
         "train-a40": (108, "alice", "hoffman-lab", "RUNNING", {"a40": 2}, None),
         "eval-gpus1": (109, "bob", "hoffman-lab", "RUNNING", {"a40": 1}, None),
         "train-rtx": (110, "carol", "kira-lab", "RUNNING", {"rtx_6000": 3}, None),
         # sacct still shows the preempted run (what it was allocated); squeue has it pending
-        "overcap-sweep": (111, "dave", "overcap", "PREEMPTED", {"2080_ti": 4}, None),
+        "overcap-sweep": (111, "dave", "overcap", "PREEMPTED", {"2080_ti": 4}, 0),
         "urgent-2080": (112, "dave", "kira-lab", "RUNNING", {"2080_ti": 1}, None),
         "waits-for-cap": (113, "carol", "kira-lab", "PENDING", {"": 1}, None),
         "overcap-array": (114, "alice", "overcap", "PENDING", {"": 4}, None),

@@ -322,7 +322,7 @@ async def test_controller_budget_is_constant_per_poll_cycle(tmp_path: Path) -> N
     """The poller's slurmctld RPCs per cycle, measured by sdiag under its own account."""
     wrappers = tmp_path / "bin"
     wrappers.mkdir()
-    for command in ("squeue", "sinfo", "sacct", "sacctmgr"):
+    for command in ("squeue", "sinfo", "scontrol", "sacct", "sacctmgr"):
         # Run the real command as the `skybot` service user, so sdiag counts it apart.
         script = wrappers / command
         script.write_text(f'#!/bin/sh\nexec runuser -u skybot -- /usr/bin/{command} "$@"\n')

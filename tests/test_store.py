@@ -1,3 +1,4 @@
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -135,3 +136,48 @@ def test_history_starts_at_the_first_poll_and_stays(db_path: Path) -> None:
     db = open_db(db_path)
     assert history_start(db, now=1000.0) == 1000.0
     assert history_start(db, now=5000.0) == 1000.0
+
+
+def test_a_preempted_job_ends_once_after_sacct_forgets_the_preemption(db_path: Path) -> None:
+    """22.05's sacct counts restarts from the runs in its window: once the window slides past
+    the preempted run the job seems to have restarted 0 times. Its end is still one event."""
+    db = open_db(db_path)
+    overcap = {"partition": "overcap", "account": "overcap"}
+    save_slurm_poll(db, [job(9, **overcap)], [], [], at=100.0)
+    preempted_run = job(9, state="PREEMPTED", **overcap)
+    requeued = job(9, state="PENDING", restarts=1, reason="BeginTime", **overcap)
+    kinds = save_slurm_poll(db, [requeued], [preempted_run], [], at=115.0)
+    cancelled = job(9, state="CANCELLED", restarts=1, **overcap)
+    kinds += save_slurm_poll(db, [cancelled], [preempted_run, cancelled], [], at=130.0)
+    # squeue has forgotten it; sacct's window no longer holds the preempted run.
+    for at in (145.0, 460.0, 475.0):
+        kinds += save_slurm_poll(db, [], [replace(cancelled, restarts=0)], [], at=at)
+    assert [(t.to_state, t.restarts) for t in kinds] == [("REQUEUED", 1), ("CANCELLED", 1)]
+
+
+def test_an_ended_job_keeps_the_gpus_it_was_seen_running_on(db_path: Path) -> None:
+    db = open_db(db_path)
+    save_slurm_poll(db, [job(5, gpus_by_type={"a40": 6})], [], [], at=100.0)
+    # Slurm has emptied gres_detail, and accounting does not track gres/gpu.
+    ended = save_slurm_poll(db, [], [job(5, state="COMPLETED")], [], at=115.0)
+    assert [(t.to_state, t.job.gpus_by_type) for t in ended] == [("COMPLETED", {"a40": 6})]
+    # Seen running two polls ago (not in the previous snapshot): the transition remembers.
+    save_slurm_poll(db, [job(6, gpus_by_type={"rtx_6000": 2})], [], [], at=130.0)
+    save_slurm_poll(db, [job(6, state="COMPLETING")], [], [], at=145.0)
+    later = save_slurm_poll(db, [], [job(6, state="FAILED", exit_code=1)], [], at=160.0)
+    assert [t.job.gpus_by_type for t in later] == [{"rtx_6000": 2}]
+    # A job that never held GPUs stays without.
+    save_slurm_poll(db, [job(7, state="PENDING", gpus_by_type={"a40": 1})], [], [], at=175.0)
+    never = save_slurm_poll(db, [], [job(7, state="CANCELLED")], [], at=190.0)
+    assert [t.job.gpus_by_type for t in never] == [{}]
+
+
+def test_a_preemption_names_the_gpus_of_the_run_it_stopped(db_path: Path) -> None:
+    db = open_db(db_path)
+    overcap = {"partition": "overcap", "account": "overcap"}
+    save_slurm_poll(db, [job(3, gpus_by_type={"2080_ti": 4}, **overcap)], [], [], at=100.0)
+    # Requeued: squeue now lists what it asks for (--gpus-per-node=4, untyped).
+    asks = job(3, state="PENDING", restarts=1, gpus_by_type={"": 4}, **overcap)
+    (requeue,) = save_slurm_poll(db, [asks], [], [], at=115.0)
+    assert (requeue.to_state, requeue.job.gpus_by_type) == ("REQUEUED", {"2080_ti": 4})
+    assert load_snapshot(db).jobs[0].gpus_by_type == {"": 4}  # the live view: its request

@@ -1,0 +1,174 @@
+"""Job ends on the real cluster: each announced once, with the exit code sacct shows.
+
+The real bot and the Slack stand-in, as in test_job_dms_cluster.py; sacct's own
+`ExitCode` column is the reference for every way a job can end here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sqlite3
+import subprocess
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from bot.config import (
+    Config,
+    DatabaseConfig,
+    IdentityConfig,
+    SlackConfig,
+    SlurmConfig,
+    load_config,
+)
+from store.snapshots import decode_job
+from tests.bot_process import running_bot
+from tests.cluster import sbatch, squeue_state, wait_until
+from tests.slack_standin import SlackStandIn, SlackUser
+
+pytestmark = pytest.mark.cluster
+
+TEAM = "T0STANDIN"
+SLACK_IDS = {"alice": "UALICE", "bob": "UBOB", "carol": "UCAROL", "dave": "UDAVE"}
+# Longer than MinJobAge (10 s) plus a poll: once squeue has forgotten a job, sacct's window
+# still holds its end, which is when a wrong restart count would announce it again.
+LOOK_BACK = 20.0
+
+
+def _config(tmp_path: Path) -> Config:
+    return replace(
+        load_config(None),
+        slack=SlackConfig(mode="socket"),
+        slurm=SlurmConfig(poll_seconds=2, sacct_overlap_seconds=LOOK_BACK),
+        database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
+        identity=IdentityConfig(
+            links={f"{TEAM}/{slack_id}": user for user, slack_id in SLACK_IDS.items()}
+        ),
+    )
+
+
+def _users() -> list[SlackUser]:
+    return [SlackUser(slack_id, user) for user, slack_id in SLACK_IDS.items()]
+
+
+def _dms_about(slack: SlackStandIn, job_id: int) -> list[str]:
+    pattern = re.compile(rf"\bJob {job_id}\b")
+    return [
+        str(call.params.get("text"))
+        for call in slack.calls_to("chat.postMessage")
+        if call.ok and pattern.search(str(call.params.get("text")))
+    ]
+
+
+def _sacct_exit_code(job_id: int) -> tuple[int, int]:
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-o", "ExitCode", "-j", str(job_id)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout.split()
+    code, signal = out[-1].split(":")
+    return int(code), int(signal)
+
+
+def _final_records(config: Config, job_id: int) -> list[tuple[str, int | None, int | None]]:
+    with sqlite3.connect(config.database.path) as db:
+        rows = db.execute(
+            "SELECT to_state, record FROM job_transitions WHERE job_id = ? ORDER BY id", [job_id]
+        ).fetchall()
+    return [
+        (state, job.exit_code, job.exit_signal)
+        for state, job in ((r[0], decode_job(r[1])) for r in rows)
+        if job.is_final
+    ]
+
+
+async def test_preempted_job_cancelled_past_the_look_back_ends_once(
+    tmp_path: Path, clean_queue: None
+) -> None:
+    """Preempted and requeued, then cancelled well after sacct's (shortened) look-back has
+    slid past the preempted run: one preemption DM and one end DM, nothing more."""
+    config = _config(tmp_path)
+    async with SlackStandIn(users=_users()) as slack, running_bot(config, slack, stop_timeout=30):
+        await slack.wait_for_socket_connection(timeout=15)
+        overcap = sbatch("alice", "-p", "overcap", "-A", "overcap", "-w", "baymax",
+                         "--gpus-per-node=4", "-J", "sweep", "--wrap", "sleep 600")  # fmt: skip
+        wait_until(lambda: squeue_state(overcap) == "RUNNING", 30, "the overcap job to run")
+        await asyncio.sleep(3)  # a poll sees it running
+        sbatch("carol", "-p", "kira-lab", "-A", "kira-lab", "-w", "baymax",
+               "--gpus-per-node=2080_ti:2", "-J", "urgent", "--wrap", "sleep 600")  # fmt: skip
+        started = time.monotonic()
+        while not _dms_about(slack, overcap) and time.monotonic() - started < 60:
+            await asyncio.sleep(0.5)
+        assert squeue_state(overcap) == "PENDING"  # requeued, waiting its BeginTime
+        await asyncio.sleep(LOOK_BACK + 5)  # sacct's window no longer holds the preemption
+        subprocess.run(["scancel", str(overcap)], check=True, timeout=30)
+        started = time.monotonic()
+        while len(_dms_about(slack, overcap)) < 2 and time.monotonic() - started < 60:
+            await asyncio.sleep(0.5)
+        # Past MinJobAge only sacct lists the job, with just the cancelled run in its window
+        # (22.05 has no restart count of its own), until the look-back passes the end too.
+        await asyncio.sleep(LOOK_BACK + 15)
+
+    dms = _dms_about(slack, overcap)
+    assert len(dms) == 2, dms
+    assert "was preempted and requeued (restart 1)" in dms[0]
+    assert "was cancelled" in dms[1]
+
+
+async def test_exit_code_and_signal_are_what_sacct_shows(tmp_path: Path, clean_queue: None) -> None:
+    config = _config(tmp_path)
+    common = ("-p", "debug", "-A", "hoffman-lab")
+    async with SlackStandIn(users=_users()) as slack, running_bot(config, slack, stop_timeout=30):
+        await slack.wait_for_socket_connection(timeout=15)
+        await asyncio.sleep(3)
+        jobs = {
+            # An output file that cannot be created: the job fails at launch.
+            "launch": sbatch("bob", *common, "-J", "launch", "-o", "/nonexistent/dir/%j.out",
+                             "--wrap", "true"),
+            "chdir": sbatch("bob", *common, "-J", "chdir", "--chdir=/nonexistent/dir",
+                            "--wrap", "true"),
+            "exit3": sbatch("bob", *common, "-J", "exit3", "--wrap", "sleep 1; exit 3"),
+            "killed": sbatch("bob", *common, "-J", "killed", "--wrap", "sleep 1; kill -9 $$"),
+            "segv": sbatch("bob", *common, "-J", "segv", "--wrap", "sleep 1; kill -SEGV $$"),
+            "timeout": sbatch("bob", *common, "-J", "timeout", "--time=1",
+                              "--wrap", "sleep 600"),
+            "cancel": sbatch("bob", *common, "-J", "cancel", "--wrap", "sleep 600"),
+        }  # fmt: skip
+        wait_until(lambda: squeue_state(jobs["cancel"]) == "RUNNING", 30, "a job to run")
+        await asyncio.sleep(3)
+        subprocess.run(["scancel", str(jobs["cancel"])], check=True, timeout=30)
+        started = time.monotonic()
+        while time.monotonic() - started < 180:
+            if all(_dms_about(slack, job_id) for job_id in jobs.values()):
+                break
+            await asyncio.sleep(1)
+        await asyncio.sleep(4)
+
+    expected_words = {
+        "launch": "failed with exit code {code}, signal {signal}",
+        "chdir": "failed with exit code {code}, signal {signal}",
+        "exit3": "failed with exit code {code}.",
+        "killed": "failed with exit code {code}, signal {signal} (SIGKILL)",
+        "segv": "failed with exit code {code}, signal {signal} (SIGSEGV)",
+        "timeout": "reached its time limit",
+        "cancel": "was cancelled",
+    }
+    for name, job_id in jobs.items():
+        code, signal = _sacct_exit_code(job_id)
+        assert _final_records(config, job_id) == [(_final_state(name), code, signal or None)], name
+        dms = _dms_about(slack, job_id)
+        assert len(dms) == 1, (name, dms)
+        assert expected_words[name].format(code=code, signal=signal) in dms[0], (name, dms[0])
+    # The cases themselves, so a Slurm that changes them is noticed.
+    assert _sacct_exit_code(jobs["exit3"]) == (3, 0)
+    assert _sacct_exit_code(jobs["killed"]) == (0, 9)
+    assert _sacct_exit_code(jobs["launch"])[1] != 0
+
+
+def _final_state(name: str) -> str:
+    return {"timeout": "TIMEOUT", "cancel": "CANCELLED"}.get(name, "FAILED")
