@@ -10,6 +10,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import IO
 
 import aiohttp
 
@@ -43,18 +44,30 @@ async def running_bot(
         await asyncio.wait_for(task, stop_timeout)
 
 
-def start_bot(config_file: Path, slack: SlackStandIn) -> subprocess.Popen[bytes]:
+def start_bot(
+    config_file: Path,
+    slack: SlackStandIn,
+    *,
+    api_url: str | None = None,
+    signing_secret: str = "",
+    stderr: int | IO[bytes] = subprocess.DEVNULL,
+) -> subprocess.Popen[bytes]:
+    """`skybot run` as a process with the stand-in's tokens; `api_url` sends its Web API
+    calls elsewhere (e.g. nowhere, for an unreachable Slack)."""
     env = {
         **os.environ,
         "SLACK_BOT_TOKEN": slack.bot_token,
         "SLACK_APP_TOKEN": slack.app_token,
-        "SLACK_API_URL": slack.api_url,
+        "SLACK_API_URL": api_url or slack.api_url,
     }
+    if signing_secret:
+        env["SLACK_SIGNING_SECRET"] = signing_secret
+    env.pop("JOURNAL_STREAM", None)  # plain lines, whatever runs the tests
     return subprocess.Popen(
         [sys.executable, "-m", "bot.cli", "run", "--config", str(config_file)],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=stderr,
     )
 
 
