@@ -185,26 +185,36 @@ async def test_sigterm_ends_run_while_the_sender_waits_out_a_rate_limit(tmp_path
     assert row["state"] == "queued"  # still there for the next start
 
 
-def _slurmctld_pid() -> int:
+def _slurmctld_pids() -> list[int]:
     out = subprocess.run(["pidof", "slurmctld"], capture_output=True, text=True, check=True)
-    return int(out.stdout.split()[0])
+    return [int(pid) for pid in out.stdout.split()]
+
+
+def _squeue_hangs() -> bool:
+    try:
+        subprocess.run(["squeue", "-h"], capture_output=True, timeout=3)
+    except subprocess.TimeoutExpired:
+        return True
+    return False
 
 
 @pytest.mark.cluster
 async def test_sigterm_ends_run_while_slurm_hangs(tmp_path: Path, cluster: None) -> None:
     port = free_port()
     slurm = "poll_seconds = 2\ncommand_timeout_seconds = 120\ncaps_poll_seconds = 2\n"
-    controller = _slurmctld_pid()
+    config = write_config(tmp_path, metrics_port=port, slurm=slurm)
     async with SlackStandIn() as slack:
-        with running(
-            start_bot(write_config(tmp_path, metrics_port=port, slurm=slurm), slack)
-        ) as bot:
+        with running(start_bot(config, slack)) as bot:
             await wait_until_listening(f"http://127.0.0.1:{port}/livez", attempts=400)
             await slack.wait_for_socket_connection(timeout=30)
-            os.kill(controller, signal.SIGSTOP)
+            controllers = _slurmctld_pids()
+            for pid in controllers:
+                os.kill(pid, signal.SIGSTOP)
             try:
-                await asyncio.sleep(5)  # polls are now stuck in squeue/sinfo
+                assert _squeue_hangs()
+                await asyncio.sleep(4)  # the bot's polls are stuck in squeue/sinfo too
                 code, _ = await exit_code_after_sigterm(bot)
             finally:
-                os.kill(controller, signal.SIGCONT)
+                for pid in controllers:
+                    os.kill(pid, signal.SIGCONT)
     assert code == 0
