@@ -120,11 +120,11 @@ class SubmitConfig:
 
 @dataclass(frozen=True)
 class MetricsConfig:
-    """Prometheus /metrics and /healthz, on loopback by default; port 0 turns them off."""
+    """Prometheus /metrics, /livez and /readyz, on loopback by default; port 0 turns them off."""
 
     host: str = "127.0.0.1"
     port: int = 0
-    # /healthz fails once Slurm's snapshot is older than this many poll intervals.
+    # /readyz fails once Slurm's snapshot is older than this many poll intervals.
     stale_after_polls: float = 4.0
 
 

@@ -33,6 +33,7 @@ from bot.metrics import Metrics, metrics_app
 from bot.runner_client import RunnerCall, call_runner
 from bot.slack_link import SocketModeLink
 from bot.startup import InstanceLock, bind_listener
+from bot.systemd_notify import notify, watchdog_enabled
 from core.view import LabInfo
 from handlers.charts import ChartRequests
 from handlers.identity import IdentityDirectory
@@ -140,7 +141,10 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         view=cache.current,
     )
     app = build_app(config, secrets, cache, services, client, metrics.observe_command)
-    runtime = Runtime(writer, cache, schedule, sender, submissions, app, metrics)
+    # Under systemd's WatchdogSec=, the loop's own heartbeat keeps the watchdog fed: a wedged
+    # loop stops feeding it, and systemd restarts the service.
+    heartbeat = Heartbeat(on_beat=(lambda: notify("WATCHDOG=1")) if watchdog_enabled() else None)
+    runtime = Runtime(writer, cache, schedule, sender, submissions, app, metrics, heartbeat)
     if config.slack.mode != "http":
 
         def connected() -> None:
@@ -199,8 +203,12 @@ async def _serve(
         ]
         if runtime.slack is not None:
             workers.append(asyncio.create_task(runtime.slack.run(workers_stop), name="slack"))
+        # Started: ports bound, pollers and workers running. Slack may still be connecting
+        # (that is readiness, /readyz), which must not fail a start during a Slack outage.
+        notify("READY=1")
         await stop.wait()
     finally:
+        notify("STOPPING=1")
         log.info("shutting down")
         await _bounded("stopping the pollers", runtime.schedule.stop())
         workers_stop.set()

@@ -51,6 +51,7 @@ def start_bot(
     api_url: str | None = None,
     signing_secret: str = "",
     stderr: int | IO[bytes] = subprocess.DEVNULL,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """`skybot run` as a process with the stand-in's tokens; `api_url` sends its Web API
     calls elsewhere (e.g. nowhere, for an unreachable Slack)."""
@@ -62,7 +63,9 @@ def start_bot(
     }
     if signing_secret:
         env["SLACK_SIGNING_SECRET"] = signing_secret
-    env.pop("JOURNAL_STREAM", None)  # plain lines, whatever runs the tests
+    for inherited in ("JOURNAL_STREAM", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
+        env.pop(inherited, None)  # whatever runs the tests, the bot is not its service
+    env.update(extra_env or {})
     return subprocess.Popen(
         [sys.executable, "-m", "bot.cli", "run", "--config", str(config_file)],
         env=env,

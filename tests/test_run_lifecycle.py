@@ -5,6 +5,7 @@ stderr and an exit code before anything starts."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -183,6 +184,31 @@ async def test_sigterm_ends_run_while_the_sender_waits_out_a_rate_limit(tmp_path
     finally:
         writer.close()
     assert row["state"] == "queued"  # still there for the next start
+
+
+async def test_systemd_hears_ready_the_watchdog_and_stopping(tmp_path: Path) -> None:
+    """Type=notify and WatchdogSec=, with a socket standing in for systemd's."""
+    notify_path = tmp_path / "notify"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as systemd:
+        systemd.bind(str(notify_path))
+        systemd.settimeout(60)
+        env = {"NOTIFY_SOCKET": str(notify_path), "WATCHDOG_USEC": "30000000"}
+        port = free_port()
+        async with SlackStandIn() as slack:
+            with running(
+                start_bot(write_config(tmp_path, metrics_port=port), slack, extra_env=env)
+            ) as bot:
+                heard = [(await asyncio.to_thread(systemd.recv, 256)).decode() for _ in range(3)]
+                assert heard[0] == "READY=1"
+                assert heard[1:] == ["WATCHDOG=1", "WATCHDOG=1"]  # the loop's heartbeat
+                code, _ = await exit_code_after_sigterm(bot)
+            systemd.settimeout(0)
+            rest = []
+            with contextlib.suppress(BlockingIOError):
+                while True:
+                    rest.append(systemd.recv(256).decode())
+    assert code == 0
+    assert "STOPPING=1" in rest
 
 
 def _slurmctld_pids() -> list[int]:
