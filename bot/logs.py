@@ -77,3 +77,7 @@ def configure_logging(verbose: bool = False, json_lines: bool = False) -> None:
     )
     handler.setFormatter(JournalPriorities(formatter) if journal else formatter)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
+    if not verbose:
+        # APScheduler says "Running job …" and "… executed successfully" at INFO for every
+        # poll, several lines every 15 s; its warnings (a missed run) still come through.
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)

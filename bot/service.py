@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
-from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 
 from bot.app import (
@@ -31,7 +30,7 @@ from bot.config import Config, Secrets, database_path
 from bot.health import Heartbeat, ServiceStatus
 from bot.metrics import Metrics, metrics_app
 from bot.runner_client import RunnerCall, call_runner
-from bot.slack_link import SocketModeLink
+from bot.slack_link import SocketModeLink, socket_mode_handler
 from bot.startup import InstanceLock, bind_listener
 from bot.systemd_notify import notify, watchdog_enabled
 from core.view import LabInfo
@@ -151,7 +150,7 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
             metrics.observe_slack_connected()
             sender.link_restored()  # what waited on the outage goes out now
 
-        runtime.slack = SocketModeLink(AsyncSocketModeHandler(app, secrets.app_token), connected)
+        runtime.slack = SocketModeLink(socket_mode_handler(app, secrets.app_token), connected)
     return runtime
 
 

@@ -15,11 +15,34 @@ import time
 from collections.abc import Callable
 
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
 
 log = logging.getLogger(__name__)
+# slack_sdk's Socket Mode client logs through this one (see socket_mode_handler).
+sdk_log = logging.getLogger(f"{__name__}.sdk")
 
 WATCH_SECONDS = 1.0
 CLOSE_SECONDS = 5.0
+
+
+class _OneLineRetries(logging.Filter):
+    """slack_sdk logs every failed connection attempt as an ERROR with a full traceback, every
+    few seconds for as long as Slack is unreachable. The state change is ours to report (once);
+    each retry stays visible, as one warning line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.getMessage().startswith("Failed to connect"):
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+sdk_log.addFilter(_OneLineRetries())
+
+
+def socket_mode_handler(app: AsyncApp, app_token: str) -> AsyncSocketModeHandler:
+    return AsyncSocketModeHandler(app, app_token, logger=sdk_log)
 
 
 class SocketModeLink:
@@ -39,6 +62,7 @@ class SocketModeLink:
         self.ever_connected = False
 
     async def run(self, stop: asyncio.Event) -> None:
+        log.info("connecting to Slack over Socket Mode")
         connecting = asyncio.create_task(self._handler.connect_async(), name="slack-connect")
         try:
             while not stop.is_set():
