@@ -18,6 +18,7 @@ from bot.config import (
     SlurmConfig,
     load_config,
 )
+from bot.metrics import parked_reason
 from store.outbox import OutboxMessage, enqueue
 from store.writer import StoreWriter
 from tests.bot_process import free_port, running_bot, wait_until_listening
@@ -123,3 +124,16 @@ async def test_health_is_ok_while_slurm_answers(tmp_path: Path, cluster: None) -
     }
     assert 'skybot_source_failing{source="slurm"} 0.0' in text
     assert 'skybot_snapshot_age_seconds{source="slurm"}' in text
+
+
+@pytest.mark.parametrize(
+    ("last_error", "reason"),
+    [
+        ("channel_not_found", "channel_not_found"),
+        ("missing_scope (gave up after retries)", "missing_scope"),
+        ("chart: lab hoffman-lab is gone from the config", "chart"),
+        (None, "unknown"),
+    ],
+)
+def test_parked_reasons_are_slacks_code_not_free_text(last_error: str | None, reason: str) -> None:
+    assert parked_reason(last_error) == reason
