@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 
 from aiohttp import web
-from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -64,10 +63,3 @@ async def serve_http(app: AsyncApp, host: str, port: int) -> web.AppRunner:
     await web.TCPSite(runner, host, port).start()
     log.info("listening for Slack events on http://%s:%d/slack/events", host, port)
     return runner
-
-
-async def connect_socket_mode(app: AsyncApp, app_token: str) -> AsyncSocketModeHandler:
-    handler = AsyncSocketModeHandler(app, app_token)
-    await handler.connect_async()
-    log.info("connected to Slack over Socket Mode")
-    return handler

@@ -39,12 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(config_path(args.config))
         if args.command == "run":
-            secrets = Secrets.from_environment()
-            secrets.require_for(config.slack.mode)
-            from bot.service import run_bot
-
-            asyncio.run(run_bot(config, secrets))
-            return 0
+            return _run(config)
         if args.command == "console":
             from bot.console import run_console
 
@@ -59,6 +54,22 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     except KeyboardInterrupt:
         return 130
+    return 0
+
+
+def _run(config: Config) -> int:
+    """The bot until SIGTERM (0); a config error is 2; a taken port 1 and another instance on
+    the same database 3 (bot/startup.py), each as one line on stderr."""
+    secrets = Secrets.from_environment()
+    secrets.require_for(config.slack.mode)
+    from bot.service import run_bot
+    from bot.startup import StartupError
+
+    try:
+        asyncio.run(run_bot(config, secrets))
+    except StartupError as error:
+        print(f"skybot: {error}", file=sys.stderr)
+        return error.exit_code
     return 0
 
 

@@ -123,11 +123,11 @@ class SubmitConfig:
 
 @dataclass(frozen=True)
 class MetricsConfig:
-    """Prometheus /metrics and /healthz, on loopback by default; port 0 turns them off."""
+    """Prometheus /metrics, /livez and /readyz, on loopback by default; port 0 turns them off."""
 
     host: str = "127.0.0.1"
     port: int = 0
-    # /healthz fails once Slurm's snapshot is older than this many poll intervals.
+    # /readyz fails once Slurm's snapshot is older than this many poll intervals.
     stale_after_polls: float = 4.0
 
 
@@ -419,7 +419,7 @@ def _check_template(t: TemplateSettings) -> None:
     if t.default_cpus_per_task < 1:
         raise ConfigError("template.default_cpus_per_task must be at least 1")
     if not _MEMORY.fullmatch(t.mem_per_gpu):
-        raise ConfigError(f"template.mem_per_gpu must be like \"16G\", not {t.mem_per_gpu!r}")
+        raise ConfigError(f'template.mem_per_gpu must be like "16G", not {t.mem_per_gpu!r}')
     # sbatch --signal takes at most 65535 seconds.
     if not 1 <= t.signal_lead_seconds <= 65535:
         raise ConfigError("template.signal_lead_seconds must be between 1 and 65535")
@@ -472,7 +472,7 @@ def _check_images(images: ImagesConfig) -> None:
     for gpu_type, release in images.min_release.items():
         if parse_release(release) is None:
             raise ConfigError(
-                f"images.min_release.{gpu_type}: {release!r} is not an NGC release like \"20.06\""
+                f'images.min_release.{gpu_type}: {release!r} is not an NGC release like "20.06"'
             )
         key = gpu_key(gpu_type)
         if not key:

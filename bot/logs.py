@@ -1,12 +1,19 @@
-"""Log set-up: readable lines for a terminal, one JSON object per line for log collectors."""
+"""Log set-up: readable lines for a terminal, one JSON object per line for log collectors,
+and, when stderr is the journal, each line's syslog priority for journald."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import TextIO
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# The journal stamps every line itself.
+JOURNAL_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 
 class JsonLines(logging.Formatter):
@@ -24,7 +31,53 @@ class JsonLines(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+def syslog_priority(level: int) -> int:
+    """crit 2, err 3, warning 4, info 6, debug 7 (syslog(3)), for Python's levels."""
+    if level >= logging.CRITICAL:
+        return 2
+    if level >= logging.ERROR:
+        return 3
+    if level >= logging.WARNING:
+        return 4
+    if level >= logging.INFO:
+        return 6
+    return 7
+
+
+class JournalPriorities(logging.Formatter):
+    """Starts every line with `<N>`, the record's syslog priority: journald reads it as the
+    entry's PRIORITY (sd-daemon(3); SyslogLevelPrefix= is on by default) and strips it. Every
+    line of a traceback gets it, since the journal takes each line as one entry."""
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self._inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        prefix = f"<{syslog_priority(record.levelno)}>"
+        return "\n".join(prefix + line for line in self._inner.format(record).splitlines())
+
+
+def stderr_is_journal(environ: Mapping[str, str] = os.environ, stream: TextIO = sys.stderr) -> bool:
+    """systemd sets JOURNAL_STREAM=DEVICE:INODE for a service whose stderr is the journal
+    (systemd.exec(5)); a match with stderr's own means our lines reach journald as they are."""
+    try:
+        device, inode = (int(part) for part in environ.get("JOURNAL_STREAM", "").split(":"))
+        stat = os.fstat(stream.fileno())
+    except (ValueError, OSError, AttributeError):
+        return False
+    return (stat.st_dev, stat.st_ino) == (device, inode)
+
+
 def configure_logging(verbose: bool = False, json_lines: bool = False) -> None:
     handler = logging.StreamHandler()
-    handler.setFormatter(JsonLines() if json_lines else logging.Formatter(TEXT_FORMAT))
+    journal = stderr_is_journal()
+    formatter = (
+        JsonLines() if json_lines else logging.Formatter(JOURNAL_FORMAT if journal else TEXT_FORMAT)
+    )
+    handler.setFormatter(JournalPriorities(formatter) if journal else formatter)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
+    if not verbose:
+        # APScheduler says "Running job …" and "… executed successfully" at INFO for every
+        # poll, several lines every 15 s; its warnings (a missed run) still come through.
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)

@@ -1,14 +1,18 @@
-"""Prometheus metrics and a health endpoint, served from the bot's own event loop.
+"""Prometheus metrics, liveness and readiness, served from the bot's own event loop.
 
-Durations are observed where the work happens (each poll, each command); everything that is
-state (snapshot age, failing sources, outbox and submission counts) is read at scrape time
-from the snapshot and the store, so the figures cannot drift from what skybot really holds.
+Durations and outcomes are observed where the work happens (each poll, each command, each
+Slack send); everything that is state (snapshot age, failing sources, outbox and submission
+counts, parked messages by reason, the Slack connection, a paused sender) is read at scrape
+time from the snapshot, the store and the running parts, so the figures cannot drift from
+what skybot really holds. The registry also carries the standard process_* and python_*
+collectors.
 """
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Callable
+from typing import Any
 
 import sqlite_utils
 from aiohttp import web
@@ -17,11 +21,14 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
+    GCCollector,
     Histogram,
+    PlatformCollector,
+    ProcessCollector,
     generate_latest,
 )
 
-from core.view import ClusterView
+from bot.health import Check, ServiceStatus
 from store.writer import StoreWriter
 
 _FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -33,6 +40,10 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        # The standard collectors, as on the default registry (process_*, python_*).
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
         self.poll_seconds = Histogram(
             "skybot_poll_duration_seconds",
             "Time one poll took, by source.",
@@ -76,6 +87,45 @@ class Metrics:
             ["state"],
             registry=self.registry,
         )
+        self.parked = Gauge(
+            "skybot_outbox_parked_messages",
+            "Parked outbox messages by reason (Slack's error code, or chart).",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.sends = Counter(
+            "skybot_slack_sends",
+            "Outbox sends to Slack by result: ok, ratelimited, Slack's error code, http_5xx, "
+            "network_error, chart_unavailable.",
+            ["result"],
+            registry=self.registry,
+        )
+        self.sender_paused = Gauge(
+            "skybot_outbox_sender_paused",
+            "1 while Slack refuses the bot token and the outbox is paused.",
+            registry=self.registry,
+        )
+        self.slack_connected = Gauge(
+            "skybot_slack_connected",
+            "1 while the Socket Mode connection to Slack is up (HTTP mode: always 1).",
+            registry=self.registry,
+        )
+        self.slack_connections = Counter(
+            "skybot_slack_connections",
+            "Socket Mode connections established (the first one and every reconnect).",
+            registry=self.registry,
+        )
+        self.ready = Gauge(
+            "skybot_ready",
+            "1 while every readiness check passes, by check (slack, slurm, sender).",
+            ["check"],
+            registry=self.registry,
+        )
+        self.loop_lag = Gauge(
+            "skybot_event_loop_lag_seconds",
+            "How late the event loop ran its last 1 s heartbeat.",
+            registry=self.registry,
+        )
 
     def observe_poll(self, source: str, seconds: float) -> None:
         self.poll_seconds.labels(source).observe(seconds)
@@ -84,55 +134,88 @@ class Metrics:
         self.commands.labels(command).inc()
         self.command_seconds.observe(seconds)
 
-    async def refresh(self, view: ClusterView, writer: StoreWriter, now: float) -> None:
-        for source, status in view.snapshot.status.items():
-            if status.taken_at is not None:
-                self.snapshot_age.labels(source).set(now - status.taken_at)
-            self.source_failing.labels(source).set(1 if status.failing else 0)
-        outbox, submissions = await writer.run(_state_counts)
+    def observe_send(self, result: str) -> None:
+        self.sends.labels(result).inc()
+
+    def observe_slack_connected(self) -> None:
+        self.slack_connections.inc()
+
+    async def refresh(
+        self, status: ServiceStatus, writer: StoreWriter, now: float
+    ) -> dict[str, Check]:
+        """Bring every state gauge up to date; returns the readiness checks it read."""
+        for source, poll in status.view().snapshot.status.items():
+            if poll.taken_at is not None:
+                self.snapshot_age.labels(source).set(now - poll.taken_at)
+            self.source_failing.labels(source).set(1 if poll.failing else 0)
+        outbox, submissions, parked = await writer.run(_state_counts)
         for state in ("queued", "sent", "parked"):
             self.outbox.labels(state).set(outbox.get(state, 0))
         for state in ("queued", "submitting", "submitted", "failed"):
             self.submissions.labels(state).set(submissions.get(state, 0))
+        self.parked.clear()  # a reason whose messages were requeued or pruned disappears
+        for reason, count in parked.items():
+            self.parked.labels(reason).set(count)
+        self.sender_paused.set(0 if status.sender_pause() is None else 1)
+        self.slack_connected.set(1 if status.slack is None or status.slack.connected else 0)
+        self.loop_lag.set(status.heartbeat.lag_seconds)
+        checks = status.readiness(now)
+        for name, check in checks.items():
+            self.ready.labels(name).set(1 if check.ok else 0)
+        return checks
 
 
-def _state_counts(db: sqlite_utils.Database) -> tuple[dict[str, int], dict[str, int]]:
+# "channel_not_found", "missing_scope (gave up after retries)", "chart: lab gone" → the code.
+_REASON = re.compile(r"[A-Za-z0-9_]+")
+
+
+def parked_reason(last_error: str | None) -> str:
+    match = _REASON.match(last_error or "")
+    return match.group(0) if match else "unknown"
+
+
+def _state_counts(
+    db: sqlite_utils.Database,
+) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
     outbox = dict(db.execute("SELECT state, COUNT(*) FROM outbox GROUP BY state").fetchall())
     submissions = dict(
         db.execute("SELECT state, COUNT(*) FROM submissions GROUP BY state").fetchall()
     )
-    return outbox, submissions
+    parked: dict[str, int] = {}
+    for error, count in db.execute(
+        "SELECT last_error, COUNT(*) FROM outbox WHERE state = 'parked' GROUP BY last_error"
+    ).fetchall():
+        reason = parked_reason(error)
+        parked[reason] = parked.get(reason, 0) + count
+    return outbox, submissions, parked
 
 
-def health(view: ClusterView, now: float, max_age_seconds: float) -> tuple[bool, list[str]]:
-    """Healthy while Slurm's snapshot is fresh and its last poll succeeded."""
-    problems = []
-    slurm = view.snapshot.source("slurm")
-    if slurm.taken_at is None:
-        problems.append("slurm: no successful poll yet")
-    elif now - slurm.taken_at > max_age_seconds:
-        problems.append(f"slurm: snapshot is {now - slurm.taken_at:.0f} s old")
-    if slurm.failing:
-        problems.append(f"slurm: last poll failed: {slurm.error}")
-    return not problems, problems
-
-
-def metrics_app(
-    metrics: Metrics,
-    view: Callable[[], ClusterView],
-    writer: StoreWriter,
-    max_age_seconds: float,
-) -> web.Application:
+def metrics_app(metrics: Metrics, status: ServiceStatus, writer: StoreWriter) -> web.Application:
     async def scrape(request: web.Request) -> web.Response:
-        await metrics.refresh(view(), writer, time.time())
+        await metrics.refresh(status, writer, time.time())
         body = generate_latest(metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    async def healthz(request: web.Request) -> web.Response:
-        ok, problems = health(view(), time.time(), max_age_seconds)
-        return web.json_response({"ok": ok, "problems": problems}, status=200 if ok else 503)
+    async def livez(request: web.Request) -> web.Response:
+        # Answered by the event loop itself: a wedged loop answers nothing, and times out.
+        alive = status.heartbeat.alive()
+        return web.json_response(
+            {"alive": alive.ok, "detail": alive.detail}, status=200 if alive.ok else 503
+        )
+
+    async def readyz(request: web.Request) -> web.Response:
+        checks = status.readiness(time.time())
+        ready = all(check.ok for check in checks.values())
+        body: dict[str, Any] = {
+            "ready": ready,
+            "checks": {name: {"ok": c.ok, "detail": c.detail} for name, c in checks.items()},
+        }
+        return web.json_response(body, status=200 if ready else 503)
 
     app = web.Application()
     app.router.add_get("/metrics", scrape)
-    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/livez", livez)
+    app.router.add_get("/readyz", readyz)
+    # Older probes point here: it means "alive", so it never restarts the bot for an outage.
+    app.router.add_get("/healthz", livez)
     return app

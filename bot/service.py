@@ -1,4 +1,11 @@
-"""`skybot run`: pollers, store and Slack transport in one asyncio process (as slack-machine)."""
+"""`skybot run`: pollers, store and Slack transport in one asyncio process (as slack-machine).
+
+Start-up order matters to an admin: signals are handled from the first moment; the database's
+instance lock and every listening port are secured before anything starts, so a second
+instance or a taken port is one line and an exit code (bot/startup.py); Slack is connected in
+the background, so an unreachable Slack delays nothing and stops nothing. Shutdown is bounded:
+SIGTERM ends the process within seconds in any state.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,9 @@ import asyncio
 import contextlib
 import logging
 import signal
-from dataclasses import dataclass
+import socket
+from collections.abc import Awaitable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -15,13 +24,15 @@ from slack_bolt.async_app import AsyncApp
 from bot.app import (
     DEFAULT_SLACK_API_URL,
     build_app,
-    connect_socket_mode,
-    serve_http,
     web_client,
 )
 from bot.config import Config, Secrets, database_path
+from bot.health import Heartbeat, ServiceStatus
 from bot.metrics import Metrics, metrics_app
 from bot.runner_client import RunnerCall, call_runner
+from bot.slack_link import SocketModeLink, socket_mode_handler
+from bot.startup import InstanceLock, bind_listener
+from bot.systemd_notify import notify, watchdog_enabled
 from core.view import LabInfo
 from handlers.charts import ChartRequests
 from handlers.identity import IdentityDirectory
@@ -70,6 +81,12 @@ def runner_call(config: Config) -> RunnerCall:
     return call
 
 
+# SIGTERM to exit, whatever is in flight: shutdown gets this long in all (the promise is 10 s;
+# closing the store comes after), each step at most STEP_SECONDS of it.
+SHUTDOWN_SECONDS = 7.0
+STEP_SECONDS = 3.0
+
+
 @dataclass
 class Runtime:
     """Everything `skybot run` starts, wired together; `run_bot` owns its lifetime."""
@@ -81,6 +98,8 @@ class Runtime:
     submissions: SubmissionWorker
     app: AsyncApp
     metrics: Metrics
+    heartbeat: Heartbeat = field(default_factory=Heartbeat)
+    slack: SocketModeLink | None = None
 
 
 async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
@@ -91,15 +110,16 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     client = web_client(secrets)
     identity = IdentityDirectory(config.identity, writer, client)
     await identity.load()
+    metrics = Metrics()
     # Job DMs and storage alerts: watchers enqueue after each poll, the sender delivers.
     sender = OutboxSender(
         writer,
         sender_client(secrets.bot_token, secrets.api_url or DEFAULT_SLACK_API_URL),
         per_channel_per_second=config.notifications.messages_per_second_per_channel,
         charts=ChartMaker(config, writer),
+        observe=metrics.observe_send,
     )
     watchers = Watchers(config, writer, identity, sender.wake, lambda: cache.current().snapshot)
-    metrics = Metrics()
     schedule = build_scheduler(
         config,
         SlurmPoller(config, writer),
@@ -122,66 +142,155 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         view=cache.current,
     )
     app = build_app(config, secrets, cache, services, client, metrics.observe_command)
-    return Runtime(writer, cache, schedule, sender, submissions, app, metrics)
+    # Under systemd's WatchdogSec=, the loop's own heartbeat keeps the watchdog fed: a wedged
+    # loop stops feeding it, and systemd restarts the service.
+    heartbeat = Heartbeat(on_beat=(lambda: notify("WATCHDOG=1")) if watchdog_enabled() else None)
+    runtime = Runtime(writer, cache, schedule, sender, submissions, app, metrics, heartbeat)
+    if config.slack.mode != "http":
+
+        def connected() -> None:
+            metrics.observe_slack_connected()
+            sender.link_restored()  # what waited on the outage goes out now
+
+        runtime.slack = SocketModeLink(socket_mode_handler(app, secrets.app_token), connected)
+    return runtime
 
 
 async def run_bot(config: Config, secrets: Secrets, stop: asyncio.Event | None = None) -> None:
-    """Run until `stop` is set (or SIGTERM/SIGINT arrives)."""
+    """Run until `stop` is set (or SIGTERM/SIGINT arrives).
+
+    Raises StartupError (bot/startup.py), before starting anything, if another instance holds
+    the database or a port cannot be bound.
+    """
     stop = stop or asyncio.Event()
+    with _stop_on_signals(stop), _instance_lock(config), _listeners(config) as sockets:
+        if stop.is_set():
+            return
+        runtime = await build_runtime(config, secrets)
+        try:
+            await _serve(config, runtime, sockets, stop)
+        finally:
+            runtime.cache.close()
+            runtime.writer.close()
+
+
+async def _serve(
+    config: Config, runtime: Runtime, sockets: dict[str, socket.socket], stop: asyncio.Event
+) -> None:
+    status = ServiceStatus(
+        view=runtime.cache.current,
+        sender_pause=lambda: runtime.sender.paused,
+        heartbeat=runtime.heartbeat,
+        slack=runtime.slack,
+        max_age_seconds=config.metrics.stale_after_polls * config.slurm.poll_seconds,
+    )
+    sites: list[web.AppRunner] = []
+    workers_stop = asyncio.Event()
+    workers: list[asyncio.Task[None]] = []
+    try:
+        if "metrics" in sockets:
+            app = metrics_app(runtime.metrics, status, runtime.writer)
+            sites.append(await _serve_on(app, sockets["metrics"], "metrics", "/metrics"))
+        if "http" in sockets:
+            events = runtime.app.web_app(path="/slack/events")
+            sites.append(await _serve_on(events, sockets["http"], "Slack events", "/slack/events"))
+        runtime.schedule.start()
+        # The watchers run after every poll attempt, so transitions recorded before a restart
+        # are caught up on right away; the sender delivers whatever is queued, old or new.
+        workers = [
+            asyncio.create_task(runtime.sender.run(workers_stop), name="outbox-sender"),
+            asyncio.create_task(runtime.submissions.run(workers_stop), name="submission-worker"),
+            asyncio.create_task(runtime.heartbeat.run(workers_stop), name="heartbeat"),
+        ]
+        if runtime.slack is not None:
+            workers.append(asyncio.create_task(runtime.slack.run(workers_stop), name="slack"))
+        # Started: ports bound, pollers and workers running. Slack may still be connecting
+        # (that is readiness, /readyz), which must not fail a start during a Slack outage.
+        notify("READY=1")
+        await stop.wait()
+    finally:
+        notify("STOPPING=1")
+        log.info("shutting down")
+        deadline = asyncio.get_running_loop().time() + SHUTDOWN_SECONDS
+        await _bounded("stopping the pollers", runtime.schedule.stop(), deadline)
+        workers_stop.set()
+        await _bounded("stopping the background workers", _finish(workers), deadline)
+        for site in sites:
+            await _bounded("closing a listener", site.cleanup(), deadline)
+
+
+async def _finish(tasks: list[asyncio.Task[None]]) -> None:
+    """Let the workers stop by themselves; cancel whatever is still mid-call (a message being
+    sent then stays queued, and is sent after the restart)."""
+    if not tasks:
+        return
+    _, pending = await asyncio.wait(tasks, timeout=STEP_SECONDS - 0.5)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _bounded(what: str, step: Awaitable[None], deadline: float) -> None:
+    budget = max(0.1, min(STEP_SECONDS, deadline - asyncio.get_running_loop().time()))
+    try:
+        await asyncio.wait_for(step, budget)
+    except TimeoutError:
+        log.warning("shutdown: %s took longer than %.1f s; going on", what, budget)
+    except Exception:
+        log.exception("shutdown: %s failed; going on", what)
+
+
+async def _serve_on(
+    app: web.Application, sock: socket.socket, what: str, path: str
+) -> web.AppRunner:
+    # No access log for scrapes and probes every few seconds; Slack's requests keep theirs.
+    runner = web.AppRunner(app, access_log=None) if what == "metrics" else web.AppRunner(app)
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
+    host, port = sock.getsockname()[:2]
+    log.info("%s on http://%s:%d%s", what, host, port, path)
+    return runner
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
+    """SIGTERM and SIGINT set `stop`, from the first moment of the run to its last."""
     loop = asyncio.get_running_loop()
+    installed = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop.set)
-
-    runtime = await build_runtime(config, secrets)
-    runtime.schedule.start()
-    # The watchers run after every poll attempt, so transitions recorded before a restart are
-    # caught up on right away; the sender delivers whatever is queued, old or new.
-    workers_stop = asyncio.Event()
-    workers = [
-        asyncio.create_task(runtime.sender.run(workers_stop), name="outbox-sender"),
-        asyncio.create_task(runtime.submissions.run(workers_stop), name="submission-worker"),
-    ]
-    http_runner = None
-    socket_handler = None
-    metrics_runner = await _serve_metrics(config, runtime)
+            installed.append(sig)
     try:
-        if config.slack.mode == "http":
-            http_runner = await serve_http(
-                runtime.app, config.slack.http_host, config.slack.http_port
-            )
-        else:
-            socket_handler = await connect_socket_mode(runtime.app, secrets.app_token)
-        await stop.wait()
+        yield
     finally:
-        log.info("shutting down")
-        await runtime.schedule.stop()
-        if socket_handler is not None:
-            await socket_handler.close_async()
-        if http_runner is not None:
-            await http_runner.cleanup()
-        if metrics_runner is not None:
-            await metrics_runner.cleanup()
-        workers_stop.set()
-        try:
-            await asyncio.wait_for(asyncio.gather(*workers), timeout=10)
-        except TimeoutError:
-            log.warning("background workers did not stop in time; queued work stays queued")
-        runtime.cache.close()
-        runtime.writer.close()
+        for sig in installed:
+            loop.remove_signal_handler(sig)
 
 
-async def _serve_metrics(config: Config, runtime: Runtime) -> web.AppRunner | None:
-    if not config.metrics.port:
-        return None
-    app = metrics_app(
-        runtime.metrics,
-        runtime.cache.current,
-        runtime.writer,
-        max_age_seconds=config.metrics.stale_after_polls * config.slurm.poll_seconds,
-    )
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, config.metrics.host, config.metrics.port).start()
-    log.info("metrics on http://%s:%d/metrics", config.metrics.host, config.metrics.port)
-    return runner
+@contextlib.contextmanager
+def _instance_lock(config: Config) -> Iterator[None]:
+    path = database_path(config)
+    if str(path) == ":memory:":
+        yield
+        return
+    with InstanceLock(path):
+        yield
+
+
+@contextlib.contextmanager
+def _listeners(config: Config) -> Iterator[dict[str, socket.socket]]:
+    """Every port the bot listens on, bound now: a taken one stops start-up before anything
+    has started."""
+    sockets: dict[str, socket.socket] = {}
+    try:
+        if config.metrics.port:
+            sockets["metrics"] = bind_listener(config.metrics.host, config.metrics.port, "metrics")
+        if config.slack.mode == "http":
+            sockets["http"] = bind_listener(
+                config.slack.http_host, config.slack.http_port, "Slack events (HTTP mode)"
+            )
+        yield sockets
+    finally:
+        for sock in sockets.values():
+            sock.close()

@@ -6,8 +6,12 @@ lands in the app's DM with that user). It is woken when something is enqueued an
 - Slack's 429 answers are first retried inside slack_sdk (AsyncRateLimitErrorRetryHandler,
   which sleeps for Retry-After); if the storm outlasts that, the message waits in the outbox
   until Retry-After has passed.
-- 5xx answers and network errors are retried with exponential back-off, for as long as it
-  takes: nothing is dropped because Slack was down.
+- 5xx answers and network errors are retried with exponential back-off (at most a minute
+  apart), for as long as it takes: nothing is dropped because Slack was down. When the Slack
+  connection comes back (`link_restored()`), everything waiting is tried at once.
+- Errors about the token rather than the message (`account_inactive`, `invalid_auth`, …)
+  pause the whole sender: no message is touched, and `auth.test` is tried, less and less
+  often, until Slack accepts the token again; then sending resumes by itself.
 - Errors that can never succeed (the user or channel is gone, the bot is not in the channel,
   the blocks are invalid, …) park the message with the error instead of retrying forever.
 - At most `per_channel_per_second` messages per channel (Slack's own limit is about one).
@@ -42,6 +46,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from core.chart_specs import ChartFile, ChartSpec
 from core.notice_text import section
 from core.slack_text import literal
+from scheduler.backoff import Backoff
 from store.outbox import (
     OutboxMessage,
     QueuedMessage,
@@ -50,6 +55,7 @@ from store.outbox import (
     park,
     park_and_redirect,
     reschedule,
+    retry_queued_now,
 )
 from store.writer import StoreWriter
 
@@ -63,7 +69,6 @@ PERMANENT_ERRORS = frozenset(
         "channel_not_found",
         "is_archived",
         "not_in_channel",
-        "account_inactive",
         "user_disabled",
         "cannot_dm_bot",
         "messages_tab_disabled",
@@ -80,9 +85,19 @@ PERMANENT_ERRORS = frozenset(
         "duplicate_channel_not_found",
     }
 )
-# Other ok:false errors (an expired token, a missing scope) may be fixed by the admins, so
-# they are retried with back-off, but not forever.
+# Errors about the bot token itself (deactivated, revoked, expired, missing): every call would
+# fail the same way, so they pause the sender instead of condemning one message.
+# `missing_scope` is not one of them: a scope is per method (a missing files:write stops charts,
+# not DMs), so it stays a per-message error, retried and in the end parked with its reason.
+TOKEN_ERRORS = frozenset(
+    {"account_inactive", "invalid_auth", "token_revoked", "token_expired", "not_authed"}
+)
+# Other ok:false errors (a missing scope, …) may be fixed by the admins, so they are retried
+# with back-off, but not forever.
 MAX_ATTEMPTS_UNKNOWN_ERROR = 12
+# (outcome): one attempt's result, for the metrics: "ok", "ratelimited", Slack's error code,
+# "http_5xx", "network_error" or "chart_unavailable".
+ObserveSend = Callable[[str], None]
 # Draws a chart row's picture (scheduler/chart_maker.py); ChartUnavailable if it never can.
 ChartRenderer = Callable[[ChartSpec], Awaitable[ChartFile]]
 
@@ -110,6 +125,14 @@ def sender_client(token: str, base_url: str) -> AsyncWebClient:
     )
 
 
+@dataclass(frozen=True)
+class SenderPause:
+    """Why the sender is paused (Slack's error code for the token) and since when."""
+
+    error: str
+    since: float
+
+
 @dataclass
 class SendReport:
     """What one pass over the outbox did."""
@@ -132,9 +155,13 @@ class OutboxSender:
         per_channel_per_second: float = 1.0,
         retry_base_seconds: float = 5.0,
         retry_max_seconds: float = 900.0,
+        connection_retry_max_seconds: float = 60.0,
         idle_seconds: float = 30.0,
+        token_probe_seconds: float = 5.0,
+        token_probe_max_seconds: float = 60.0,
         clock: Callable[[], float] = time.time,
         charts: ChartRenderer | None = None,
+        observe: ObserveSend | None = None,
     ) -> None:
         self._writer = writer
         self._client = client
@@ -142,23 +169,52 @@ class OutboxSender:
         self._interval = 1.0 / per_channel_per_second
         self._retry_base = retry_base_seconds
         self._retry_max = retry_max_seconds
+        self._connection_retry_max = connection_retry_max_seconds
         self._idle = idle_seconds
         self._clock = clock
+        self._observe = observe
         self._wake = asyncio.Event()
+        self._probe_now = asyncio.Event()
+        self._retry_all = False
         self._stop: asyncio.Event | None = None
         # Earliest time the next message may go to each target (the per-channel pace).
         self._free_at: dict[str, float] = {}
+        self._pause: SenderPause | None = None
+        self._probes = Backoff(token_probe_seconds, token_probe_max_seconds)
+
+    @property
+    def paused(self) -> SenderPause | None:
+        """Set while Slack refuses the bot token; None while sending."""
+        return self._pause
 
     def wake(self) -> None:
         """Something was enqueued: look at the outbox now rather than at the next tick."""
+        self._wake.set()
+
+    def link_restored(self) -> None:
+        """The connection to Slack is back: whatever waits on a retry is tried now, and a
+        paused sender checks the token at once."""
+        self._retry_all = True
+        self._probe_now.set()
         self._wake.set()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until `stop` is set; a database or programming error is logged, not fatal."""
         self._stop = stop
         while not stop.is_set():
+            if self._pause is not None:
+                if self._probe_now.is_set() or not self._probes.should_skip(self._clock()):
+                    self._probe_now.clear()
+                    await self._probe_token()
+                if self._pause is not None:
+                    wait = max(0.0, self._probes.retry_at - self._clock())
+                    await _wait_any(stop, self._probe_now, wait)
+                    continue
             self._wake.clear()
             try:
+                if self._retry_all:
+                    self._retry_all = False
+                    await self._writer.run(retry_queued_now, self._clock())
                 report = await self.send_due()
                 wait = self._idle
                 if report.next_due is not None:
@@ -166,7 +222,39 @@ class OutboxSender:
             except Exception:
                 log.exception("outbox sender pass failed; trying again in %.0f s", self._idle)
                 wait = self._idle
-            await _wait_any(stop, self._wake, wait)
+            if self._pause is None:
+                await _wait_any(stop, self._wake, wait)
+
+    async def _probe_token(self) -> None:
+        """One auth.test while paused: resume if Slack accepts the token, else back off."""
+        try:
+            await self._client.auth_test()
+        except (SlackApiError, *_NETWORK_ERRORS):
+            self._probes.failed(self._clock())
+            return
+        assert self._pause is not None
+        log.info(
+            "Slack accepts the bot token again after %.0f s (%s): sending resumed",
+            self._clock() - self._pause.since,
+            self._pause.error,
+        )
+        self._pause = None
+        self._probes.succeeded()
+
+    def _pause_for(self, code: str) -> None:
+        if self._pause is not None:
+            return
+        self._pause = SenderPause(code, self._clock())
+        # The first probe waits a full interval: the call that paused us just failed.
+        delay = self._probes.failed(self._clock())
+        log.error(
+            "Slack refuses the bot token (%s): the outbox is paused, nothing is dropped; "
+            "checking the token again in %.0f s and less often after that (at most %.0f s "
+            "apart). A new token means a new SLACK_BOT_TOKEN and a restart.",
+            code,
+            delay,
+            self._probes.max_seconds,
+        )
 
     async def send_due(self) -> SendReport:
         """Send everything due now (each channel at its pace), then report what is left.
@@ -188,6 +276,8 @@ class OutboxSender:
             for message in due:
                 if self._stop is not None and self._stop.is_set():
                     return report  # shutting down: the rest stays queued
+                if self._pause is not None:
+                    return report  # Slack refuses the token: the rest stays queued
                 if not await self._send(message, report):
                     failed_targets.add(message.target)
 
@@ -207,16 +297,25 @@ class OutboxSender:
             await self._failed(message, error, report)
             return False
         except _NETWORK_ERRORS as error:
-            await self._retry_later(message, f"network: {error!r}", report)
+            self._observed("network_error")
+            await self._retry_later(
+                message, f"network: {error!r}", report, self._connection_retry_max
+            )
             return False
         except ChartUnavailable as error:
+            self._observed("chart_unavailable")
             await self._writer.run(park, message.id, f"chart: {error}")
             report.parked += 1
             log.warning("outbox %s parked: chart unavailable: %s", message.key, error)
             return False
+        self._observed("ok")
         await self._writer.run(mark_sent, message.id, self._clock(), channel, ts)
         report.sent += 1
         return True
+
+    def _observed(self, outcome: str) -> None:
+        if self._observe is not None:
+            self._observe(outcome)
 
     async def _post(self, message: QueuedMessage) -> tuple[str, str]:
         response = await self._client.chat_postMessage(
@@ -253,6 +352,7 @@ class OutboxSender:
     ) -> None:
         status = error.response.status_code
         code = str(error.response.get("error") or f"http_{status}")
+        self._observed(_outcome(status, code))
         if status == 429:
             retry_after = _retry_after(error.response.headers)
             until = self._clock() + retry_after
@@ -262,7 +362,12 @@ class OutboxSender:
             report.retried += 1
             log.info("outbox %s: rate limited, retrying in %d s", message.key, retry_after)
         elif status >= 500:
-            await self._retry_later(message, f"http {status}: {code}", report)
+            await self._retry_later(
+                message, f"http {status}: {code}", report, self._connection_retry_max
+            )
+        elif code in TOKEN_ERRORS:
+            # Not this message's fault: it stays as it is, and so does everything else.
+            self._pause_for(code)
         elif code in PERMANENT_ERRORS and _refused_to(message):
             redirect = to_whoever_asked(message, code)
             await self._writer.run(park_and_redirect, message.id, code, redirect, self._clock())
@@ -281,15 +386,29 @@ class OutboxSender:
         elif message.attempts + 1 >= MAX_ATTEMPTS_UNKNOWN_ERROR:
             await self._writer.run(park, message.id, f"{code} (gave up after retries)")
             report.parked += 1
-            log.warning("outbox %s parked after repeated %s", message.key, code)
+            log.error("outbox %s parked after repeated %s", message.key, code)
         else:
+            log.warning("outbox %s to %s: Slack said %s", message.key, message.target, code)
             await self._retry_later(message, code, report)
 
-    async def _retry_later(self, message: QueuedMessage, error: str, report: SendReport) -> None:
-        delay = min(self._retry_max, self._retry_base * 2**message.attempts)
+    async def _retry_later(
+        self,
+        message: QueuedMessage,
+        error: str,
+        report: SendReport,
+        max_delay: float | None = None,
+    ) -> None:
+        cap = self._retry_max if max_delay is None else min(max_delay, self._retry_max)
+        delay = min(cap, self._retry_base * 2**message.attempts)
         await self._writer.run(reschedule, message.id, self._clock() + delay, error)
         report.retried += 1
         log.info("outbox %s: %s; retrying in %.0f s", message.key, error, delay)
+
+
+def _outcome(status: int, code: str) -> str:
+    if status == 429:
+        return "ratelimited"
+    return f"http_{status}" if status >= 500 else code
 
 
 def _refused_to(message: QueuedMessage) -> str:

@@ -74,6 +74,9 @@ async def run_slurm_json(bin_dir: str, command: str, args: list[str], timeout: f
         what = first.get("description") or first.get("error") or "unspecified error"
         where = f" ({first['source']})" if first.get("source") else ""
         raise SlurmCommandError(f"{command} reported an error: {what}{where}")
+    # Only "no results" can be left: not an error, so nothing downstream may report it (the
+    # parsers pass Slurm's errors on as warnings; sacct says it on most quiet polls).
+    document.pop("errors", None)
     return document
 
 

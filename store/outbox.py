@@ -137,6 +137,19 @@ def reschedule(
         )
 
 
+def retry_queued_now(db: sqlite_utils.Database, now: float) -> int:
+    """Make every queued message waiting on a retry due now (the connection to Slack is back).
+
+    Per-channel rate limits are the sender's to keep: they do not live in the database.
+    """
+    with db.atomic():
+        cursor = db.execute(
+            "UPDATE outbox SET next_attempt_at = ? WHERE state = 'queued' AND next_attempt_at > ?",
+            [now, now],
+        )
+        return cursor.rowcount
+
+
 def park(db: sqlite_utils.Database, message_id: int, error: str) -> None:
     """Give up on a message that can never be delivered, keeping it and why for the admins."""
     with db.atomic():

@@ -52,21 +52,32 @@ def start_bot(
     cwd: Path | None = None,
     environment: Mapping[str, str] = os.environ,
     log: IO[bytes] | None = None,
+    api_url: str | None = None,
+    signing_secret: str = "",
+    stderr: int | IO[bytes] = subprocess.DEVNULL,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """`skybot run` as a process: this checkout's by default, or another `skybot` command
-    (an installed one, started from `cwd` with `environment`); its output to `log`."""
+    """`skybot run` as a process with the stand-in's tokens: this checkout's by default, or
+    another `skybot` command (an installed one, started from `cwd` with `environment`); its
+    output to `log` (else stderr to `stderr`). `api_url` sends its Web API calls elsewhere
+    (e.g. nowhere, for an unreachable Slack)."""
     env = {
         **environment,
         "SLACK_BOT_TOKEN": slack.bot_token,
         "SLACK_APP_TOKEN": slack.app_token,
-        "SLACK_API_URL": slack.api_url,
+        "SLACK_API_URL": api_url or slack.api_url,
     }
+    if signing_secret:
+        env["SLACK_SIGNING_SECRET"] = signing_secret
+    for inherited in ("JOURNAL_STREAM", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
+        env.pop(inherited, None)  # whatever runs the tests, the bot is not its service
+    env.update(extra_env or {})
     return subprocess.Popen(
         [*skybot, "run", "--config", str(config_file)],
         env=env,
         cwd=cwd,
         stdout=log or subprocess.DEVNULL,
-        stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
+        stderr=subprocess.STDOUT if log else stderr,
     )
 
 

@@ -159,9 +159,7 @@ def test_directory_queries_follow_the_weekly_reports() -> None:
         ("/srv/kira-lab/share4/dave", "2026-11-23T04:00:00", 300),
         ("/srv/hoffman-lab/flash9/alice", "2026-11-23T04:00:00", 999),
     ]
-    db["directory_history"].insert_all(
-        {"path": p, "updated": u, "kib": k} for p, u, k in rows
-    )
+    db["directory_history"].insert_all({"path": p, "updated": u, "kib": k} for p, u, k in rows)
     since = datetime(2026, 11, 17).timestamp()
     until = datetime(2026, 11, 24).timestamp()
     assert directory_growth(db, ["/srv/kira-lab/share4"], since, until) == {

@@ -14,8 +14,10 @@ import pytest
 import yaml
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.cli import EXIT_CONFIG
 from bot.config import DatabaseConfig
 from bot.scopes import scopes_needed
+from bot.startup import EXIT_ALREADY_RUNNING, EXIT_PORT_UNAVAILABLE
 
 REPO = Path(__file__).resolve().parent.parent
 # Shipped inside the package; `skybot install` puts them in place (tests/test_install.py).
@@ -285,3 +287,13 @@ def test_sudoers_file_parses() -> None:
         [visudo, "-cf", str(SUDOERS)], capture_output=True, text=True, timeout=30
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_unit_does_not_restart_what_a_restart_cannot_fix() -> None:
+    settings = unit_settings()
+    prevented = settings["RestartPreventExitStatus"][0].split()
+    assert sorted(prevented) == sorted([str(EXIT_CONFIG), str(EXIT_ALREADY_RUNNING)])
+    assert str(EXIT_PORT_UNAVAILABLE) not in prevented  # a port may free up
+    # skybot tells systemd when it is up, and its heartbeat feeds the watchdog.
+    assert settings["Type"] == ["notify"]
+    assert "WatchdogSec" in settings

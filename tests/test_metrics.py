@@ -1,8 +1,10 @@
-"""/metrics and /healthz of a running bot, scraped over loopback."""
+"""/metrics, /livez (/healthz) and /readyz of a running bot, scraped over loopback."""
 
 from __future__ import annotations
 
 import asyncio
+import re
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,8 +18,11 @@ from bot.config import (
     SlurmConfig,
     load_config,
 )
+from bot.metrics import parked_reason
+from store.outbox import OutboxMessage, enqueue
+from store.writer import StoreWriter
 from tests.bot_process import free_port, running_bot, wait_until_listening
-from tests.slack_standin import SlackStandIn
+from tests.slack_standin import SlackStandIn, SlackUser
 
 
 async def test_metrics_and_health_report_what_the_bot_holds(tmp_path: Path) -> None:
@@ -31,19 +36,35 @@ async def test_metrics_and_health_report_what_the_bot_holds(tmp_path: Path) -> N
         metrics=MetricsConfig(port=port),
     )
     base = f"http://127.0.0.1:{port}"
-    async with SlackStandIn() as slack, running_bot(config, slack, stop_timeout=20):
+    # One DM Slack takes, one to a user Slack does not know (parked: user_not_found).
+    writer = StoreWriter(tmp_path / "skybot.db")
+    await writer.run(
+        enqueue,
+        [OutboxMessage("ok", "U1", "hello"), OutboxMessage("ghost", "U404", "nobody")],
+        time.time(),
+    )
+    writer.close()
+    async with (
+        SlackStandIn(users=[SlackUser("U1", "alice")]) as slack,
+        running_bot(config, slack, stop_timeout=20),
+    ):
         await slack.wait_for_socket_connection(timeout=10)
         await wait_until_listening(f"{base}/healthz")
+        await slack.wait_for_calls("chat.postMessage", 2, timeout=10)
         for text in ("help", "gpus hoffman-lab", "gpus hoffman-lab", "nonsense words"):
             await slack.send_slash_command(command="/sky", text=text, timeout=10)
-        await asyncio.sleep(0.5)  # the first polls have run
+        await asyncio.sleep(1.5)  # the first polls have run, the link was seen up
         async with aiohttp.ClientSession() as session:
             async with session.get(f"{base}/metrics") as response:
                 assert response.status == 200
                 text = await response.text()
-            async with session.get(f"{base}/healthz") as response:
-                health_status = response.status
-                health = await response.json()
+            async with session.get(f"{base}/readyz") as response:
+                ready_status = response.status
+                ready = await response.json()
+            for path in ("/livez", "/healthz"):
+                async with session.get(f"{base}{path}") as response:
+                    assert response.status == 200, path
+                    assert (await response.json())["alive"] is True
     assert 'skybot_commands_total{command="gpus"} 2.0' in text
     assert 'skybot_commands_total{command="help"} 1.0' in text
     assert 'skybot_commands_total{command="unknown"} 1.0' in text
@@ -51,8 +72,25 @@ async def test_metrics_and_health_report_what_the_bot_holds(tmp_path: Path) -> N
     assert 'skybot_poll_duration_seconds_count{source="slurm"} 1.0' in text
     assert 'skybot_source_failing{source="slurm"} 1.0' in text
     assert 'skybot_outbox_messages{state="queued"} 0.0' in text
-    assert health_status == 503 and not health["ok"]
-    assert any(p.startswith("slurm:") for p in health["problems"])
+    assert 'skybot_outbox_parked_messages{reason="user_not_found"} 1.0' in text
+    # Every message Slack accepted counts as one "ok" send.
+    sent = re.search(r'skybot_outbox_messages\{state="sent"\} (\S+)', text)
+    assert sent is not None and float(sent.group(1)) >= 1
+    assert f'skybot_slack_sends_total{{result="ok"}} {sent.group(1)}' in text
+    assert 'skybot_slack_sends_total{result="user_not_found"} 1.0' in text
+    assert "skybot_outbox_sender_paused 0.0" in text
+    assert "skybot_slack_connected 1.0" in text
+    assert "skybot_slack_connections_total 1.0" in text
+    assert 'skybot_ready{check="slurm"} 0.0' in text
+    # The standard collectors, on the bot's own registry.
+    for standard in ("process_resident_memory_bytes", "python_info", "python_gc_objects"):
+        assert standard in text, standard
+    # Slurm cannot be polled here: not ready, and the answer says which check fails.
+    assert ready_status == 503 and ready["ready"] is False
+    assert ready["checks"]["slurm"]["ok"] is False
+    assert "last poll failed" in ready["checks"]["slurm"]["detail"]
+    assert ready["checks"]["slack"] == {"ok": True, "detail": "connected over Socket Mode"}
+    assert ready["checks"]["sender"] == {"ok": True, "detail": "sending"}
 
 
 @pytest.mark.cluster
@@ -67,17 +105,35 @@ async def test_health_is_ok_while_slurm_answers(tmp_path: Path, cluster: None) -
     )
     base = f"http://127.0.0.1:{port}"
     async with SlackStandIn() as slack, running_bot(config, slack, stop_timeout=20):
-        await wait_until_listening(f"{base}/healthz")
+        await wait_until_listening(f"{base}/readyz")
         status, body = 0, {}
         async with aiohttp.ClientSession() as session:
-            for _ in range(50):
-                async with session.get(f"{base}/healthz") as response:
+            for _ in range(100):
+                async with session.get(f"{base}/readyz") as response:
                     status, body = response.status, await response.json()
                 if status == 200:
                     break
                 await asyncio.sleep(0.2)
             async with session.get(f"{base}/metrics") as response:
                 text = await response.text()
-    assert (status, body) == (200, {"ok": True, "problems": []})
+    assert status == 200 and body["ready"] is True
+    assert {name: check["ok"] for name, check in body["checks"].items()} == {
+        "slack": True,
+        "slurm": True,
+        "sender": True,
+    }
     assert 'skybot_source_failing{source="slurm"} 0.0' in text
     assert 'skybot_snapshot_age_seconds{source="slurm"}' in text
+
+
+@pytest.mark.parametrize(
+    ("last_error", "reason"),
+    [
+        ("channel_not_found", "channel_not_found"),
+        ("missing_scope (gave up after retries)", "missing_scope"),
+        ("chart: lab hoffman-lab is gone from the config", "chart"),
+        (None, "unknown"),
+    ],
+)
+def test_parked_reasons_are_slacks_code_not_free_text(last_error: str | None, reason: str) -> None:
+    assert parked_reason(last_error) == reason

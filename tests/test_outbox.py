@@ -487,3 +487,75 @@ async def test_what_a_channel_refuses_goes_to_whoever_asked_for_it(
     assert posted["blocks"][1:] == blocks
     # Nobody to tell: parked for the admins, nothing else sent.
     assert "chart:nobody:refused" not in rows
+
+
+# ------------------------------------------------------------------------------ the token
+
+
+@pytest.mark.parametrize("error", ["account_inactive", "invalid_auth", "token_revoked"])
+async def test_a_refused_token_pauses_the_sender_and_parks_nothing(
+    error: str, writer: StoreWriter, slack: SlackStandIn
+) -> None:
+    slack.refuse_bot_token(error)
+    outcomes: list[str] = []
+    await put(
+        writer, *(OutboxMessage(f"m{i}", ("U1", "U2", "C1")[i % 3], f"m {i}") for i in range(6))
+    )
+    sender = sender_for(writer, client_for(slack), token_probe_seconds=0.2, observe=outcomes.append)
+    async with running(sender):
+        await slack.wait_for_calls("auth.test", 3, timeout=30)  # probing, not sending
+        assert sender.paused is not None and sender.paused.error == error
+        rows = await writer.run(outbox_rows)
+        assert [(r["state"], r["attempts"], r["last_error"]) for r in rows] == [
+            ("queued", 0, None)
+        ] * 6
+        # One message found out; nobody else was tried while the token is refused.
+        assert len(slack.calls_to("chat.postMessage")) == 1
+        slack.accept_bot_token()
+        await wait_until_settled(writer)
+        assert sender.paused is None
+    assert sorted(t for _, t in delivered(slack)) == [f"m {i}" for i in range(6)]
+    assert await states(writer) == [(f"m{i}", "sent") for i in range(6)]
+    assert outcomes == [error] + ["ok"] * 6
+
+
+async def test_a_missing_scope_is_the_messages_problem_not_a_pause(
+    writer: StoreWriter, slack: SlackStandIn
+) -> None:
+    slack.fail_next("chat.postMessage", error="missing_scope")
+    await put(writer, OutboxMessage("a", "U1", "to alice"), OutboxMessage("b", "U2", "to bob"))
+    sender = sender_for(writer, client_for(slack), retry_base_seconds=3600)
+    report = await sender.send_due()
+    assert sender.paused is None
+    assert (report.sent, report.retried, report.parked) == (1, 1, 0)
+
+
+# ------------------------------------------------------------------------------ outages
+
+
+async def test_connection_errors_back_off_at_most_a_minute(writer: StoreWriter) -> None:
+    await put(writer, OutboxMessage("a", "U1", "after a long outage"))
+    await writer.run(lambda db: db.execute("UPDATE outbox SET attempts = 20"))
+    dead = AsyncWebClient(token="xoxb-unused", base_url="http://127.0.0.1:9/api/")
+    before = time.time()
+    report = await sender_for(writer, dead, retry_base_seconds=5.0).send_due()
+    assert report.retried == 1
+    (row,) = await writer.run(outbox_rows)
+    assert row["state"] == "queued"
+    assert before + 5 <= row["next_attempt_at"] <= time.time() + 60
+
+
+async def test_messages_waiting_on_an_outage_go_out_when_the_link_is_back(
+    writer: StoreWriter, slack: SlackStandIn
+) -> None:
+    slack.fail_next("chat.postMessage", status=503, times=2)
+    await put(writer, OutboxMessage("a", "U1", "to alice"), OutboxMessage("b", "U2", "to bob"))
+    # Retries an hour apart: only link_restored() can bring them forward.
+    sender = sender_for(writer, client_for(slack), retry_base_seconds=3600)
+    async with running(sender):
+        await slack.wait_for_calls("chat.postMessage", 2, timeout=10)
+        await asyncio.sleep(0.5)
+        assert [r["state"] for r in await writer.run(outbox_rows)] == ["queued", "queued"]
+        sender.link_restored()
+        await wait_until_settled(writer)
+    assert sorted(delivered(slack)) == [("U1", "to alice"), ("U2", "to bob")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import subprocess
 import time
@@ -352,3 +353,15 @@ def _sdiag_rpcs_of(user: str) -> int:
     by_user = out.split("Remote Procedure Call statistics by user", 1)[1]
     match = re.search(rf"^\s*{user}\s+\(\s*\d+\)\s+count:(\d+)", by_user, re.MULTILINE)
     return int(match.group(1)) if match else 0
+
+
+async def test_a_quiet_poll_logs_no_warning(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Nothing ended in the window: sacct answers "Nothing found" (error 9003), every poll.
+    caplog.set_level(logging.INFO)
+    for _ in range(2):
+        harness.now += 1
+        assert await harness.poller.poll_jobs() is True
+    loud = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert loud == []

@@ -58,6 +58,9 @@ class HttpRoutes:
         self.response_posts: Journal[ResponseUrlPost] = Journal()
         self.root_url = ""  # set once the server knows its port
         self._hooks: dict[str, dict[str, Any] | None] = {}
+        # While set, every call with the bot token answers this error (a revoked or
+        # deactivated token), until it is cleared again.
+        self.bot_token_refusal: str | None = None
         self._hook_ids = itertools.count(1000)
 
     def add_routes(self, app: web.Application) -> None:
@@ -91,6 +94,8 @@ class HttpRoutes:
             return 200, {"ok": False, "error": "not_authed"}, {}
         if token not in (self.ws.bot_token, self.ws.app_token):
             return 200, {"ok": False, "error": "invalid_auth"}, {}
+        if token == self.ws.bot_token and self.bot_token_refusal is not None:
+            return 200, {"ok": False, "error": self.bot_token_refusal}, {}
         is_app = token == self.ws.app_token
         if method not in EITHER_TOKEN_METHODS and is_app != (method in APP_TOKEN_METHODS):
             return 200, {"ok": False, "error": "not_allowed_token_type"}, {}

@@ -131,6 +131,14 @@ class SlackStandIn:
             method, status=status, error=error, retry_after=retry_after, times=times
         )
 
+    def refuse_bot_token(self, error: str = "account_inactive") -> None:
+        """From now on every call with the bot token fails with ``error`` (ok: false), as when
+        Slack deactivates or revokes it, until ``accept_bot_token()``."""
+        self.http.bot_token_refusal = error
+
+    def accept_bot_token(self) -> None:
+        self.http.bot_token_refusal = None
+
     # -- recorded state ------------------------------------------------------------------------
 
     @property
@@ -227,6 +235,15 @@ class SlackStandIn:
     async def drop_socket_connections(self) -> None:
         """Close every connection from the server side."""
         await self.socket.drop_connections()
+
+    async def take_socket_mode_down(self) -> None:
+        """A Socket Mode outage: close every connection and refuse new ones until
+        ``bring_socket_mode_up()`` (the Web API keeps answering)."""
+        self.socket.accepting = False
+        await self.socket.drop_connections()
+
+    def bring_socket_mode_up(self) -> None:
+        self.socket.accepting = True
 
     async def send_envelope(self, envelope: dict[str, Any], *, timeout: float = 5.0) -> Delivery:
         """Push any prebuilt envelope (e.g. ``interactive``) and await its ack."""

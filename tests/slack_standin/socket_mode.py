@@ -64,6 +64,8 @@ class SocketModeHub:
         self._tickets: set[str] = set()
         self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
+        # False while Socket Mode is "down": websocket upgrades are refused.
+        self.accepting = True
 
     def issue_url(self) -> str:
         """What apps.connections.open returns: a ticketed ws:// URL on this server."""
@@ -79,6 +81,8 @@ class SocketModeHub:
         """The websocket endpoint; autoping answers the SDK's ``sdk-ping-pong:<t>`` pings."""
         if request.query.get("ticket") not in self._tickets:
             raise web.HTTPUnauthorized(text="invalid_ticket")
+        if not self.accepting:
+            raise web.HTTPServiceUnavailable(text="socket mode is down")
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
         conn = SocketConnection(id=next(self._ids), ws=ws)

@@ -1,0 +1,114 @@
+"""Liveness and readiness: two questions, two answers.
+
+- Live (`/livez`, and `/healthz` as its alias): the process and its event loop are alive. The
+  loop answers the request itself, and its heartbeat ticked lately. Nothing outside skybot can
+  make this fail, so a liveness probe never restarts the bot because Slack or Slurm is down.
+- Ready (`/readyz`): skybot is doing its job. Connected to Slack (Socket Mode), Slurm's
+  snapshot fresh and its last poll good, the outbox not paused by a refused token. The answer
+  names each check and why it fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bot.slack_link import SocketModeLink
+from core.view import ClusterView
+from scheduler.outbox_sender import SenderPause
+
+# The heartbeat ticks this often; a loop that has not run it for LIVE_SECONDS is not alive.
+BEAT_SECONDS = 1.0
+LIVE_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class Check:
+    ok: bool
+    detail: str
+
+
+class Heartbeat:
+    """A task that wakes every BEAT_SECONDS; how late it wakes is the event loop's lag."""
+
+    def __init__(
+        self,
+        on_beat: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._on_beat = on_beat
+        self._clock = clock
+        self.last_beat = clock()
+        self.lag_seconds = 0.0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            expected = self._clock() + BEAT_SECONDS
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), BEAT_SECONDS)
+            now = self._clock()
+            self.lag_seconds = max(0.0, now - expected)
+            self.last_beat = now
+            if self._on_beat is not None:
+                self._on_beat()
+
+    def alive(self) -> Check:
+        age = self._clock() - self.last_beat
+        if age > LIVE_SECONDS:
+            return Check(False, f"event loop heartbeat is {age:.0f} s old")
+        return Check(True, f"event loop lag {self.lag_seconds * 1000:.0f} ms")
+
+
+@dataclass
+class ServiceStatus:
+    """Everything readiness and the metrics read about the running bot."""
+
+    view: Callable[[], ClusterView]
+    sender_pause: Callable[[], SenderPause | None]
+    heartbeat: Heartbeat
+    # Socket Mode's connection; None in HTTP mode, where Slack comes to us.
+    slack: SocketModeLink | None
+    # Slurm's snapshot is stale once older than this.
+    max_age_seconds: float
+
+    def readiness(self, now: float) -> dict[str, Check]:
+        return {
+            "slack": self._slack(now),
+            "slurm": slurm_check(self.view(), now, self.max_age_seconds),
+            "sender": self._sender(now),
+        }
+
+    def _slack(self, now: float) -> Check:
+        link = self.slack
+        if link is None:
+            return Check(True, "HTTP mode: Slack sends requests to us")
+        if link.connected:
+            return Check(True, "connected over Socket Mode")
+        what = "disconnected" if link.ever_connected else "not connected yet"
+        return Check(False, f"{what} for {now - link.since:.0f} s")
+
+    def _sender(self, now: float) -> Check:
+        pause = self.sender_pause()
+        if pause is None:
+            return Check(True, "sending")
+        return Check(
+            False, f"paused for {now - pause.since:.0f} s: Slack refuses the token ({pause.error})"
+        )
+
+
+def slurm_check(view: ClusterView, now: float, max_age_seconds: float) -> Check:
+    """Fresh while Slurm's last poll succeeded and its snapshot is younger than the limit."""
+    slurm = view.snapshot.source("slurm")
+    problems = []
+    if slurm.taken_at is None:
+        problems.append("no successful poll yet")
+    elif now - slurm.taken_at > max_age_seconds:
+        problems.append(f"snapshot is {now - slurm.taken_at:.0f} s old")
+    if slurm.failing:
+        problems.append(f"last poll failed: {slurm.error}")
+    if problems:
+        return Check(False, "; ".join(problems))
+    return Check(True, f"snapshot is {now - (slurm.taken_at or now):.0f} s old")

@@ -1,0 +1,105 @@
+"""What `skybot run` secures before it starts anything: the database's instance lock and its
+listening ports. A second instance or a taken port is then one clear line and an exit code,
+never a half-started bot that polls Slurm without Slack, or two bots sending every DM twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import socket
+from pathlib import Path
+from types import TracebackType
+
+# Exit codes of `skybot run` besides 0 (stopped by a signal) and 2 (config error, bot/cli.py).
+EXIT_PORT_UNAVAILABLE = 1
+EXIT_ALREADY_RUNNING = 3
+
+
+class StartupError(Exception):
+    """Start-up cannot go on; the message is the whole story, in one line."""
+
+    exit_code = 1
+
+
+class PortUnavailable(StartupError):
+    exit_code = EXIT_PORT_UNAVAILABLE
+
+
+class AlreadyRunning(StartupError):
+    exit_code = EXIT_ALREADY_RUNNING
+
+
+class InstanceLock:
+    """One `skybot run` per database: an exclusive flock on `DB.lock`, held for the lifetime.
+
+    The kernel drops a flock when its holder dies, however it dies, so a crashed bot never
+    leaves a stale lock behind. The lock is a separate file, not the database: SQLite's own
+    POSIX locks on the database would be lost whenever any other descriptor of it is closed.
+    """
+
+    def __init__(self, database: Path) -> None:
+        self.database = database
+        self.path = database.with_name(database.name + ".lock")
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o640)  # not inherited by children
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise AlreadyRunning(
+                f"another skybot run (pid {holder}) already uses {self.database}; "
+                "one instance per database"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        # Left in place: unlinking a lock file lets a newcomer lock a different inode.
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> InstanceLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+def bind_listener(host: str, port: int, purpose: str) -> socket.socket:
+    """A listening TCP socket on host:port, or PortUnavailable saying which and why."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as error:
+        raise PortUnavailable(f"cannot listen on {host}:{port} for {purpose}: {error}") from None
+    try:
+        # As aiohttp does: a restart may rebind while old connections sit in TIME_WAIT (Linux
+        # still refuses a port another socket listens on).
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            sock.close()
+        reason = error.strerror or str(error)
+        raise PortUnavailable(
+            f"cannot listen on {host}:{port} for {purpose}: {reason.lower()}"
+        ) from None
+    return sock

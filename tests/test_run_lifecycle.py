@@ -1,0 +1,254 @@
+"""`skybot run` as systemd sees it, as a real process: SIGTERM ends it within 10 s whatever
+state it is in; a port it cannot bind, or a database another instance holds, is one line on
+stderr and an exit code before anything starts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from bot.startup import EXIT_ALREADY_RUNNING, EXIT_PORT_UNAVAILABLE
+from store.outbox import OutboxMessage, enqueue, outbox_rows
+from store.writer import StoreWriter
+from tests.bot_process import free_port, start_bot, wait_until_listening
+from tests.slack_standin import SlackStandIn, SlackUser
+
+# systemd's stop contract for the unit (TimeoutStopSec is longer; this is what we promise).
+STOP_SECONDS = 10.0
+
+
+def write_config(
+    tmp_path: Path,
+    *,
+    metrics_port: int,
+    database: Path | None = None,
+    mode: str = "socket",
+    http_port: int = 0,
+    slurm: str = "",
+) -> Path:
+    """A config for the bot; without `slurm`, Slurm's commands are missing and polls fail."""
+    database = database or tmp_path / "skybot.db"
+    slurm = slurm or f'bin_dir = "{tmp_path}/no-slurm"\npoll_seconds = 60\n'
+    config = tmp_path / f"skybot-{metrics_port}.toml"
+    config.write_text(
+        f'[slack]\nmode = "{mode}"\nhttp_port = {http_port or free_port()}\n'
+        f"[slurm]\n{slurm}"
+        f'[database]\npath = "{database}"\n'
+        f'[metrics]\nport = {metrics_port}\nhost = "127.0.0.1"\n'
+    )
+    return config
+
+
+@contextmanager
+def running(process: subprocess.Popen[bytes]) -> Iterator[subprocess.Popen[bytes]]:
+    """Whatever a test does, no bot outlives it."""
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+
+
+async def exit_code_after_sigterm(process: subprocess.Popen[bytes]) -> tuple[int, float]:
+    """SIGTERM, then (exit code, seconds it took); fails if the bot outlives STOP_SECONDS."""
+    started = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    try:
+        code = await asyncio.to_thread(process.wait, STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"skybot run was still running {STOP_SECONDS:.0f} s after SIGTERM")
+    return code, time.monotonic() - started
+
+
+async def readiness(port: int) -> dict[str, object]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}/readyz") as response,
+    ):
+        body: dict[str, object] = await response.json()
+        return body
+
+
+def stderr_lines(path: Path) -> list[str]:
+    return path.read_text(errors="replace").splitlines()
+
+
+async def test_sigterm_ends_run_while_slack_is_unreachable(tmp_path: Path) -> None:
+    port = free_port()
+    nowhere = f"http://127.0.0.1:{free_port()}/api/"  # nothing listens there
+    log = tmp_path / "stderr.log"
+    async with SlackStandIn() as slack:
+        with (
+            log.open("wb") as err,
+            running(
+                start_bot(
+                    write_config(tmp_path, metrics_port=port), slack, api_url=nowhere, stderr=err
+                )
+            ) as bot,
+        ):
+            await wait_until_listening(f"http://127.0.0.1:{port}/livez", attempts=400)
+            body = await readiness(port)
+            assert body["checks"]["slack"]["ok"] is False  # type: ignore[index]
+            # Let it try, fail and wait to try again, as it would all through an outage.
+            deadline = time.monotonic() + 60
+            while not any("Failed to connect" in line for line in stderr_lines(log)):
+                assert time.monotonic() < deadline, "no failed connection attempt logged"
+                await asyncio.sleep(0.25)
+            assert bot.poll() is None
+            code, _ = await exit_code_after_sigterm(bot)
+    lines = stderr_lines(log)
+    assert code == 0, lines[-5:]
+    assert any("shutting down" in line for line in lines)
+    # Each failed attempt is one warning line, not an ERROR with a traceback every few s.
+    (attempt, *_) = [line for line in lines if "Failed to connect" in line]
+    assert " WARNING bot.slack_link.sdk: Failed to connect (error: Cannot connect" in attempt
+    assert not any(line.startswith("Traceback") for line in lines)
+
+
+@pytest.mark.parametrize("taken", ["metrics", "http"])
+async def test_a_taken_port_is_one_line_and_exit_1_before_anything_starts(
+    taken: str, tmp_path: Path
+) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        busy = squatter.getsockname()[1]
+        config = (
+            write_config(tmp_path, metrics_port=busy)
+            if taken == "metrics"
+            else write_config(tmp_path, metrics_port=free_port(), mode="http", http_port=busy)
+        )
+        log = tmp_path / "stderr.log"
+        async with SlackStandIn() as slack:
+            with (
+                log.open("wb") as err,
+                running(start_bot(config, slack, signing_secret="s3cret", stderr=err)) as bot,
+            ):
+                try:
+                    code = await asyncio.to_thread(bot.wait, 60)
+                except subprocess.TimeoutExpired:
+                    pytest.fail("skybot run kept running with its port taken")
+            calls = slack.calls
+    assert code == EXIT_PORT_UNAVAILABLE
+    (line,) = stderr_lines(log)
+    assert line.startswith("skybot: cannot listen on 127.0.0.1:") and f":{busy} " in line
+    assert "address already in use" in line
+    # Nothing started: no Slack, no database.
+    assert calls == []
+    assert not (tmp_path / "skybot.db").exists()
+
+
+async def test_a_second_instance_on_the_same_database_exits_3(tmp_path: Path) -> None:
+    database = tmp_path / "shared.db"
+    first_port, second_port = free_port(), free_port()
+    log = tmp_path / "second.log"
+    async with SlackStandIn() as slack:
+        first_config = write_config(tmp_path, metrics_port=first_port, database=database)
+        with running(start_bot(first_config, slack)) as first:
+            await wait_until_listening(f"http://127.0.0.1:{first_port}/livez", attempts=400)
+            second_config = write_config(tmp_path, metrics_port=second_port, database=database)
+            with log.open("wb") as err, running(start_bot(second_config, slack, stderr=err)) as two:
+                code = await asyncio.to_thread(two.wait, 60)
+            assert first.poll() is None  # the first one is untouched
+            first_code, _ = await exit_code_after_sigterm(first)
+    assert code == EXIT_ALREADY_RUNNING
+    (line,) = stderr_lines(log)
+    assert line == (
+        f"skybot: another skybot run (pid {first.pid}) already uses {database}; "
+        "one instance per database"
+    )
+    assert first_code == 0
+
+
+async def test_sigterm_ends_run_while_the_sender_waits_out_a_rate_limit(tmp_path: Path) -> None:
+    database = tmp_path / "skybot.db"
+    writer = StoreWriter(database)
+    await writer.run(enqueue, [OutboxMessage("dm", "U1", "hello")], time.time())
+    writer.close()
+    port = free_port()
+    async with SlackStandIn(users=[SlackUser("U1", "alice")]) as slack:
+        # Slack says "come back in a minute", again and again: the SDK sleeps on it.
+        slack.fail_next("chat.postMessage", status=429, retry_after=60, times=100)
+        with running(start_bot(write_config(tmp_path, metrics_port=port), slack)) as bot:
+            await slack.wait_for_call("chat.postMessage", timeout=60)
+            await asyncio.sleep(1)
+            code, _ = await exit_code_after_sigterm(bot)
+    assert code == 0
+    writer = StoreWriter(database)
+    try:
+        (row,) = await writer.run(outbox_rows)
+    finally:
+        writer.close()
+    assert row["state"] == "queued"  # still there for the next start
+
+
+async def test_systemd_hears_ready_the_watchdog_and_stopping(tmp_path: Path) -> None:
+    """Type=notify and WatchdogSec=, with a socket standing in for systemd's."""
+    notify_path = tmp_path / "notify"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as systemd:
+        systemd.bind(str(notify_path))
+        systemd.settimeout(60)
+        env = {"NOTIFY_SOCKET": str(notify_path), "WATCHDOG_USEC": "30000000"}
+        port = free_port()
+        async with SlackStandIn() as slack:
+            with running(
+                start_bot(write_config(tmp_path, metrics_port=port), slack, extra_env=env)
+            ) as bot:
+                heard = [(await asyncio.to_thread(systemd.recv, 256)).decode() for _ in range(3)]
+                assert heard[0] == "READY=1"
+                assert heard[1:] == ["WATCHDOG=1", "WATCHDOG=1"]  # the loop's heartbeat
+                code, _ = await exit_code_after_sigterm(bot)
+            systemd.settimeout(0)
+            rest = []
+            with contextlib.suppress(BlockingIOError):
+                while True:
+                    rest.append(systemd.recv(256).decode())
+    assert code == 0
+    assert "STOPPING=1" in rest
+
+
+def _slurmctld_pids() -> list[int]:
+    out = subprocess.run(["pidof", "slurmctld"], capture_output=True, text=True, check=True)
+    return [int(pid) for pid in out.stdout.split()]
+
+
+def _squeue_hangs() -> bool:
+    try:
+        subprocess.run(["squeue", "-h"], capture_output=True, timeout=3)
+    except subprocess.TimeoutExpired:
+        return True
+    return False
+
+
+@pytest.mark.cluster
+async def test_sigterm_ends_run_while_slurm_hangs(tmp_path: Path, cluster: None) -> None:
+    port = free_port()
+    slurm = "poll_seconds = 2\ncommand_timeout_seconds = 120\ncaps_poll_seconds = 2\n"
+    config = write_config(tmp_path, metrics_port=port, slurm=slurm)
+    async with SlackStandIn() as slack:
+        with running(start_bot(config, slack)) as bot:
+            await wait_until_listening(f"http://127.0.0.1:{port}/livez", attempts=400)
+            await slack.wait_for_socket_connection(timeout=30)
+            controllers = _slurmctld_pids()
+            for pid in controllers:
+                os.kill(pid, signal.SIGSTOP)
+            try:
+                assert _squeue_hangs()
+                await asyncio.sleep(4)  # the bot's polls are stuck in squeue/sinfo too
+                code, _ = await exit_code_after_sigterm(bot)
+            finally:
+                for pid in controllers:
+                    os.kill(pid, signal.SIGCONT)
+    assert code == 0

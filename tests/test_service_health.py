@@ -1,0 +1,134 @@
+"""Readiness and the outbox through a whole bot, against the stand-in: a Socket Mode outage
+makes the bot not ready and its end ready again; a refused token pauses the outbox, parks
+nothing, and everything arrives once when Slack takes the token again."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from bot.config import Config, DatabaseConfig, MetricsConfig, SlackConfig, SlurmConfig, load_config
+from store.outbox import OutboxMessage, enqueue, outbox_rows
+from store.writer import StoreWriter
+from tests.bot_process import free_port, running_bot, wait_until_listening
+from tests.slack_standin import SlackStandIn, SlackUser
+
+USERS = [SlackUser("U1", "alice"), SlackUser("U2", "bob"), SlackUser("U3", "carol")]
+
+
+def bot_config(tmp_path: Path, slurm: SlurmConfig) -> Config:
+    return replace(
+        load_config(None),
+        slack=SlackConfig(mode="socket"),
+        slurm=slurm,
+        database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
+        metrics=MetricsConfig(port=free_port()),
+    )
+
+
+async def get(config: Config, path: str) -> tuple[int, Any]:
+    url = f"http://127.0.0.1:{config.metrics.port}{path}"
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        body = await response.json() if path != "/metrics" else await response.text()
+        return response.status, body
+
+
+async def until(
+    config: Config, path: str, wanted: Callable[[int, Any], bool], timeout: float, what: str
+) -> tuple[int, Any]:
+    deadline = time.monotonic() + timeout
+    status, body = await get(config, path)
+    while not wanted(status, body):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout} s; last {status} {body}")
+        await asyncio.sleep(0.25)
+        status, body = await get(config, path)
+    return status, body
+
+
+@pytest.mark.cluster
+async def test_readiness_follows_the_slack_connection(tmp_path: Path, cluster: None) -> None:
+    config = bot_config(tmp_path, SlurmConfig(poll_seconds=1))
+    async with SlackStandIn() as slack, running_bot(config, slack, stop_timeout=20):
+        await wait_until_listening(f"http://127.0.0.1:{config.metrics.port}/readyz")
+        await until(config, "/readyz", lambda s, _: s == 200, 60, "ready at start")
+
+        await slack.take_socket_mode_down()
+        _, body = await until(config, "/readyz", lambda s, _: s == 503, 30, "not ready")
+        assert body["ready"] is False
+        assert body["checks"]["slack"]["ok"] is False
+        assert body["checks"]["slack"]["detail"].startswith("disconnected for ")
+        assert body["checks"]["slurm"]["ok"] and body["checks"]["sender"]["ok"]
+        _, metrics = await get(config, "/metrics")
+        assert "skybot_slack_connected 0.0" in metrics
+        # Liveness is not readiness: the bot is alive throughout.
+        assert (await get(config, "/livez"))[0] == 200
+
+        slack.bring_socket_mode_up()
+        _, body = await until(config, "/readyz", lambda s, _: s == 200, 60, "ready again")
+        assert body["checks"]["slack"] == {"ok": True, "detail": "connected over Socket Mode"}
+        _, metrics = await get(config, "/metrics")
+        assert "skybot_slack_connected 1.0" in metrics
+        assert "skybot_slack_connections_total 2.0" in metrics
+
+
+async def test_an_account_inactive_storm_pauses_the_outbox_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    # No Slurm here: this is about Slack only.
+    config = bot_config(tmp_path, SlurmConfig(bin_dir=str(tmp_path / "no-slurm"), poll_seconds=60))
+    messages = [OutboxMessage(f"m{i}", USERS[i % 3].id, f"message {i}") for i in range(20)]
+    writer = StoreWriter(config.database.path)
+    await writer.run(enqueue, messages, time.time())
+    async with SlackStandIn(users=USERS) as slack:
+        slack.refuse_bot_token("account_inactive")
+        async with running_bot(config, slack, stop_timeout=20):
+            await wait_until_listening(f"http://127.0.0.1:{config.metrics.port}/readyz")
+            _, body = await until(
+                config,
+                "/readyz",
+                lambda _, b: not b["checks"]["sender"]["ok"],
+                30,
+                "the sender paused",
+            )
+            assert (
+                "Slack refuses the token (account_inactive)" in body["checks"]["sender"]["detail"]
+            )
+            # It keeps checking the token, and sends nothing meanwhile.
+            await slack.wait_for_call("auth.test", timeout=30, predicate=lambda c: not c.ok)
+            _, metrics = await get(config, "/metrics")
+            assert "skybot_outbox_sender_paused 1.0" in metrics
+            assert 'skybot_slack_sends_total{result="account_inactive"} 1.0' in metrics
+            assert 'skybot_ready{check="sender"} 0.0' in metrics
+            assert "skybot_outbox_parked_messages{" not in metrics
+            rows = await writer.run(outbox_rows)
+            assert {r["state"] for r in rows} == {"queued"}
+
+            slack.accept_bot_token()
+            await until(
+                config,
+                "/readyz",
+                lambda _, b: b["checks"]["sender"]["ok"],
+                90,
+                "the sender resumed",
+            )
+            deadline = time.monotonic() + 60
+            while await writer.run(outbox_rows, "queued"):
+                assert time.monotonic() < deadline, "messages still queued a minute after"
+                await asyncio.sleep(0.25)
+    rows = await writer.run(outbox_rows)
+    writer.close()
+    assert {r["state"] for r in rows} == {"sent"}
+    # (The storage poller may have queued an alert of its own meanwhile; it went out too.)
+    texts = Counter(m["text"] for m in slack.messages.values() if m["text"].startswith("message "))
+    assert texts == Counter(m.text for m in messages)  # every one, exactly once
+    refused = [c for c in slack.calls_to("chat.postMessage") if not c.ok]
+    assert len(refused) == 1  # the storm did not make it try each message
