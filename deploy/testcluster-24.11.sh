@@ -195,7 +195,9 @@ stop_sandbox() {
     log "ended the sandbox"
 }
 
-# Run a command inside the sandbox (namespaces and chroot), with a clean environment.
+# Run a command inside the sandbox (namespaces and chroot), with a clean environment. nsenter
+# forks into the PID namespace; --pdeathsig ends the command when nsenter is killed (a test's
+# timeout), since nothing else would. EXEC=exec replaces this script with nsenter.
 in_sandbox() {
     local pid env=(PATH="$VENV/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
         HOME=/root LANG=C.UTF-8 "TERM=${TERM:-dumb}") name
@@ -205,8 +207,8 @@ in_sandbox() {
     done
     local cwd=$PWD
     [[ $cwd == "$REPO" || $cwd == "$REPO"/* ]] || cwd=$REPO
-    nsenter -t "$pid" -m -u -i -n -p -r -w /usr/bin/env -i "${env[@]}" \
-        /bin/bash -c 'cd "$1" 2>/dev/null || cd /; shift; exec "$@"' in_sandbox "$cwd" "$@"
+    ${EXEC:-} nsenter -t "$pid" -m -u -i -n -p -r -w \
+        /usr/bin/setpriv --pdeathsig KILL -- /usr/bin/env -i "${env[@]}" /bin/bash -c 'cd "$1" 2>/dev/null || cd /; shift; exec "$@"' in_sandbox "$cwd" "$@"
 }
 
 # This checkout at the same path inside, in the sandbox's own mount namespace only.
@@ -610,8 +612,8 @@ else
         up) host_up ;;
         down) host_down ;;
         status) host_status ;;
-        run) shift; bind_repo; in_sandbox "$@" ;;
-        shell) bind_repo; in_sandbox /bin/bash -i ;;
+        run) shift; bind_repo; EXEC=exec in_sandbox "$@" ;;
+        shell) bind_repo; EXEC=exec in_sandbox /bin/bash -i ;;
         stop-controller) in_sandbox "$SELF" stop-controller ;;
         -h | --help | help) usage ;;
         *) usage >&2; exit 2 ;;

@@ -19,7 +19,7 @@ from scheduler.slurm_poller import SlurmPoller
 from store.reader import SnapshotCache
 from store.snapshots import decode_job
 from store.writer import StoreWriter
-from tests.cluster import sbatch, squeue_state, wait_until
+from tests.cluster import cluster_script, sbatch, squeue_state, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -281,13 +281,9 @@ async def test_slurmctld_outage_keeps_the_snapshot_backs_off_and_recovers(
     wait_until(lambda: squeue_state(running) == "RUNNING", 30, "the job to run")
     view = await harness.poll()
     assert running in view.jobs_by_id
-    subprocess.run(["pkill", "-x", "slurmctld"], check=True)
+    # By the cluster script, not by name: the host also sees the 24.11 sandbox's slurmctld.
+    cluster_script("stop-controller")
     try:
-        wait_until(
-            lambda: subprocess.run(["pgrep", "-x", "slurmctld"]).returncode != 0,
-            30,
-            "slurmctld to stop",
-        )
         harness.now += 1
         assert await harness.poller.poll_jobs() is False
         view = await harness.cache.refresh()
@@ -301,12 +297,7 @@ async def test_slurmctld_outage_keeps_the_snapshot_backs_off_and_recovers(
         assert time.monotonic() - started < 1
         assert harness.poller.consecutive_failures == 1
     finally:
-        subprocess.run(
-            [str(REPO / "deploy" / "testcluster.sh"), "up"],
-            check=True,
-            capture_output=True,
-            timeout=180,
-        )
+        cluster_script("up")
     harness.now += 600  # past any back-off
     for _ in range(30):
         if await harness.poller.poll_jobs():
