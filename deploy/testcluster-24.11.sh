@@ -57,6 +57,16 @@ LOG_TAG=testcluster-24.11
 # shellcheck source=deploy/testcluster-lib.sh
 source "$HERE/testcluster-lib.sh"
 
+# One node more than the 22.05 cluster: a second a40 node with half clippy's GPUs, to prove
+# per-node totals when one GPU type comes in different counts. It is held drained (no idle GPUs, no jobs) so the other tests see the same
+# idle GPUs as on 22.05; tests/test_slurm_poller_cluster.py resumes it and `up` drains it again.
+readonly SPARE_NODE=olaf
+readonly SPARE_REASON="spare: resumed only by the mixed-GPU-count test"
+NODES+=("$SPARE_NODE")
+NODE_PORT[$SPARE_NODE]=6824
+NODE_GPU[$SPARE_NODE]=a40
+NODE_GPUS[$SPARE_NODE]=2
+
 inside() { [[ -e $INSIDE_MARK ]]; }
 
 # Run a step and log how long it took.
@@ -498,16 +508,19 @@ unusable_nodes() {
     for node in "${!STARTED_AT[@]}"; do since+=("$node=${STARTED_AT[$node]}"); done
     scontrol show node --json 2>/dev/null | python3 -c '
 import json, sys
-since = dict(a.split("=") for a in sys.argv[2:])
+spare = sys.argv[2]
+since = dict(a.split("=") for a in sys.argv[3:])
 nodes = {n["name"]: n for n in json.load(sys.stdin)["nodes"]}
 for name in sys.argv[1].split(","):
     n = nodes.get(name)
-    ok = n is not None and n["state"][0] in ("IDLE", "MIXED", "ALLOCATED") and len(n["state"]) == 1
+    ok = n is not None and n["state"][0] in ("IDLE", "MIXED", "ALLOCATED") and (
+        len(n["state"]) == 1 or (name == spare and n["state"][1:] == ["DRAIN"])
+    )
     if ok and name in since:
         ok = n["slurmd_start_time"]["number"] >= int(since[name])
     if not ok:
         print(name, "+".join(n["state"]) if n else "unknown")
-' "$(IFS=,; echo "${NODES[*]}")" "${since[@]}"
+' "$(IFS=,; echo "${NODES[*]}")" "$SPARE_NODE" "${since[@]}"
 }
 
 wait_for_nodes() {
@@ -522,6 +535,7 @@ wait_for_nodes() {
         # A node drained/downed by an earlier broken run stays so even once healthy; clear it once.
         if ((resumed == 0 && SECONDS + TIMEOUT - deadline > 3)); then
             for node in $(sinfo -h -N -t drain,down,fail -o '%N' 2>/dev/null | sort -u); do
+                [[ $node == "$SPARE_NODE" ]] && continue
                 scontrol update nodename="$node" state=resume >/dev/null 2>&1 || true
                 log "resumed node $node"
             done
@@ -529,6 +543,12 @@ wait_for_nodes() {
         fi
         sleep 0.2
     done
+}
+
+hold_spare_node() {
+    [[ $(sinfo -h -n "$SPARE_NODE" -o %E | sort -u) == "$SPARE_REASON" ]] && return 0
+    scontrol update nodename="$SPARE_NODE" state=drain reason="$SPARE_REASON"
+    log "drained spare node $SPARE_NODE"
 }
 
 install_runner() { "$REPO/deploy/install-runner.sh" | sed "s/^/[$LOG_TAG] /"; }
@@ -547,6 +567,7 @@ inside_up() {
     timed "slurmctld" start_slurmctld
     timed "lab caps" set_lab_caps "$LOGDIR/slurmctld.log" "$LOGDIR/slurmdbd.log"
     timed "slurmd" start_slurmds
+    timed "spare node drained" hold_spare_node
     timed "nodes registered" wait_for_nodes
     timed "runner + sudoers" install_runner
     sinfo -h -N -o '%N %T %G' | sort -u | sed 's/^/  node /'
@@ -579,7 +600,8 @@ inside_status() {
         local st
         st=$(awk -v n="$node" '$1 == n {print $2}' <<<"$states")
         if pid=$(pid_of "$RUNDIR/slurmd-$node.pid" slurmd); then
-            if [[ $st =~ ^(idle|mixed|allocated)$ ]]; then row "slurmd $node" up "pid $pid, node $st"
+            if [[ $st =~ ^(idle|mixed|allocated)$ || ($node == "$SPARE_NODE" && $st =~ ^(drained|draining)$) ]]; then
+                row "slurmd $node" up "pid $pid, node $st"
             else row "slurmd $node" degraded "pid $pid, node ${st:-unknown}"; fi
         else
             row "slurmd $node" down "${st:+node $st}"

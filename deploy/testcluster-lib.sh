@@ -7,7 +7,8 @@
 readonly CLUSTER=skynet
 
 # slurmd defaults to 6818 and slurmdbd to 6819, so the per-node slurmd ports sit above both.
-readonly NODES=(clippy xaea-12 baymax)
+# A script may add nodes before it writes its configs.
+NODES=(clippy xaea-12 baymax)
 declare -A NODE_PORT=([clippy]=6821 [xaea-12]=6822 [baymax]=6823)
 declare -A NODE_GPU=([clippy]=a40 [xaea-12]=rtx_6000 [baymax]=2080_ti)
 declare -A NODE_GPUS=([clippy]=4 [xaea-12]=4 [baymax]=4)
