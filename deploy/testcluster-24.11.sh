@@ -131,6 +131,9 @@ print("\n".join(project["dependencies"] + project["optional-dependencies"]["test
 EOF
 }
 
+# A command in the rootfs, from the host's namespaces (so with the host's network).
+in_chroot() { chroot "$ROOTFS" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 "$@"; }
+
 # The venv is filled from the host's namespace: the sandbox has no network. env -i keeps the
 # host's SSL_CERT_FILE/PIP_* (paths that do not exist in the rootfs) out; the host's CA bundle
 # is copied in, because a proxy's CA may only be in the host's.
@@ -144,7 +147,6 @@ build_venv() {
         pip_env+=(PIP_CERT=/etc/ssl/host-ca.crt)
     fi
     [[ -n ${PIP_INDEX_URL:-} && $PIP_INDEX_URL == http* ]] && pip_env+=("PIP_INDEX_URL=$PIP_INDEX_URL")
-    in_chroot() { chroot "$ROOTFS" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 "$@"; }
     [[ -x $ROOTFS$VENV/bin/python ]] || in_chroot python3 -m venv "$VENV"
     printf '%s\n' "$wanted" >"$ROOTFS/tmp/skybot-requirements.txt"
     in_chroot "${pip_env[@]}" PIP_DISABLE_PIP_VERSION_CHECK=1 \
