@@ -52,6 +52,11 @@ readonly MYSQL_SOCK=/run/mysqld/mysqld.sock
 readonly MYSQL_PID=/run/mysqld/mysqld.pid
 readonly MUNGE_PID=/run/munge/munged.pid
 readonly RUNDIR=/run/slurm
+# The daemons run from Debian's own second names (what /usr/sbin/slurmctld and slurmd point to),
+# so their process names differ from the host cluster's: the host sees the sandbox's
+# processes, and a `pkill -x slurmctld` aimed at the 22.05 cluster must not stop this one's.
+# argv[0] stays the usual name, which Slurm checks.
+readonly CTLD=slurmctld-wlm SLURMD=slurmd-wlm
 
 LOG_TAG=testcluster-24.11
 # shellcheck source=deploy/testcluster-lib.sh
@@ -459,18 +464,18 @@ start_slurmdbd() {
 start_slurmctld() {
     local hash
     hash=$(conf_hash)
-    if pid_of "$RUNDIR/slurmctld.pid" slurmctld >/dev/null; then
+    if pid_of "$RUNDIR/slurmctld.pid" "$CTLD" >/dev/null; then
         if [[ $(cat "$RUNDIR/slurmctld.confhash" 2>/dev/null) == "$hash" ]] && wait_for 10 ctld_ok; then
             return 0
         fi
-        stop_pidfile slurmctld "$RUNDIR/slurmctld.pid" slurmctld
+        stop_pidfile slurmctld "$RUNDIR/slurmctld.pid" "$CTLD"
     fi
     rm -f "$RUNDIR/slurmctld.pid"
-    slurmctld </dev/null >>"$LOGDIR/slurmctld.log" 2>&1 ||
+    (exec -a slurmctld "/usr/sbin/$CTLD") </dev/null >>"$LOGDIR/slurmctld.log" 2>&1 ||
         fail_with_logs "slurmctld failed to start" "$LOGDIR/slurmctld.log"
     local deadline=$((SECONDS + 30))
     until ctld_ok; do
-        ((SECONDS < deadline)) && { ((SECONDS < deadline - 27)) || pid_of "$RUNDIR/slurmctld.pid" slurmctld >/dev/null; } ||
+        ((SECONDS < deadline)) && { ((SECONDS < deadline - 27)) || pid_of "$RUNDIR/slurmctld.pid" "$CTLD" >/dev/null; } ||
             fail_with_logs "slurmctld did not answer scontrol ping" "$LOGDIR/slurmctld.log"
         sleep 0.2
     done
@@ -486,17 +491,17 @@ start_slurmds() {
     local node hash stale=()
     hash=$(conf_hash)
     for node in "${NODES[@]}"; do
-        if pid_of "$RUNDIR/slurmd-$node.pid" slurmd >/dev/null &&
+        if pid_of "$RUNDIR/slurmd-$node.pid" "$SLURMD" >/dev/null &&
             [[ $(cat "$RUNDIR/slurmd-$node.confhash" 2>/dev/null) != "$hash" ]]; then
-            stale+=("slurmd $node|$RUNDIR/slurmd-$node.pid|slurmd")
+            stale+=("slurmd $node|$RUNDIR/slurmd-$node.pid|$SLURMD")
         fi
     done
     ((${#stale[@]} == 0)) || stop_daemons "${stale[@]}"
     for node in "${NODES[@]}"; do
-        pid_of "$RUNDIR/slurmd-$node.pid" slurmd >/dev/null && continue
+        pid_of "$RUNDIR/slurmd-$node.pid" "$SLURMD" >/dev/null && continue
         rm -f "$RUNDIR/slurmd-$node.pid"
         STARTED_AT[$node]=$(date +%s)
-        slurmd -N "$node" </dev/null >>"$LOGDIR/slurmd-$node.log" 2>&1 ||
+        (exec -a slurmd "/usr/sbin/$SLURMD" -N "$node") </dev/null >>"$LOGDIR/slurmd-$node.log" 2>&1 ||
             fail_with_logs "slurmd for node $node failed to start" "$LOGDIR/slurmd-$node.log"
         echo "$hash" >"$RUNDIR/slurmd-$node.confhash"
         log "started slurmd $node"
@@ -578,8 +583,8 @@ inside_up() {
 inside_down() {
     local node specs=() pid
     cancel_all_jobs
-    for node in "${NODES[@]}"; do specs+=("slurmd $node|$RUNDIR/slurmd-$node.pid|slurmd"); done
-    stop_daemons "${specs[@]}" "slurmctld|$RUNDIR/slurmctld.pid|slurmctld"
+    for node in "${NODES[@]}"; do specs+=("slurmd $node|$RUNDIR/slurmd-$node.pid|$SLURMD"); done
+    stop_daemons "${specs[@]}" "slurmctld|$RUNDIR/slurmctld.pid|$CTLD"
     # Inside the sandbox's PID namespace every slurmstepd is this cluster's.
     for pid in $(pgrep -x slurmstepd || true); do kill -KILL "$pid" 2>/dev/null || true; done
     stop_daemons "slurmdbd|$RUNDIR/slurmdbd.pid|slurmdbd"
@@ -594,14 +599,14 @@ inside_status() {
     if mysql_ok; then row mariadb up "pid $(cat "$MYSQL_PID" 2>/dev/null)"; else row mariadb down ""; fi
     if pid=$(pid_of "$RUNDIR/slurmdbd.pid" slurmdbd) && port_listening 6819; then row slurmdbd up "pid $pid"
     else row slurmdbd down ""; fi
-    if pid=$(pid_of "$RUNDIR/slurmctld.pid" slurmctld) && ctld_ok; then row slurmctld up "pid $pid, $(slurmctld -V)"
+    if pid=$(pid_of "$RUNDIR/slurmctld.pid" "$CTLD") && ctld_ok; then row slurmctld up "pid $pid, $(slurmctld -V)"
     else row slurmctld down ""; fi
     local states=""
     ctld_ok && states=$(sinfo -h -N -o '%N %T' 2>/dev/null | sort -u || true)
     for node in "${NODES[@]}"; do
         local st
         st=$(awk -v n="$node" '$1 == n {print $2}' <<<"$states")
-        if pid=$(pid_of "$RUNDIR/slurmd-$node.pid" slurmd); then
+        if pid=$(pid_of "$RUNDIR/slurmd-$node.pid" "$SLURMD"); then
             if [[ $st =~ ^(idle|mixed|allocated)$ || ($node == "$SPARE_NODE" && $st =~ ^(drained|draining)$) ]]; then
                 row "slurmd $node" up "pid $pid, node $st"
             else row "slurmd $node" degraded "pid $pid, node ${st:-unknown}"; fi
@@ -627,7 +632,7 @@ if inside; then
         down) inside_down ;;
         status) inside_status ;;
         # By its pid file, as on the host cluster.
-        stop-controller) stop_pidfile slurmctld "$RUNDIR/slurmctld.pid" slurmctld ;;
+        stop-controller) stop_pidfile slurmctld "$RUNDIR/slurmctld.pid" "$CTLD" ;;
         -h | --help | help) usage ;;
         *) usage >&2; exit 2 ;;
     esac
