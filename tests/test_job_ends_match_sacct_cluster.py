@@ -56,6 +56,11 @@ def _final_records(db_path: Path) -> dict[int, tuple[str, int | None, int | None
     return finals
 
 
+def _slurm_22_05() -> bool:
+    out = subprocess.run(["sinfo", "--version"], capture_output=True, text=True, timeout=30)
+    return " 22.05." in f" {out.stdout}"
+
+
 def _sacct_exit_codes(job_ids: list[int]) -> dict[int, tuple[str, int, int]]:
     out = subprocess.run(
         [
@@ -136,6 +141,12 @@ async def test_job_ends_match_sacct_and_a_restarted_overcap_job_gets_two_dms(
     sacct = _sacct_exit_codes(sorted(ended))
     # A job killed by a signal has no exit code of its own; sacct prints 0 for it.
     recorded = {job_id: (s, code or 0, signal or 0) for job_id, (s, code, signal) in finals.items()}
+    # 22.05's squeue gives the batch shell's SIGTERM (15) for a timed-out or cancelled job where
+    # sacct -X says 0:0, and its sacct JSON cannot tell (S2411-FINDINGS.md): on 22.05 only,
+    # that one difference is let through and the test reports itself as an expected failure.
+    sigterm = {j for j in ended if recorded.get(j) in (("TIMEOUT", 0, 15), ("CANCELLED", 0, 15))}
+    if _slurm_22_05():
+        recorded |= {j: (recorded[j][0], 0, 0) for j in sigterm}
     assert {job_id: recorded.get(job_id) for job_id in ended} == sacct
     assert sorted(sacct.values()) == [
         ("CANCELLED", 0, 0),
@@ -143,3 +154,5 @@ async def test_job_ends_match_sacct_and_a_restarted_overcap_job_gets_two_dms(
         ("FAILED", 3, 0),
         ("TIMEOUT", 0, 0),
     ]
+    if sigterm and _slurm_22_05():
+        pytest.xfail("22.05: SIGTERM of a timed-out/cancelled job is not sacct's ExitCode")
