@@ -1,9 +1,8 @@
 """Benchmark: one Slurm poll of a large cluster, parsed and stored, per JSON generation.
 
 Builds synthetic `squeue`/`sinfo`/`sacct` documents of 10,000 jobs and 1,000 nodes by
-cloning the real records recorded from the 22.05 and 24.11 test clusters in
-tests/fixtures/slurm/<version>/ (so every field keeps its real shape) and writes them to
-files, as the poller's commands write their output. Then, in a
+cloning the real records in tests/fixtures/slurm/<version>/ (so every field keeps its real
+shape) and writes them to files, as the poller's commands write their output. Then, in a
 fresh child process per version (so peak RSS is that poll's alone): read each file, decode
 (msgspec, only the fields skybot reads), parse into records, store the snapshot with its
 transitions.
@@ -43,10 +42,7 @@ def _set_number(record: dict[str, Any], key: str, value: int) -> None:
 def synthetic_documents(version: str, jobs: int, nodes: int) -> dict[str, str]:
     folder = FIXTURES / version
     squeue = json.loads((folder / "squeue.json").read_text())
-    # Per-node records: 24.11's `sinfo --json` groups nodes by partition and state, so its
-    # per-node source is `scontrol show node --json` (nodes.json); 22.05's sinfo is per node.
-    per_node = folder / "nodes.json"
-    sinfo = json.loads((per_node if per_node.exists() else folder / "sinfo.json").read_text())
+    sinfo = json.loads((folder / "sinfo.json").read_text())
     sacct = json.loads((folder / "sacct.json").read_text())
 
     def clone_jobs(templates: list[dict[str, Any]], count: int, first_id: int) -> list[Any]:
