@@ -63,8 +63,9 @@ LOG_TAG=testcluster-24.11
 source "$HERE/testcluster-lib.sh"
 
 # One node more than the 22.05 cluster: a second a40 node with half clippy's GPUs, to prove
-# per-node totals when one GPU type comes in different counts. It is held drained (no idle GPUs, no jobs) so the other tests see the same
-# idle GPUs as on 22.05; tests/test_slurm_poller_cluster.py resumes it and `up` drains it again.
+# per-node totals when one GPU type comes in different counts. It is held drained (no idle
+# GPUs, no jobs) so the other tests see the same idle GPUs as on 22.05;
+# tests/test_slurm_poller_cluster.py resumes it and `up` drains it again.
 readonly SPARE_NODE=olaf
 readonly SPARE_REASON="spare: resumed only by the mixed-GPU-count test"
 NODES+=("$SPARE_NODE")
@@ -224,8 +225,11 @@ in_sandbox() {
     done
     local cwd=$PWD
     [[ $cwd == "$REPO" || $cwd == "$REPO"/* ]] || cwd=$REPO
+    # shellcheck disable=SC2016
+    local enter_cwd='cd "$1" 2>/dev/null || cd /; shift; exec "$@"'
     ${EXEC:-} nsenter -t "$pid" -m -u -i -n -p -r -w \
-        /usr/bin/setpriv --pdeathsig KILL -- /usr/bin/env -i "${env[@]}" /bin/bash -c 'cd "$1" 2>/dev/null || cd /; shift; exec "$@"' in_sandbox "$cwd" "$@"
+        /usr/bin/setpriv --pdeathsig KILL -- /usr/bin/env -i "${env[@]}" \
+        /bin/bash -c "$enter_cwd" in_sandbox "$cwd" "$@"
 }
 
 # This checkout at the same path inside, in the sandbox's own mount namespace only.
