@@ -223,6 +223,8 @@ in_sandbox() {
     for name in $(compgen -e); do
         [[ $name == SKYBOT_* || $name == TESTCLUSTER_* ]] && env+=("$name=${!name}")
     done
+    # Inside, the cluster under test is this one: tests reach its daemons through this script.
+    [[ -n ${SKYBOT_TESTCLUSTER:-} ]] || env+=("SKYBOT_TESTCLUSTER=$SELF")
     local cwd=$PWD
     [[ $cwd == "$REPO" || $cwd == "$REPO"/* ]] || cwd=$REPO
     # shellcheck disable=SC2016
