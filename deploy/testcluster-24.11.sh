@@ -238,7 +238,8 @@ in_sandbox() {
 bind_repo() {
     local pid
     pid=$(sandbox_pid)
-    mkdir -p "$ROOTFS$REPO"
+    # Made in the sandbox's mount namespace: there the rootfs's /tmp, say, is its own tmpfs.
+    nsenter -t "$pid" -m mkdir -p "$ROOTFS$REPO"
     nsenter -t "$pid" -m mountpoint -q "$ROOTFS$REPO" && return 0
     nsenter -t "$pid" -m mount --bind "$REPO" "$ROOTFS$REPO"
 }
