@@ -1,13 +1,25 @@
 #!/usr/bin/env bash
 # One-time set-up of a fresh Debian 12 machine (as root) for trying skybot and running its
-# tests: Debian's Slurm, MariaDB and munge, skybot itself with its test tools, and the local
-# test cluster. Safe to run again: each step checks before it acts.
+# tests: Debian's Slurm, MariaDB and munge, skybot itself with its test tools, and the two local
+# test clusters: Slurm 22.05 on this host, Slurm 24.11 in a Debian 13 sandbox. Safe to run
+# again: each step checks before it acts.
+#
+#   deploy/dev-setup.sh                 everything the tests need
+#   deploy/dev-setup.sh --without-24.11 only the 22.05 cluster (a quicker try-out; the
+#                                       24.11 lane of the tests then fails)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+with_2411=1
+case ${1:-} in
+    "") ;;
+    --without-24.11) with_2411=0 ;;
+    *) echo "usage: $0 [--without-24.11]" >&2; exit 2 ;;
+esac
 # systemd: only for `systemd-analyze verify` of the shipped unit in the tests; python3-venv:
-# tests/test_wheel_install.py installs the built wheel into a fresh venv, as a site does.
-packages=(slurm-wlm slurmdbd munge mariadb-server sudo systemd python3-venv)
+# tests/test_wheel_install.py installs the built wheel into a fresh venv, as a site does;
+# mmdebstrap: builds the Debian 13 root filesystem of the 24.11 cluster.
+packages=(slurm-wlm slurmdbd munge mariadb-server sudo systemd python3-venv mmdebstrap)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "dev-setup: run as root (it installs packages and starts the test cluster)" >&2
@@ -37,3 +49,10 @@ if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
 # The sudo-scoped runner and its sudoers rule, as a real install has them (the test users
 # and the skybot service user exist once the cluster is up).
 "${repo}/deploy/install-runner.sh"
+
+# Slurm 24.11 (Debian 13's), the generation most sites run, in its own namespaces: no ports,
+# munge or processes shared with the cluster above. Try skybot there with
+# `deploy/testcluster-24.11.sh run python -m bot.cli console`.
+if [ "$with_2411" -eq 1 ]; then
+    "${repo}/deploy/testcluster-24.11.sh" up
+fi

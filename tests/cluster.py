@@ -1,14 +1,34 @@
-"""Helpers for tests that drive the real Slurm test cluster (deploy/testcluster.sh)."""
+"""Helpers for tests that drive a real Slurm test cluster: deploy/testcluster.sh (22.05), or
+the cluster script named by $SKYBOT_TESTCLUSTER (deploy/testcluster-24.11.sh sets it when it
+runs the cluster lane inside its sandbox)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def cluster_script(verb: str, timeout: float = 180) -> None:
+    """Run a verb (`up`, `stop-controller`) of the script that manages the cluster under test."""
+    script = os.environ.get("SKYBOT_TESTCLUSTER") or str(REPO / "deploy" / "testcluster.sh")
+    result = subprocess.run([script, verb], capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise RuntimeError(f"{script} {verb} failed: {result.stderr.strip()[-2000:]}")
+
+
+def _base_state(state: Any) -> Any:
+    """A job state as 22.05 writes it: Slurm 23.02+ lists the base state first, then flags."""
+    return state[0] if isinstance(state, list) and state else state
+
 
 LAB_USERS = {"hoffman-lab": ("alice", "bob"), "kira-lab": ("carol", "dave")}
 TEST_USERS = ("alice", "bob", "carol", "dave", "skybot")
@@ -49,11 +69,14 @@ def scancel_everything() -> None:
 
 
 def squeue_json(active_only: bool = True) -> dict[str, Any]:
-    """squeue's JSON; by default without the finished jobs it keeps listing for MinJobAge."""
+    """squeue's JSON, `job_state` a string in every version; by default without the finished
+    jobs it keeps listing for MinJobAge."""
     out = subprocess.run(
         ["squeue", "--all", "--json"], capture_output=True, timeout=30, check=True
     ).stdout.decode(errors="replace")  # a job name may be any bytes its owner chose
     data = json.loads(out)
+    for job in data["jobs"]:
+        job["job_state"] = _base_state(job.get("job_state"))
     if active_only:
         data["jobs"] = [j for j in data["jobs"] if j.get("job_state") in _ACTIVE]
     return data
@@ -66,6 +89,7 @@ def squeue_state(job_id: int) -> str | None:
 
 
 def sacct_json(job_id: int) -> dict[str, Any]:
+    """sacct's JSON for one job, `state.current` a string in every version."""
     out = subprocess.run(
         ["sacct", "--json", "-j", str(job_id)],
         capture_output=True,
@@ -73,7 +97,10 @@ def sacct_json(job_id: int) -> dict[str, Any]:
         timeout=30,
         check=True,
     ).stdout
-    return json.loads(out)
+    data = json.loads(out)
+    for job in data["jobs"]:
+        job["state"]["current"] = _base_state(job["state"]["current"])
+    return data
 
 
 def job_state(job_id: int) -> str:

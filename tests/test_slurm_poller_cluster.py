@@ -7,7 +7,7 @@ import logging
 import re
 import subprocess
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,11 +16,13 @@ import pytest
 from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
 from bot.service import lab_infos
 from core.view import ClusterView
+from handlers.commands import command_table
+from handlers.router import dispatch
 from scheduler.slurm_poller import SlurmPoller
 from store.reader import SnapshotCache
 from store.snapshots import decode_job
 from store.writer import StoreWriter
-from tests.cluster import sbatch, squeue_state, wait_until
+from tests.cluster import cluster_script, sbatch, squeue_state, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -282,13 +284,9 @@ async def test_slurmctld_outage_keeps_the_snapshot_backs_off_and_recovers(
     wait_until(lambda: squeue_state(running) == "RUNNING", 30, "the job to run")
     view = await harness.poll()
     assert running in view.jobs_by_id
-    subprocess.run(["pkill", "-x", "slurmctld"], check=True)
+    # By the cluster script, not by name: the host also sees the 24.11 sandbox's slurmctld.
+    cluster_script("stop-controller")
     try:
-        wait_until(
-            lambda: subprocess.run(["pgrep", "-x", "slurmctld"]).returncode != 0,
-            30,
-            "slurmctld to stop",
-        )
         harness.now += 1
         assert await harness.poller.poll_jobs() is False
         view = await harness.cache.refresh()
@@ -302,12 +300,7 @@ async def test_slurmctld_outage_keeps_the_snapshot_backs_off_and_recovers(
         assert time.monotonic() - started < 1
         assert harness.poller.consecutive_failures == 1
     finally:
-        subprocess.run(
-            [str(REPO / "deploy" / "testcluster.sh"), "up"],
-            check=True,
-            capture_output=True,
-            timeout=180,
-        )
+        cluster_script("up")
     harness.now += 600  # past any back-off
     for _ in range(30):
         if await harness.poller.poll_jobs():
@@ -365,3 +358,62 @@ async def test_a_quiet_poll_logs_no_warning(
         assert await harness.poller.poll_jobs() is True
     loud = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert loud == []
+
+
+# The 24.11 cluster's second a40 node (deploy/testcluster-24.11.sh): 2 GPUs beside clippy's 4,
+# in the same partitions. Held drained between tests, so the others see 22.05's idle GPUs.
+SPARE_NODE = "olaf"
+
+
+@pytest.fixture
+def spare_node_resumed(clean_queue: None) -> Iterator[None]:
+    shown = subprocess.run(["scontrol", "show", "node", SPARE_NODE], capture_output=True)
+    if shown.returncode != 0:
+        pytest.skip(f"only the 24.11 cluster has a second a40 node ({SPARE_NODE})")
+    subprocess.run(
+        ["scontrol", "update", f"nodename={SPARE_NODE}", "state=resume"], check=True, timeout=30
+    )
+    try:
+        yield
+    finally:
+        subprocess.run(["scancel", "-w", SPARE_NODE], check=True, timeout=30)
+        cluster_script("up")  # drains the spare node again
+
+
+async def test_free_counts_each_node_of_one_gpu_type_by_its_own_total(
+    harness: Harness, spare_node_resumed: None
+) -> None:
+    """clippy (4 a40) and olaf (2 a40) in one partition, one GPU taken on each: 3 and 1 idle."""
+    on_clippy = sbatch(
+        "alice", "-p", "hoffman-lab", "-A", "hoffman-lab", "-w", "clippy",
+        "--gpus-per-node=a40:1", "--wrap", "sleep 300",
+    )  # fmt: skip
+    on_olaf = sbatch(
+        "bob", "-p", "hoffman-lab", "-A", "hoffman-lab", "-w", SPARE_NODE,
+        "--gpus-per-node=a40:1", "--wrap", "sleep 300",
+    )  # fmt: skip
+    view = None
+    for _ in range(60):
+        view = await harness.poll()
+        jobs = [view.jobs_by_id.get(i) for i in (on_clippy, on_olaf)]
+        if all(j and j.state == "RUNNING" for j in jobs):
+            break
+        await asyncio.sleep(0.5)
+    assert view is not None and view.jobs_by_id[on_olaf].nodes == SPARE_NODE
+    nodes = {n.name: n for n in view.snapshot.nodes}
+    assert nodes["clippy"].partitions == nodes[SPARE_NODE].partitions
+    per_node = {
+        name: (nodes[name].gpus_total, nodes[name].gpus_used, nodes[name].gpus_idle)
+        for name in ("clippy", SPARE_NODE)
+    }
+    assert per_node == {
+        "clippy": ({"a40": 4}, {"a40": 1}, {"a40": 3}),
+        SPARE_NODE: ({"a40": 2}, {"a40": 1}, {"a40": 1}),
+    }
+    assert view.idle_by_type == {"2080_ti": 4, "a40": 4, "rtx_6000": 4}
+    free = dispatch(
+        command_table(), view, "free a40", team_id="T1", user_id="U1", cluster_user="alice"
+    ).text
+    assert "*`a40`*: 4 idle" in free
+    assert "`clippy`: 3 — partitions: `hoffman-lab" in free
+    assert f"`{SPARE_NODE}`: 1 — partitions: `hoffman-lab" in free

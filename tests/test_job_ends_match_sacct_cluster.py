@@ -1,0 +1,158 @@
+"""How jobs end, as the running bot records and tells them, checked against Slurm's own word:
+an overcap job preempted, requeued, restarted after its BeginTime wait and finished gets one
+preemption DM and one end DM; exit 3, SIGKILL, a time limit and scancel are recorded with the
+exit code and signal `sacct -o ExitCode` gives. One test, so the waits (the 120 s BeginTime,
+the 1-minute limit) overlap."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sqlite3
+import subprocess
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from bot.config import DatabaseConfig, IdentityConfig, SlackConfig, SlurmConfig, load_config
+from store.snapshots import decode_job
+from tests.bot_process import running_bot
+from tests.cluster import sbatch, squeue_state, wait_until
+from tests.slack_standin import SlackStandIn, SlackUser
+
+pytestmark = pytest.mark.cluster
+
+TEAM = "T0STANDIN"
+SLACK_IDS = {"alice": "UALICE", "bob": "UBOB", "carol": "UCAROL", "dave": "UDAVE"}
+FINAL = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED")
+# A job that works until it is preempted, and finishes at once when Slurm restarts it.
+RESUMABLE = 'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then sleep 2; exit 0; fi; sleep 300'
+
+
+def _dms_about(slack: SlackStandIn, job_id: int) -> list[str]:
+    pattern = re.compile(rf"\bJob {job_id}\b")
+    return [
+        str(call.params.get("text"))
+        for call in slack.calls_to("chat.postMessage")
+        if call.ok and pattern.search(str(call.params.get("text")))
+    ]
+
+
+def _final_records(db_path: Path) -> dict[int, tuple[str, int | None, int | None]]:
+    """Each job's last final transition: (state, exit code, signal)."""
+    db = sqlite3.connect(db_path)
+    try:
+        rows = db.execute("SELECT job_id, to_state, record FROM job_transitions ORDER BY id")
+        finals = {
+            job_id: (state, job.exit_code, job.exit_signal)
+            for job_id, state, record in rows
+            if state in FINAL
+            for job in [decode_job(record)]
+        }
+    finally:
+        db.close()
+    return finals
+
+
+def _slurm_22_05() -> bool:
+    out = subprocess.run(["sinfo", "--version"], capture_output=True, text=True, timeout=30)
+    return " 22.05." in f" {out.stdout}"
+
+
+def _sacct_exit_codes(job_ids: list[int]) -> dict[int, tuple[str, int, int]]:
+    out = subprocess.run(
+        [
+            "sacct",
+            "-X",
+            "-n",
+            "-P",
+            "-o",
+            "jobid,state,exitcode",
+            "-j",
+            ",".join(map(str, job_ids)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    codes = {}
+    for line in out.splitlines():
+        job_id, state, exit_code = line.split("|")
+        code, signal = exit_code.split(":")
+        codes[int(job_id)] = (state.split()[0], int(code), int(signal))
+    return codes
+
+
+async def test_job_ends_match_sacct_and_a_restarted_overcap_job_gets_two_dms(
+    tmp_path: Path, clean_queue: None
+) -> None:
+    config = replace(
+        load_config(None),
+        slack=SlackConfig(mode="socket"),
+        slurm=SlurmConfig(poll_seconds=2),
+        database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
+        identity=IdentityConfig(
+            links={f"{TEAM}/{slack_id}": user for user, slack_id in SLACK_IDS.items()}
+        ),
+    )
+    users = [SlackUser(slack_id, user) for user, slack_id in SLACK_IDS.items()]
+    async with SlackStandIn(users=users) as slack, running_bot(config, slack, stop_timeout=30):
+        await slack.wait_for_socket_connection(timeout=15)
+        await asyncio.sleep(3)  # the bot has seen the empty queue
+        overcap = sbatch(
+            "alice", "-p", "overcap", "-A", "overcap", "-w", "baymax", "--gpus-per-node=4",
+            "-J", "resumable", "--wrap", RESUMABLE,
+        )  # fmt: skip
+        wait_until(lambda: squeue_state(overcap) == "RUNNING", 30, "the overcap job to run")
+        await asyncio.sleep(3)  # one poll sees it running
+        # Takes half of baymax for 20 s: the overcap job can only restart once it is done.
+        sbatch(
+            "carol", "-p", "kira-lab", "-A", "kira-lab", "-w", "baymax",
+            "--gpus-per-node=2080_ti:2", "-J", "urgent", "--wrap", "sleep 20",
+        )  # fmt: skip
+        ended = {
+            sbatch("carol", "-p", "kira-lab", "-A", "kira-lab", "--wrap", "sleep 3; exit 3"),
+            sbatch("dave", "-p", "kira-lab", "-A", "kira-lab", "--wrap", "sleep 3; kill -9 $$"),
+            sbatch("bob", "-p", "debug", "-A", "hoffman-lab", "--time=1", "--wrap", "sleep 300"),
+        }
+        cancelled = sbatch("bob", "-p", "hoffman-lab", "-A", "hoffman-lab", "--wrap", "sleep 300")
+        ended.add(cancelled)
+        wait_until(lambda: squeue_state(cancelled) == "RUNNING", 30, "the job to cancel to run")
+        subprocess.run(["scancel", str(cancelled)], check=True, timeout=30)
+
+        # Requeued at once, eligible again 120 s later, then done in seconds.
+        started = time.monotonic()
+        while time.monotonic() - started < 240:
+            finals = _final_records(Path(config.database.path))
+            if len(_dms_about(slack, overcap)) >= 2 and ended <= set(finals):
+                break
+            await asyncio.sleep(2)
+        await asyncio.sleep(6)  # a few more polls: nothing may be sent twice
+
+    dms = _dms_about(slack, overcap)
+    assert len(dms) == 2, dms
+    assert "was preempted and requeued (restart 1)" in dms[0], dms[0]
+    assert "completed successfully" in dms[1], dms[1]
+    finals = _final_records(Path(config.database.path))
+    assert finals[overcap][0] == "COMPLETED"
+    sacct = _sacct_exit_codes(sorted(ended))
+    # A job killed by a signal has no exit code of its own; sacct prints 0 for it.
+    recorded = {job_id: (s, code or 0, signal or 0) for job_id, (s, code, signal) in finals.items()}
+    # 22.05's squeue gives the batch shell's SIGTERM (15) for a timed-out or cancelled job where
+    # sacct -X says 0:0, and its sacct JSON cannot tell (S2411-FINDINGS.md): on 22.05 only,
+    # that one difference is let through and the test reports itself as an expected failure.
+    sigterm = {j for j in ended if recorded.get(j) in (("TIMEOUT", 0, 15), ("CANCELLED", 0, 15))}
+    if _slurm_22_05():
+        recorded |= {j: (recorded[j][0], 0, 0) for j in sigterm}
+    assert {job_id: recorded.get(job_id) for job_id in ended} == sacct
+    assert sorted(sacct.values()) == [
+        ("CANCELLED", 0, 0),
+        ("FAILED", 0, 9),
+        ("FAILED", 3, 0),
+        ("TIMEOUT", 0, 0),
+    ]
+    if sigterm and _slurm_22_05():
+        pytest.xfail("22.05: SIGTERM of a timed-out/cancelled job is not sacct's ExitCode")
