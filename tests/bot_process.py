@@ -4,19 +4,34 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import aiohttp
 
-from bot.config import Config, Secrets
+from bot.config import (
+    Config,
+    DatabaseConfig,
+    IdentityConfig,
+    Secrets,
+    SlackConfig,
+    SlurmConfig,
+    load_config,
+)
 from bot.service import run_bot
-from tests.slack_standin import SlackStandIn
+from tests.slack_standin import SlackStandIn, SlackUser
+
+# The test users in the stand-in's one workspace, each linked to their cluster account, so
+# their job DMs can be told apart.
+TEAM = "T0STANDIN"
+SLACK_IDS = {"alice": "UALICE", "bob": "UBOB", "carol": "UCAROL", "dave": "UDAVE"}
 
 
 def standin_secrets(slack: SlackStandIn, signing_secret: str = "") -> Secrets:
@@ -98,3 +113,32 @@ async def wait_until_listening(url: str, attempts: int = 100) -> None:
             except aiohttp.ClientConnectionError:
                 await asyncio.sleep(0.05)
     raise TimeoutError(f"nothing listening at {url}")
+
+
+def linked_users() -> list[SlackUser]:
+    return [SlackUser(slack_id, user) for user, slack_id in SLACK_IDS.items()]
+
+
+def linked_bot_config(tmp_path: Path, slurm: SlurmConfig | None = None, **overrides: Any) -> Config:
+    """The built-in test-cluster config over Socket Mode, polling every 2 s, with its own
+    database and every test user linked (`overrides` replace further sections)."""
+    return replace(
+        load_config(None),
+        slack=SlackConfig(mode="socket"),
+        slurm=slurm or SlurmConfig(poll_seconds=2),
+        database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
+        identity=IdentityConfig(
+            links={f"{TEAM}/{slack_id}": user for user, slack_id in SLACK_IDS.items()}
+        ),
+        **overrides,
+    )
+
+
+def dms_about(slack: SlackStandIn, job_id: int) -> list[str]:
+    """The texts of every message the stand-in accepted that names this job."""
+    pattern = re.compile(rf"\bJob {job_id}\b")
+    return [
+        str(call.params.get("text"))
+        for call in slack.calls_to("chat.postMessage")
+        if call.ok and pattern.search(str(call.params.get("text")))
+    ]

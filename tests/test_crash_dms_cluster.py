@@ -11,14 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.bot_process import start_bot
+from tests.bot_process import SLACK_IDS, TEAM, linked_users, start_bot
 from tests.cluster import sbatch, squeue_json, wait_until
-from tests.slack_standin import SlackStandIn, SlackUser
+from tests.slack_standin import SlackStandIn
 
 pytestmark = pytest.mark.cluster
 
-TEAM = "T0STANDIN"
-SLACK_IDS = {"alice": "UALICE", "bob": "UBOB", "carol": "UCAROL", "dave": "UDAVE"}
 ACCOUNTS = {"alice": "hoffman-lab", "bob": "hoffman-lab", "carol": "kira-lab", "dave": "kira-lab"}
 JOBS = 200
 _DIGEST = re.compile(r"(\d+) of your jobs changed state")
@@ -44,8 +42,7 @@ async def test_200_job_ends_across_a_sigkill_are_all_delivered(
         f"[identity]\nlinks = {{ {links} }}\n"
         '[notifications]\ndefault_preference = "all"\n'
     )
-    users = [SlackUser(sid, user) for user, sid in SLACK_IDS.items()]
-    async with SlackStandIn(users=users) as slack:
+    async with SlackStandIn(users=linked_users()) as slack:
 
         def start() -> subprocess.Popen[bytes]:
             return start_bot(config_file, slack)

@@ -13,30 +13,22 @@ import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from bot.config import (
-    DatabaseConfig,
-    IdentityConfig,
     LabConfig,
     NotificationsConfig,
-    SlackConfig,
-    SlurmConfig,
     StorageConfig,
-    load_config,
 )
-from tests.bot_process import running_bot
+from tests.bot_process import linked_bot_config, linked_users, running_bot
 from tests.cluster import sbatch
-from tests.slack_standin import SlackStandIn, SlackUser
+from tests.slack_standin import SlackStandIn
 from tests.tmpfs import mounted_tmpfs
 
 pytestmark = pytest.mark.cluster
 
-TEAM = "T0STANDIN"
-SLACK_IDS = {"alice": "UALICE", "bob": "UBOB", "carol": "UCAROL", "dave": "UDAVE"}
 MIB = 1024 * 1024
 # sbatch gets the raw byte: a str with a surrogate escape is encoded back to \xff.
 BAD_NAME = os.fsdecode(b"bad\xffname")
@@ -79,15 +71,9 @@ async def test_a_bad_job_name_and_a_huge_disk_report_blind_nobody_else(
     _report(hoffman / "bob", str(6 * 1024**3))  # 6 TiB: a hoarding ping
     _report(kira / "carol", str(7 * 1024**3))  # 7 TiB: a hoarding ping
     _fill(kira / "carol" / "data.bin", int(7.8 * MIB))  # kira's filesystem ~98 % full
-    config = replace(
-        load_config(None),
-        slack=SlackConfig(mode="socket"),
-        slurm=SlurmConfig(poll_seconds=2),
+    config = linked_bot_config(
+        tmp_path,
         storage=StorageConfig(poll_seconds=5),
-        database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
-        identity=IdentityConfig(
-            links={f"{TEAM}/{slack_id}": user for user, slack_id in SLACK_IDS.items()}
-        ),
         notifications=NotificationsConfig(hoard_threshold_bytes=5 * 1024**4),
         labs=(
             LabConfig("hoffman-lab", "hoffman-lab", "hoffman-lab", (str(hoffman),)),
@@ -99,8 +85,10 @@ async def test_a_bad_job_name_and_a_huge_disk_report_blind_nobody_else(
     raw_squeue = (await _squeue_bytes()).split(b'"name"')
     assert any(b"bad\xffname" in part for part in raw_squeue), "squeue should pass the byte on"
 
-    users = [SlackUser(slack_id, user) for user, slack_id in SLACK_IDS.items()]
-    async with SlackStandIn(users=users) as slack, running_bot(config, slack, stop_timeout=30):
+    async with (
+        SlackStandIn(users=linked_users()) as slack,
+        running_bot(config, slack, stop_timeout=30),
+    ):
         await slack.wait_for_socket_connection(timeout=15)
         await asyncio.sleep(3)  # a poll has seen the queue, held job included
         fine = sbatch("dave", "-p", "kira-lab", "-A", "kira-lab", "-J", "fine",

@@ -3,51 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from bot.config import (
-    DatabaseConfig,
-    IdentityConfig,
-    SlackConfig,
-    SlurmConfig,
-    load_config,
-)
-from tests.bot_process import running_bot
+from tests.bot_process import dms_about, linked_bot_config, linked_users, running_bot
 from tests.cluster import sbatch, squeue_state, wait_until
-from tests.slack_standin import SlackStandIn, SlackUser
+from tests.slack_standin import SlackStandIn
 
 pytestmark = pytest.mark.cluster
 
-TEAM = "T0STANDIN"
-SLACK_IDS = {"alice": "UALICE", "bob": "UBOB", "carol": "UCAROL", "dave": "UDAVE"}
-
-
-def _dms_about(slack: SlackStandIn, job_id: int) -> list[str]:
-    pattern = re.compile(rf"\bJob {job_id}\b")
-    return [
-        str(call.params.get("text"))
-        for call in slack.calls_to("chat.postMessage")
-        if call.ok and pattern.search(str(call.params.get("text")))
-    ]
-
 
 async def test_each_job_end_gets_exactly_one_correct_dm(tmp_path: Path, clean_queue: None) -> None:
-    config = replace(
-        load_config(None),
-        slack=SlackConfig(mode="socket"),
-        slurm=SlurmConfig(poll_seconds=2),
-        database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
-        identity=IdentityConfig(
-            links={f"{TEAM}/{slack_id}": user for user, slack_id in SLACK_IDS.items()}
-        ),
-    )
-    users = [SlackUser(slack_id, user) for user, slack_id in SLACK_IDS.items()]
-    async with SlackStandIn(users=users) as slack, running_bot(config, slack, stop_timeout=30):
+    config = linked_bot_config(tmp_path)
+    async with (
+        SlackStandIn(users=linked_users()) as slack,
+        running_bot(config, slack, stop_timeout=30),
+    ):
         await slack.wait_for_socket_connection(timeout=15)
         await asyncio.sleep(3)  # the bot has seen the empty queue
         timeout_job = sbatch(
@@ -115,13 +88,13 @@ async def test_each_job_end_gets_exactly_one_correct_dm(tmp_path: Path, clean_qu
             timeout_job: ("UBOB", "reached its time limit of 1 min"),
         }
         while time.monotonic() - started < 150:
-            if all(_dms_about(slack, job_id) for job_id in expected):
+            if all(dms_about(slack, job_id) for job_id in expected):
                 break
             await asyncio.sleep(1)
         await asyncio.sleep(6)  # a few more polls: nothing may be sent twice
 
     for job_id, (slack_id, words) in expected.items():
-        dms = _dms_about(slack, job_id)
+        dms = dms_about(slack, job_id)
         assert len(dms) == 1, f"job {job_id}: {dms}"
         assert words in dms[0], dms[0]
         channel = next(
@@ -130,5 +103,5 @@ async def test_each_job_end_gets_exactly_one_correct_dm(tmp_path: Path, clean_qu
             if c.ok and str(c.params.get("text")) == dms[0]
         )
         assert channel in (slack_id, slack.dm_channel_for(slack_id))
-    preempted = _dms_about(slack, overcap)[0]
+    preempted = dms_about(slack, overcap)[0]
     assert "checkpoint" in preempted.lower()

@@ -7,60 +7,27 @@ The real bot and the Slack stand-in, as in test_job_dms_cluster.py; sacct's own
 from __future__ import annotations
 
 import asyncio
-import re
 import sqlite3
 import subprocess
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from bot.config import (
     Config,
-    DatabaseConfig,
-    IdentityConfig,
-    SlackConfig,
     SlurmConfig,
-    load_config,
 )
 from store.snapshots import decode_job
-from tests.bot_process import running_bot
+from tests.bot_process import dms_about, linked_bot_config, linked_users, running_bot
 from tests.cluster import sbatch, squeue_state, wait_until
-from tests.slack_standin import SlackStandIn, SlackUser
+from tests.slack_standin import SlackStandIn
 
 pytestmark = pytest.mark.cluster
 
-TEAM = "T0STANDIN"
-SLACK_IDS = {"alice": "UALICE", "bob": "UBOB", "carol": "UCAROL", "dave": "UDAVE"}
 # Longer than MinJobAge (10 s) plus a poll: once squeue has forgotten a job, sacct's window
 # still holds its end, which is when a wrong restart count would announce it again.
 LOOK_BACK = 20.0
-
-
-def _config(tmp_path: Path) -> Config:
-    return replace(
-        load_config(None),
-        slack=SlackConfig(mode="socket"),
-        slurm=SlurmConfig(poll_seconds=2, sacct_overlap_seconds=LOOK_BACK),
-        database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
-        identity=IdentityConfig(
-            links={f"{TEAM}/{slack_id}": user for user, slack_id in SLACK_IDS.items()}
-        ),
-    )
-
-
-def _users() -> list[SlackUser]:
-    return [SlackUser(slack_id, user) for user, slack_id in SLACK_IDS.items()]
-
-
-def _dms_about(slack: SlackStandIn, job_id: int) -> list[str]:
-    pattern = re.compile(rf"\bJob {job_id}\b")
-    return [
-        str(call.params.get("text"))
-        for call in slack.calls_to("chat.postMessage")
-        if call.ok and pattern.search(str(call.params.get("text")))
-    ]
 
 
 def _sacct_exit_code(job_id: int) -> tuple[int, int]:
@@ -92,8 +59,13 @@ async def test_preempted_job_cancelled_past_the_look_back_ends_once(
 ) -> None:
     """Preempted and requeued, then cancelled well after sacct's (shortened) look-back has
     slid past the preempted run: one preemption DM and one end DM, nothing more."""
-    config = _config(tmp_path)
-    async with SlackStandIn(users=_users()) as slack, running_bot(config, slack, stop_timeout=30):
+    config = linked_bot_config(
+        tmp_path, SlurmConfig(poll_seconds=2, sacct_overlap_seconds=LOOK_BACK)
+    )
+    async with (
+        SlackStandIn(users=linked_users()) as slack,
+        running_bot(config, slack, stop_timeout=30),
+    ):
         await slack.wait_for_socket_connection(timeout=15)
         overcap = sbatch("alice", "-p", "overcap", "-A", "overcap", "-w", "baymax",
                          "--gpus-per-node=4", "-J", "sweep", "--wrap", "sleep 600")  # fmt: skip
@@ -102,28 +74,33 @@ async def test_preempted_job_cancelled_past_the_look_back_ends_once(
         sbatch("carol", "-p", "kira-lab", "-A", "kira-lab", "-w", "baymax",
                "--gpus-per-node=2080_ti:2", "-J", "urgent", "--wrap", "sleep 600")  # fmt: skip
         started = time.monotonic()
-        while not _dms_about(slack, overcap) and time.monotonic() - started < 60:
+        while not dms_about(slack, overcap) and time.monotonic() - started < 60:
             await asyncio.sleep(0.5)
         assert squeue_state(overcap) == "PENDING"  # requeued, waiting its BeginTime
         await asyncio.sleep(LOOK_BACK + 5)  # sacct's window no longer holds the preemption
         subprocess.run(["scancel", str(overcap)], check=True, timeout=30)
         started = time.monotonic()
-        while len(_dms_about(slack, overcap)) < 2 and time.monotonic() - started < 60:
+        while len(dms_about(slack, overcap)) < 2 and time.monotonic() - started < 60:
             await asyncio.sleep(0.5)
         # Past MinJobAge only sacct lists the job, with just the cancelled run in its window
         # (22.05 has no restart count of its own), until the look-back passes the end too.
         await asyncio.sleep(LOOK_BACK + 15)
 
-    dms = _dms_about(slack, overcap)
+    dms = dms_about(slack, overcap)
     assert len(dms) == 2, dms
     assert "was preempted and requeued (restart 1)" in dms[0]
     assert "was cancelled" in dms[1]
 
 
 async def test_exit_code_and_signal_are_what_sacct_shows(tmp_path: Path, clean_queue: None) -> None:
-    config = _config(tmp_path)
+    config = linked_bot_config(
+        tmp_path, SlurmConfig(poll_seconds=2, sacct_overlap_seconds=LOOK_BACK)
+    )
     common = ("-p", "debug", "-A", "hoffman-lab")
-    async with SlackStandIn(users=_users()) as slack, running_bot(config, slack, stop_timeout=30):
+    async with (
+        SlackStandIn(users=linked_users()) as slack,
+        running_bot(config, slack, stop_timeout=30),
+    ):
         await slack.wait_for_socket_connection(timeout=15)
         await asyncio.sleep(3)
         jobs = {
@@ -144,7 +121,7 @@ async def test_exit_code_and_signal_are_what_sacct_shows(tmp_path: Path, clean_q
         subprocess.run(["scancel", str(jobs["cancel"])], check=True, timeout=30)
         started = time.monotonic()
         while time.monotonic() - started < 180:
-            if all(_dms_about(slack, job_id) for job_id in jobs.values()):
+            if all(dms_about(slack, job_id) for job_id in jobs.values()):
                 break
             await asyncio.sleep(1)
         await asyncio.sleep(4)
@@ -161,7 +138,7 @@ async def test_exit_code_and_signal_are_what_sacct_shows(tmp_path: Path, clean_q
     for name, job_id in jobs.items():
         code, signal = _sacct_exit_code(job_id)
         assert _final_records(config, job_id) == [(_final_state(name), code, signal or None)], name
-        dms = _dms_about(slack, job_id)
+        dms = dms_about(slack, job_id)
         assert len(dms) == 1, (name, dms)
         assert expected_words[name].format(code=code, signal=signal) in dms[0], (name, dms[0])
     # The cases themselves, so a Slurm that changes them is noticed.

@@ -7,37 +7,23 @@ the 1-minute limit) overlap."""
 from __future__ import annotations
 
 import asyncio
-import re
 import sqlite3
 import subprocess
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from bot.config import DatabaseConfig, IdentityConfig, SlackConfig, SlurmConfig, load_config
 from store.snapshots import decode_job
-from tests.bot_process import running_bot
+from tests.bot_process import dms_about, linked_bot_config, linked_users, running_bot
 from tests.cluster import sbatch, squeue_state, wait_until
-from tests.slack_standin import SlackStandIn, SlackUser
+from tests.slack_standin import SlackStandIn
 
 pytestmark = pytest.mark.cluster
 
-TEAM = "T0STANDIN"
-SLACK_IDS = {"alice": "UALICE", "bob": "UBOB", "carol": "UCAROL", "dave": "UDAVE"}
 FINAL = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED")
 # A job that works until it is preempted, and finishes at once when Slurm restarts it.
 RESUMABLE = 'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then sleep 2; exit 0; fi; sleep 300'
-
-
-def _dms_about(slack: SlackStandIn, job_id: int) -> list[str]:
-    pattern = re.compile(rf"\bJob {job_id}\b")
-    return [
-        str(call.params.get("text"))
-        for call in slack.calls_to("chat.postMessage")
-        if call.ok and pattern.search(str(call.params.get("text")))
-    ]
 
 
 def _final_records(db_path: Path) -> dict[int, tuple[str, int | None, int | None]]:
@@ -89,17 +75,11 @@ def _sacct_exit_codes(job_ids: list[int]) -> dict[int, tuple[str, int, int]]:
 async def test_job_ends_match_sacct_and_a_restarted_overcap_job_gets_two_dms(
     tmp_path: Path, clean_queue: None
 ) -> None:
-    config = replace(
-        load_config(None),
-        slack=SlackConfig(mode="socket"),
-        slurm=SlurmConfig(poll_seconds=2),
-        database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
-        identity=IdentityConfig(
-            links={f"{TEAM}/{slack_id}": user for user, slack_id in SLACK_IDS.items()}
-        ),
-    )
-    users = [SlackUser(slack_id, user) for user, slack_id in SLACK_IDS.items()]
-    async with SlackStandIn(users=users) as slack, running_bot(config, slack, stop_timeout=30):
+    config = linked_bot_config(tmp_path)
+    async with (
+        SlackStandIn(users=linked_users()) as slack,
+        running_bot(config, slack, stop_timeout=30),
+    ):
         await slack.wait_for_socket_connection(timeout=15)
         await asyncio.sleep(3)  # the bot has seen the empty queue
         overcap = sbatch(
@@ -127,12 +107,12 @@ async def test_job_ends_match_sacct_and_a_restarted_overcap_job_gets_two_dms(
         started = time.monotonic()
         while time.monotonic() - started < 240:
             finals = _final_records(Path(config.database.path))
-            if len(_dms_about(slack, overcap)) >= 2 and ended <= set(finals):
+            if len(dms_about(slack, overcap)) >= 2 and ended <= set(finals):
                 break
             await asyncio.sleep(2)
         await asyncio.sleep(6)  # a few more polls: nothing may be sent twice
 
-    dms = _dms_about(slack, overcap)
+    dms = dms_about(slack, overcap)
     assert len(dms) == 2, dms
     assert "was preempted and requeued (restart 1)" in dms[0], dms[0]
     assert "completed successfully" in dms[1], dms[1]
