@@ -14,7 +14,8 @@ from core.records import (
     Node,
 )
 
-SOURCES = ("slurm", "caps", "storage")
+# "accounting" is sacct (slurmdbd), which fails apart from the controller ("slurm").
+SOURCES = ("slurm", "accounting", "caps", "storage")
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@
 #                                        (bind-mounted at the same path), on the venv's Python
 #   deploy/testcluster-24.11.sh shell    an interactive shell inside
 #   deploy/testcluster-24.11.sh stop-controller   stop slurmctld only (outage tests)
+#   deploy/testcluster-24.11.sh stop-accounting   stop slurmdbd only (outage tests)
 #
 # The same script runs inside the sandbox (the checkout is bind-mounted there): `up`, `status`
 # and `stop-controller` inside act on the daemons directly, so tests call the same verbs on
@@ -640,6 +641,7 @@ if inside; then
         status) inside_status ;;
         # By its pid file, as on the host cluster.
         stop-controller) stop_pidfile slurmctld "$RUNDIR/slurmctld.pid" "$CTLD" ;;
+        stop-accounting) stop_pidfile slurmdbd "$RUNDIR/slurmdbd.pid" slurmdbd ;;
         -h | --help | help) usage ;;
         *) usage >&2; exit 2 ;;
     esac
@@ -651,6 +653,7 @@ else
         run) shift; bind_repo; EXEC=exec in_sandbox "$@" ;;
         shell) bind_repo; EXEC=exec in_sandbox /bin/bash -i ;;
         stop-controller) in_sandbox "$SELF" stop-controller ;;
+        stop-accounting) in_sandbox "$SELF" stop-accounting ;;
         -h | --help | help) usage ;;
         *) usage >&2; exit 2 ;;
     esac

@@ -363,7 +363,7 @@ cmd_status() {
 
 usage() {
     cat <<EOF
-usage: $0 up|down|status|stop-controller
+usage: $0 up|down|status|stop-controller|stop-accounting
 
   up      create users, lab storage, sample images in $IMAGE_DIR, configs, accounts;
           start munge, MariaDB, slurmdbd, slurmctld and slurmd for ${NODES[*]};
@@ -373,6 +373,8 @@ usage: $0 up|down|status|stop-controller
   status  one line per component; exit status 0 only if all are up.
   stop-controller
           stop slurmctld only (outage tests); \`up\` starts it again.
+  stop-accounting
+          stop slurmdbd only (outage tests); \`up\` starts it again.
 
 State: $STATE   Logs: $LOGDIR   Config: $ETC
 EOF
@@ -384,6 +386,7 @@ case ${1:-} in
     status) cmd_status ;;
     # By its pid file, never by name: a name would also match the 24.11 sandbox's slurmctld.
     stop-controller) stop_pidfile slurmctld "$RUNDIR/slurmctld.pid" slurmctld ;;
+    stop-accounting) stop_pidfile slurmdbd "$RUNDIR/slurmdbd.pid" slurmdbd ;;
     -h | --help | help) usage ;;
     *) usage >&2; exit 2 ;;
 esac

@@ -26,6 +26,7 @@ from core.associations import parse_associations, parse_associations_json
 from core.lab_usage import lab_usage
 from core.records import Job, LabCap
 from core.slurm_json import (
+    ParseResult,
     SlurmJsonError,
     parse_sacct,
     parse_sinfo,
@@ -86,50 +87,97 @@ class SlurmPoller:
         return self._backoff.failures
 
     async def poll_jobs(self) -> bool:
-        """One cycle of squeue + sinfo + sacct. Returns whether it succeeded."""
+        """One cycle of squeue + nodes + sacct. Returns whether the controller answered.
+
+        The controller (squeue, nodes) and accounting (sacct, slurmdbd) fail independently:
+        with slurmdbd down the snapshot stays current and only job ends wait, because the
+        sacct window does not move until sacct answers again.
+        """
         now = self._clock()
-        if self._backoff.should_skip(now):
+        if self._backoff.should_skip(now) and not await self._controller_answers_ping():
             return False
         since = await self._sacct_window_start(now)
+        live_and_nodes, sacct = await asyncio.gather(
+            self._controller_documents(),
+            self._json(
+                "sacct",
+                [
+                    "--json",
+                    "--allusers",
+                    "--duplicates",
+                    f"--state={SACCT_STATES}",
+                    f"--starttime={_slurm_time(since)}",
+                    f"--endtime={_slurm_time(now + 60)}",
+                ],
+            ),
+            return_exceptions=True,
+        )
         try:
-            squeue, node_document, sacct = await asyncio.gather(
-                self._json("squeue", ["--all", "--json"]),
-                self._json(*self._nodes_source),
-                self._json(
-                    "sacct",
-                    [
-                        "--json",
-                        "--allusers",
-                        "--duplicates",
-                        f"--state={SACCT_STATES}",
-                        f"--starttime={_slurm_time(since)}",
-                        f"--endtime={_slurm_time(now + 60)}",
-                    ],
-                ),
-            )
-            if sinfo_is_grouped(node_document):
-                log.info("sinfo groups nodes (Slurm 23.02+): reading them from scontrol")
-                self._nodes_source = SCONTROL_NODES
-                node_document = await self._json(*self._nodes_source)
+            if isinstance(live_and_nodes, BaseException):
+                raise live_and_nodes
+            squeue, node_document = live_and_nodes
             live = parse_squeue(squeue)
             nodes = parse_sinfo(node_document)
-            accounted = parse_sacct(sacct)
         except (SlurmCommandError, SlurmJsonError) as error:
             delay = self._backoff.failed(now)
             log.warning("slurm poll failed (next try in %.0f s): %s", delay, error)
             await self._writer.run(record_poll_failure, "slurm", str(error), now)
             return False
-        for warning in (*live.warnings, *nodes.warnings, *accounted.warnings):
+        accounted = await self._accounted(sacct, now)
+        warnings = (*live.warnings, *nodes.warnings, *(accounted.warnings if accounted else ()))
+        for warning in warnings:
             log.warning("slurm data: %s", warning)
         transitions = await self._writer.run(
-            save_slurm_poll, live.records, accounted.records, nodes.records, now
+            save_slurm_poll,
+            live.records,
+            accounted.records if accounted else [],
+            nodes.records,
+            now,
+            accounted is not None,
         )
-        self._sacct_since = now
+        if accounted is not None:
+            self._sacct_since = now
         self._backoff.succeeded()
         await self._record_lab_usage(live.records, now)
         if transitions and self._on_transitions is not None:
             await self._on_transitions(transitions)
         return True
+
+    async def _controller_documents(self) -> tuple[object, object]:
+        squeue, node_document = await asyncio.gather(
+            self._json("squeue", ["--all", "--json"]), self._json(*self._nodes_source)
+        )
+        if sinfo_is_grouped(node_document):
+            log.info("sinfo groups nodes (Slurm 23.02+): reading them from scontrol")
+            self._nodes_source = SCONTROL_NODES
+            node_document = await self._json(*self._nodes_source)
+        return squeue, node_document
+
+    async def _accounted(self, sacct: object, now: float) -> ParseResult[Job] | None:
+        """sacct's jobs, or None (logged and recorded as the accounting source's failure)."""
+        try:
+            if isinstance(sacct, BaseException):
+                raise sacct
+            return parse_sacct(sacct)
+        except (SlurmCommandError, SlurmJsonError) as error:
+            log.warning("sacct failed; job ends wait until it answers: %s", error)
+            await self._writer.run(record_poll_failure, "accounting", str(error), now)
+            return None
+
+    async def _controller_answers_ping(self) -> bool:
+        """While backing off, one `scontrol ping` per cycle (the cheapest controller RPC)
+        tells whether the controller is back, so skybot is current again one poll after
+        Slurm answers rather than when the back-off runs out."""
+        try:
+            out = await run_slurm(
+                self._config.slurm.bin_dir,
+                "scontrol",
+                ["ping"],
+                self._config.slurm.command_timeout_seconds,
+            )
+        except SlurmCommandError:
+            return False
+        return b"is UP" in out
 
     async def poll_caps(self) -> bool:
         now = self._clock()
@@ -180,8 +228,11 @@ class SlurmPoller:
         that ended while skybot was down are still seen to end; never from before a brand-new
         store's first poll: history from before skybot was installed is nobody's news."""
         if self._sacct_since is None:
-            status = await self._writer.run(load_source_status, "slurm")
-            self._sacct_since = status.taken_at or now
+            # From when sacct last answered: job ends during an accounting outage that
+            # skybot was restarted in are still found.
+            accounting = await self._writer.run(load_source_status, "accounting")
+            slurm = await self._writer.run(load_source_status, "slurm")
+            self._sacct_since = accounting.taken_at or slurm.taken_at or now
             self._sacct_floor = await self._writer.run(history_start, now)
         start = self._sacct_since - self._config.slurm.sacct_overlap_seconds
         return max(start, self._sacct_floor, now - SACCT_MAX_LOOKBACK_SECONDS)

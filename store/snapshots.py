@@ -42,11 +42,13 @@ def save_slurm_poll(
     accounted: Sequence[Job],
     nodes: Sequence[Node],
     at: float,
+    accounting_answered: bool = True,
 ) -> list[Transition]:
     """Replace the job and node snapshot and record state transitions, in one transaction.
 
-    `live` is what squeue lists now; `accounted` is what sacct reported since the last poll.
-    Returns the transitions recorded.
+    `live` is what squeue lists now; `accounted` is what sacct reported since the last poll
+    (empty, with `accounting_answered` false, when sacct failed: jobs that left squeue keep
+    their last state until it answers). Returns the transitions recorded.
     """
     observed = merge_observations(live, accounted)
     conn = db.conn
@@ -88,6 +90,8 @@ def save_slurm_poll(
             ),
         )
         _mark_success(db, "slurm", at)
+        if accounting_answered:
+            _mark_success(db, "accounting", at)
     return transitions
 
 

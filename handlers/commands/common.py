@@ -29,7 +29,12 @@ from handlers.reply import (
 from handlers.router import CommandRequest, UsageError
 
 # How each data source is named in freshness warnings.
-SOURCE_LABELS = {"slurm": "Slurm", "caps": "sacctmgr (lab GPU caps)", "storage": "the storage scan"}
+SOURCE_LABELS = {
+    "slurm": "Slurm",
+    "accounting": "Slurm accounting (sacct: job ends)",
+    "caps": "sacctmgr (lab GPU caps)",
+    "storage": "the storage scan",
+}
 # Age beyond which data is called stale even without an error: a few poll intervals
 # (Slurm is polled every ~15 s, caps every ~5 min, storage every ~5 min by default).
 STALE_AFTER_SECONDS = {"slurm": 120.0, "caps": 1800.0, "storage": 1800.0}

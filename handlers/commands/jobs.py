@@ -37,7 +37,7 @@ def run(request: CommandRequest, view: ClusterView) -> Reply:
     jobs = active_jobs(view, user)
     if not jobs:
         return answer(view, request, [_nobody_home(view, user, arg is None)], "slurm")
-    return answer(view, request, jobs_lines(user, jobs, request.now), "slurm")
+    return answer(view, request, jobs_lines(user, jobs, request.now), "slurm", also=("accounting",))
 
 
 def active_jobs(view: ClusterView, user: str) -> list[Job]:
