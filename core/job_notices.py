@@ -148,7 +148,7 @@ def compose_job_notice(
     )
     facts = [
         f"Partition {literal(job.partition)}",
-        f"GPUs {format_gpus(job.gpus_by_type)}",
+        f"GPUs {format_gpus(job.gpus_by_type)}" if job.gpus_by_type else "no GPUs",
     ]
     lines = [headline, " · ".join(facts)]
     interrupted = transition.to_state == REQUEUED

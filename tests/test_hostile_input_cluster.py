@@ -98,7 +98,7 @@ async def test_a_bad_job_name_and_a_huge_disk_report_blind_nobody_else(
         expected = {
             ("UDAVE", rf"Job {fine} `fine` completed successfully"),
             ("UBOB", rf"Job {broken} `broken` failed with exit code 3\b"),
-            ("#skynet-users", rf"`{kira}` \(kira-lab\) is 9\d% full"),
+            ("#skynet-users", rf"`{kira}` \(`kira-lab`\) is 9\d% full"),
             ("#skynet-users", rf"<@UCAROL>: `{kira}/carol` holds 7\.0T"),
             ("#skynet-users", rf"<@UBOB>: `{hoffman}/bob` holds 6\.0T"),
         }
