@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -14,6 +15,8 @@ from apscheduler.triggers.cron import CronTrigger
 from bot.config import Config
 from scheduler.slurm_poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
+
+log = logging.getLogger(__name__)
 
 AfterPoll = Callable[[], Awaitable[object]]
 # (source, seconds): how long one poll took, for the metrics.
@@ -27,11 +30,13 @@ class PollSchedule:
 
     scheduler: AsyncIOScheduler
     in_flight: set[asyncio.Task[None]] = field(default_factory=set)
+    stopping: bool = False
 
     def start(self) -> None:
         self.scheduler.start()
 
     async def stop(self) -> None:
+        self.stopping = True
         self.scheduler.shutdown(wait=False)
         running = list(self.in_flight)
         for task in running:
@@ -78,6 +83,12 @@ def build_scheduler(
                 await after_poll()
                 if watch is not None:
                     await watch()
+            except asyncio.CancelledError:
+                # Ended by stop(): not a failure, and APScheduler would log it as one (with
+                # a traceback, at ERROR). Any other cancellation is passed on.
+                if not schedule.stopping:
+                    raise
+                log.debug("%s poll ended: skybot is stopping", source)
             finally:
                 schedule.in_flight.discard(task)  # type: ignore[arg-type]
 
