@@ -817,14 +817,28 @@ def _slurm_messages(data: dict[str, Any]) -> list[str]:
         if not isinstance(items, list):
             continue
         for item in items:
-            if isinstance(item, dict) and item.get("error_number") == _EMPTY_RESULT:
-                continue  # sacct's "Nothing found": an answer, not a problem
+            if _means_nothing_found(item):
+                continue  # an answer ("no jobs"), not a problem
             if isinstance(item, dict):
                 text = item.get("description") or item.get("error") or str(item)
             else:
                 text = str(item)
             messages.append(f"slurm {key[:-1]}: {text}")
     return messages
+
+
+# 24.11 says "no jobs" as a warning, not as sacct's 9003 error (seen on the real cluster with
+# an empty queue or an empty sacct window).
+_NOTHING_FOUND_WARNINGS = frozenset({"Zero jobs to dump"})
+
+
+def _means_nothing_found(item: object) -> bool:
+    if not isinstance(item, dict):
+        return False
+    return (
+        item.get("error_number") == _EMPTY_RESULT
+        or item.get("description") in _NOTHING_FOUND_WARNINGS
+    )
 
 
 _JobParser = Callable[[dict[str, Any], str, list[str]], Job | None]

@@ -122,3 +122,16 @@ def test_record_lists_of_the_wrong_kind_are_one_clear_error() -> None:
         decode_slurm_json(b"squeue: error: Invalid user")
     with pytest.raises(SlurmDecodeError):
         decode_slurm_json(b"[1, 2]")
+
+
+def test_nothing_found_is_an_answer_in_either_generation_other_messages_are_kept() -> None:
+    # 22.05's sacct says "no jobs" as error 9003; 24.11's squeue and sacct as this warning.
+    quiet = {
+        "jobs": [],
+        "errors": [{"error_number": 9003, "error": "Nothing found"}],
+        "warnings": [{"description": "Zero jobs to dump", "source": "dump_jobs"}],
+    }
+    assert parse_squeue(quiet).warnings == []
+    assert parse_sacct(quiet).warnings == []
+    loud = {"jobs": [], "warnings": [{"description": "Partition lookup failed", "source": "x"}]}
+    assert parse_squeue(loud).warnings == ["slurm warning: Partition lookup failed"]

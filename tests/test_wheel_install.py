@@ -25,7 +25,15 @@ from tests.bot_process import start_bot
 from tests.cluster import sbatch, squeue_state, wait_until
 from tests.slack_standin import SlackStandIn
 
-pytestmark = pytest.mark.cluster
+pytestmark = [
+    pytest.mark.cluster,
+    # The wheel is built and installed with the package index; the 24.11 lane's sandbox has
+    # no network. The wheel is the same for either Slurm: it is proven on the host's cluster.
+    pytest.mark.skipif(
+        "SKYBOT_TESTCLUSTER" in os.environ,
+        reason="inside the Slurm 24.11 sandbox: no package index to install the wheel from",
+    ),
+]
 
 REPO = Path(__file__).resolve().parent.parent
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -118,7 +126,7 @@ def test_console_from_the_installed_wheel_answers_from_the_cluster(
         timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "*hoffman-lab*: 2/4 GPUs in use (2 free under the cap)" in result.stdout
+    assert "*`hoffman-lab`*: 2/4 GPUs in use (2 free under the cap)" in result.stdout
     assert "Traceback" not in result.stderr
 
 
@@ -152,7 +160,7 @@ async def test_run_from_the_installed_wheel_answers_over_slack(
             finally:
                 bot.terminate()
                 bot.wait(30)
-    assert "*hoffman-lab*: 2/4 GPUs in use (2 free under the cap)" in text, log_path.read_text()
+    assert "*`hoffman-lab`*: 2/4 GPUs in use (2 free under the cap)" in text, log_path.read_text()
 
 
 def test_install_and_doctor_work_from_the_installed_wheel(
