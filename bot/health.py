@@ -4,8 +4,8 @@
   loop answers the request itself, and its heartbeat ticked lately. Nothing outside skybot can
   make this fail, so a liveness probe never restarts the bot because Slack or Slurm is down.
 - Ready (`/readyz`): skybot is doing its job. Connected to Slack (Socket Mode), Slurm's
-  snapshot fresh and its last poll good, the outbox not paused by a refused token. The answer
-  names each check and why it fails.
+  snapshot fresh and its last poll good, accounting (sacct) answering, the outbox not paused
+  by a refused token. The answer names each check and why it fails.
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ class ServiceStatus:
         return {
             "slack": self._slack(now),
             "slurm": slurm_check(self.view(), now, self.max_age_seconds),
+            "accounting": accounting_check(self.view(), now),
             "sender": self._sender(now),
         }
 
@@ -108,7 +109,24 @@ def slurm_check(view: ClusterView, now: float, max_age_seconds: float) -> Check:
     elif now - slurm.taken_at > max_age_seconds:
         problems.append(f"snapshot is {now - slurm.taken_at:.0f} s old")
     if slurm.failing:
-        problems.append(f"last poll failed: {slurm.error}")
+        since = f" for {now - slurm.error_at:.0f} s" if slurm.error_at is not None else ""
+        problems.append(f"the controller (slurmctld) has not answered{since}: {slurm.error}")
     if problems:
         return Check(False, "; ".join(problems))
     return Check(True, f"snapshot is {now - (slurm.taken_at or now):.0f} s old")
+
+
+def accounting_check(view: ClusterView, now: float) -> Check:
+    """sacct's side on its own: while slurmdbd is down the live view stays current, but job
+    ends (and their DMs) wait until it answers again."""
+    accounting = view.snapshot.source("accounting")
+    if accounting.failing:
+        since = f" for {now - accounting.error_at:.0f} s" if accounting.error_at is not None else ""
+        return Check(
+            False,
+            f"accounting (slurmdbd) has not answered{since}: finished jobs may be reported "
+            f"late ({accounting.error})",
+        )
+    if accounting.taken_at is None:
+        return Check(False, "no successful sacct poll yet")
+    return Check(True, f"sacct answered {now - accounting.taken_at:.0f} s ago")

@@ -117,7 +117,7 @@ class Metrics:
         )
         self.ready = Gauge(
             "skybot_ready",
-            "1 while every readiness check passes, by check (slack, slurm, sender).",
+            "1 while every readiness check passes, by check (slack, slurm, accounting, sender).",
             ["check"],
             registry=self.registry,
         )

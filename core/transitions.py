@@ -8,7 +8,7 @@ restart count, because the job itself goes back to PENDING under the same id.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from core.records import FINAL_STATES, Job
@@ -106,6 +106,58 @@ def with_gpus(observed: Mapping[int, Job], gpus: Mapping[int, dict[str, int]]) -
         if not job.gpus_by_type or job.state == "PENDING":
             filled[job_id] = replace(job, gpus_by_type=dict(by_type))
     return filled
+
+
+def ending_without_squeue(
+    known: Mapping[int, KnownState], observed: Mapping[int, Job], live_ids: Collection[int]
+) -> list[int]:
+    """Jobs about to be announced as ended from sacct's record alone (squeue no longer lists
+    them): the ones whose record may be emptier than what squeue showed of them."""
+    return [
+        job_id
+        for job_id, job in observed.items()
+        if job_id not in live_ids and job.is_final and _is_news(known.get(job_id), job)
+    ]
+
+
+def with_last_seen(observed: Mapping[int, Job], last_seen: Mapping[int, Job]) -> dict[int, Job]:
+    """sacct's end records completed with what squeue last showed of each job.
+
+    An end is told with everything skybot knows: 22.05's sacct has no output path (a job run
+    with `-o /dev/null` would be said to write `slurm-N.out`), and a record written while
+    slurmdbd lagged can lack the exit code squeue had. Only empty fields are filled; what
+    sacct does say (its final state, exit code, end time) wins.
+    """
+    filled = dict(observed)
+    for job_id, seen in last_seen.items():
+        job = filled.get(job_id)
+        if job is None:
+            continue
+        gaps = {
+            name: getattr(seen, name)
+            for name in _FILLABLE
+            if getattr(job, name) in (None, "") and getattr(seen, name) not in (None, "")
+        }
+        if job.exit_code is None and seen.exit_code is not None:
+            gaps["exit_code"], gaps["exit_signal"] = seen.exit_code, seen.exit_signal
+        if gaps:
+            filled[job_id] = replace(job, **gaps)
+    return filled
+
+
+# The fields an end record may lack that squeue's last record of the job can supply.
+_FILLABLE = (
+    "std_out",
+    "work_dir",
+    "nodes",
+    "partition",
+    "comment",
+    "time_limit_minutes",
+    "submit_time",
+    "start_time",
+    "array_job_id",
+    "array_task",
+)
 
 
 def detect_transitions(

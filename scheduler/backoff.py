@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+TICK_JITTER_SECONDS = 1.0
+
+
 @dataclass
 class Backoff:
     """After n consecutive failures, wait base * 2**(n-1) (capped) before trying again.
@@ -19,7 +22,9 @@ class Backoff:
     retry_at: float = 0.0
 
     def should_skip(self, now: float) -> bool:
-        return now < self.retry_at
+        # A retry due a few ms after the scheduler's tick is due at that tick: otherwise
+        # timer jitter alone would add one more interval to every recovery.
+        return now < self.retry_at - TICK_JITTER_SECONDS
 
     def failed(self, now: float) -> float:
         self.failures += 1

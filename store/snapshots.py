@@ -30,9 +30,11 @@ from core.transitions import (
     Transition,
     awaiting_gpus,
     detect_transitions,
+    ending_without_squeue,
     merge_observations,
     with_gpus,
     with_known_restarts,
+    with_last_seen,
 )
 
 
@@ -58,6 +60,9 @@ def save_slurm_poll(
             for row in conn.execute("SELECT job_id, state, restarts FROM job_states")
         }
         observed = with_known_restarts(known, observed)
+        told_by_sacct = ending_without_squeue(known, observed, {job.job_id for job in live})
+        if told_by_sacct:
+            observed = with_last_seen(observed, last_seen_jobs(db, told_by_sacct))
         missing_gpus = awaiting_gpus(known, observed)
         if missing_gpus:
             observed = with_gpus(observed, last_allocated_gpus(db, missing_gpus))
@@ -120,6 +125,24 @@ def last_allocated_gpus(
                 gpus = decode_job(record).gpus_by_type
                 if gpus:
                     found[job_id] = gpus
+    return found
+
+
+def last_seen_jobs(db: sqlite_utils.Database, job_ids: Sequence[int]) -> dict[int, Job]:
+    """Each job's latest record: in the previous snapshot (squeue's), or else in its latest
+    recorded transition."""
+    found: dict[int, Job] = {}
+    for chunk in _chunks(list(job_ids), 500):
+        marks = ", ".join("?" for _ in chunk)
+        rows = db.execute(
+            f"SELECT job_id, record, 0 AS source, 0 AS id FROM jobs WHERE job_id IN ({marks}) "
+            f"UNION ALL SELECT job_id, record, 1, id FROM job_transitions "
+            f"WHERE job_id IN ({marks}) ORDER BY source, id DESC",
+            [*chunk, *chunk],
+        ).fetchall()
+        for job_id, record, _, _ in rows:
+            if job_id not in found:
+                found[job_id] = decode_job(record)
     return found
 
 

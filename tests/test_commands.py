@@ -490,10 +490,27 @@ def test_failing_slurm_is_flagged_with_the_age_of_the_data() -> None:
     reply = ask("gpus hoffman-lab", view, now=TAKEN_AT + 180)
     first = reply.text.splitlines()[0]
     assert first == (
-        "⚠️ Slurm did not answer the last poll since 2 min ago (`squeue timed out after 20 s`) "
-        "— showing data from 3 min ago."
+        "⚠️ The Slurm controller (slurmctld) has not answered for 2 min: "
+        "jobs and GPUs are shown as of 3 min ago."
     )
-    assert block_text(reply).startswith("⚠️ Slurm did not answer")
+    assert block_text(reply).startswith("⚠️ The Slurm controller (slurmctld) has not answered")
+    assert "timed out" not in reply.text, "Slurm's own words are for the admins' log"
+
+
+def test_failing_accounting_is_named_while_the_live_view_stays_unflagged() -> None:
+    view = cluster()
+    status = dict(view.snapshot.status)
+    status["accounting"] = SourceStatus(
+        "accounting", TAKEN_AT - 90, "sacct: Unspecified error", TAKEN_AT - 90
+    )
+    view = make_view(replace(view.snapshot, status=status))
+    text = ask("jobs", view, now=TAKEN_AT + 30).text
+    assert text.splitlines()[0] == (
+        "⚠️ Slurm accounting (slurmdbd) has not answered for 2 min: "
+        "finished jobs may be reported late."
+    )
+    assert "controller" not in text
+    assert "Unspecified error" not in text
 
 
 def test_stale_data_without_an_error_is_flagged() -> None:

@@ -50,6 +50,16 @@ def test_snapshot_round_trip_and_transitions(db_path: Path) -> None:
     assert save_slurm_poll(db, [live[1]], [job(1, state="FAILED")], nodes, at=130.0) == []
 
 
+def test_an_end_from_sacct_is_told_with_the_output_path_squeue_showed(db_path: Path) -> None:
+    db = open_db(db_path)
+    save_slurm_poll(db, [job(1, std_out="/dev/null", exit_code=None)], [], [], at=100.0)
+    save_slurm_poll(db, [], [], [], at=115.0)  # gone from squeue; sacct not caught up yet
+    ended = job(1, state="FAILED", std_out="", work_dir="/tmp", exit_code=2)
+    (transition,) = save_slurm_poll(db, [], [ended], [], at=130.0)
+    assert (transition.to_state, transition.job.std_out) == ("FAILED", "/dev/null")
+    assert transition.job.exit_code == 2
+
+
 def test_failure_keeps_last_good_snapshot_and_recovery_clears_it(db_path: Path) -> None:
     db = open_db(db_path)
     save_slurm_poll(db, [job(1)], [], [], at=100.0)

@@ -1,4 +1,11 @@
-from core.transitions import REQUEUED, KnownState, detect_transitions, merge_observations
+from core.transitions import (
+    REQUEUED,
+    KnownState,
+    detect_transitions,
+    ending_without_squeue,
+    merge_observations,
+    with_last_seen,
+)
 from tests.factories import job
 
 
@@ -69,3 +76,35 @@ def test_sacct_fills_a_missing_exit_code() -> None:
 def test_half_written_sacct_records_are_ignored_until_complete() -> None:
     early = job(9, state="FAILED", name="allocation", partition="")
     assert merge_observations([], [early]) == {}
+
+
+def test_an_end_told_by_sacct_alone_keeps_what_squeue_showed() -> None:
+    seen = job(7, std_out="/dev/null", nodes="clippy", exit_code=2, exit_signal=0, comment="x")
+    # 22.05's sacct: no output path, and (while slurmdbd lags) no exit code yet.
+    told = job(7, state="FAILED", std_out="", work_dir="/tmp", nodes="", end_time=500)
+    merged = with_last_seen({7: told}, {7: seen})[7]
+    assert (merged.state, merged.std_out, merged.work_dir, merged.nodes) == (
+        "FAILED",
+        "/dev/null",
+        "/tmp",
+        "clippy",
+    )
+    assert (merged.exit_code, merged.exit_signal, merged.end_time) == (2, 0, 500)
+
+
+def test_what_sacct_does_say_wins_over_squeue() -> None:
+    seen = job(7, std_out="/old/%j.out", exit_code=0)
+    told = job(7, state="FAILED", std_out="/new/%j.out", exit_code=4)
+    merged = with_last_seen({7: told}, {7: seen})[7]
+    assert (merged.std_out, merged.exit_code) == ("/new/%j.out", 4)
+
+
+def test_only_news_from_sacct_alone_is_completed() -> None:
+    known = {1: KnownState("RUNNING", 0), 2: KnownState("FAILED", 0), 3: KnownState("RUNNING", 0)}
+    observed = {
+        1: job(1, state="FAILED"),  # ended, squeue no longer lists it: completed
+        2: job(2, state="FAILED"),  # already told
+        3: job(3, state="COMPLETED"),  # squeue still lists it: its own record is complete
+        4: job(4, state="RUNNING"),
+    }
+    assert ending_without_squeue(known, observed, live_ids={3, 4}) == [1]

@@ -133,14 +133,36 @@ def _warning(view: ClusterView, now: float, source: str) -> str | None:
         return None if source != "caps" else "⚠️ skybot has not read the lab GPU caps yet."
     data_age = ago(status.taken_at, now)
     if status.failing:
-        since = f" since {ago(status.error_at, now)}" if status.error_at is not None else ""
-        return (
-            f"⚠️ {label} did not answer the last poll{since} ({one_line(status.error or '')}) "
-            f"— showing data from {data_age}."
-        )
+        return "⚠️ " + outage_words(source, status.error or "", status.error_at, data_age, now)
     if now - status.taken_at > STALE_AFTER_SECONDS.get(source, 600.0):
         return f"⚠️ {label} data is from {data_age}; skybot may be behind."
     return None
+
+
+def outage_words(
+    source: str, error: str, failing_since: float | None, data_age: str, now: float
+) -> str:
+    """A failing source in the words its users need: which part of Slurm is down and what
+    that means for the answer. Slurm's own message ("Unspecified error") helps nobody in
+    Slack; the admins have it in the log and in /readyz."""
+    since = f" for {format_duration(now - failing_since)}" if failing_since is not None else ""
+    if source == "slurm":
+        return (
+            f"The Slurm controller (slurmctld) has not answered{since}: "
+            f"jobs and GPUs are shown as of {data_age}."
+        )
+    if source == "accounting":
+        return (
+            f"Slurm accounting (slurmdbd) has not answered{since}: "
+            "finished jobs may be reported late."
+        )
+    if source == "caps":
+        return (
+            f"Slurm accounting (sacctmgr) has not answered{since}: "
+            f"lab GPU caps are as of {data_age}."
+        )
+    label = SOURCE_LABELS.get(source, source)
+    return f"{label} failed{since} ({one_line(error)}): showing data from {data_age}."
 
 
 # ---------------------------------------------------------------- replies
