@@ -12,6 +12,8 @@
 #   deploy/testcluster-24.11.sh shell    an interactive shell inside
 #   deploy/testcluster-24.11.sh stop-controller   stop slurmctld only (outage tests)
 #   deploy/testcluster-24.11.sh stop-accounting   stop slurmdbd only (outage tests)
+#   deploy/testcluster-24.11.sh pause-controller  SIGSTOP slurmctld: a hung controller
+#   deploy/testcluster-24.11.sh resume-controller SIGCONT it
 #
 # The same script runs inside the sandbox (the checkout is bind-mounted there): `up`, `status`
 # and `stop-controller` inside act on the daemons directly, so tests call the same verbs on
@@ -570,6 +572,7 @@ install_runner() { "$REPO/deploy/install-runner.sh" | sed "s/^/[$LOG_TAG] /"; }
 
 inside_up() {
     inside_preflight
+    resume_paused "$RUNDIR/slurmctld.pid"
     timed "users" ensure_users
     timed "lab storage" ensure_storage
     timed "images" ensure_images
@@ -642,6 +645,8 @@ if inside; then
         # By its pid file, as on the host cluster.
         stop-controller) stop_pidfile slurmctld "$RUNDIR/slurmctld.pid" "$CTLD" ;;
         stop-accounting) stop_pidfile slurmdbd "$RUNDIR/slurmdbd.pid" slurmdbd ;;
+        pause-controller) signal_pidfile STOP slurmctld "$RUNDIR/slurmctld.pid" ;;
+        resume-controller) signal_pidfile CONT slurmctld "$RUNDIR/slurmctld.pid" ;;
         -h | --help | help) usage ;;
         *) usage >&2; exit 2 ;;
     esac
@@ -654,6 +659,8 @@ else
         shell) bind_repo; EXEC=exec in_sandbox /bin/bash -i ;;
         stop-controller) in_sandbox "$SELF" stop-controller ;;
         stop-accounting) in_sandbox "$SELF" stop-accounting ;;
+        pause-controller) in_sandbox "$SELF" pause-controller ;;
+        resume-controller) in_sandbox "$SELF" resume-controller ;;
         -h | --help | help) usage ;;
         *) usage >&2; exit 2 ;;
     esac

@@ -113,6 +113,22 @@ stop_daemons() {
 
 stop_pidfile() { stop_daemons "$1|$2|$3"; }
 
+# SIGSTOP or SIGCONT a daemon by its pid file: a hung daemon, as real outages often look
+# (it holds its port and accepts connections, but answers nothing).
+signal_pidfile() {
+    local signal=$1 name=$2 pidfile=$3 pid
+    pid=$(cat "$pidfile" 2>/dev/null) || die "$name is not running (no $pidfile)"
+    kill "-$signal" "$pid" || die "could not send SIG$signal to $name (pid $pid)"
+    log "sent SIG$signal to $name (pid $pid)"
+}
+
+# `up` after a test that died between pause and resume: a stopped daemon looks alive.
+resume_paused() {
+    local pid
+    pid=$(cat "$1" 2>/dev/null) || return 0
+    kill -CONT "$pid" 2>/dev/null || true
+}
+
 # Write FILE from stdin only if the content changed, so config mtimes mean something.
 install_file() {
     local dest=$1 mode=$2 tmp

@@ -271,6 +271,7 @@ cmd_up() {
     start_ns=$(date +%s%N)
     preflight
     mkdir -p "$STATE" "$LOGDIR" "$RUNDIR"
+    resume_paused "$RUNDIR/slurmctld.pid"
     chmod 0755 "$STATE" "$LOGDIR"
     ensure_users
     ensure_storage
@@ -363,7 +364,7 @@ cmd_status() {
 
 usage() {
     cat <<EOF
-usage: $0 up|down|status|stop-controller|stop-accounting
+usage: $0 up|down|status|stop-controller|stop-accounting|pause-controller|resume-controller
 
   up      create users, lab storage, sample images in $IMAGE_DIR, configs, accounts;
           start munge, MariaDB, slurmdbd, slurmctld and slurmd for ${NODES[*]};
@@ -375,6 +376,8 @@ usage: $0 up|down|status|stop-controller|stop-accounting
           stop slurmctld only (outage tests); \`up\` starts it again.
   stop-accounting
           stop slurmdbd only (outage tests); \`up\` starts it again.
+  pause-controller, resume-controller
+          SIGSTOP / SIGCONT slurmctld: a hung controller (outage tests).
 
 State: $STATE   Logs: $LOGDIR   Config: $ETC
 EOF
@@ -387,6 +390,8 @@ case ${1:-} in
     # By its pid file, never by name: a name would also match the 24.11 sandbox's slurmctld.
     stop-controller) stop_pidfile slurmctld "$RUNDIR/slurmctld.pid" slurmctld ;;
     stop-accounting) stop_pidfile slurmdbd "$RUNDIR/slurmdbd.pid" slurmdbd ;;
+    pause-controller) signal_pidfile STOP slurmctld "$RUNDIR/slurmctld.pid" ;;
+    resume-controller) signal_pidfile CONT slurmctld "$RUNDIR/slurmctld.pid" ;;
     -h | --help | help) usage ;;
     *) usage >&2; exit 2 ;;
 esac

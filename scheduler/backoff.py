@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 TICK_JITTER_SECONDS = 1.0
 
 

@@ -81,6 +81,8 @@ class SlurmPoller:
         self._nodes_source = SINFO_NODES
         # None until sacctmgr has shown whether it knows --json.
         self._sacctmgr_json: bool | None = None
+        # Whether the last failed full poll was one a ping let through.
+        self._struggling = False
 
     @property
     def consecutive_failures(self) -> int:
@@ -94,8 +96,13 @@ class SlurmPoller:
         sacct window does not move until sacct answers again.
         """
         now = self._clock()
-        if self._backoff.should_skip(now) and not await self._controller_answers_ping():
-            return False
+        probed = False
+        if self._backoff.should_skip(now):
+            # A controller that answered a ping and then failed the full poll all the same
+            # is struggling, not down: it gets the rest of the back-off, without even a ping.
+            if self._struggling or not await self._controller_answers_ping():
+                return False
+            probed = True
         since = await self._sacct_window_start(now)
         live_and_nodes, sacct = await asyncio.gather(
             self._controller_documents(),
@@ -122,7 +129,9 @@ class SlurmPoller:
             delay = self._backoff.failed(now)
             log.warning("slurm poll failed (next try in %.0f s): %s", delay, error)
             await self._writer.run(record_poll_failure, "slurm", str(error), now)
+            self._struggling = probed
             return False
+        self._struggling = False
         accounted = await self._accounted(sacct, now)
         warnings = (*live.warnings, *nodes.warnings, *(accounted.warnings if accounted else ()))
         for warning in warnings:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import socket
 import subprocess
@@ -22,6 +21,7 @@ from bot.startup import EXIT_ALREADY_RUNNING, EXIT_PORT_UNAVAILABLE
 from store.outbox import OutboxMessage, enqueue, outbox_rows
 from store.writer import StoreWriter
 from tests.bot_process import free_port, start_bot, wait_until_listening
+from tests.cluster import cluster_script
 from tests.slack_standin import SlackStandIn, SlackUser
 
 # systemd's stop contract for the unit (TimeoutStopSec is longer; this is what we promise).
@@ -219,11 +219,6 @@ async def test_systemd_hears_ready_the_watchdog_and_stopping(tmp_path: Path) -> 
     assert "STOPPING=1" in rest
 
 
-def _slurmctld_pids() -> list[int]:
-    out = subprocess.run(["pidof", "slurmctld"], capture_output=True, text=True, check=True)
-    return [int(pid) for pid in out.stdout.split()]
-
-
 def _squeue_hangs() -> bool:
     try:
         subprocess.run(["squeue", "-h"], capture_output=True, timeout=3)
@@ -232,23 +227,58 @@ def _squeue_hangs() -> bool:
     return False
 
 
+def _errors(log: Path) -> list[str]:
+    """Lines a shutdown must not write: it is not a failure."""
+    lines = log.read_text(errors="replace").splitlines()
+    return [line for line in lines if " ERROR " in line or line.startswith("Traceback")]
+
+
 @pytest.mark.cluster
 async def test_sigterm_ends_run_while_slurm_hangs(tmp_path: Path, cluster: None) -> None:
     port = free_port()
     slurm = "poll_seconds = 2\ncommand_timeout_seconds = 120\ncaps_poll_seconds = 2\n"
     config = write_config(tmp_path, metrics_port=port, slurm=slurm)
+    log = tmp_path / "skybot.log"
     async with SlackStandIn() as slack:
-        with running(start_bot(config, slack)) as bot:
+        with log.open("wb") as out, running(start_bot(config, slack, log=out)) as bot:
             await wait_until_listening(f"http://127.0.0.1:{port}/livez", attempts=400)
             await slack.wait_for_socket_connection(timeout=30)
-            controllers = _slurmctld_pids()
-            for pid in controllers:
-                os.kill(pid, signal.SIGSTOP)
+            # By the cluster's script: only the controller of the cluster under test.
+            cluster_script("pause-controller")
             try:
                 assert _squeue_hangs()
                 await asyncio.sleep(4)  # the bot's polls are stuck in squeue/sinfo too
                 code, _ = await exit_code_after_sigterm(bot)
             finally:
-                for pid in controllers:
-                    os.kill(pid, signal.SIGCONT)
+                cluster_script("resume-controller")
     assert code == 0
+    assert _errors(log) == []
+
+
+async def test_sigterm_during_slow_polls_of_every_source_logs_no_error(tmp_path: Path) -> None:
+    """Every Slurm command (squeue, sinfo, sacct, sacctmgr, scontrol) takes minutes: SIGTERM
+    ends the polls in flight, which is a normal stop, not a job that "raised an exception"."""
+    slow = tmp_path / "slow-slurm"
+    slow.mkdir()
+    started = tmp_path / "polls-started"
+    started.mkdir()
+    for command in ("squeue", "sinfo", "sacct", "sacctmgr", "scontrol"):
+        wrapper = slow / command
+        wrapper.write_text(f"#!/bin/sh\ntouch {started}/{command}\nexec sleep 600\n")
+        wrapper.chmod(0o755)
+    port = free_port()
+    slurm = f'bin_dir = "{slow}"\npoll_seconds = 2\ncommand_timeout_seconds = 300\n'
+    config = write_config(tmp_path, metrics_port=port, slurm=slurm)
+    log = tmp_path / "skybot.log"
+    async with SlackStandIn() as slack:
+        with log.open("wb") as out, running(start_bot(config, slack, log=out)) as bot:
+            await wait_until_listening(f"http://127.0.0.1:{port}/livez", attempts=400)
+            for _ in range(200):
+                if {p.name for p in started.iterdir()} >= {"squeue", "sacct", "sacctmgr"}:
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                pytest.fail(f"the polls did not start: {sorted(started.iterdir())}")
+            code, _ = await exit_code_after_sigterm(bot)
+    assert code == 0
+    assert _errors(log) == [], log.read_text(errors="replace")

@@ -1,0 +1,97 @@
+"""The back-off's probe: `scontrol ping` once per interval while the controller is down, the
+full poll as soon as it answers, and nothing extra for a controller that answers pings but
+fails the poll (struggling, not down). Slurm's commands are scripts here that log each run."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from bot.config import DatabaseConfig, SlurmConfig, load_config
+from scheduler.slurm_poller import SlurmPoller
+from store.writer import StoreWriter
+
+FIXTURES = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.38"
+POLL = 5.0
+
+
+class FakeSlurm:
+    """Slurm's commands as scripts: the controller's (squeue, sinfo, scontrol ping) answer or
+    fail as the test says; every run is logged."""
+
+    def __init__(self, root: Path) -> None:
+        self.bin = root / "bin"
+        self.bin.mkdir()
+        self.log = root / "runs.log"
+        self.log.touch()
+        self.down = root / "down"  # nothing of the controller answers
+        self.struggling = root / "struggling"  # pings answer, the poll fails
+        fail_poll = f"[ -e {self.down} ] || [ -e {self.struggling} ] && exit 1"
+        scripts = {
+            "squeue": f"{fail_poll}\ncat {FIXTURES / 'squeue.json'}",
+            "sinfo": f"{fail_poll}\ncat {FIXTURES / 'sinfo.json'}",
+            "sacct": f"cat {FIXTURES / 'sacct.json'}",
+            "scontrol": f"[ -e {self.down} ] && exit 1\necho 'Slurmctld(primary) at c is UP'",
+        }
+        for name, body in scripts.items():
+            script = self.bin / name
+            script.write_text(f"#!/bin/sh\necho {name} >> {self.log}\n{body}\n")
+            script.chmod(0o755)
+
+    def runs(self) -> list[str]:
+        """The commands run since the last call."""
+        names = self.log.read_text().split()
+        self.log.write_text("")
+        return names
+
+
+def _poller(tmp_path: Path, slurm: FakeSlurm, clock: list[float]) -> SlurmPoller:
+    config = replace(
+        load_config(None),
+        slurm=SlurmConfig(bin_dir=str(slurm.bin), poll_seconds=POLL),
+        database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
+    )
+    return SlurmPoller(config, StoreWriter(config.database.path), clock=lambda: clock[0])
+
+
+async def test_a_down_controller_gets_one_ping_per_interval_and_the_poll_once_it_answers(
+    tmp_path: Path,
+) -> None:
+    slurm = FakeSlurm(tmp_path)
+    clock = [1_000_000.0]
+    poller = _poller(tmp_path, slurm, clock)
+    assert await poller.poll_jobs()
+    slurm.down.touch()
+    for _ in range(4):  # three failures and one ping: the next try is at +40 s
+        clock[0] += POLL
+        await poller.poll_jobs()
+    slurm.runs()
+    for _ in range(2):
+        clock[0] += POLL
+        assert await poller.poll_jobs() is False
+        assert slurm.runs() == ["scontrol"]
+    slurm.down.unlink()
+    clock[0] += POLL
+    assert await poller.poll_jobs() is True, "current one poll after the controller answers"
+    assert sorted(slurm.runs()) == ["sacct", "scontrol", "sinfo", "squeue"]
+
+
+async def test_a_struggling_controller_gets_the_back_off_without_pings(tmp_path: Path) -> None:
+    slurm = FakeSlurm(tmp_path)
+    clock = [1_000_000.0]
+    poller = _poller(tmp_path, slurm, clock)
+    assert await poller.poll_jobs()
+    slurm.struggling.touch()
+    clock[0] += POLL
+    assert await poller.poll_jobs() is False  # fails: back-off 5 s
+    clock[0] += POLL
+    assert await poller.poll_jobs() is False  # due: fails again, back-off 10 s
+    clock[0] += POLL
+    slurm.runs()
+    # Inside the back-off: the ping answers, the poll it lets through fails...
+    assert await poller.poll_jobs() is False
+    assert "scontrol" in slurm.runs()
+    # ... so the rest of the back-off asks nothing at all.
+    clock[0] += 1
+    assert await poller.poll_jobs() is False
+    assert slurm.runs() == []
