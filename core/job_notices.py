@@ -155,6 +155,8 @@ def compose_job_notice(
     runtime = (
         run_seconds(job, now, run_started, requeued_at(job))
         if interrupted
+        else None
+        if never_ran(job)
         else run_seconds(job, now)
     )
     if kind in _INTERRUPTION_KINDS:
@@ -231,6 +233,16 @@ def run_seconds(
     return float(end - start)
 
 
+def never_ran(job: Job) -> bool:
+    """Whether the job ended without ever running. Slurm gives a job cancelled while pending
+    a start time equal to its end time (and no nodes), which would read as "Runtime: 0 s"."""
+    if job.restarts:
+        return False
+    if not job.start_time:
+        return True
+    return job.start_time == job.end_time and job.nodes in ("", "None assigned")
+
+
 def requeued_at(job: Job) -> int | None:
     """When Slurm requeued the job, by its own clock: a requeue resets the submit time (seen
     on 22.05 and 24.11), so a requeued job's submit time is when its last run was stopped."""
@@ -276,8 +288,7 @@ def _what(transition: Transition, kind: str) -> str:
     if kind == "OUT_OF_MEMORY":
         return "ran out of memory and was killed."
     if kind == "CANCELLED":
-        started = job.start_time or job.restarts
-        return "was cancelled." if started else "was cancelled before it started."
+        return "was cancelled before it started." if never_ran(job) else "was cancelled."
     if kind == "NODE_FAIL":
         return "ended because its node failed."
     if kind == "BOOT_FAIL":

@@ -283,3 +283,12 @@ def test_a_requeued_job_cancelled_while_waiting_had_started_before() -> None:
     lines = notice.text.splitlines()
     assert lines[0].endswith("was cancelled.")
     assert lines[2] == "Runtime: it had not started again since its requeue"
+
+
+def test_a_job_cancelled_while_pending_has_no_runtime() -> None:
+    # Slurm's record of it: start = end = the moment it was cancelled, no nodes.
+    lines = text_of(ended("CANCELLED", start_time=1000, end_time=1000, nodes="")).splitlines()
+    assert lines[0] == "🚫 Job 1234 `train-vit` was cancelled before it started."
+    assert lines[2] == "Runtime: it never started"
+    ran = text_of(ended("CANCELLED", start_time=1000, end_time=1000, nodes="clippy"))
+    assert "Runtime: 0 s" in ran

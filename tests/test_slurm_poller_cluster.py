@@ -15,6 +15,8 @@ import pytest
 
 from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
 from bot.service import lab_infos
+from core.job_notices import compose_job_notice
+from core.transitions import Transition
 from core.view import ClusterView
 from handlers.commands import command_table
 from handlers.router import dispatch
@@ -211,6 +213,30 @@ async def test_final_states_are_recorded_even_after_jobs_left_squeue(harness: Ha
     await harness.poll()
     states = [(j, s) for j, s, _, _ in await harness.transitions() if j in ended]
     assert len(states) == len(set(states))
+
+
+async def test_a_job_cancelled_while_pending_is_told_it_never_started(harness: Harness) -> None:
+    waiting = sbatch("alice", "-p", "hoffman-lab", "-A", "hoffman-lab", "--hold", "--wrap", "true")
+    assert (await harness.poll()).jobs_by_id[waiting].state == "PENDING"
+    subprocess.run(["scancel", str(waiting)], check=True, timeout=30)
+    cancelled = []
+    for _ in range(20):
+        await harness.poll()
+        cancelled = [
+            job
+            for job_id, state, _, job in await harness.transitions()
+            if job_id == waiting and state == "CANCELLED"
+        ]
+        if cancelled:
+            break
+        await asyncio.sleep(0.5)
+    (record,) = cancelled
+    # Slurm's record: start = end = when it was cancelled; no runtime to tell.
+    notice = compose_job_notice(
+        Transition(record, "PENDING", "CANCELLED", 0), "CANCELLED", now=time.time()
+    )
+    assert "was cancelled before it started." in notice.text, (record, notice.text)
+    assert "Runtime: it never started" in notice.text
 
 
 async def test_a_failure_seen_live_keeps_its_exit_code(harness: Harness) -> None:
