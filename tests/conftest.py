@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -7,6 +8,27 @@ from pathlib import Path
 import pytest
 
 from tests.cluster import scancel_everything, slurm_answers
+from tests.lane_2411 import LANE_KEY, LANE_TEST, Lane
+
+
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected what they deselect
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Start the Slurm 24.11 lane now, beside the host's tests, and collect it last.
+
+    The two clusters share nothing, and most of a cluster test is waiting on Slurm, so the
+    lane running meanwhile takes CI from the sum of both suites to about the longer one."""
+    lane_tests = [item for item in items if item.nodeid.startswith(LANE_TEST)]
+    alone = len(lane_tests) == len(items)
+    if not lane_tests or alone or config.option.collectonly or "SKYBOT_TESTCLUSTER" in os.environ:
+        return
+    items[:] = [item for item in items if item not in lane_tests] + lane_tests
+    config.stash[LANE_KEY] = Lane.start()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    lane = config.stash.get(LANE_KEY, None)
+    if lane is not None:
+        lane.close()  # a session that ended before the lane's test: no lane outlives it
 
 
 @pytest.fixture(scope="session")
