@@ -120,6 +120,7 @@ async def test_health_is_ok_while_slurm_answers(tmp_path: Path, cluster: None) -
     assert {name: check["ok"] for name, check in body["checks"].items()} == {
         "slack": True,
         "slurm": True,
+        "accounting": True,
         "sender": True,
     }
     assert 'skybot_source_failing{source="slurm"} 0.0' in text
