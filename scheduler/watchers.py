@@ -48,7 +48,8 @@ from store.alerts import (
     save_hoard_state,
 )
 from store.outbox import OutboxMessage, enqueue, prune_outbox
-from store.snapshots import decode_job, load_snapshot
+from store.snapshots import load_snapshot
+from store.transitions import earlier_job_records, load_transitions, pending_transition_users
 from store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,8 @@ log = logging.getLogger(__name__)
 DAY = 86400.0
 # Transitions turned into notices per transaction; a backlog is worked through in batches.
 BATCH = 2000
+# Transitions worth a look: final states and requeues.
+NOTABLE = FINAL_STATES | {REQUEUED}
 
 SlackKey = tuple[str, str]
 
@@ -106,19 +109,6 @@ async def process_transitions(
         total += await writer.run(notify_transitions, targets, through, settings)
 
 
-def pending_transition_users(
-    db: sqlite_utils.Database, batch: int = BATCH
-) -> tuple[set[str], int | None]:
-    """Cluster users of the next batch of unprocessed transitions, and the batch's last id."""
-    rows = db.execute(
-        "SELECT id, user FROM job_transitions WHERE id > ? ORDER BY id LIMIT ?",
-        [load_cursor(db), batch],
-    ).fetchall()
-    if not rows:
-        return set(), None
-    return {r[1] for r in rows}, rows[-1][0]
-
-
 def notify_transitions(
     db: sqlite_utils.Database,
     targets: Mapping[str, Sequence[SlackKey]],
@@ -134,7 +124,7 @@ def notify_transitions(
             return 0
         prefs = load_preferences(db)
         per_target: dict[SlackKey, list[tuple[int, JobNotice]]] = {}
-        for row_id, transition, at in _transitions(db, cursor, through):
+        for row_id, transition, at in load_transitions(db, cursor, through, NOTABLE):
             slack_keys = targets.get(transition.job.user, ())
             started = (
                 interrupted_run_start(db, row_id, transition, at)
@@ -164,20 +154,6 @@ def notify_transitions(
         return added
 
 
-def _transitions(
-    db: sqlite_utils.Database, after: int, through: int
-) -> list[tuple[int, Transition, float]]:
-    """Transitions worth a look (final states and requeues) in (after, through], by id."""
-    notable = sorted(FINAL_STATES | {REQUEUED})
-    marks = ", ".join("?" for _ in notable)
-    rows = db.execute(
-        "SELECT id, from_state, to_state, restarts, at, record FROM job_transitions "
-        f"WHERE id > ? AND id <= ? AND to_state IN ({marks}) ORDER BY id",
-        [after, through, *notable],
-    ).fetchall()
-    return [(r[0], Transition(decode_job(r[5]), r[1], r[2], r[3]), r[4]) for r in rows]
-
-
 def interrupted_run_start(
     db: sqlite_utils.Database, row_id: int, transition: Transition, at: float
 ) -> float | None:
@@ -186,15 +162,9 @@ def interrupted_run_start(
     The requeued job's own record cannot say: Slurm gives a pending job the forecast start
     of its next run. The poll that saw the run start (or first saw it running) recorded it.
     """
-    rows = db.execute(
-        "SELECT record FROM job_transitions WHERE job_id = ? AND id < ? AND restarts < ? "
-        "ORDER BY id DESC LIMIT 10",
-        [transition.job.job_id, row_id, transition.restarts],
-    ).fetchall()
-    for (record,) in rows:
-        start = decode_job(record).start_time
-        if start and start <= at:
-            return float(start)
+    for earlier in earlier_job_records(db, transition.job.job_id, row_id, transition.restarts):
+        if earlier.start_time and earlier.start_time <= at:
+            return float(earlier.start_time)
     return None
 
 
