@@ -26,7 +26,7 @@ import sqlite_utils
 from bot.config import Config
 from core.cap_waits import cap_wait_notices, next_episodes
 from core.job_notices import MAX_SEPARATE_NOTICES, JobNotice, decide_job_notice, digest_notice
-from core.lab_usage import idle_by_type, lab_usage
+from core.lab_usage import idle_by_type, usage_of_labs
 from core.records import FINAL_STATES
 from core.snapshot import ClusterSnapshot
 from core.storage_alerts import (
@@ -280,17 +280,13 @@ async def check_cap_waits(
     if config.notifications.cap_wait_minutes <= 0 or snapshot.source("slurm").taken_at is None:
         return 0
     now = time.time() if now is None else now
-    usages = [
-        lab_usage(
-            lab.name,
-            lab.account,
-            snapshot.cap_for(lab.account),
-            snapshot.jobs,
-            snapshot.members.get(lab.account, ()),
-            config.slurm.overcap_account,
-        )
-        for lab in config.labs
-    ]
+    usages = usage_of_labs(
+        config.labs,
+        snapshot.jobs,
+        snapshot.cap_for,
+        snapshot.members,
+        config.slurm.overcap_account,
+    )
     flags = f"--partition={config.slurm.overcap_partition} --account={config.slurm.overcap_account}"
 
     def decide(db: sqlite_utils.Database) -> int:
