@@ -20,14 +20,13 @@ from bot.config import Config, NotificationsConfig, load_config
 from core.chart_specs import LAB_GPUS, ChartFile, ChartSpec
 from core.transitions import Transition
 from scheduler.outbox_sender import OutboxSender
-from scheduler.watchers import (
+from scheduler.watchers.job_dms import (
     BATCH,
     NoticeSettings,
-    StorageSettings,
     notify_transitions,
     process_transitions,
-    storage_alerts_in_db,
 )
+from scheduler.watchers.storage import StorageSettings, storage_alerts_in_db
 from store.alerts import load_cursor, save_preference
 from store.outbox import OutboxMessage, enqueue, mark_sent, outbox_rows
 from store.snapshots import load_snapshot, save_slurm_poll, save_storage
