@@ -11,8 +11,6 @@ from store.alerts import advance_cursor
 from store.db import open_db
 from store.outbox import OutboxMessage, enqueue, mark_sent, outbox_counts, park, parked_error_counts
 from store.snapshots import save_slurm_poll
-from store.submissions import enqueue as enqueue_submission
-from store.submissions import submission_counts
 from store.transitions import earlier_job_records, load_transitions, pending_transition_users
 from tests.factories import job
 
@@ -69,22 +67,3 @@ def test_outbox_counts_by_state_and_parked_by_error() -> None:
     park(db, ids[3], "missing_scope")
     assert outbox_counts(db) == {"queued": 1, "sent": 1, "parked": 3}
     assert parked_error_counts(db) == {"channel_not_found": 2, "missing_scope": 1}
-
-
-def test_submission_counts_by_state() -> None:
-    db = memory_db()
-    assert submission_counts(db) == {}
-    for user in ("alice", "bob"):
-        enqueue_submission(
-            db,
-            team_id="T1",
-            user_id="U1",
-            cluster_user=user,
-            script="train.sh",
-            options={},
-            response_url=None,
-            now=1.0,
-            max_queued=5,
-            max_per_minute=5,
-        )
-    assert submission_counts(db) == {"queued": 2}
