@@ -464,7 +464,7 @@ def read_own_script(fd: int, path: str, user: pwd.struct_passwd, cap: int) -> by
             raise Refusal(
                 f"{path} is {st.st_size} bytes; batch scripts over {cap} bytes are refused."
             )
-        chunks = []
+        chunks: list[bytes] = []
         total = 0
         while True:
             chunk = os.read(fd, 65536)
