@@ -29,6 +29,8 @@ from prometheus_client import (
 )
 
 from bot.health import Check, ServiceStatus
+from store.outbox import outbox_counts, parked_error_counts
+from store.submissions import submission_counts
 from store.writer import StoreWriter
 
 _FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -177,17 +179,11 @@ def parked_reason(last_error: str | None) -> str:
 def _state_counts(
     db: sqlite_utils.Database,
 ) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
-    outbox = dict(db.execute("SELECT state, COUNT(*) FROM outbox GROUP BY state").fetchall())
-    submissions = dict(
-        db.execute("SELECT state, COUNT(*) FROM submissions GROUP BY state").fetchall()
-    )
     parked: dict[str, int] = {}
-    for error, count in db.execute(
-        "SELECT last_error, COUNT(*) FROM outbox WHERE state = 'parked' GROUP BY last_error"
-    ).fetchall():
+    for error, count in parked_error_counts(db).items():
         reason = parked_reason(error)
         parked[reason] = parked.get(reason, 0) + count
-    return outbox, submissions, parked
+    return outbox_counts(db), submission_counts(db), parked
 
 
 def metrics_app(metrics: Metrics, status: ServiceStatus, writer: StoreWriter) -> web.Application:

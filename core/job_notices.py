@@ -24,7 +24,8 @@ import signal
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from core.notice_text import Block, context, format_duration, format_gpus, section
+from core.blocks import Block, context, section
+from core.notice_text import format_duration, format_gpus
 from core.records import FINAL_STATES, Job
 from core.slack_text import literal
 from core.transitions import REQUEUED, Transition

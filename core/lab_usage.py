@@ -8,8 +8,9 @@ account, and is attributed to a lab through its users' membership.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from core.records import Job, Node
 
@@ -93,6 +94,38 @@ def lab_usage(
         pending_at_cap=tuple(sorted(pending_at_cap, key=lambda j: j.job_id)),
         pending=pending,
     )
+
+
+class LabAccount(Protocol):
+    """A configured lab as lab usage needs it: its name and the Slurm account of its cap."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def account(self) -> str: ...
+
+
+def usage_of_labs(
+    labs: Iterable[LabAccount],
+    jobs: Sequence[Job],
+    cap_for: Callable[[str], int | None],
+    members: Mapping[str, Iterable[str]],
+    overcap_account: str,
+) -> list[LabUsage]:
+    """Usage of every configured lab, in the config's order, from one set of jobs, the caps
+    by account and the members by account."""
+    return [
+        lab_usage(
+            lab.name,
+            lab.account,
+            cap_for(lab.account),
+            jobs,
+            members.get(lab.account, ()),
+            overcap_account,
+        )
+        for lab in labs
+    ]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,17 +1,15 @@
-"""Text helpers shared by the notices skybot posts unprompted (job DMs, storage alerts).
+"""How figures read in what skybot posts: durations, sizes, GPU counts, mentions.
 
-They live in `core` because the decisions that compose those messages are pure functions;
-`handlers.commands.common` has the same conventions for answers to commands.
+They live in `core` because the decisions that compose notices (job DMs, storage alerts) are
+pure functions; `handlers.commands.common` re-exports them, so commands read the same. The
+blocks those messages are made of are core/blocks.py's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
-from core.slack_text import clip_markdown, literal
-
-Block = dict[str, Any]
+from core.slack_text import literal
 
 
 def format_duration(seconds: float) -> str:
@@ -58,14 +56,3 @@ def mention(slack_user_ids: list[str] | tuple[str, ...], fallback: str) -> str:
     if slack_user_ids:
         return " ".join(f"<@{uid}>" for uid in slack_user_ids)
     return literal(fallback)
-
-
-def section(markdown: str) -> Block:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": clip_markdown(markdown, 3000)}}
-
-
-def context(markdown: str) -> Block:
-    return {
-        "type": "context",
-        "elements": [{"type": "mrkdwn", "text": clip_markdown(markdown, 3000)}],
-    }

@@ -22,13 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from core.notice_text import (
-    Block,
-    format_bytes,
-    format_signed_bytes,
-    mention,
-    section,
-)
+from core.blocks import Block, section
+from core.notice_text import format_bytes, format_signed_bytes, mention
 from core.records import DirectoryUsage, FilesystemUsage
 from core.slack_text import literal
 

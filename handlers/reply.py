@@ -5,14 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# The block builders are core's (notices use them too); re-exported as the commands' kit.
+from core.blocks import MAX_SECTION_CHARS as MAX_SECTION_CHARS
+from core.blocks import Block as Block
+from core.blocks import context as context
+from core.blocks import header as header
+from core.blocks import section as section
 from core.slack_text import clip_markdown
 
 MAX_BLOCKS = 50
-MAX_SECTION_CHARS = 3000
 # Slack truncates a message's fallback text beyond this; keep well inside it.
 MAX_TEXT_CHARS = 3500
-
-Block = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -35,25 +38,6 @@ class Reply:
 
 
 truncate = clip_markdown
-
-
-def section(markdown: str) -> Block:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": truncate(markdown, 3000)}}
-
-
-def context(markdown: str) -> Block:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": truncate(markdown, 3000)}]}
-
-
-def header(text: str) -> Block:
-    return {"type": "header", "text": {"type": "plain_text", "text": truncate(text, 150)}}
-
-
-def bounded_lines(lines: list[str], limit: int, noun: str = "more") -> list[str]:
-    """The first `limit` lines, then "… and N more" if anything was left out."""
-    if len(lines) <= limit:
-        return lines
-    return [*lines[:limit], f"… and {len(lines) - limit} {noun}"]
 
 
 def lines_to_sections(lines: list[str]) -> list[Block]:

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.disk_usage import DiskUsageError, read_regular_file
 from core.packages import PackageList, parse_packages
 from core.records import ContainerImage, ImageDirectory
+from scheduler.shared_files import SharedFileError, read_regular_file
 
 IMAGE_SUFFIX = ".sqsh"
 # The container guide's lists are `<image>.sqsh.packages`; `<stem>.packages` is also accepted.
@@ -115,7 +115,7 @@ def _with_list(
         if packages is None:
             packages = parse_packages(read(Path(list_entry.path), max_list_bytes))
             cache.put(list_entry.path, key, packages)
-    except (DiskUsageError, OSError) as error:
+    except (SharedFileError, OSError) as error:
         # Not cached: a failed read (a list being rewritten, an NFS hiccup) is retried next poll.
         reason = error.strerror if isinstance(error, OSError) else str(error)
         return ContainerImage(name, size, list_entry.name, packages_error=reason or "unreadable")

@@ -43,8 +43,8 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from core.blocks import section
 from core.chart_specs import ChartFile, ChartSpec
-from core.notice_text import section
 from core.slack_text import literal
 from scheduler.backoff import Backoff
 from store.outbox import (

@@ -23,7 +23,7 @@ from datetime import datetime
 
 from bot.config import Config
 from core.associations import parse_associations, parse_associations_json
-from core.lab_usage import lab_usage
+from core.lab_usage import usage_of_labs
 from core.records import Job, LabCap
 from core.slurm_json import (
     ParseResult,
@@ -248,17 +248,9 @@ class SlurmPoller:
 
     async def _record_lab_usage(self, jobs: list[Job], now: float) -> None:
         caps, members = await self._writer.run(load_lab_limits)
-        usages = [
-            lab_usage(
-                lab.name,
-                lab.account,
-                caps.get(lab.account),
-                jobs,
-                members.get(lab.account, ()),
-                self._config.slurm.overcap_account,
-            )
-            for lab in self._config.labs
-        ]
+        usages = usage_of_labs(
+            self._config.labs, jobs, caps.get, members, self._config.slurm.overcap_account
+        )
         await self._writer.run(
             save_lab_usage,
             usages,

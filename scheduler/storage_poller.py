@@ -17,16 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.config import Config
-from core.disk_usage import (
-    DiskUsageError,
-    DiskUsageFileMissing,
-    parse_disk_usage,
-    read_disk_usage_file,
-    read_regular_file,
-)
+from core.disk_usage import DiskUsageError, parse_disk_usage
 from core.records import ContainerImage, DirectoryUsage, FilesystemUsage, ImageDirectory
 from scheduler.backoff import Backoff
 from scheduler.image_scan import ListReader, PackageListCache, scan_images
+from scheduler.shared_files import (
+    SharedFileError,
+    SharedFileMissing,
+    read_regular_file,
+    read_utf8_file,
+)
 from store.snapshots import record_poll_failure, save_storage
 from store.writer import StoreWriter
 
@@ -61,12 +61,12 @@ def scan_storage(roots: Iterable[str], max_file_bytes: int) -> StorageScan:
                 continue
             report = Path(entry.path) / USAGE_FILE
             try:
-                text = read_disk_usage_file(report, max_file_bytes)
+                text = read_utf8_file(report, max_file_bytes)
                 scan.directories.append(parse_disk_usage(text, root, entry.name, entry.path))
-            except (DiskUsageFileMissing, FileNotFoundError):
+            except (SharedFileMissing, FileNotFoundError):
                 # New directories have no report until the weekly job first runs.
                 continue
-            except (DiskUsageError, OSError) as error:
+            except (SharedFileError, DiskUsageError, OSError) as error:
                 scan.warnings.append(f"{report}: {error}")
     return scan
 

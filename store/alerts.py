@@ -1,7 +1,7 @@
 """What the watchers remember between runs: alert state, the transition cursor, preferences.
 
 The watchers read and write these inside the same transaction as the outbox rows they
-enqueue (scheduler/watchers.py), so state and messages never disagree after a crash.
+enqueue (scheduler/watchers/), so state and messages never disagree after a crash.
 """
 
 from __future__ import annotations

@@ -7,136 +7,178 @@ one: readers never wait for a poll. Migrations are numbered with SQLite's `user_
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 import sqlite_utils
 
-# Each entry migrates the schema from version i to i + 1. Append only; never edit a shipped one.
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE source_status (
-        source TEXT PRIMARY KEY, taken_at REAL, error TEXT, error_at REAL
-    );
-    CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-    CREATE TABLE jobs (
-        job_id INTEGER PRIMARY KEY, user TEXT NOT NULL, account TEXT NOT NULL,
-        partition TEXT NOT NULL, state TEXT NOT NULL, record TEXT NOT NULL
-    );
-    CREATE INDEX jobs_user ON jobs(user);
-    CREATE TABLE nodes (name TEXT PRIMARY KEY, record TEXT NOT NULL);
-    CREATE TABLE lab_caps (account TEXT PRIMARY KEY, gpu_cap INTEGER);
-    CREATE TABLE lab_members (
-        account TEXT NOT NULL, user TEXT NOT NULL, PRIMARY KEY (account, user)
-    );
-    CREATE TABLE directories (
-        path TEXT PRIMARY KEY, root TEXT NOT NULL, owner TEXT NOT NULL,
-        updated TEXT NOT NULL, kib INTEGER NOT NULL, human TEXT NOT NULL
-    );
-    CREATE TABLE filesystems (
-        mount TEXT PRIMARY KEY, size_bytes INTEGER NOT NULL, used_bytes INTEGER NOT NULL,
-        avail_bytes INTEGER NOT NULL
-    );
-    CREATE TABLE job_states (
-        job_id INTEGER PRIMARY KEY, state TEXT NOT NULL, restarts INTEGER NOT NULL,
-        seen_at REAL NOT NULL
-    );
-    CREATE TABLE job_transitions (
-        id INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, user TEXT NOT NULL,
-        from_state TEXT, to_state TEXT NOT NULL, restarts INTEGER NOT NULL, at REAL NOT NULL,
-        record TEXT NOT NULL
-    );
-    CREATE INDEX job_transitions_job ON job_transitions(job_id);
-    CREATE TABLE lab_usage_history (
-        at REAL NOT NULL, lab TEXT NOT NULL, gpus_used INTEGER NOT NULL, gpu_cap INTEGER,
-        overcap_gpus INTEGER NOT NULL, PRIMARY KEY (at, lab)
-    );
-    CREATE TABLE directory_history (
-        path TEXT NOT NULL, updated TEXT NOT NULL, kib INTEGER NOT NULL,
-        PRIMARY KEY (path, updated)
-    );
-    CREATE TABLE filesystem_history (
-        at REAL NOT NULL, mount TEXT NOT NULL, used_bytes INTEGER NOT NULL,
-        size_bytes INTEGER NOT NULL, PRIMARY KEY (at, mount)
-    );
-    """,
-    """
-    CREATE TABLE identities (
-        team_id TEXT NOT NULL, user_id TEXT NOT NULL, cluster_user TEXT NOT NULL,
-        source TEXT NOT NULL, linked_at REAL NOT NULL, PRIMARY KEY (team_id, user_id)
-    );
-    CREATE INDEX identities_cluster_user ON identities(cluster_user);
-    CREATE TABLE link_codes (
-        team_id TEXT NOT NULL, user_id TEXT NOT NULL, cluster_user TEXT NOT NULL,
-        code TEXT NOT NULL, expires_at REAL NOT NULL, PRIMARY KEY (team_id, user_id)
-    );
-    """,
-    """
-    CREATE TABLE submissions (
-        id INTEGER PRIMARY KEY AUTOINCREMENT, team_id TEXT NOT NULL, user_id TEXT NOT NULL,
-        cluster_user TEXT NOT NULL, script TEXT NOT NULL, options TEXT NOT NULL,
-        tag TEXT NOT NULL UNIQUE, state TEXT NOT NULL, response_url TEXT,
-        created_at REAL NOT NULL, started_at REAL, finished_at REAL, attempts INTEGER NOT NULL,
-        job_id INTEGER, error TEXT, reported_at REAL
-    );
-    CREATE INDEX submissions_state ON submissions(state);
-    CREATE TABLE audit (
-        id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, team_id TEXT NOT NULL,
-        user_id TEXT NOT NULL, cluster_user TEXT, action TEXT NOT NULL, detail TEXT NOT NULL,
-        result TEXT NOT NULL
-    );
-    """,
+# Each entry migrates the schema from version i to i + 1: its statements, run in order in one
+# transaction. Append only; never edit a shipped one.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """
+        CREATE TABLE source_status (
+            source TEXT PRIMARY KEY, taken_at REAL, error TEXT, error_at REAL
+        )
+        """,
+        "CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+        """
+        CREATE TABLE jobs (
+            job_id INTEGER PRIMARY KEY, user TEXT NOT NULL, account TEXT NOT NULL,
+            partition TEXT NOT NULL, state TEXT NOT NULL, record TEXT NOT NULL
+        )
+        """,
+        "CREATE INDEX jobs_user ON jobs(user)",
+        "CREATE TABLE nodes (name TEXT PRIMARY KEY, record TEXT NOT NULL)",
+        "CREATE TABLE lab_caps (account TEXT PRIMARY KEY, gpu_cap INTEGER)",
+        """
+        CREATE TABLE lab_members (
+            account TEXT NOT NULL, user TEXT NOT NULL, PRIMARY KEY (account, user)
+        )
+        """,
+        """
+        CREATE TABLE directories (
+            path TEXT PRIMARY KEY, root TEXT NOT NULL, owner TEXT NOT NULL,
+            updated TEXT NOT NULL, kib INTEGER NOT NULL, human TEXT NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE filesystems (
+            mount TEXT PRIMARY KEY, size_bytes INTEGER NOT NULL, used_bytes INTEGER NOT NULL,
+            avail_bytes INTEGER NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE job_states (
+            job_id INTEGER PRIMARY KEY, state TEXT NOT NULL, restarts INTEGER NOT NULL,
+            seen_at REAL NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE job_transitions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, user TEXT NOT NULL,
+            from_state TEXT, to_state TEXT NOT NULL, restarts INTEGER NOT NULL, at REAL NOT NULL,
+            record TEXT NOT NULL
+        )
+        """,
+        "CREATE INDEX job_transitions_job ON job_transitions(job_id)",
+        """
+        CREATE TABLE lab_usage_history (
+            at REAL NOT NULL, lab TEXT NOT NULL, gpus_used INTEGER NOT NULL, gpu_cap INTEGER,
+            overcap_gpus INTEGER NOT NULL, PRIMARY KEY (at, lab)
+        )
+        """,
+        """
+        CREATE TABLE directory_history (
+            path TEXT NOT NULL, updated TEXT NOT NULL, kib INTEGER NOT NULL,
+            PRIMARY KEY (path, updated)
+        )
+        """,
+        """
+        CREATE TABLE filesystem_history (
+            at REAL NOT NULL, mount TEXT NOT NULL, used_bytes INTEGER NOT NULL,
+            size_bytes INTEGER NOT NULL, PRIMARY KEY (at, mount)
+        )
+        """,
+    ),
+    (
+        """
+        CREATE TABLE identities (
+            team_id TEXT NOT NULL, user_id TEXT NOT NULL, cluster_user TEXT NOT NULL,
+            source TEXT NOT NULL, linked_at REAL NOT NULL, PRIMARY KEY (team_id, user_id)
+        )
+        """,
+        "CREATE INDEX identities_cluster_user ON identities(cluster_user)",
+        """
+        CREATE TABLE link_codes (
+            team_id TEXT NOT NULL, user_id TEXT NOT NULL, cluster_user TEXT NOT NULL,
+            code TEXT NOT NULL, expires_at REAL NOT NULL, PRIMARY KEY (team_id, user_id)
+        )
+        """,
+    ),
+    (
+        """
+        CREATE TABLE submissions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, team_id TEXT NOT NULL, user_id TEXT NOT NULL,
+            cluster_user TEXT NOT NULL, script TEXT NOT NULL, options TEXT NOT NULL,
+            tag TEXT NOT NULL UNIQUE, state TEXT NOT NULL, response_url TEXT,
+            created_at REAL NOT NULL, started_at REAL, finished_at REAL, attempts INTEGER NOT NULL,
+            job_id INTEGER, error TEXT, reported_at REAL
+        )
+        """,
+        "CREATE INDEX submissions_state ON submissions(state)",
+        """
+        CREATE TABLE audit (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, team_id TEXT NOT NULL,
+            user_id TEXT NOT NULL, cluster_user TEXT, action TEXT NOT NULL, detail TEXT NOT NULL,
+            result TEXT NOT NULL
+        )
+        """,
+    ),
     # Notifications: the outbox every unprompted message goes through (store/outbox.py), the
     # alert state it is decided against (store/alerts.py), and who wants which job DMs. The
     # job-transition cursor starts at the newest transition already recorded, so upgrading a
     # running skybot does not DM about history.
-    """
-    CREATE TABLE outbox (
-        id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL UNIQUE, target TEXT NOT NULL,
-        text TEXT NOT NULL, blocks TEXT, state TEXT NOT NULL DEFAULT 'queued',
-        attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at REAL NOT NULL, last_error TEXT,
-        created_at REAL NOT NULL, sent_at REAL, slack_channel TEXT, slack_ts TEXT
-    );
-    CREATE INDEX outbox_state ON outbox(state, id);
-    CREATE TABLE notify_cursors (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-    INSERT INTO notify_cursors (name, value)
-        SELECT 'job_transitions', COALESCE(MAX(id), 0) FROM job_transitions;
-    CREATE TABLE notify_prefs (
-        team_id TEXT NOT NULL, user_id TEXT NOT NULL, pref TEXT NOT NULL,
-        updated_at REAL NOT NULL, PRIMARY KEY (team_id, user_id)
-    );
-    CREATE TABLE hoard_alerts (path TEXT PRIMARY KEY, updated TEXT NOT NULL, kib INTEGER NOT NULL);
-    CREATE TABLE filesystem_alerts (
-        mount TEXT PRIMARY KEY, level REAL NOT NULL, warnings INTEGER NOT NULL
-    );
-    """,
-    """
-    CREATE TABLE cap_episodes (lab TEXT PRIMARY KEY, since REAL NOT NULL);
-    """,
+    (
+        """
+        CREATE TABLE outbox (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL UNIQUE, target TEXT NOT NULL,
+            text TEXT NOT NULL, blocks TEXT, state TEXT NOT NULL DEFAULT 'queued',
+            attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at REAL NOT NULL, last_error TEXT,
+            created_at REAL NOT NULL, sent_at REAL, slack_channel TEXT, slack_ts TEXT
+        )
+        """,
+        "CREATE INDEX outbox_state ON outbox(state, id)",
+        "CREATE TABLE notify_cursors (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+        """
+        INSERT INTO notify_cursors (name, value)
+            SELECT 'job_transitions', COALESCE(MAX(id), 0) FROM job_transitions
+        """,
+        """
+        CREATE TABLE notify_prefs (
+            team_id TEXT NOT NULL, user_id TEXT NOT NULL, pref TEXT NOT NULL,
+            updated_at REAL NOT NULL, PRIMARY KEY (team_id, user_id)
+        )
+        """,
+        """
+        CREATE TABLE hoard_alerts (
+            path TEXT PRIMARY KEY, updated TEXT NOT NULL, kib INTEGER NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE filesystem_alerts (
+            mount TEXT PRIMARY KEY, level REAL NOT NULL, warnings INTEGER NOT NULL
+        )
+        """,
+    ),
+    ("CREATE TABLE cap_episodes (lab TEXT PRIMARY KEY, since REAL NOT NULL)",),
     # Charts and the weekly digest: an outbox row may be a chart upload instead of a message;
     # GPU-seconds per lab, user and hour (lab or overcap), summed by the Slurm poller; and the
     # channels that asked for their lab's weekly digest.
-    """
-    ALTER TABLE outbox ADD COLUMN chart TEXT;
-    CREATE TABLE gpu_seconds (
-        hour REAL NOT NULL, lab TEXT NOT NULL, user TEXT NOT NULL, overcap INTEGER NOT NULL,
-        seconds REAL NOT NULL, PRIMARY KEY (hour, lab, user, overcap)
-    );
-    CREATE TABLE digest_channels (
-        lab TEXT NOT NULL, channel TEXT NOT NULL, team_id TEXT NOT NULL, added_by TEXT NOT NULL,
-        added_at REAL NOT NULL, PRIMARY KEY (lab, channel)
-    );
-    """,
+    (
+        "ALTER TABLE outbox ADD COLUMN chart TEXT",
+        """
+        CREATE TABLE gpu_seconds (
+            hour REAL NOT NULL, lab TEXT NOT NULL, user TEXT NOT NULL, overcap INTEGER NOT NULL,
+            seconds REAL NOT NULL, PRIMARY KEY (hour, lab, user, overcap)
+        )
+        """,
+        """
+        CREATE TABLE digest_channels (
+            lab TEXT NOT NULL, channel TEXT NOT NULL, team_id TEXT NOT NULL, added_by TEXT NOT NULL,
+            added_at REAL NOT NULL, PRIMARY KEY (lab, channel)
+        )
+        """,
+    ),
     # Container images (`/sky images`), listed by the storage poller: one row per image with
     # its record (package list included), and the directory it listed, with why it could not.
-    """
-    CREATE TABLE images (name TEXT PRIMARY KEY, record TEXT NOT NULL);
-    CREATE TABLE image_dirs (path TEXT PRIMARY KEY, error TEXT);
-    """,
+    (
+        "CREATE TABLE images (name TEXT PRIMARY KEY, record TEXT NOT NULL)",
+        "CREATE TABLE image_dirs (path TEXT PRIMARY KEY, error TEXT)",
+    ),
     # Who is told (and gets the message in their DM) when a channel refuses it for good: the
     # user who asked for a chart with --here, the user who turned a lab's digest on.
-    """
-    ALTER TABLE outbox ADD COLUMN refused_to TEXT;
-    """,
+    ("ALTER TABLE outbox ADD COLUMN refused_to TEXT",),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -166,18 +208,20 @@ def open_db(path: Path | str, *, any_thread: bool = False) -> sqlite_utils.Datab
     return db
 
 
-def migrate(db: sqlite_utils.Database) -> None:
+def migrate(db: sqlite_utils.Database, migrations: Sequence[Sequence[str]] = MIGRATIONS) -> None:
+    """Run the migrations the database has not had yet, each in its own transaction.
+
+    Each statement is executed whole, as written: nothing splits SQL on `;`, so a trigger's
+    body or a quoted semicolon is just part of its statement.
+    """
+    target = len(migrations)
     current = db.execute("PRAGMA user_version").fetchone()[0]
-    if current > SCHEMA_VERSION:
+    if current > target:
         raise SchemaTooNewError(
-            f"database schema version {current} is newer than this skybot ({SCHEMA_VERSION})"
+            f"database schema version {current} is newer than this skybot ({target})"
         )
-    for version in range(current, SCHEMA_VERSION):
+    for version in range(current, target):
         with db.atomic():
-            for statement in _statements(MIGRATIONS[version]):
+            for statement in migrations[version]:
                 db.execute(statement)
             db.execute(f"PRAGMA user_version = {version + 1}")
-
-
-def _statements(script: str) -> list[str]:
-    return [s.strip() for s in script.split(";") if s.strip()]

@@ -195,6 +195,21 @@ def outbox_rows(db: sqlite_utils.Database, state: str | None = None) -> list[dic
     return list(db.query("SELECT * FROM outbox WHERE state = ? ORDER BY id", [state]))
 
 
+def outbox_counts(db: sqlite_utils.Database) -> dict[str, int]:
+    """How many rows are in each state (queued, sent, parked); a state with none is absent."""
+    return dict(db.execute("SELECT state, COUNT(*) FROM outbox GROUP BY state").fetchall())
+
+
+def parked_error_counts(db: sqlite_utils.Database) -> dict[str | None, int]:
+    """Parked rows by the error they were parked with (None: parked without one)."""
+    return dict(
+        db.execute(
+            "SELECT last_error, COUNT(*) FROM outbox WHERE state = ? GROUP BY last_error",
+            [PARKED],
+        ).fetchall()
+    )
+
+
 def _like_prefix(prefix: str) -> str:
     escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return escaped + "%"

@@ -186,6 +186,11 @@ def get(db: sqlite_utils.Database, submission_id: int) -> Submission | None:
     return found[0] if found else None
 
 
+def submission_counts(db: sqlite_utils.Database) -> dict[str, int]:
+    """How many submissions are in each state; a state with none is absent."""
+    return dict(db.execute("SELECT state, COUNT(*) FROM submissions GROUP BY state").fetchall())
+
+
 def _audit(
     db: sqlite_utils.Database,
     now: float,

@@ -9,7 +9,7 @@ from bot.config import load_config
 from core.cap_waits import cap_wait_notices, next_episodes
 from core.lab_usage import lab_usage
 from core.records import LabCap
-from scheduler.watchers import check_cap_waits
+from scheduler.watchers.cap_waits import check_cap_waits
 from store.writer import StoreWriter
 from tests.factories import job, make_snapshot, node
 

@@ -1,20 +1,13 @@
-"""core.disk_usage: strict parsing of disk-usage.txt and safe reading of user-owned files."""
+"""core.disk_usage: strict parsing of disk-usage.txt (reading it: test_shared_files.py)."""
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from core.disk_usage import (
-    MAX_KIB,
-    DiskUsageError,
-    DiskUsageFileMissing,
-    parse_disk_usage,
-    read_disk_usage_file,
-)
+from core.disk_usage import MAX_KIB, DiskUsageError, parse_disk_usage
 from core.records import DirectoryUsage
 from store.db import open_db
 from store.snapshots import load_snapshot, save_storage
@@ -107,75 +100,3 @@ def test_long_garbage_line_is_shortened_in_the_message() -> None:
     with pytest.raises(DiskUsageError) as info:
         parse("x" * 10_000)
     assert len(str(info.value)) < 200
-
-
-# ---------------------------------------------------------------------------------------------
-# reading the file
-
-
-def write(path: Path, content: bytes) -> Path:
-    path.write_bytes(content)
-    return path
-
-
-def test_reads_a_regular_file(tmp_path: Path) -> None:
-    path = write(tmp_path / "disk-usage.txt", GOOD.encode())
-    assert read_disk_usage_file(path, max_bytes=4096) == GOOD
-
-
-def test_symlink_is_refused(tmp_path: Path) -> None:
-    secret = write(tmp_path / "secret", GOOD.encode())
-    link = tmp_path / "disk-usage.txt"
-    link.symlink_to(secret)
-    with pytest.raises(DiskUsageError, match="symlink"):
-        read_disk_usage_file(link, max_bytes=4096)
-
-
-def test_dangling_symlink_is_refused_not_missing(tmp_path: Path) -> None:
-    link = tmp_path / "disk-usage.txt"
-    link.symlink_to(tmp_path / "nowhere")
-    with pytest.raises(DiskUsageError, match="symlink") as info:
-        read_disk_usage_file(link, max_bytes=4096)
-    assert not isinstance(info.value, DiskUsageFileMissing)
-
-
-def test_oversized_file_is_refused(tmp_path: Path) -> None:
-    path = write(tmp_path / "disk-usage.txt", GOOD.encode() + b"\n" * 5000)
-    with pytest.raises(DiskUsageError, match="over the 4096 limit"):
-        read_disk_usage_file(path, max_bytes=4096)
-
-
-def test_file_exactly_at_the_limit_is_read(tmp_path: Path) -> None:
-    content = GOOD.encode()
-    path = write(tmp_path / "disk-usage.txt", content)
-    assert read_disk_usage_file(path, max_bytes=len(content)) == GOOD
-
-
-def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(DiskUsageFileMissing, match="does not exist"):
-        read_disk_usage_file(tmp_path / "disk-usage.txt", max_bytes=4096)
-
-
-def test_directory_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "disk-usage.txt").mkdir()
-    with pytest.raises(DiskUsageError, match="not a regular file"):
-        read_disk_usage_file(tmp_path / "disk-usage.txt", max_bytes=4096)
-
-
-def test_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
-    fifo = tmp_path / "disk-usage.txt"
-    os.mkfifo(fifo)
-    with pytest.raises(DiskUsageError, match="not a regular file"):
-        read_disk_usage_file(fifo, max_bytes=4096)
-
-
-def test_invalid_utf8_is_refused(tmp_path: Path) -> None:
-    path = write(tmp_path / "disk-usage.txt", b"Updated: \xff\xfe 2020\n")
-    with pytest.raises(DiskUsageError, match="not valid UTF-8"):
-        read_disk_usage_file(path, max_bytes=4096)
-
-
-def test_read_then_parse(tmp_path: Path) -> None:
-    path = write(tmp_path / "disk-usage.txt", GOOD.encode())
-    text = read_disk_usage_file(path, max_bytes=4096)
-    assert parse(text).kib == 133284169

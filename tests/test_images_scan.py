@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from bot.config import parse_config
-from core.disk_usage import read_regular_file
 from core.records import ContainerImage, ImageDirectory
 from scheduler.image_scan import PackageListCache, scan_images
+from scheduler.shared_files import read_regular_file
 from scheduler.storage_poller import StoragePoller
 from store.db import open_db
 from store.snapshots import load_snapshot, save_storage

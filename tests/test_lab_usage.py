@@ -1,5 +1,5 @@
-from core.lab_usage import idle_by_type, idle_gpus, lab_usage
-from tests.factories import job, node
+from core.lab_usage import idle_by_type, idle_gpus, lab_usage, usage_of_labs
+from tests.factories import LABS, job, node
 
 
 def test_usage_counts_running_gpus_by_user_and_type_against_the_cap() -> None:
@@ -27,6 +27,25 @@ def test_members_from_associations_count_overcap_without_lab_jobs() -> None:
     usage = lab_usage("kira-lab", "kira-lab", None, jobs, members=["dave"])
     assert usage.overcap_by_user == {"dave": 2}
     assert usage.headroom is None and not usage.at_cap
+
+
+def test_usage_of_labs_is_each_labs_usage_in_config_order() -> None:
+    jobs = [
+        job(1, user="alice", gpus_by_type={"a40": 2}),
+        job(2, user="carol", account="kira-lab", gpus_by_type={"a40": 1}),
+        job(3, user="dave", account="overcap", partition="overcap", gpus_by_type={"a40": 1}),
+    ]
+    caps = {"hoffman-lab": 4}
+    members = {"kira-lab": frozenset({"dave"})}
+    usages = usage_of_labs(LABS, jobs, caps.get, members, "overcap")
+    assert usages == [
+        lab_usage("hoffman-lab", "hoffman-lab", 4, jobs, (), "overcap"),
+        lab_usage("kira-lab", "kira-lab", None, jobs, {"dave"}, "overcap"),
+    ]
+    assert [(u.lab, u.cap, u.gpus_used, u.overcap_gpus) for u in usages] == [
+        ("hoffman-lab", 4, 2, 0),
+        ("kira-lab", None, 1, 1),
+    ]
 
 
 def test_idle_gpus_skip_drained_nodes() -> None:

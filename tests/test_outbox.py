@@ -20,17 +20,17 @@ from bot.config import Config, NotificationsConfig, load_config
 from core.chart_specs import LAB_GPUS, ChartFile, ChartSpec
 from core.transitions import Transition
 from scheduler.outbox_sender import OutboxSender
-from scheduler.watchers import (
+from scheduler.watchers.job_dms import (
+    BATCH,
     NoticeSettings,
-    StorageSettings,
     notify_transitions,
-    pending_transition_users,
     process_transitions,
-    storage_alerts_in_db,
 )
+from scheduler.watchers.storage import StorageSettings, storage_alerts_in_db
 from store.alerts import load_cursor, save_preference
 from store.outbox import OutboxMessage, enqueue, mark_sent, outbox_rows
 from store.snapshots import load_snapshot, save_slurm_poll, save_storage
+from store.transitions import pending_transition_users
 from store.writer import StoreWriter
 from tests.factories import directory_usage, filesystem_usage, job
 from tests.slack_standin import SlackStandIn, SlackUser
@@ -360,7 +360,7 @@ async def test_a_job_decision_replayed_after_a_crash_is_enqueued_once(
 
     def crash_before_commit(db: Any) -> None:
         with db.atomic():
-            _, through = pending_transition_users(db)
+            _, through = pending_transition_users(db, BATCH)
             notify_transitions(db, links, through, settings)
             raise RuntimeError("power cut")
 
@@ -368,7 +368,7 @@ async def test_a_job_decision_replayed_after_a_crash_is_enqueued_once(
         await writer.run(crash_before_commit)
     assert await writer.run(outbox_rows) == [] and await writer.run(load_cursor) == 0
 
-    _, through = await writer.run(pending_transition_users)
+    _, through = await writer.run(pending_transition_users, BATCH)
     assert through is not None
     assert await writer.run(notify_transitions, links, through, settings) == 3
     # Replayed with the same inputs: the cursor says done; even with the cursor wound back

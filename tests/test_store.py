@@ -3,11 +3,12 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+import sqlite_utils
 
 from core.lab_usage import lab_usage
 from core.records import DirectoryUsage, FilesystemUsage, LabCap
 from core.view import LabInfo
-from store.db import SCHEMA_VERSION, SchemaTooNewError, open_db
+from store.db import SCHEMA_VERSION, SchemaTooNewError, migrate, open_db
 from store.history import lab_usage_series, save_lab_usage
 from store.reader import SnapshotCache
 from store.snapshots import (
@@ -107,6 +108,25 @@ def test_migrations_are_idempotent_and_refuse_newer_schemas(db_path: Path) -> No
     db.close()
     with pytest.raises(SchemaTooNewError):
         open_db(db_path)
+
+
+def test_a_migration_statement_may_hold_semicolons() -> None:
+    """A trigger's body and a quoted ';' belong to their statement; nothing splits on them."""
+    db = sqlite_utils.Database(memory=True)
+    migration = (
+        "CREATE TABLE notes (text TEXT NOT NULL)",
+        "CREATE TABLE note_log (text TEXT NOT NULL)",
+        """
+        CREATE TRIGGER notes_logged AFTER INSERT ON notes BEGIN
+            INSERT INTO note_log (text) VALUES ('logged; ' || new.text);
+        END
+        """,
+        "INSERT INTO notes (text) VALUES ('a; b')",
+    )
+    migrate(db, [migration])
+    assert db.execute("SELECT text FROM notes").fetchall() == [("a; b",)]
+    assert db.execute("SELECT text FROM note_log").fetchall() == [("logged; a; b",)]
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
 
 
 async def test_reader_sees_new_snapshots_only_after_commit(db_path: Path) -> None:

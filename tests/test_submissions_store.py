@@ -13,6 +13,7 @@ from store.submissions import (
     finish,
     interrupted,
     requeue,
+    submission_counts,
 )
 from tests.factories import job
 
@@ -63,3 +64,13 @@ def test_claim_finish_and_crash_recovery_bookkeeping(tmp_path: Path) -> None:
     assert db.execute("SELECT COUNT(*) FROM outbox").fetchone()[0] == 1
     requeue(db, first.id)  # only a submission still 'submitting' can go back to the queue
     assert claim_next(db, now=7.0) is None
+
+
+def test_submission_counts_by_state(tmp_path: Path) -> None:
+    db = open_db(tmp_path / "s.db")
+    assert submission_counts(db) == {}
+    _enqueue(db, now=100.0)
+    _enqueue(db, now=101.0, user="bob")
+    claimed = claim_next(db, now=102.0)
+    assert claimed is not None
+    assert submission_counts(db) == {"queued": 1, "submitting": 1}

@@ -365,6 +365,26 @@ def open_script(
     root; the file itself is opened relative to that directory with O_NOFOLLOW, and every
     check (regular file, owned by the user, size) is made on the opened descriptor.
     """
+    path = script_path(raw, user, roots)
+    directory, name = os.path.split(path)
+    if not name:
+        raise Refusal(f"{path} is a directory, not a batch script.")
+    dir_fd, opened = open_submit_dir(path, directory, allowed_dirs(user, roots))
+    try:
+        fd = open_in_dir(dir_fd, name, path)
+        try:
+            content = read_own_script(fd, path, user, cap)
+        finally:
+            os.close(fd)
+    except BaseException:
+        os.close(dir_fd)
+        raise
+    return dir_fd, os.path.join(opened, name), content
+
+
+def script_path(raw: str, user: pwd.struct_passwd, roots: list[str]) -> str:
+    """The absolute path of the script the user named: the one candidate, or the first that
+    exists."""
     candidates = candidate_paths(raw, user, roots)
     if not candidates:
         raise Refusal(f"The script path {raw!r} must be absolute.")
@@ -377,11 +397,13 @@ def open_script(
         path = found
     if not os.path.isabs(path):
         raise Refusal(f"The script path {raw!r} must be absolute.")
-    directory, name = os.path.split(path)
-    if not name:
-        raise Refusal(f"{path} is a directory, not a batch script.")
+    return path
+
+
+def open_submit_dir(path: str, directory: str, allowed: list[str]) -> tuple[int, str]:
+    """(fd, where it really is) of the script's directory, which must lie inside `allowed`
+    both before it is opened and, through the descriptor, after."""
     real_dir = os.path.realpath(directory)
-    allowed = allowed_dirs(user, roots)
     if not any(is_within(real_dir, a) for a in allowed):
         raise Refusal(
             f"{path} is outside the places skybot submits from "
@@ -391,65 +413,69 @@ def open_script(
         dir_fd = os.open(real_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         raise Refusal(f"Cannot open the directory {real_dir}: {exc.strerror}.") from None
+    # Re-check where the descriptor really points, in case the directory moved meanwhile.
     try:
-        # Re-check where the descriptor really points, in case the directory moved meanwhile.
-        try:
-            opened = os.readlink(f"/proc/self/fd/{dir_fd}")
-        except OSError:
-            opened = real_dir
-        if not any(is_within(opened, a) for a in allowed):
-            raise Refusal(f"{path} is outside the places skybot submits from.")
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
-        try:
-            fd = os.open(name, flags, dir_fd=dir_fd)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise Refusal(
-                    f"{path} is a symbolic link; give the path of the real file "
-                    "(and it must be your own)."
-                ) from None
-            if exc.errno == errno.ENOENT:
-                raise Refusal(f"There is no file {path}.") from None
-            if exc.errno == errno.EACCES:
-                raise Refusal(f"You cannot read {path} (permission denied).") from None
-            raise Refusal(f"Cannot open {path}: {exc.strerror}.") from None
-        try:
-            st = os.fstat(fd)
-            if stat.S_ISDIR(st.st_mode):
-                raise Refusal(f"{path} is a directory, not a batch script.")
-            if not stat.S_ISREG(st.st_mode):
-                raise Refusal(f"{path} is not a regular file.")
-            if st.st_uid != os.getuid():
-                try:
-                    owner = pwd.getpwuid(st.st_uid).pw_name
-                except KeyError:
-                    owner = f"uid {st.st_uid}"
-                raise Refusal(
-                    f"{path} belongs to {owner}, not to {user.pw_name}; skybot only "
-                    "submits scripts you own."
-                )
-            if st.st_size > cap:
-                raise Refusal(
-                    f"{path} is {st.st_size} bytes; batch scripts over {cap} bytes are refused."
-                )
-            chunks = []
-            total = 0
-            while True:
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                total += len(chunk)
-                if total > cap:
-                    raise Refusal(f"{path} is larger than {cap} bytes.")
-                chunks.append(chunk)
-        except OSError as exc:
-            raise Refusal(f"Cannot read {path}: {exc.strerror}.") from None
-        finally:
-            os.close(fd)
-    except BaseException:
+        opened = os.readlink(f"/proc/self/fd/{dir_fd}")
+    except OSError:
+        opened = real_dir
+    if not any(is_within(opened, a) for a in allowed):
         os.close(dir_fd)
-        raise
-    return dir_fd, os.path.join(opened, name), b"".join(chunks)
+        raise Refusal(f"{path} is outside the places skybot submits from.")
+    return dir_fd, opened
+
+
+def open_in_dir(dir_fd: int, name: str, path: str) -> int:
+    """The script opened relative to its directory, never through a symbolic link."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Refusal(
+                f"{path} is a symbolic link; give the path of the real file "
+                "(and it must be your own)."
+            ) from None
+        if exc.errno == errno.ENOENT:
+            raise Refusal(f"There is no file {path}.") from None
+        if exc.errno == errno.EACCES:
+            raise Refusal(f"You cannot read {path} (permission denied).") from None
+        raise Refusal(f"Cannot open {path}: {exc.strerror}.") from None
+
+
+def read_own_script(fd: int, path: str, user: pwd.struct_passwd, cap: int) -> bytes:
+    """The content of the opened script, if it is a regular file the user owns of at most
+    `cap` bytes (checked on the descriptor, and again while reading)."""
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise Refusal(f"{path} is a directory, not a batch script.")
+        if not stat.S_ISREG(st.st_mode):
+            raise Refusal(f"{path} is not a regular file.")
+        if st.st_uid != os.getuid():
+            try:
+                owner = pwd.getpwuid(st.st_uid).pw_name
+            except KeyError:
+                owner = f"uid {st.st_uid}"
+            raise Refusal(
+                f"{path} belongs to {owner}, not to {user.pw_name}; skybot only "
+                "submits scripts you own."
+            )
+        if st.st_size > cap:
+            raise Refusal(
+                f"{path} is {st.st_size} bytes; batch scripts over {cap} bytes are refused."
+            )
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return b"".join(chunks)
+            total += len(chunk)
+            if total > cap:
+                raise Refusal(f"{path} is larger than {cap} bytes.")
+            chunks.append(chunk)
+    except OSError as exc:
+        raise Refusal(f"Cannot read {path}: {exc.strerror}.") from None
 
 
 def option_value(name: str, value: Any) -> str:

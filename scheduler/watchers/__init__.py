@@ -1,0 +1,72 @@
+"""Watchers: turn what the pollers stored into messages in the outbox, one module each.
+
+They only read snapshots and transitions (the pollers are the one way data comes in) and
+write just their own bookkeeping plus outbox rows, in one transaction per decision:
+
+- job_dms: DMs about job ends and requeues, from job_transitions past a cursor;
+- storage: hoarding pings and full-filesystem warnings for the alert channel;
+- cap_waits: DMs to users whose jobs wait long behind their lab's GPU cap.
+
+Delivery is the sender's job (scheduler/outbox_sender.py); `Watchers`, the scheduler's
+after-poll hooks, runs them and wakes it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from bot.config import Config
+from core.snapshot import ClusterSnapshot
+from scheduler.watchers.cap_waits import check_cap_waits
+from scheduler.watchers.directory import SlackDirectory
+from scheduler.watchers.job_dms import process_transitions
+from scheduler.watchers.storage import check_storage
+from store.writer import StoreWriter
+
+log = logging.getLogger(__name__)
+
+
+class Watchers:
+    """The scheduler's after-poll hooks: run a watcher, wake the sender if it enqueued."""
+
+    def __init__(
+        self,
+        config: Config,
+        writer: StoreWriter,
+        identity: SlackDirectory,
+        wake_sender: Callable[[], None] | None = None,
+        snapshot: Callable[[], ClusterSnapshot] | None = None,
+    ) -> None:
+        self._config = config
+        self._writer = writer
+        self._identity = identity
+        self._wake = wake_sender
+        self._snapshot = snapshot
+
+    async def after_slurm_poll(self) -> int:
+        try:
+            added = await process_transitions(self._writer, self._identity, self._config)
+            if self._snapshot is not None:
+                added += await check_cap_waits(
+                    self._writer, self._identity, self._config, self._snapshot()
+                )
+        except Exception:
+            log.exception("job notifier failed; the transitions stay queued for the next poll")
+            return 0
+        self._woken(added)
+        return added
+
+    async def after_storage_poll(self) -> int:
+        try:
+            snapshot = self._snapshot() if self._snapshot is not None else None
+            added = await check_storage(self._writer, self._identity, self._config, snapshot)
+        except Exception:
+            log.exception("storage watcher failed; it will look again after the next poll")
+            return 0
+        self._woken(added)
+        return added
+
+    def _woken(self, added: int) -> None:
+        if added and self._wake is not None:
+            self._wake()

@@ -1,0 +1,64 @@
+"""The cap-wait watcher: DMs to users whose jobs have long waited behind their lab's GPU cap.
+
+It tracks each lab's current stretch at its cap (cap_episodes) and enqueues the DMs that
+stretch calls for (core/cap_waits.py) in the transaction that stores it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import sqlite_utils
+
+from bot.config import Config
+from core.cap_waits import cap_wait_notices, next_episodes
+from core.lab_usage import idle_by_type, usage_of_labs
+from core.snapshot import ClusterSnapshot
+from scheduler.watchers.directory import SlackDirectory
+from store.alerts import load_cap_episodes, save_cap_episodes
+from store.outbox import OutboxMessage, enqueue
+from store.writer import StoreWriter
+
+
+async def check_cap_waits(
+    writer: StoreWriter,
+    identity: SlackDirectory,
+    config: Config,
+    snapshot: ClusterSnapshot,
+    now: float | None = None,
+) -> int:
+    """DM users whose jobs have waited behind their lab's cap for long; returns how many."""
+    if config.notifications.cap_wait_minutes <= 0 or snapshot.source("slurm").taken_at is None:
+        return 0
+    now = time.time() if now is None else now
+    usages = usage_of_labs(
+        config.labs,
+        snapshot.jobs,
+        snapshot.cap_for,
+        snapshot.members,
+        config.slurm.overcap_account,
+    )
+    flags = f"--partition={config.slurm.overcap_partition} --account={config.slurm.overcap_account}"
+
+    def decide(db: sqlite_utils.Database) -> int:
+        with db.atomic():
+            episodes = next_episodes(load_cap_episodes(db), usages, now)
+            save_cap_episodes(db, episodes)
+            notices = cap_wait_notices(
+                episodes,
+                usages,
+                now,
+                60 * config.notifications.cap_wait_minutes,
+                idle_by_type(snapshot.nodes),
+                flags,
+            )
+            messages = [
+                OutboxMessage(f"{n.key}:{team}:{user_id}", user_id, n.text)
+                for n in notices
+                for team, user_id in targets.get(n.user, ())
+            ]
+            return enqueue(db, messages, now)
+
+    waiting_users = {j.user for u in usages for j in u.pending_at_cap}
+    targets = {user: identity.slack_users_of(user) for user in waiting_users}
+    return await writer.run(decide)

@@ -1,0 +1,143 @@
+"""The job notifier: DMs about jobs that ended or were requeued.
+
+It reads job_transitions rows past its cursor, decides who gets which DM
+(core/job_notices.py) and advances the cursor in the transaction that enqueues the DMs, so no
+transition is missed or notified twice across restarts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import sqlite_utils
+
+from bot.config import Config
+from core.job_notices import MAX_SEPARATE_NOTICES, JobNotice, decide_job_notice, digest_notice
+from core.records import FINAL_STATES
+from core.transitions import REQUEUED, Transition
+from scheduler.watchers.directory import SlackDirectory, SlackKey
+from store.alerts import advance_cursor, load_cursor, load_preferences
+from store.outbox import OutboxMessage, enqueue
+from store.transitions import earlier_job_records, load_transitions, pending_transition_users
+from store.writer import StoreWriter
+
+# Transitions turned into notices per transaction; a backlog is worked through in batches.
+BATCH = 2000
+# Transitions worth a look: final states and requeues.
+NOTABLE = FINAL_STATES | {REQUEUED}
+
+
+@dataclass(frozen=True)
+class NoticeSettings:
+    """What the job notifier needs from the config, in a form the writer thread can use."""
+
+    cluster: str
+    default_preference: str
+    preemptible: frozenset[str]
+
+    @classmethod
+    def from_config(cls, config: Config) -> NoticeSettings:
+        n = config.notifications
+        return cls(
+            cluster=n.cluster_name,
+            default_preference=n.default_preference,
+            preemptible=frozenset({config.slurm.overcap_partition, *n.preemptible_partitions}),
+        )
+
+
+# ------------------------------------------------------------------------------ job DMs
+
+
+async def process_transitions(
+    writer: StoreWriter, identity: SlackDirectory, config: Config, *, batch: int = BATCH
+) -> int:
+    """Enqueue DMs for every job transition not processed yet; returns how many were enqueued.
+
+    Safe to call at any time and any number of times (after each Slurm poll, at start-up):
+    each transition is processed once, whatever crashes in between.
+    """
+    settings = NoticeSettings.from_config(config)
+    total = 0
+    while True:
+        users, through = await writer.run(pending_transition_users, batch)
+        if through is None:
+            return total
+        # Resolved here, on the event loop that owns the identity directory.
+        targets = {user: identity.slack_users_of(user) for user in users}
+        total += await writer.run(notify_transitions, targets, through, settings)
+
+
+def notify_transitions(
+    db: sqlite_utils.Database,
+    targets: Mapping[str, Sequence[SlackKey]],
+    through: int,
+    settings: NoticeSettings,
+    now: float | None = None,
+) -> int:
+    """Decide the DMs for transitions up to id `through`, enqueue them and move the cursor,
+    all in one transaction. Returns how many messages were newly enqueued."""
+    with db.atomic():
+        cursor = load_cursor(db)
+        if through <= cursor:
+            return 0
+        prefs = load_preferences(db)
+        per_target: dict[SlackKey, list[tuple[int, JobNotice]]] = {}
+        for row_id, transition, at in load_transitions(db, cursor, through, NOTABLE):
+            slack_keys = targets.get(transition.job.user, ())
+            started = (
+                interrupted_run_start(db, row_id, transition, at)
+                if slack_keys and transition.to_state == REQUEUED
+                else None
+            )
+            for slack_key in slack_keys:
+                pref = prefs.get(slack_key, settings.default_preference)
+                notice = decide_job_notice(
+                    transition,
+                    pref,
+                    now=at,
+                    preemptible=settings.preemptible,
+                    cluster=settings.cluster,
+                    run_started=started,
+                )
+                if notice is not None:
+                    per_target.setdefault(slack_key, []).append((row_id, notice))
+        messages = [
+            message
+            for slack_key, items in per_target.items()
+            for message in _messages(slack_key, items, settings)
+        ]
+        added = enqueue(db, messages, time.time() if now is None else now)
+        if not advance_cursor(db, cursor, through):
+            raise RuntimeError("job transition cursor moved during notification")
+        return added
+
+
+def interrupted_run_start(
+    db: sqlite_utils.Database, row_id: int, transition: Transition, at: float
+) -> float | None:
+    """When the run a requeue interrupted had started, from the job's earlier transitions.
+
+    The requeued job's own record cannot say: Slurm gives a pending job the forecast start
+    of its next run. The poll that saw the run start (or first saw it running) recorded it.
+    """
+    for earlier in earlier_job_records(db, transition.job.job_id, row_id, transition.restarts):
+        if earlier.start_time and earlier.start_time <= at:
+            return float(earlier.start_time)
+    return None
+
+
+def _messages(
+    slack_key: SlackKey, items: list[tuple[int, JobNotice]], settings: NoticeSettings
+) -> list[OutboxMessage]:
+    team_id, user_id = slack_key
+    if len(items) <= MAX_SEPARATE_NOTICES:
+        return [
+            OutboxMessage(f"{n.key}:{team_id}:{user_id}", user_id, n.text, n.blocks)
+            for _, n in items
+        ]
+    first, last = items[0][0], items[-1][0]
+    key = f"jobs:{settings.cluster}:{first}-{last}:{team_id}:{user_id}"
+    digest = digest_notice([n for _, n in items], key)
+    return [OutboxMessage(digest.key, user_id, digest.text, digest.blocks)]

@@ -1,0 +1,109 @@
+"""The storage watcher: hoarding pings and full-filesystem warnings for the alert channel.
+
+It decides (core/storage_alerts.py) from the latest storage snapshot, storing the new alert
+state in the transaction that enqueues the messages, so state and messages never disagree.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import sqlite_utils
+
+from bot.config import Config
+from core.snapshot import ClusterSnapshot
+from core.storage_alerts import (
+    FillPolicy,
+    HoardPolicy,
+    filesystem_alerts,
+    hoarding_alerts,
+)
+from scheduler.watchers.directory import SlackDirectory
+from store.alerts import load_fill_state, load_hoard_state, save_fill_state, save_hoard_state
+from store.outbox import OutboxMessage, enqueue, prune_outbox
+from store.snapshots import load_snapshot
+from store.writer import StoreWriter
+
+DAY = 86400.0
+
+
+@dataclass(frozen=True)
+class StorageSettings:
+    channel: str
+    hoard: HoardPolicy
+    fill: FillPolicy
+    lab_of_root: dict[str, str]
+    keep_days: int
+
+    @classmethod
+    def from_config(cls, config: Config) -> StorageSettings:
+        n = config.notifications
+        return cls(
+            channel=config.slack.alert_channel,
+            hoard=HoardPolicy(n.hoard_threshold_bytes, n.hoard_top_n, n.hoard_regrow_fraction),
+            fill=FillPolicy(n.filesystem_thresholds, n.rearm_margin),
+            lab_of_root={root: lab.name for lab in config.labs for root in lab.storage_roots},
+            keep_days=config.database.history_days,
+        )
+
+
+async def check_storage(
+    writer: StoreWriter,
+    identity: SlackDirectory,
+    config: Config,
+    snapshot: ClusterSnapshot | None = None,
+) -> int:
+    """Enqueue hoarding pings and full-filesystem warnings for the latest storage snapshot.
+
+    Returns how many messages were newly enqueued. `snapshot` is the one the bot already
+    holds in memory; without it the latest committed snapshot is read.
+    """
+    if snapshot is None:
+        snapshot = await writer.run(load_snapshot)
+    if snapshot.source("storage").taken_at is None:
+        return 0  # never scanned: no data is not "empty disks"
+    owners = {d.owner for d in snapshot.directories}
+    slack_ids = {o: [uid for _, uid in identity.slack_users_of(o)] for o in owners}
+    return await writer.run(
+        storage_alerts_in_db, snapshot, slack_ids, StorageSettings.from_config(config)
+    )
+
+
+def storage_alerts_in_db(
+    db: sqlite_utils.Database,
+    snapshot: ClusterSnapshot,
+    slack_ids: Mapping[str, Sequence[str]],
+    settings: StorageSettings,
+    now: float | None = None,
+) -> int:
+    """Decide, store the new alert state and enqueue the messages, in one transaction."""
+    now = time.time() if now is None else now
+    with db.atomic():
+        hoard_state, hoard = hoarding_alerts(
+            load_hoard_state(db),
+            snapshot.directories,
+            snapshot.filesystems,
+            snapshot.previous_kib,
+            settings.hoard,
+            settings.lab_of_root,
+            slack_ids,
+        )
+        fill_state, fill = filesystem_alerts(
+            load_fill_state(db),
+            snapshot.filesystems,
+            snapshot.directories,
+            snapshot.previous_kib,
+            settings.fill,
+            settings.lab_of_root,
+        )
+        save_hoard_state(db, hoard_state)
+        save_fill_state(db, fill_state)
+        # Filesystem warnings first: they are the more urgent.
+        alerts = [*fill, *hoard]
+        added = enqueue(
+            db, (OutboxMessage(a.key, settings.channel, a.text, a.blocks) for a in alerts), now
+        )
+        prune_outbox(db, now - settings.keep_days * DAY)
+        return added

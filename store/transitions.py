@@ -1,0 +1,56 @@
+"""Reading back the job transitions the Slurm poller records (store/snapshots.py).
+
+Rows are read in id order, past the job notifier's cursor (store/alerts.py), so each
+transition is looked at once however the notifier is interrupted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import sqlite_utils
+
+from core.records import Job
+from core.transitions import Transition
+from store.alerts import load_cursor
+from store.snapshots import decode_job
+
+
+def pending_transition_users(db: sqlite_utils.Database, batch: int) -> tuple[set[str], int | None]:
+    """Cluster users of the next `batch` transitions past the cursor, and the batch's last id
+    (None when there are none)."""
+    rows = db.execute(
+        "SELECT id, user FROM job_transitions WHERE id > ? ORDER BY id LIMIT ?",
+        [load_cursor(db), batch],
+    ).fetchall()
+    if not rows:
+        return set(), None
+    return {r[1] for r in rows}, rows[-1][0]
+
+
+def load_transitions(
+    db: sqlite_utils.Database, after: int, through: int, to_states: Collection[str]
+) -> list[tuple[int, Transition, float]]:
+    """(id, transition, when) of the transitions into one of `to_states` with an id in
+    (after, through], by id."""
+    states = sorted(to_states)
+    marks = ", ".join("?" for _ in states)
+    rows = db.execute(
+        "SELECT id, from_state, to_state, restarts, at, record FROM job_transitions "
+        f"WHERE id > ? AND id <= ? AND to_state IN ({marks}) ORDER BY id",
+        [after, through, *states],
+    ).fetchall()
+    return [(r[0], Transition(decode_job(r[5]), r[1], r[2], r[3]), r[4]) for r in rows]
+
+
+def earlier_job_records(
+    db: sqlite_utils.Database, job_id: int, before_id: int, restarts_below: int, limit: int = 10
+) -> list[Job]:
+    """The job's records as recorded by its transitions before row `before_id` with fewer
+    than `restarts_below` restarts (its earlier runs), newest first, at most `limit`."""
+    rows = db.execute(
+        "SELECT record FROM job_transitions WHERE job_id = ? AND id < ? AND restarts < ? "
+        "ORDER BY id DESC LIMIT ?",
+        [job_id, before_id, restarts_below, limit],
+    ).fetchall()
+    return [decode_job(record) for (record,) in rows]
