@@ -18,6 +18,7 @@ from core.digest import WEEKDAYS
 from core.images import GUIDE_MIN_RELEASE, gpu_key, parse_release
 from core.job_notices import PREFERENCES
 from core.job_template import TemplateSettings
+from core.user_names import is_cluster_user_name
 
 DEFAULT_CONFIG_PATH = Path("/etc/skybot/skybot.toml")
 
@@ -386,7 +387,7 @@ def _check_values(config: Config) -> None:
             raise ConfigError(
                 f'identity.links: {slack_id!r} must be TEAM_ID/USER_ID, e.g. "T0123/U0456"'
             )
-        if not _CLUSTER_USER.fullmatch(user):
+        if not is_cluster_user_name(user):
             raise ConfigError(f"identity.links: {user!r} is not a valid cluster user name")
     if config.identity.link_code_minutes <= 0:
         raise ConfigError("identity.link_code_minutes must be greater than 0")
@@ -485,7 +486,6 @@ def _check_images(images: ImagesConfig) -> None:
 
 
 _SLACK_LINK_KEY = re.compile(r"[TE][A-Z0-9]+/[UW][A-Z0-9]+")
-_CLUSTER_USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
 
 
 def database_path(config: Config) -> Path:

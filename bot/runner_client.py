@@ -20,11 +20,11 @@ import contextlib
 import json
 import logging
 import os
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from bot import __version__
+from core.user_names import is_cluster_user_name
 
 log = logging.getLogger(__name__)
 # call_runner with the configured sudo, runner path and timeout bound in: (user, request).
@@ -32,8 +32,6 @@ RunnerCall = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 DEFAULT_SUDO = "/usr/bin/sudo"
 DEFAULT_RUNNER = "/usr/local/libexec/skybot-runner"
-# POSIX-portable login names as useradd accepts them, without the trailing-$ machine accounts.
-USERNAME = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
 MAX_REPLY_BYTES = 1024 * 1024
 # sudo's own environment: nothing of the bot's (tokens, PYTHONPATH, ...) is handed on, even
 # though sudo's env_reset would drop it anyway.
@@ -92,7 +90,7 @@ async def call_runner(
     `prefix` goes in front of the sudo command line; tests use ["runuser", "-u", "skybot",
     "--"] to make the call as the service user from a root test process.
     """
-    if not isinstance(user, str) or not USERNAME.fullmatch(user):
+    if not is_cluster_user_name(user):
         return _error(f"{user!r} is not a valid cluster user name.")
     if user == "root":
         return _error("skybot never acts as root.")

@@ -10,7 +10,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from core.slack_text import fenced_code, literal
-from handlers.identity import CLUSTER_USER, is_human_account
+from core.user_names import cluster_user_name
+from handlers.identity import is_human_account
 from handlers.reply import Reply, simple
 from handlers.router import Command, CommandRequest, UsageError
 from handlers.services import Services
@@ -29,8 +30,8 @@ async def link(request: CommandRequest, services: Services) -> Reply:
     arg = request.args[0]
     if arg.lower() in ("check", "verify"):
         return await _check(request, services)
-    user = arg.lower()
-    if not CLUSTER_USER.fullmatch(user) or not is_human_account(user):
+    user = cluster_user_name(arg)
+    if user is None or not is_human_account(user):
         raise UsageError(
             f"There is no cluster account {literal(arg, 40)} that skybot can act for. "
             "Give your login name on the cluster (what `whoami` prints there)."
