@@ -20,15 +20,14 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from bot import __version__
+from core.runner_contract import RunnerReply, RunnerRequest, is_reply
 from core.user_names import is_cluster_user_name
 
 log = logging.getLogger(__name__)
-# call_runner with the configured sudo, runner path and timeout bound in: (user, request).
-RunnerCall = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 DEFAULT_SUDO = "/usr/bin/sudo"
 DEFAULT_RUNNER = "/usr/local/libexec/skybot-runner"
@@ -78,13 +77,13 @@ def _explain_sudo_failure(user: str, stderr: str, runner: str) -> str:
 
 async def call_runner(
     user: str,
-    request: dict[str, Any],
+    request: RunnerRequest,
     *,
     sudo: str = DEFAULT_SUDO,
     runner: str = DEFAULT_RUNNER,
     timeout: float = 60,
     prefix: Sequence[str] = (),
-) -> dict[str, Any]:
+) -> RunnerReply:
     """Run one request through skybot-runner as `user` and return its reply.
 
     `prefix` goes in front of the sudo command line; tests use ["runuser", "-u", "skybot",
@@ -140,7 +139,7 @@ async def call_runner(
             reply = json.loads(out)
         except ValueError:
             reply = None
-        if isinstance(reply, dict) and isinstance(reply.get("ok"), bool):
+        if is_reply(reply):
             mismatch = version_mismatch(reply, runner)
             if mismatch is not None:
                 log.error("runner version mismatch: %s", mismatch)

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from bot.config import Config
-from bot.runner_client import RunnerCall
 from core.rate_limit import RateLimiter
+from core.runner_contract import RunnerCall
 from core.view import ClusterView
 from handlers.identity import IdentityDirectory
 from handlers.router import ChartQueue
@@ -24,7 +24,7 @@ class SubmissionQueue(Protocol):
 class Services:
     config: Config
     identity: IdentityDirectory
-    # call_runner bound to the configured sudo and runner paths.
+    # Runs a request as a cluster user: bot/runner_client.py, bound by bot/service.py.
     runner: RunnerCall
     # The worker that performs queued submissions (scheduler.submit_worker).
     submissions: SubmissionQueue | None = None

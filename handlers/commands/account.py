@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from core.runner_contract import verify_link_request
 from core.slack_text import fenced_code, literal
 from core.user_names import cluster_user_name
 from handlers.identity import is_human_account
@@ -54,9 +55,7 @@ async def _check(request: CommandRequest, services: Services) -> Reply:
         raise UsageError(
             "You have no link in progress (codes expire). Start with `/sky link YOUR_CLUSTER_USER`."
         )
-    reply = await services.runner(
-        pending.cluster_user, {"action": "verify-link", "code": pending.code}
-    )
+    reply = await services.runner(pending.cluster_user, verify_link_request(pending.code))
     if not reply.get("ok"):  # an answer, not a UsageError: the runner did run
         return simple(
             f"Not linked: {literal(reply.get('error', 'the code did not match'))} "
