@@ -17,7 +17,7 @@ from collections.abc import Callable
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.config import IdentityConfig
+from core.config_schema import IdentityConfig
 from core.user_names import cluster_user_name
 from store.identities import (
     Identity,

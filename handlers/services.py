@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from bot.config import Config
+from core.config_schema import Config
 from core.rate_limit import RateLimiter
 from core.runner_contract import RunnerCall
 from core.view import ClusterView

@@ -16,8 +16,8 @@ from datetime import datetime, tzinfo
 
 import sqlite_utils
 
-from bot.config import Config
 from core.chart_specs import LAB_GPUS, ChartSpec
+from core.config_schema import Config
 from core.digest import WEEK, LabWeek, digest_key, digest_lines, digest_title, week_ending
 from core.notice_text import context, section
 from core.slack_text import literal

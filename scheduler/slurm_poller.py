@@ -21,8 +21,8 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
-from bot.config import Config
 from core.associations import parse_associations, parse_associations_json
+from core.config_schema import Config
 from core.lab_usage import lab_usage
 from core.records import Job, LabCap
 from core.slurm_json import (

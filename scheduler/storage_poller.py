@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.config import Config
+from core.config_schema import Config
 from core.disk_usage import (
     DiskUsageError,
     DiskUsageFileMissing,

@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from bot.config import Config
+from core.config_schema import Config
 from core.runner_contract import RunnerCall, submission_comment, submit_request
 from core.slack_text import literal
 from core.snapshot import SourceStatus

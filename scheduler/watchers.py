@@ -23,8 +23,8 @@ from typing import Protocol
 
 import sqlite_utils
 
-from bot.config import Config
 from core.cap_waits import cap_wait_notices, next_episodes
+from core.config_schema import Config
 from core.job_notices import MAX_SEPARATE_NOTICES, JobNotice, decide_job_notice, digest_notice
 from core.lab_usage import idle_by_type, lab_usage
 from core.records import FINAL_STATES

@@ -30,7 +30,10 @@ def test_example_file_is_valid() -> None:
         ({"slack": {"http_port": "3000"}}, "slack.http_port must be a whole number"),
         ({"slurm": {"poll_seconds": 0}}, "slurm.poll_seconds must be greater than 0"),
         ({"labs": [{"name": "a", "account": "a"}]}, "missing config key: labs[0].partition"),
-        ({"labs": {"name": "a"}}, "labs must be an array of tables"),
+        ({"labs": {"name": "a"}}, "labs must be a list, not a table"),
+        ({"slack": 3}, "slack must be a table, not a whole number"),
+        ({"labs": [{"name": "a", "partition": "a", "account": "a", "x": 1}]}, "key: labs[0].x"),
+        ({"database": {"history_days": 1.5}}, "database.history_days must be a whole number"),
         (
             {"labs": [{"name": "a", "partition": "a", "account": "a", "storage_roots": ["x"]}]},
             "labs[0].storage_roots: 'x' is not an absolute path",
