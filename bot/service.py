@@ -32,6 +32,7 @@ from bot.runner_client import call_runner
 from bot.slack_link import SocketModeLink, socket_mode_handler
 from bot.startup import InstanceLock, bind_listener
 from bot.systemd_notify import notify, watchdog_enabled
+from core.rate_limit import RateLimiter
 from core.runner_contract import RunnerCall, RunnerReply, RunnerRequest
 from core.view import LabInfo
 from handlers.charts import ChartRequests
@@ -140,6 +141,7 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         writer=writer,
         queue_charts=ChartRequests(writer, sender.wake),
         view=cache.current,
+        limiter=RateLimiter(),
     )
     app = build_app(config, secrets, cache, services, client, metrics.observe_command)
     # Under systemd's WatchdogSec=, the loop's own heartbeat keeps the watchdog fed: a wedged

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from core.config_schema import Config
@@ -11,7 +11,7 @@ from core.rate_limit import RateLimiter
 from core.runner_contract import RunnerCall
 from core.view import ClusterView
 from handlers.identity import IdentityDirectory
-from handlers.router import ChartQueue
+from handlers.request import ChartQueue
 from store.writer import StoreWriter
 
 
@@ -34,5 +34,5 @@ class Services:
     queue_charts: ChartQueue | None = None
     # The current snapshot view, for actions that check it (`/sky digest LAB on`).
     view: Callable[[], ClusterView] | None = None
-    # Per-user limit on commands that start the runner (handlers.router).
-    limiter: RateLimiter = field(default_factory=RateLimiter)
+    # Per-user limit on commands that start the runner (handlers.router); None: no limit.
+    limiter: RateLimiter | None = None
