@@ -279,21 +279,14 @@ _MISSING = re.compile(r"Object missing required field `(?P<name>[^`]*)`")
 _WRONG_TYPE = re.compile(r"Expected `(?P<want>[^`]*)`, got `(?P<got>[^`]*)`")
 _OUT_OF_BOUNDS = re.compile(r"Expected `[^`]*` (?P<op>>=|<=|>|<) (?P<bound>\S+)")
 _EMPTY = re.compile(r"Expected `str` of length >= 1")
-_ONE = {
-    "int": "a whole number",
-    "float": "a number",
-    "str": "a string",
-    "bool": "true or false",
-    "array": "a list",
-    "object": "a table",
-}
-_MANY = {
-    "int": "whole numbers",
-    "float": "numbers",
-    "str": "strings",
-    "bool": "true or false values",
-    "array": "lists",
-    "object": "tables",
+# msgspec's type names as an operator reads them: one value, and several.
+_TYPE_WORDS = {
+    "int": ("a whole number", "whole numbers"),
+    "float": ("a number", "numbers"),
+    "str": ("a string", "strings"),
+    "bool": ("true or false", "true or false values"),
+    "array": ("a list", "lists"),
+    "object": ("a table", "tables"),
 }
 _BOUND_WORDS = {">=": "at least", "<=": "at most", ">": "greater than", "<": "less than"}
 
@@ -314,8 +307,8 @@ def one_line(error: msgspec.ValidationError) -> str:
         if key.endswith("]"):  # an item of a list ([0]) or a value of a table ([...])
             container, _, index = key.rpartition("[")
             kind = "a table" if index == "...]" else "a list"
-            return f"{container} must be {kind} of {_MANY.get(want, f'`{want}`')}"
-        return f"{key} must be {_ONE.get(want, f'`{want}`')}, not {_ONE.get(got, f'`{got}`')}"
+            return f"{container} must be {kind} of {_words(want)[1]}"
+        return f"{key} must be {_words(want)[0]}, not {_words(got)[0]}"
     if _EMPTY.fullmatch(what):
         return f"{key} must not be empty"
     if match := _OUT_OF_BOUNDS.fullmatch(what):
@@ -325,6 +318,10 @@ def one_line(error: msgspec.ValidationError) -> str:
         return f"{key} must be {_BOUND_WORDS[op]} {bound}"
     # A section's own rule (__post_init__): its message starts with the key inside the section.
     return _join(key, what)
+
+
+def _words(type_name: str) -> tuple[str, str]:
+    return _TYPE_WORDS.get(type_name, (f"`{type_name}`", f"`{type_name}` values"))
 
 
 def _join(key: str, rest: str) -> str:

@@ -34,6 +34,9 @@ def test_example_file_is_valid() -> None:
         ({"slack": 3}, "slack must be a table, not a whole number"),
         ({"labs": [{"name": "a", "partition": "a", "account": "a", "x": 1}]}, "key: labs[0].x"),
         ({"database": {"history_days": 1.5}}, "database.history_days must be a whole number"),
+        ({"slack": {"alert_channel": ""}}, "slack.alert_channel must not be empty"),
+        ({"slurm": {"sacct_overlap_seconds": -1}}, "slurm.sacct_overlap_seconds must not be"),
+        ({"metrics": {"port": 70000}}, "metrics.port must be at most 65535"),
         (
             {"labs": [{"name": "a", "partition": "a", "account": "a", "storage_roots": ["x"]}]},
             "labs[0].storage_roots: 'x' is not an absolute path",
