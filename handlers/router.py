@@ -27,7 +27,7 @@ from core.chart_specs import ChartSpec
 from core.slack_text import literal
 from core.view import ClusterView
 from handlers.reply import MAX_BLOCKS, Reply, context, simple
-from handlers.request import ChartQueue as ChartQueue
+from handlers.request import ChartQueue
 from handlers.request import CommandRequest as CommandRequest
 from handlers.services import Services
 
