@@ -29,11 +29,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlencode
 
 import aiohttp
+from msgspec.structs import replace
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.signature import SignatureVerifier

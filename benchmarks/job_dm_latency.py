@@ -19,9 +19,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+
+from msgspec.structs import replace
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))

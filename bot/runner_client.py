@@ -20,20 +20,17 @@ import contextlib
 import json
 import logging
 import os
-import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from bot import __version__
+from core.runner_contract import RunnerReply, RunnerRequest, is_reply
+from core.user_names import is_cluster_user_name
 
 log = logging.getLogger(__name__)
-# call_runner with the configured sudo, runner path and timeout bound in: (user, request).
-RunnerCall = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 DEFAULT_SUDO = "/usr/bin/sudo"
 DEFAULT_RUNNER = "/usr/local/libexec/skybot-runner"
-# POSIX-portable login names as useradd accepts them, without the trailing-$ machine accounts.
-USERNAME = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
 MAX_REPLY_BYTES = 1024 * 1024
 # sudo's own environment: nothing of the bot's (tokens, PYTHONPATH, ...) is handed on, even
 # though sudo's env_reset would drop it anyway.
@@ -80,19 +77,19 @@ def _explain_sudo_failure(user: str, stderr: str, runner: str) -> str:
 
 async def call_runner(
     user: str,
-    request: dict[str, Any],
+    request: RunnerRequest,
     *,
     sudo: str = DEFAULT_SUDO,
     runner: str = DEFAULT_RUNNER,
     timeout: float = 60,
     prefix: Sequence[str] = (),
-) -> dict[str, Any]:
+) -> RunnerReply:
     """Run one request through skybot-runner as `user` and return its reply.
 
     `prefix` goes in front of the sudo command line; tests use ["runuser", "-u", "skybot",
     "--"] to make the call as the service user from a root test process.
     """
-    if not isinstance(user, str) or not USERNAME.fullmatch(user):
+    if not is_cluster_user_name(user):
         return _error(f"{user!r} is not a valid cluster user name.")
     if user == "root":
         return _error("skybot never acts as root.")
@@ -142,7 +139,7 @@ async def call_runner(
             reply = json.loads(out)
         except ValueError:
             reply = None
-        if isinstance(reply, dict) and isinstance(reply.get("ok"), bool):
+        if is_reply(reply):
             mismatch = version_mismatch(reply, runner)
             if mismatch is not None:
                 log.error("runner version mismatch: %s", mismatch)

@@ -16,7 +16,6 @@ import signal
 import socket
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from aiohttp import web
 from slack_bolt.async_app import AsyncApp
@@ -29,10 +28,12 @@ from bot.app import (
 from bot.config import Config, Secrets, database_path
 from bot.health import Heartbeat, ServiceStatus
 from bot.metrics import Metrics, metrics_app
-from bot.runner_client import RunnerCall, call_runner
+from bot.runner_client import call_runner
 from bot.slack_link import SocketModeLink, socket_mode_handler
 from bot.startup import InstanceLock, bind_listener
 from bot.systemd_notify import notify, watchdog_enabled
+from core.rate_limit import RateLimiter
+from core.runner_contract import RunnerCall, RunnerReply, RunnerRequest
 from core.view import LabInfo
 from handlers.charts import ChartRequests
 from handlers.identity import IdentityDirectory
@@ -69,7 +70,7 @@ def snapshot_cache(config: Config) -> SnapshotCache:
 
 
 def runner_call(config: Config) -> RunnerCall:
-    async def call(user: str, request: dict[str, Any]) -> dict[str, Any]:
+    async def call(user: str, request: RunnerRequest, /) -> RunnerReply:
         return await call_runner(
             user,
             request,
@@ -140,6 +141,7 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         writer=writer,
         queue_charts=ChartRequests(writer, sender.wake),
         view=cache.current,
+        limiter=RateLimiter(),
     )
     app = build_app(config, secrets, cache, services, client, metrics.observe_command)
     # Under systemd's WatchdogSec=, the loop's own heartbeat keeps the watchdog fed: a wedged

@@ -11,7 +11,10 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Annotated
+
+import msgspec
 
 from core.records import Node
 from core.slack_text import literal
@@ -31,21 +34,53 @@ class TemplateError(ValueError):
     """What the user asked for cannot become a job on this cluster; the message says why."""
 
 
-@dataclass(frozen=True)
-class TemplateSettings:
-    """The `[template]` config section: this cluster's rules for what a job should ask for."""
+# sbatch sizes: a number with an optional K/M/G/T unit (what --mem-per-gpu accepts).
+_MEMORY = re.compile(r"[1-9][0-9]*[KMGT]?")
+# Written into #SBATCH lines and shell words as they are: nothing sbatch or bash would parse.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.+-]+")
+_PLAIN_PATH = re.compile(r"/[A-Za-z0-9_.+/-]*")
+
+
+def is_plain_path(path: str) -> bool:
+    """An absolute path a script can carry as it is: no character sbatch or bash would parse."""
+    return _PLAIN_PATH.fullmatch(path) is not None
+
+
+class TemplateSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The `[template]` config section: this cluster's rules for what a job should ask for.
+
+    A msgspec Struct, so core/config_schema.py reads it from the file as it is; its rules are
+    checked whenever one is made, and each message starts with the key it is about.
+    """
 
     # CPUs per task (one task per GPU) by GPU type; other types get default_cpus_per_task.
-    cpus_per_task_by_gpu: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_CPUS_BY_GPU))
-    default_cpus_per_task: int = 7
+    cpus_per_task_by_gpu: dict[str, int] = msgspec.field(
+        default_factory=lambda: dict(DEFAULT_CPUS_BY_GPU)
+    )
+    default_cpus_per_task: Annotated[int, msgspec.Meta(ge=1)] = 7
     # Host memory per GPU (sbatch --mem-per-gpu): GPUs per node times this must fit a node.
     mem_per_gpu: str = "15G"
     # overcap jobs get USR1 this long before their time limit: time to write a checkpoint.
-    signal_lead_seconds: int = 120
+    # sbatch --signal takes at most 65535 seconds.
+    signal_lead_seconds: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 120
     # Where the squashfs images for pyxis live (`--image NAME` is IMAGE_DIR/NAME.sqsh); the
     # config sets it from images.dir, the directory `/sky images` lists.
     image_dir: str = "/enroot"
     job_name: str = "my-job"
+
+    def __post_init__(self) -> None:
+        for gpu_type, cpus in self.cpus_per_task_by_gpu.items():
+            if not _PLAIN_NAME.fullmatch(gpu_type) or cpus < 1:
+                raise ValueError(
+                    f"cpus_per_task_by_gpu: {gpu_type!r} = {cpus!r} must map a GPU type "
+                    "to at least 1 CPU"
+                )
+        if not _MEMORY.fullmatch(self.mem_per_gpu):
+            raise ValueError(f'mem_per_gpu must be like "16G", not {self.mem_per_gpu!r}')
+        if not is_plain_path(self.image_dir):
+            raise ValueError(f"image_dir: {self.image_dir!r} must be a plain absolute path")
+        if not _PLAIN_NAME.fullmatch(self.job_name):
+            raise ValueError(f"job_name: {self.job_name!r} must be one plain word")
 
     def cpus_for(self, gpu_type: str | None) -> int:
         if gpu_type is None:

@@ -12,13 +12,13 @@ from collections.abc import Callable
 
 from core.chart_specs import LAB_GPUS, ChartSpec
 from core.slack_text import literal
-from handlers.router import CommandRequest
+from handlers.request import CommandRequest
 from store.outbox import OutboxMessage, enqueue
 from store.writer import StoreWriter
 
 
 class ChartRequests:
-    """A handlers.router.ChartQueue that writes chart rows into the outbox."""
+    """A handlers.request.ChartQueue that writes chart rows into the outbox."""
 
     def __init__(self, writer: StoreWriter, wake_sender: Callable[[], None]) -> None:
         self._writer = writer

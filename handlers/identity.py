@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import pwd
-import re
 import secrets
 import time
 from collections.abc import Callable
@@ -18,7 +17,8 @@ from collections.abc import Callable
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.config import IdentityConfig
+from core.config_schema import IdentityConfig
+from core.user_names import cluster_user_name
 from store.identities import (
     Identity,
     LinkCode,
@@ -32,7 +32,6 @@ from store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
 
-CLUSTER_USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
 # A member not matched by the email rule is asked again after this long, not on every command.
 EMAIL_RETRY_SECONDS = 3600.0
 MIN_HUMAN_UID = 1000
@@ -148,7 +147,7 @@ class IdentityDirectory:
         local, _, domain = email.rpartition("@")
         if domain.casefold() != self._config.email_domain.casefold():
             return None
-        local = local.lower()
-        if not CLUSTER_USER.fullmatch(local) or not is_human_account(local):
+        user = cluster_user_name(local)
+        if user is None or not is_human_account(user):
             return None
-        return local
+        return user

@@ -22,32 +22,16 @@ import shlex
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from core.chart_specs import ChartSpec
-from core.rate_limit import RateLimiter
 from core.slack_text import literal
 from core.view import ClusterView
 from handlers.reply import MAX_BLOCKS, Reply, context, simple
+from handlers.request import ChartQueue
+from handlers.request import CommandRequest as CommandRequest
+from handlers.services import Services
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class CommandRequest:
-    """One `/sky` invocation, already split into words."""
-
-    team_id: str
-    user_id: str
-    args: tuple[str, ...]
-    here: bool = False
-    # The asker's cluster account, when skybot knows it.
-    cluster_user: str | None = None
-    # When the command arrived (epoch seconds), for "as of 12 s ago".
-    now: float = 0.0
-    # `--chart`: also draw this answer's chart, and the channel the command was typed in.
-    chart: bool = False
-    channel_id: str = ""
 
 
 class UsageError(Exception):
@@ -56,11 +40,9 @@ class UsageError(Exception):
 
 CommandFunction = Callable[[CommandRequest, ClusterView], Reply]
 # Commands that change something (link, submit, …) get skybot's services and may await.
-ActionFunction = Callable[[CommandRequest, Any], Awaitable[Reply]]
+ActionFunction = Callable[[CommandRequest, Services], Awaitable[Reply]]
 # Commands with a chart say which (`--chart`); the outbox draws and uploads it later.
 ChartFunction = Callable[[CommandRequest, ClusterView], list[ChartSpec]]
-# Queues the charts a request asked for and says where they will appear.
-ChartQueue = Callable[[CommandRequest, list[ChartSpec]], Awaitable[str]]
 # Delivers an answer that missed the ack (response_url or DM).
 LateReply = Callable[[Reply], Awaitable[None]]
 
@@ -153,14 +135,14 @@ def route(
         maybe = f" Did you mean `/sky {hint}`?" if hint else ""
         return simple(f"{literal(name, 40)} is not a skybot command.{maybe} Try `/sky help`.")
     request = CommandRequest(
-        team_id,
-        user_id,
-        tuple(words[1:]),
-        split.here,
-        cluster_user,
-        time.time() if now is None else now,
-        split.chart,
-        channel_id,
+        team_id=team_id,
+        user_id=user_id,
+        args=tuple(words[1:]),
+        here=split.here,
+        cluster_user=cluster_user,
+        now=time.time() if now is None else now,
+        chart=split.chart,
+        channel_id=channel_id,
     )
     return command, request
 
@@ -191,7 +173,7 @@ def dispatch(
 async def dispatch_action_or_read(
     table: CommandTable,
     view: ClusterView,
-    services: Any,
+    services: Services,
     text: str,
     *,
     team_id: str,
@@ -199,12 +181,11 @@ async def dispatch_action_or_read(
     cluster_user: str | None = None,
     now: float | None = None,
     channel_id: str = "",
-    queue_charts: ChartQueue | None = None,
-    limiter: RateLimiter | None = None,
     late: LateReply | None = None,
     deadline: float = ACK_DEADLINE_SECONDS,
 ) -> Reply:
-    """Answer any `/sky` command: read-only ones from the view, actions with `services`.
+    """Answer any `/sky` command: read-only ones from the view, actions with `services`
+    (whose chart queue and rate limiter, if any, serve `--chart` and the runner's commands).
 
     With `late`, whatever awaits is given `deadline` seconds; past it the caller gets a
     "working on it" reply and `late` gets the answer once there is one.
@@ -222,11 +203,12 @@ async def dispatch_action_or_read(
         return routed
     command, request = routed
     if request.chart:
-        work = _answer_with_charts(table, command, request, view, text, queue_charts)
+        work = _answer_with_charts(table, command, request, view, text, services.queue_charts)
     elif command.act is None:
         return _answer_from_view(command, request, view, text)
     else:
         refund = None
+        limiter = services.limiter
         if command.starts_runner and limiter is not None:
             key = (team_id, user_id)
             wait = limiter.take(key, request.now)
@@ -242,7 +224,7 @@ async def dispatch_action_or_read(
 async def _act(
     act: ActionFunction,
     request: CommandRequest,
-    services: Any,
+    services: Services,
     text: str,
     refund: Callable[[], None] | None,
 ) -> Reply:

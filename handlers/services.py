@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
-from bot.config import Config
-from bot.runner_client import RunnerCall
+from core.config_schema import Config
 from core.rate_limit import RateLimiter
+from core.runner_contract import RunnerCall
 from core.view import ClusterView
 from handlers.identity import IdentityDirectory
-from handlers.router import ChartQueue
+from handlers.request import ChartQueue
 from store.writer import StoreWriter
 
 
@@ -24,7 +24,7 @@ class SubmissionQueue(Protocol):
 class Services:
     config: Config
     identity: IdentityDirectory
-    # call_runner bound to the configured sudo and runner paths.
+    # Runs a request as a cluster user: bot/runner_client.py, bound by bot/service.py.
     runner: RunnerCall
     # The worker that performs queued submissions (scheduler.submit_worker).
     submissions: SubmissionQueue | None = None
@@ -34,5 +34,5 @@ class Services:
     queue_charts: ChartQueue | None = None
     # The current snapshot view, for actions that check it (`/sky digest LAB on`).
     view: Callable[[], ClusterView] | None = None
-    # Per-user limit on commands that start the runner (handlers.router).
-    limiter: RateLimiter = field(default_factory=RateLimiter)
+    # Per-user limit on commands that start the runner (handlers.router); None: no limit.
+    limiter: RateLimiter | None = None

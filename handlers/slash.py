@@ -70,8 +70,6 @@ def register_listeners(
             user_id=user_id,
             cluster_user=await services.identity.resolve(team_id, user_id),
             channel_id=command.get("channel_id", ""),
-            queue_charts=services.queue_charts,
-            limiter=services.limiter,
             late=late,
         )
         await ack(**reply.for_slack())

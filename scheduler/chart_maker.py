@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, tzinfo
 
-from bot.config import Config
 from core.chart_specs import LAB_DISK, LAB_GPUS, ChartFile, ChartSpec, SizeSample, UsageSample
+from core.config_schema import Config
 from scheduler.outbox_sender import ChartUnavailable
 from store.history import directory_size_series, lab_usage_samples
 from store.writer import StoreWriter

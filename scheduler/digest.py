@@ -16,9 +16,9 @@ from datetime import datetime, tzinfo
 
 import sqlite_utils
 
-from bot.config import Config
 from core.blocks import context, section
 from core.chart_specs import LAB_GPUS, ChartSpec
+from core.config_schema import Config
 from core.digest import WEEK, LabWeek, digest_key, digest_lines, digest_title, week_ending
 from core.slack_text import literal
 from store.digests import DigestChannel, digest_channels, lab_week

@@ -12,7 +12,7 @@ from datetime import datetime
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 
-from bot.config import Config
+from core.config_schema import Config
 from scheduler.slurm_poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime
 
-from bot.config import Config
 from core.associations import parse_associations, parse_associations_json
+from core.config_schema import Config
 from core.lab_usage import usage_of_labs
 from core.records import Job, LabCap
 from core.slurm_json import (
@@ -33,7 +33,6 @@ from core.slurm_json import (
     parse_squeue,
     sinfo_is_grouped,
 )
-from core.transitions import Transition
 from scheduler.backoff import Backoff
 from scheduler.slurm_commands import SlurmCommandError, run_slurm, run_slurm_json
 from store.history import save_lab_usage
@@ -53,8 +52,6 @@ log = logging.getLogger(__name__)
 SACCT_MAX_LOOKBACK_SECONDS = 6 * 3600.0
 SACCT_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,TO"
 
-TransitionListener = Callable[[list[Transition]], Awaitable[None]]
-
 SINFO_NODES = ("sinfo", ["--json"])
 SCONTROL_NODES = ("scontrol", ["show", "nodes", "--json"])
 _ASSOCIATIONS = ["show", "associations", "format=account,user,grptres"]
@@ -68,12 +65,10 @@ class SlurmPoller:
         config: Config,
         writer: StoreWriter,
         clock: Callable[[], float] = time.time,
-        on_transitions: TransitionListener | None = None,
     ) -> None:
         self._config = config
         self._writer = writer
         self._clock = clock
-        self._on_transitions = on_transitions
         self._backoff = Backoff(base_seconds=config.slurm.poll_seconds)
         self._caps_backoff = Backoff(base_seconds=config.slurm.caps_poll_seconds)
         self._sacct_since: float | None = None
@@ -136,7 +131,8 @@ class SlurmPoller:
         warnings = (*live.warnings, *nodes.warnings, *(accounted.warnings if accounted else ()))
         for warning in warnings:
             log.warning("slurm data: %s", warning)
-        transitions = await self._writer.run(
+        # The transitions it records are read back by the watchers after this poll.
+        await self._writer.run(
             save_slurm_poll,
             live.records,
             accounted.records if accounted else [],
@@ -148,8 +144,6 @@ class SlurmPoller:
             self._sacct_since = now
         self._backoff.succeeded()
         await self._record_lab_usage(live.records, now)
-        if transitions and self._on_transitions is not None:
-            await self._on_transitions(transitions)
         return True
 
     async def _controller_documents(self) -> tuple[object, object]:

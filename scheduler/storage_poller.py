@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.config import Config
+from core.config_schema import Config
 from core.disk_usage import DiskUsageError, parse_disk_usage
 from core.records import ContainerImage, DirectoryUsage, FilesystemUsage, ImageDirectory
 from scheduler.backoff import Backoff

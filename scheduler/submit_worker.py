@@ -14,8 +14,8 @@ import logging
 import time
 from collections.abc import Callable
 
-from bot.config import Config
-from bot.runner_client import RunnerCall
+from core.config_schema import Config
+from core.runner_contract import RunnerCall, submission_comment, submit_request
 from core.slack_text import literal
 from core.snapshot import SourceStatus
 from store.outbox import OutboxMessage
@@ -33,10 +33,6 @@ from store.writer import StoreWriter
 log = logging.getLogger(__name__)
 
 IDLE_SECONDS = 5.0
-
-
-def submission_comment(submission: Submission) -> str:
-    return f"skybot:{submission.tag}"
 
 
 class SubmissionWorker:
@@ -85,7 +81,7 @@ class SubmissionWorker:
             return 0
         resolved = 0
         for submission in stuck:
-            job_id = await self._writer.run(find_job_by_comment, submission_comment(submission))
+            job_id = await self._writer.run(find_job_by_comment, submission_comment(submission.tag))
             if job_id is not None:
                 log.info("submission #%d had reached Slurm as job %d", submission.id, job_id)
                 await self._finish(submission, job_id=job_id)
@@ -99,17 +95,14 @@ class SubmissionWorker:
         submission = await self._writer.run(claim_next, self._clock())
         if submission is None:
             return False
-        reply = await self._runner(
-            submission.cluster_user,
-            {
-                "action": "submit",
-                "script": submission.script,
-                "options": submission.options,
-                "roots": self._roots(),
-                "partitions": self._partitions(),
-                "tag": submission.tag,
-            },
+        request = submit_request(
+            script=submission.script,
+            options=submission.options,
+            roots=self._roots(),
+            partitions=self._partitions(),
+            tag=submission.tag,
         )
+        reply = await self._runner(submission.cluster_user, request)
         if reply.get("ok") and isinstance(reply.get("job_id"), int):
             await self._finish(submission, job_id=reply["job_id"])
         else:

@@ -10,11 +10,11 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
 import aiohttp
+from msgspec.structs import replace
 
 from bot.config import (
     Config,

@@ -7,10 +7,17 @@ Unit tests: the action is a stand-in coroutine that waits on an event the test c
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from bot.config import load_config
 from core.rate_limit import RateLimiter
 from handlers.commands import command_table
+from handlers.identity import IdentityDirectory
 from handlers.reply import Reply, simple
 from handlers.router import (
     Command,
@@ -19,7 +26,22 @@ from handlers.router import (
     UsageError,
     dispatch_action_or_read,
 )
+from handlers.services import Services
+from store.writer import StoreWriter
 from tests.test_commands import NOW, cluster
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Iterator[Services]:
+    """What the stand-in actions are handed; they use none of it."""
+
+    async def no_runner(user: str, request: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError("the stand-in actions start no runner")
+
+    writer = StoreWriter(tmp_path / "skybot.db")
+    config = load_config(None)
+    yield Services(config, IdentityDirectory(config.identity, writer), no_runner, writer=writer)
+    writer.close()
 
 
 def table_with(act: Any, starts_runner: bool = True) -> CommandTable:
@@ -32,6 +54,7 @@ def table_with(act: Any, starts_runner: bool = True) -> CommandTable:
 async def ask(
     table: CommandTable,
     text: str,
+    services: Services,
     *,
     late: Any = None,
     limiter: RateLimiter | None = None,
@@ -42,19 +65,18 @@ async def ask(
     return await dispatch_action_or_read(
         table,
         cluster(),
-        None,
+        replace(services, limiter=limiter),
         text,
         team_id="T1",
         user_id=user_id,
         cluster_user="alice",
         now=now,
-        limiter=limiter,
         late=late,
         deadline=deadline,
     )
 
 
-async def test_a_slow_action_is_acked_as_working_and_answered_later() -> None:
+async def test_a_slow_action_is_acked_as_working_and_answered_later(services: Services) -> None:
     release = asyncio.Event()
 
     async def slow(request: CommandRequest, services: Any) -> Reply:
@@ -62,7 +84,7 @@ async def test_a_slow_action_is_acked_as_working_and_answered_later() -> None:
         return simple("done: cancelled")
 
     delivered: asyncio.Queue[Reply] = asyncio.Queue()
-    ack = await ask(table_with(slow), "act --here", late=delivered.put)
+    ack = await ask(table_with(slow), "act --here", services, late=delivered.put)
     assert ack.text.startswith("⏳ Working on `/sky act`")
     assert not ack.in_channel  # "working on it" is for the asker only
     assert delivered.empty()
@@ -71,7 +93,7 @@ async def test_a_slow_action_is_acked_as_working_and_answered_later() -> None:
     assert answer.text == "done: cancelled" and answer.in_channel
 
 
-async def test_a_quick_action_is_answered_in_the_ack() -> None:
+async def test_a_quick_action_is_answered_in_the_ack(services: Services) -> None:
     async def quick(request: CommandRequest, services: Any) -> Reply:
         return simple("done at once")
 
@@ -80,11 +102,11 @@ async def test_a_quick_action_is_answered_in_the_ack() -> None:
     async def late(reply: Reply) -> None:
         delivered.append(reply)
 
-    ack = await ask(table_with(quick), "act", late=late, deadline=10)
+    ack = await ask(table_with(quick), "act", services, late=late, deadline=10)
     assert ack.text == "done at once" and delivered == []
 
 
-async def test_a_slow_action_that_fails_is_apologised_for_later() -> None:
+async def test_a_slow_action_that_fails_is_apologised_for_later(services: Services) -> None:
     release = asyncio.Event()
 
     async def broken(request: CommandRequest, services: Any) -> Reply:
@@ -92,7 +114,7 @@ async def test_a_slow_action_that_fails_is_apologised_for_later() -> None:
         raise RuntimeError("boom")
 
     delivered: asyncio.Queue[Reply] = asyncio.Queue()
-    assert "Working on" in (await ask(table_with(broken), "act", late=delivered.put)).text
+    assert "Working on" in (await ask(table_with(broken), "act", services, late=delivered.put)).text
     release.set()
     assert "internal error" in (await asyncio.wait_for(delivered.get(), 10)).text
 
@@ -124,7 +146,7 @@ def test_bucket_allows_a_burst_then_one_per_refill() -> None:
     assert limiter.take("a", 10_000.0) == 0.0 and limiter.take("a", 10_000.0) == 0.0
 
 
-async def test_runner_commands_are_limited_per_user_with_a_clear_answer() -> None:
+async def test_runner_commands_are_limited_per_user_with_a_clear_answer(services: Services) -> None:
     calls = 0
 
     async def act(request: CommandRequest, services: Any) -> Reply:
@@ -134,28 +156,30 @@ async def test_runner_commands_are_limited_per_user_with_a_clear_answer() -> Non
 
     table = table_with(act)
     limiter = RateLimiter(capacity=5, refill_seconds=10)
-    answers = [(await ask(table, "act", limiter=limiter)).text for _ in range(6)]
+    answers = [(await ask(table, "act", services, limiter=limiter)).text for _ in range(6)]
     assert answers[:5] == ["ran"] * 5 and calls == 5
     assert answers[5] == (
         "Slow down: `/sky act` act on the cluster as you, and you have used them a lot just "
         "now. Try again in 10 s."
     )
     # Others are not slowed down by alice, reads are never limited, and time refills.
-    assert (await ask(table, "act", limiter=limiter, user_id="UBOB")).text == "ran"
-    assert (await ask(table, "look", limiter=limiter)).text == "looked"
-    assert (await ask(table, "act", limiter=limiter, now=NOW + 10)).text == "ran"
+    assert (await ask(table, "act", services, limiter=limiter, user_id="UBOB")).text == "ran"
+    assert (await ask(table, "look", services, limiter=limiter)).text == "looked"
+    assert (await ask(table, "act", services, limiter=limiter, now=NOW + 10)).text == "ran"
 
 
-async def test_commands_that_do_not_start_the_runner_are_not_limited() -> None:
+async def test_commands_that_do_not_start_the_runner_are_not_limited(services: Services) -> None:
     async def act(request: CommandRequest, services: Any) -> Reply:
         return simple("ran")
 
     table = table_with(act, starts_runner=False)
     limiter = RateLimiter(capacity=1, refill_seconds=10)
-    assert [(await ask(table, "act", limiter=limiter)).text for _ in range(3)] == ["ran"] * 3
+    assert [(await ask(table, "act", services, limiter=limiter)).text for _ in range(3)] == [
+        "ran"
+    ] * 3
 
 
-async def test_refused_input_gives_its_token_back() -> None:
+async def test_refused_input_gives_its_token_back(services: Services) -> None:
     """Bad input starts nothing, so it costs nothing; an answer after the runner ran does."""
 
     async def picky(request: CommandRequest, services: Any) -> Reply:
@@ -165,10 +189,10 @@ async def test_refused_input_gives_its_token_back() -> None:
 
     table = table_with(picky)
     limiter = RateLimiter(capacity=2, refill_seconds=10)
-    assert [(await ask(table, "act typo", limiter=limiter)).text for _ in range(5)] == [
+    assert [(await ask(table, "act typo", services, limiter=limiter)).text for _ in range(5)] == [
         "Usage: `/sky act ok`"
     ] * 5
-    assert [(await ask(table, "act ok", limiter=limiter)).text for _ in range(3)] == [
+    assert [(await ask(table, "act ok", services, limiter=limiter)).text for _ in range(3)] == [
         "ran",
         "ran",
         "Slow down: `/sky act` act on the cluster as you, and you have used them a lot just "

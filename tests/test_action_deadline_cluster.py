@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
 import pytest
+from msgspec.structs import replace
 
 from bot.config import (
     Config,

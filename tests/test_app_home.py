@@ -10,11 +10,11 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from bot.config import (
     Config,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
+
+from msgspec.structs import replace
 
 from bot.config import load_config
 from core.cap_waits import cap_wait_notices, next_episodes

@@ -10,7 +10,7 @@ import io
 import os
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_rgb
 from matplotlib.image import imread
+from msgspec.structs import replace
 
 from bot.config import (
     Config,

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 import pytest
+from msgspec.structs import replace
 
 from bot.config import (
     DatabaseConfig,

@@ -4,8 +4,9 @@ fails the poll (struggling, not down). Slurm's commands are scripts here that lo
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
+
+from msgspec.structs import replace
 
 from bot.config import DatabaseConfig, SlurmConfig, load_config
 from scheduler.slurm_poller import SlurmPoller

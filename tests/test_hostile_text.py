@@ -229,7 +229,6 @@ async def test_every_command_keeps_hostile_text_inert(
             cluster_user="alice",
             now=NOW,
             channel_id="C0LAB",
-            queue_charts=services.queue_charts,
         )
         assert "internal error" not in reply.text, text
         assert_all_inert(reply)

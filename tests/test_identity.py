@@ -72,10 +72,10 @@ async def test_unlink_forgets_a_stored_link_but_not_an_admin_one(
         raise AssertionError("unlink never runs anything as the user")
 
     services = Services(load_config(None), identity, no_runner)
-    request = CommandRequest(T, "UPROVEN", ())
+    request = CommandRequest(team_id=T, user_id="UPROVEN", args=())
     assert (await unlink(request, services)).text.startswith("Unlinked.")
     assert identity.lookup(T, "UPROVEN") is None
     assert (await unlink(request, services)).text.startswith("You were not linked")
-    admin = await unlink(CommandRequest(T, "UADMIN", ()), services)
+    admin = await unlink(CommandRequest(team_id=T, user_id="UADMIN", args=()), services)
     assert "set by the cluster admins" in admin.text
     assert identity.lookup(T, "UADMIN") is not None

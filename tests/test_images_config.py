@@ -25,7 +25,7 @@ def test_a_table_replaces_the_default_minimums() -> None:
     ("images", "message"),
     [
         ({"dir": "enroot"}, "images.dir: 'enroot' is not an absolute path"),
-        ({"max_packages_file_bytes": 0}, "images.max_packages_file_bytes must be greater than 0"),
+        ({"max_packages_file_bytes": 0}, "images.max_packages_file_bytes must be at least 1"),
         ({"min_release": {"a100": "2020.06"}}, "images.min_release.a100: '2020.06' is not"),
         ({"min_release": {"a100": 20.06}}, "images.min_release must be a table of strings"),
         ({"min_release": {"A100": "20.06", "a100": "20.06"}}, "name the same GPU type"),

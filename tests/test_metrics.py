@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
 import pytest
+from msgspec.structs import replace
 
 from bot.config import (
     DatabaseConfig,

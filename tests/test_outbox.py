@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec import structs
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -285,7 +286,7 @@ class Links:
 
 def config_with(**notifications: Any) -> Config:
     base = load_config(None)
-    return replace(base, notifications=NotificationsConfig(**notifications))
+    return structs.replace(base, notifications=NotificationsConfig(**notifications))
 
 
 async def record_jobs(writer: StoreWriter) -> None:

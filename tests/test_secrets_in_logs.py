@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
 import pytest
+from msgspec.structs import replace
 
 from bot.config import DatabaseConfig, SlackConfig, SlurmConfig, load_config
 from tests.bot_process import free_port, running_bot, wait_until_listening

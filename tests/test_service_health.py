@@ -8,12 +8,12 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from msgspec.structs import replace
 
 from bot.config import Config, DatabaseConfig, MetricsConfig, SlackConfig, SlurmConfig, load_config
 from store.outbox import OutboxMessage, enqueue, outbox_rows

@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
 import pytest
+from msgspec.structs import replace
 
 from bot.config import Config, DatabaseConfig, IdentityConfig, SlackConfig, SlurmConfig, load_config
 from handlers.router import UsageError

@@ -9,11 +9,11 @@ from __future__ import annotations
 import copy
 import json
 import shlex
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
 from core.records import Node

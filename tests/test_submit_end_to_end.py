@@ -13,10 +13,10 @@ import subprocess
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from bot import __version__
 from bot.config import (

@@ -403,7 +403,7 @@ def test_help_explains_template() -> None:
         ({"cpus_per_task_by_gpu": {"a40": 0}}, "to at least 1 CPU"),
         ({"default_cpus_per_task": 0}, "template.default_cpus_per_task must be at least 1"),
         ({"mem_per_gpu": "16 GB"}, 'template.mem_per_gpu must be like "16G"'),
-        ({"signal_lead_seconds": 70000}, "template.signal_lead_seconds must be between"),
+        ({"signal_lead_seconds": 70000}, "template.signal_lead_seconds must be at most 65535"),
         ({"image_dir": "enroot"}, "template.image_dir"),
         ({"job_name": "my job"}, "template.job_name"),
         ({"cpu_per_task": 7}, "unknown config key: template.cpu_per_task"),

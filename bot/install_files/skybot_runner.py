@@ -143,6 +143,7 @@ OPTIONS: dict[str, tuple[re.Pattern[str], str, str]] = {
 # The bot's submission id, put into the job's comment so that after a crash between sbatch and
 # recording its answer, the bot can find the job instead of submitting it twice.
 SUBMISSION_TAG = re.compile(r"[0-9a-f]{16,32}")
+COMMENT_PREFIX = "skybot:"
 JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,7})?")
 LINK_CODE = re.compile(r"[A-Za-z0-9_-]{4,128}")
 # Characters no option value may contain: shell metacharacters, quotes and whitespace.
@@ -613,7 +614,7 @@ def do_submit(
     if tag is not None:
         if not isinstance(tag, str) or not SUBMISSION_TAG.fullmatch(tag):
             raise Refusal("The submission tag must be 16 to 32 lowercase hex digits.")
-        options.append(f"--comment=skybot:{tag}")
+        options.append(f"--comment={COMMENT_PREFIX}{tag}")
     if not any(o.startswith("--job-name=") for o in options) and not script_names_itself(content):
         options.append(f"--job-name={default_job_name(real_path)}")
     # The script goes to sbatch on stdin: sbatch gets exactly the bytes that were checked, so

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from core.runner_contract import verify_link_request
 from core.slack_text import fenced_code, literal
-from handlers.identity import CLUSTER_USER, is_human_account
+from core.user_names import cluster_user_name
+from handlers.identity import is_human_account
 from handlers.reply import Reply, simple
 from handlers.router import Command, CommandRequest, UsageError
 from handlers.services import Services
@@ -29,8 +31,8 @@ async def link(request: CommandRequest, services: Services) -> Reply:
     arg = request.args[0]
     if arg.lower() in ("check", "verify"):
         return await _check(request, services)
-    user = arg.lower()
-    if not CLUSTER_USER.fullmatch(user) or not is_human_account(user):
+    user = cluster_user_name(arg)
+    if user is None or not is_human_account(user):
         raise UsageError(
             f"There is no cluster account {literal(arg, 40)} that skybot can act for. "
             "Give your login name on the cluster (what `whoami` prints there)."
@@ -53,9 +55,7 @@ async def _check(request: CommandRequest, services: Services) -> Reply:
         raise UsageError(
             "You have no link in progress (codes expire). Start with `/sky link YOUR_CLUSTER_USER`."
         )
-    reply = await services.runner(
-        pending.cluster_user, {"action": "verify-link", "code": pending.code}
-    )
+    reply = await services.runner(pending.cluster_user, verify_link_request(pending.code))
     if not reply.get("ok"):  # an answer, not a UsageError: the runner did run
         return simple(
             f"Not linked: {literal(reply.get('error', 'the code did not match'))} "

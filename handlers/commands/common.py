@@ -7,7 +7,6 @@ snapshot and the same `now` always give the same answer (which is what makes the
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from core.job_notices import job_label as job_label
@@ -17,6 +16,7 @@ from core.notice_text import format_bytes as format_bytes
 from core.notice_text import format_duration as format_duration
 from core.notice_text import format_gpus as format_gpus
 from core.slack_text import literal as literal
+from core.user_names import cluster_user_name
 from core.view import ClusterView, LabInfo
 from handlers.reply import (
     MAX_BLOCKS,
@@ -43,8 +43,6 @@ STALE_AFTER_SECONDS = {"slurm": 120.0, "caps": 1800.0, "storage": 1800.0}
 MAX_LIST_LINES = 25
 # Longest user-typed word echoed back or matched against names.
 MAX_ECHO = 40
-# Cluster user names as Linux allows them (ASCII only, so unicode look-alikes are refused).
-_USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 
 
 class NoData(UsageError):
@@ -230,10 +228,13 @@ def overcap_flags(view: ClusterView) -> str:
     return literal(f"--partition={view.overcap_partition} --account={view.overcap_account}")
 
 
-def check_user_name(name: str) -> str:
-    if not _USER_NAME.fullmatch(name):
+def check_user_name(typed: str) -> str:
+    """The cluster user a typed name means (core/user_names.py), or a UsageError."""
+    name = cluster_user_name(typed)
+    if name is None:
         raise UsageError(
-            f"{shown(name)} is not a cluster user name (letters, digits, `_ . -` only)."
+            f"{shown(typed)} is not a cluster user name (a lower-case letter or `_`, then "
+            "letters, digits or `_ . -`, at most 32 in all)."
         )
     return name
 

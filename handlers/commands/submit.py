@@ -8,8 +8,7 @@ checks here only give a quick, friendly answer to input that can never pass.
 
 from __future__ import annotations
 
-import re
-
+from core.runner_contract import JOB_ID, cancel_request, forbidden_option_char
 from core.slack_text import literal
 from handlers.commands.common import not_linked
 from handlers.reply import Reply, simple
@@ -18,7 +17,7 @@ from handlers.services import Services
 from store.submissions import QueueRefused, enqueue
 
 SUBMIT_USAGE = "submit PATH [--partition P] [--gpus TYPE:N] [--time T] [--qos Q] [--account A] [--job-name N] [--dependency D]"  # noqa: E501
-# Allowed sbatch options, as the runner names them.
+# Allowed sbatch options, as the runner names them (core.runner_contract.SUBMIT_OPTIONS).
 OPTIONS = {
     "--partition": "partition",
     "-p": "partition",
@@ -33,9 +32,6 @@ OPTIONS = {
     "--dependency": "dependency",
     "-d": "dependency",
 }
-# Seen in a value, these can only mean someone is trying something: refuse before queueing.
-_SUSPICIOUS = re.compile(r"[;&|$`<>(){}\[\]*!'\"\\#\s]")
-JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,7})?")
 
 
 def parse_submit_args(args: tuple[str, ...]) -> tuple[str, dict[str, str]]:
@@ -64,7 +60,8 @@ def parse_submit_args(args: tuple[str, ...]) -> tuple[str, dict[str, str]]:
             if not rest:
                 raise UsageError(f"`{name}` needs a value.")
             value = rest.pop(0)
-        if not value or _SUSPICIOUS.search(value):
+        # The runner would refuse these; refused here, before queueing, it is a quick answer.
+        if not value or forbidden_option_char(value) is not None:
             raise UsageError(f"`{name}` has a value skybot will not pass on: {literal(value, 40)}.")
         options[OPTIONS[name]] = value
     return script, options
@@ -105,7 +102,7 @@ async def cancel(request: CommandRequest, services: Services) -> Reply:
     if len(request.args) != 1 or not JOB_ID.fullmatch(request.args[0].lstrip("#")):
         raise UsageError("Usage: `/sky cancel JOBID` (a job number like 1234 or 1234_5).")
     job_id = request.args[0].lstrip("#")
-    reply = await services.runner(request.cluster_user, {"action": "cancel", "job_id": job_id})
+    reply = await services.runner(request.cluster_user, cancel_request(job_id))
     if reply.get("ok"):
         return simple(f"Cancelled job {job_id} (as {literal(request.cluster_user)}).")
     error = reply.get("error", "unknown error")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from bot.config import Config
+from core.config_schema import Config
 from core.snapshot import ClusterSnapshot
 from scheduler.watchers.cap_waits import check_cap_waits
 from scheduler.watchers.directory import SlackDirectory

@@ -10,8 +10,8 @@ import time
 
 import sqlite_utils
 
-from bot.config import Config
 from core.cap_waits import cap_wait_notices, next_episodes
+from core.config_schema import Config
 from core.lab_usage import idle_by_type, usage_of_labs
 from core.snapshot import ClusterSnapshot
 from scheduler.watchers.directory import SlackDirectory

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import sqlite_utils
 
-from bot.config import Config
+from core.config_schema import Config
 from core.job_notices import MAX_SEPARATE_NOTICES, JobNotice, decide_job_notice, digest_notice
 from core.records import FINAL_STATES
 from core.transitions import REQUEUED, Transition

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import sqlite_utils
 
-from bot.config import Config
+from core.config_schema import Config
 from core.snapshot import ClusterSnapshot
 from core.storage_alerts import (
     FillPolicy,

@@ -1,0 +1,328 @@
+"""skybot's configuration schema: every section and key, its default and its rule.
+
+Pure: bot/config.py reads the TOML file; `parse_config` turns its tables into a `Config`
+with `msgspec.convert`, which checks types, bounds and unknown keys. Each section's own rules
+(what a type cannot say) are in its `__post_init__`, whose messages start with the key, so
+every problem becomes one `ConfigError` line naming the full key, e.g.
+"slack.http_port must be a whole number, not a string" or "unknown config key: slack.port",
+which `skybot run` prints before exiting 2.
+
+Every layer may import this module; it imports only core.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import Meta, field
+
+from core.digest import WEEKDAYS
+from core.images import GUIDE_MIN_RELEASE, gpu_key, parse_release
+from core.job_notices import PREFERENCES
+from core.job_template import TemplateSettings, is_plain_path
+from core.user_names import is_cluster_user_name
+
+
+class ConfigError(Exception):
+    """A configuration problem, phrased as one line for the operator."""
+
+
+Seconds = Annotated[float, Meta(gt=0)]
+NonNegative = Annotated[float, Meta(ge=0)]
+NonNegativeInt = Annotated[int, Meta(ge=0)]
+PositiveInt = Annotated[int, Meta(ge=1)]
+NonEmpty = Annotated[str, Meta(min_length=1)]
+
+
+class Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A config table: immutable, and a key it does not know is an error, not ignored."""
+
+
+class SlackConfig(Section, frozen=True):
+    mode: str = "socket"  # "socket" or "http"
+    http_host: str = "127.0.0.1"
+    http_port: Annotated[int, Meta(ge=1, le=65535)] = 3000
+    alert_channel: NonEmpty = "#skynet-users"
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("socket", "http"):
+            raise ValueError(f"mode must be 'socket' or 'http', not {self.mode!r}")
+
+
+class SlurmConfig(Section, frozen=True):
+    bin_dir: str = "/usr/bin"
+    command_timeout_seconds: Seconds = 20.0
+    poll_seconds: Seconds = 15.0
+    caps_poll_seconds: Seconds = 300.0
+    overcap_partition: str = "overcap"
+    overcap_account: str = "overcap"
+    # Each sacct read re-reads this much before the previous poll: slurmdbd records a job's
+    # end a little after the controller. A job's end is announced once however it is set.
+    sacct_overlap_seconds: NonNegative = 300.0
+
+
+class StorageConfig(Section, frozen=True):
+    poll_seconds: Seconds = 300.0
+    # disk-usage.txt files larger than this are garbage, not usage reports.
+    max_usage_file_bytes: int = 4096
+
+
+class DatabaseConfig(Section, frozen=True):
+    path: str = "/var/lib/skybot/skybot.db"
+    history_days: int = 90
+
+
+_SLACK_LINK_KEY = re.compile(r"[TE][A-Z0-9]+/[UW][A-Z0-9]+")
+
+
+class IdentityConfig(Section, frozen=True):
+    """How a Slack user becomes a cluster user (strongest source first)."""
+
+    # Admin-vouched links: "TEAM_ID/USER_ID" = "cluster_user".
+    links: dict[str, str] = field(default_factory=dict)
+    # If set, a full member whose Slack email is NAME@email_domain is cluster user NAME.
+    email_domain: str = ""
+    link_code_minutes: PositiveInt = 15
+
+    def __post_init__(self) -> None:
+        for slack_id, user in self.links.items():
+            if not _SLACK_LINK_KEY.fullmatch(slack_id):
+                raise ValueError(f'links: {slack_id!r} must be TEAM_ID/USER_ID, e.g. "T0123/U0456"')
+            if not is_cluster_user_name(user):
+                raise ValueError(f"links: {user!r} is not a valid cluster user name")
+
+
+class RunnerConfig(Section, frozen=True):
+    """The sudo-scoped program that acts as a cluster user (`skybot install runner`)."""
+
+    sudo: str = "/usr/bin/sudo"
+    path: str = "/usr/local/libexec/skybot-runner"
+    timeout_seconds: float = 60.0
+
+
+class NotificationsConfig(Section, frozen=True):
+    """Job DMs, storage-hoarding pings and full-filesystem warnings.
+
+    core/job_notices.py and core/storage_alerts.py say what each setting decides.
+    """
+
+    # What a linked user gets until they choose with `/sky notify`:
+    # all | end | fail | preempt | off.
+    default_preference: str = "all"
+    # Names this Slurm cluster in notification keys, so a rebuilt cluster's job ids start afresh.
+    cluster_name: NonEmpty = "skynet"
+    # Partitions whose requeues are preemptions, besides slurm.overcap_partition.
+    preemptible_partitions: tuple[str, ...] = ()
+    # A directory at least this big gets a hoarding ping (0: no size limit).
+    hoard_threshold_bytes: NonNegativeInt = 10 * 1024**4
+    # The N largest directories of each lab get a hoarding ping (0: off).
+    hoard_top_n: NonNegativeInt = 0
+    # A top-N directory under the size limit is pinged again only after growing by this much.
+    hoard_regrow_fraction: NonNegative = 0.25
+    # Fill levels (percent used) that each warn once when crossed upwards.
+    filesystem_thresholds: tuple[float, ...] = (90.0, 95.0, 98.0)
+    # A level warns again only after use fell this many points below it.
+    rearm_margin: NonNegative = 3.0
+    # Slack allows about one message per second per channel.
+    messages_per_second_per_channel: Seconds = 1.0
+    # DM users whose jobs wait behind their lab's cap once the lab has been at it this long
+    # (once per stretch at the cap; 0: off).
+    cap_wait_minutes: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.default_preference not in PREFERENCES:
+            raise ValueError(
+                "default_preference must be one of "
+                f"{', '.join(PREFERENCES)}, not {self.default_preference!r}"
+            )
+        levels = self.filesystem_thresholds
+        if any(not 0 < t <= 100 for t in levels) or list(levels) != sorted(set(levels)):
+            raise ValueError("filesystem_thresholds must be increasing percentages in (0, 100]")
+
+
+class SubmitConfig(Section, frozen=True):
+    """Limits on `/sky submit`, per cluster user."""
+
+    max_queued_per_user: int = 5
+    max_per_minute: int = 3
+    # Partitions besides the labs' and overcap that chat submissions may use.
+    extra_partitions: tuple[str, ...] = ("debug",)
+
+
+class MetricsConfig(Section, frozen=True):
+    """Prometheus /metrics, /livez and /readyz, on loopback by default; port 0 turns them off."""
+
+    host: str = "127.0.0.1"
+    port: Annotated[int, Meta(ge=0, le=65535)] = 0
+    # /readyz fails once Slurm's snapshot is older than this many poll intervals.
+    stale_after_polls: float = 4.0
+
+
+class ImagesConfig(Section, frozen=True):
+    """`/sky images`: the Enroot image directory, listed by the storage poller."""
+
+    # Where the `*.sqsh` images and their `.packages` lists are; "" turns the listing off.
+    # `/sky template --image NAME` points into it too (template.image_dir).
+    dir: str = "/enroot"
+    # A list bigger than this is not a pip freeze of one image; it is reported, not read.
+    max_packages_file_bytes: PositiveInt = 1024 * 1024
+    # GPU type -> oldest NGC release (YY.MM) that runs on it, for `--gpu TYPE`. Seeded with the
+    # container guide's rules; a table in the file replaces the whole default.
+    min_release: dict[str, str] = field(default_factory=lambda: dict(GUIDE_MIN_RELEASE))
+
+    def __post_init__(self) -> None:
+        if self.dir and not self.dir.startswith("/"):
+            raise ValueError(f"dir: {self.dir!r} is not an absolute path")
+        if self.dir and not is_plain_path(self.dir):
+            raise ValueError(f"dir: {self.dir!r} must be a plain absolute path")
+        seen: dict[str, str] = {}
+        for gpu_type, release in self.min_release.items():
+            if parse_release(release) is None:
+                raise ValueError(
+                    f'min_release.{gpu_type}: {release!r} is not an NGC release like "20.06"'
+                )
+            key = gpu_key(gpu_type)
+            if not key:
+                raise ValueError(f"min_release: {gpu_type!r} is not a GPU type name")
+            if key in seen:
+                raise ValueError(
+                    f"min_release: {gpu_type!r} and {seen[key]!r} name the same GPU type"
+                )
+            seen[key] = gpu_type
+
+
+class DigestConfig(Section, frozen=True):
+    """The weekly lab digest, for channels that opted in with `/sky digest LAB on`."""
+
+    # When it is posted, in the skybot host's local time: mon … sun, and the hour (0-23).
+    weekday: str = "mon"
+    hour: Annotated[int, Meta(ge=0, le=23)] = 9
+    # A digest missed while skybot was down is still posted if it is back within this.
+    catch_up_hours: NonNegative = 24.0
+    # Users listed by GPU-hours; the rest are summed up in one line.
+    top_users: PositiveInt = 10
+
+    def __post_init__(self) -> None:
+        if self.weekday not in WEEKDAYS:
+            raise ValueError(f"weekday must be one of {', '.join(WEEKDAYS)}, not {self.weekday!r}")
+
+
+class LabConfig(Section, frozen=True):
+    name: str
+    partition: str
+    account: str
+    storage_roots: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for root in self.storage_roots:
+            if not root.startswith("/"):
+                raise ValueError(f"storage_roots: {root!r} is not an absolute path")
+
+
+class Config(Section, frozen=True):
+    slack: SlackConfig = field(default_factory=SlackConfig)
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
+    database: DatabaseConfig = field(default_factory=DatabaseConfig)
+    identity: IdentityConfig = field(default_factory=IdentityConfig)
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
+    submit: SubmitConfig = field(default_factory=SubmitConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    notifications: NotificationsConfig = field(default_factory=NotificationsConfig)
+    digest: DigestConfig = field(default_factory=DigestConfig)
+    # `/sky template`: the settings are the core's own Struct, so nothing is copied over.
+    template: TemplateSettings = field(default_factory=TemplateSettings)
+    images: ImagesConfig = field(default_factory=ImagesConfig)
+    labs: tuple[LabConfig, ...] = ()
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for i, lab in enumerate(self.labs):
+            if lab.name.casefold() in seen:
+                raise ValueError(f"labs[{i}].name: duplicate lab name {lab.name!r}")
+            seen.add(lab.name.casefold())
+
+    def lab_named(self, name: str) -> LabConfig | None:
+        wanted = name.casefold()
+        return next((lab for lab in self.labs if lab.name.casefold() == wanted), None)
+
+    def lab_for_account(self, account: str) -> LabConfig | None:
+        return next((lab for lab in self.labs if lab.account == account), None)
+
+    def lab_for_partition(self, partition: str) -> LabConfig | None:
+        return next((lab for lab in self.labs if lab.partition == partition), None)
+
+
+def parse_config(data: dict[str, Any]) -> Config:
+    """The configuration decoded TOML describes; ConfigError (one line) if it is wrong."""
+    template = data.get("template")
+    if isinstance(template, dict) and "image_dir" in template:
+        raise ConfigError("template.image_dir is set by images.dir (one image directory)")
+    try:
+        config = msgspec.convert(data, Config)
+    except msgspec.ValidationError as error:
+        raise ConfigError(one_line(error)) from None
+    # `/sky template --image NAME` points at the directory `/sky images` lists.
+    if config.images.dir:
+        template_settings = msgspec.structs.replace(config.template, image_dir=config.images.dir)
+        config = msgspec.structs.replace(config, template=template_settings)
+    return config
+
+
+# ------------------------------------------------------------- msgspec's errors, in our words
+
+_LOCATED = re.compile(r"(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?", re.DOTALL)
+_UNKNOWN = re.compile(r"Object contains unknown field `(?P<name>[^`]*)`")
+_MISSING = re.compile(r"Object missing required field `(?P<name>[^`]*)`")
+_WRONG_TYPE = re.compile(r"Expected `(?P<want>[^`]*)`, got `(?P<got>[^`]*)`")
+_OUT_OF_BOUNDS = re.compile(r"Expected `[^`]*` (?P<op>>=|<=|>|<) (?P<bound>\S+)")
+_EMPTY = re.compile(r"Expected `str` of length >= 1")
+# msgspec's type names as an operator reads them: one value, and several.
+_TYPE_WORDS = {
+    "int": ("a whole number", "whole numbers"),
+    "float": ("a number", "numbers"),
+    "str": ("a string", "strings"),
+    "bool": ("true or false", "true or false values"),
+    "array": ("a list", "lists"),
+    "object": ("a table", "tables"),
+}
+_BOUND_WORDS = {">=": "at least", "<=": "at most", ">": "greater than", "<": "less than"}
+
+
+def one_line(error: msgspec.ValidationError) -> str:
+    """msgspec's message, reworded for an operator and naming the key as the file spells it."""
+    located = _LOCATED.fullmatch(str(error))
+    assert located is not None  # the pattern matches any text
+    what, key = located["what"], (located["path"] or "").lstrip(".")
+    if match := _UNKNOWN.fullmatch(what):
+        if not key:
+            return f"unknown config section or key: {match['name']}"
+        return f"unknown config key: {key}.{match['name']}"
+    if match := _MISSING.fullmatch(what):
+        return f"missing config key: {_join(key, match['name'])}"
+    if match := _WRONG_TYPE.fullmatch(what):
+        want, got = match["want"], match["got"]
+        if key.endswith("]"):  # an item of a list ([0]) or a value of a table ([...])
+            container, _, index = key.rpartition("[")
+            kind = "a table" if index == "...]" else "a list"
+            return f"{container} must be {kind} of {_words(want)[1]}"
+        return f"{key} must be {_words(want)[0]}, not {_words(got)[0]}"
+    if _EMPTY.fullmatch(what):
+        return f"{key} must not be empty"
+    if match := _OUT_OF_BOUNDS.fullmatch(what):
+        op, bound = match["op"], match["bound"].removesuffix(".0")
+        if op == ">=" and bound == "0":
+            return f"{key} must not be negative"
+        return f"{key} must be {_BOUND_WORDS[op]} {bound}"
+    # A section's own rule (__post_init__): its message starts with the key inside the section.
+    return _join(key, what)
+
+
+def _words(type_name: str) -> tuple[str, str]:
+    return _TYPE_WORDS.get(type_name, (f"`{type_name}`", f"`{type_name}` values"))
+
+
+def _join(key: str, rest: str) -> str:
+    return f"{key}.{rest}" if key else rest

@@ -1,0 +1,95 @@
+"""What the bot and skybot-runner agree on: the requests, the replies, the sbatch options.
+
+The runner (bot/install_files/skybot_runner.py) acts as a cluster user through sudo. It must
+stay one standard-library file, so it keeps its own copy of these rules;
+tests/test_runner_contract.py imports it and checks that the two copies agree. The bot's side
+that starts it (sudo, a subprocess) is bot/runner_client.py; scheduler/ and handlers/ only see
+the `RunnerCall` below, which bot/service.py wires to it.
+
+A request is one JSON object: "action", the action's own fields, and "bot_version" (every
+action but "version"; the bot's client adds it). A reply is always {"ok": true, ...} or
+{"ok": false, "error": SENTENCE}; an ok reply carries what the runner's docstring lists per
+action (submit: "job_id", "cluster", "script", maybe "warning"; cancel: "job_id";
+verify-link: "user"; version: "version").
+Which user the runner acts as is sudo's choice, not a field: core/user_names.py says which
+names the bot asks for.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+RunnerRequest = dict[str, Any]
+RunnerReply = dict[str, Any]
+
+
+class RunnerCall(Protocol):
+    """Runs one request through skybot-runner as `user`; always returns a reply, never raises."""
+
+    async def __call__(self, user: str, request: RunnerRequest, /) -> RunnerReply: ...
+
+
+# Each action's own fields (besides "action" and "bot_version"); the runner refuses others.
+REQUEST_FIELDS: Mapping[str, frozenset[str]] = {
+    "version": frozenset(),
+    "submit": frozenset({"script", "options", "roots", "partitions", "max_script_bytes", "tag"}),
+    "cancel": frozenset({"job_id"}),
+    "verify-link": frozenset({"code"}),
+}
+
+# The sbatch options a submission may carry, by the runner's names (`job_name` is --job-name).
+SUBMIT_OPTIONS = frozenset(
+    {"partition", "gpus", "time", "qos", "account", "job_name", "dependency"}
+)
+# Never part of an option value: shell metacharacters, quotes and (besides) any whitespace.
+FORBIDDEN_OPTION_CHARS = frozenset(";&|$`<>(){}[]*!'\"\\#~ \t")
+
+# A job (or array task) id as `cancel` takes it.
+JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,7})?")
+# The bot's id for a submission; the runner puts COMMENT_PREFIX + tag in the job's comment, so
+# after a crash between sbatch and recording its answer the bot can find the job in Slurm.
+SUBMISSION_TAG = re.compile(r"[0-9a-f]{16,32}")
+COMMENT_PREFIX = "skybot:"
+
+
+def submission_comment(tag: str) -> str:
+    """The job comment Slurm shows for the submission tagged `tag`."""
+    return f"{COMMENT_PREFIX}{tag}"
+
+
+def forbidden_option_char(value: str) -> str | None:
+    """The first character the runner would refuse in an option value, if any."""
+    return next((ch for ch in value if ch in FORBIDDEN_OPTION_CHARS or ch.isspace()), None)
+
+
+def submit_request(
+    *,
+    script: str,
+    options: Mapping[str, str],
+    roots: list[str],
+    partitions: list[str],
+    tag: str,
+) -> RunnerRequest:
+    return {
+        "action": "submit",
+        "script": script,
+        "options": dict(options),
+        "roots": roots,
+        "partitions": partitions,
+        "tag": tag,
+    }
+
+
+def cancel_request(job_id: str) -> RunnerRequest:
+    return {"action": "cancel", "job_id": job_id}
+
+
+def verify_link_request(code: str) -> RunnerRequest:
+    return {"action": "verify-link", "code": code}
+
+
+def is_reply(value: object) -> bool:
+    """Whether a decoded answer has the shape every runner reply has."""
+    return isinstance(value, dict) and isinstance(value.get("ok"), bool)
