@@ -33,6 +33,7 @@ sys.path.insert(0, str(REPO))
 from bot.config import DatabaseConfig, SlurmConfig, load_config  # noqa: E402
 from scheduler.slurm_poller import SlurmPoller  # noqa: E402
 from store.writer import StoreWriter  # noqa: E402
+from tests.slurm_wrappers import COMMANDS, as_user, write_wrappers  # noqa: E402
 
 CONTROLLER_COMMANDS = ("squeue", "sinfo")
 PHASES = (
@@ -56,32 +57,28 @@ def sdiag_of(user: str) -> tuple[int, int]:
     return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
 
 
-def write_wrappers(directory: Path, state: Path, runs: Path) -> None:
+def write_logged_wrappers(directory: Path, state: Path, runs: Path) -> None:
     """The real commands as `skybot`, each run logged; the controller's fail as `state` says."""
-    for command in ("squeue", "sinfo", "scontrol", "sacct", "sacctmgr"):
+    bodies = {}
+    for command in COMMANDS:
         fail = ""
         if command in CONTROLLER_COMMANDS:
             fail = f"grep -q . {state} && exit 1\n"
         elif command == "scontrol":
             fail = f"grep -q down {state} && exit 1\n"
-        script = directory / command
-        script.write_text(
-            f"#!/bin/sh\necho {command} >> {runs}\n{fail}"
-            f'exec runuser -u skybot -- /usr/bin/{command} "$@"\n'
-        )
-        script.chmod(0o755)
+        bodies[command] = f"echo {command} >> {runs}\n{fail}{as_user('skybot', command)}"
+    write_wrappers(directory, bodies)
 
 
 async def measure(cycles: int, poll_seconds: float) -> list[tuple[str, int, int, int]]:
     """Per phase: (name, commands run, slurmctld RPCs, slurmctld µs) over `cycles` polls."""
     with tempfile.TemporaryDirectory() as tmp:
         bin_dir = Path(tmp) / "bin"
-        bin_dir.mkdir()
         state = Path(tmp) / "controller-state"
         state.write_text("")
         runs = Path(tmp) / "runs.log"
         runs.write_text("")
-        write_wrappers(bin_dir, state, runs)
+        write_logged_wrappers(bin_dir, state, runs)
         config = replace(
             load_config(None),
             slurm=SlurmConfig(bin_dir=str(bin_dir), poll_seconds=poll_seconds),

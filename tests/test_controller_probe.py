@@ -11,6 +11,7 @@ from msgspec.structs import replace
 from bot.config import DatabaseConfig, SlurmConfig, load_config
 from scheduler.slurm_poller import SlurmPoller
 from store.writer import StoreWriter
+from tests.slurm_wrappers import write_wrappers
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.38"
 POLL = 5.0
@@ -21,8 +22,6 @@ class FakeSlurm:
     fail as the test says; every run is logged."""
 
     def __init__(self, root: Path) -> None:
-        self.bin = root / "bin"
-        self.bin.mkdir()
         self.log = root / "runs.log"
         self.log.touch()
         self.down = root / "down"  # nothing of the controller answers
@@ -34,10 +33,10 @@ class FakeSlurm:
             "sacct": f"cat {FIXTURES / 'sacct.json'}",
             "scontrol": f"[ -e {self.down} ] && exit 1\necho 'Slurmctld(primary) at c is UP'",
         }
-        for name, body in scripts.items():
-            script = self.bin / name
-            script.write_text(f"#!/bin/sh\necho {name} >> {self.log}\n{body}\n")
-            script.chmod(0o755)
+        self.bin = write_wrappers(
+            root / "bin",
+            {name: f"echo {name} >> {self.log}\n{body}" for name, body in scripts.items()},
+        )
 
     def runs(self) -> list[str]:
         """The commands run since the last call."""

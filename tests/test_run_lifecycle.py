@@ -23,6 +23,7 @@ from store.writer import StoreWriter
 from tests.bot_process import free_port, start_bot, wait_until_listening
 from tests.cluster import cluster_script
 from tests.slack_standin import SlackStandIn, SlackUser
+from tests.slurm_wrappers import COMMANDS, write_wrappers
 
 # systemd's stop contract for the unit (TimeoutStopSec is longer; this is what we promise).
 STOP_SECONDS = 10.0
@@ -258,14 +259,11 @@ async def test_sigterm_ends_run_while_slurm_hangs(tmp_path: Path, cluster: None)
 async def test_sigterm_during_slow_polls_of_every_source_logs_no_error(tmp_path: Path) -> None:
     """Every Slurm command (squeue, sinfo, sacct, sacctmgr, scontrol) takes minutes: SIGTERM
     ends the polls in flight, which is a normal stop, not a job that "raised an exception"."""
-    slow = tmp_path / "slow-slurm"
-    slow.mkdir()
     started = tmp_path / "polls-started"
     started.mkdir()
-    for command in ("squeue", "sinfo", "sacct", "sacctmgr", "scontrol"):
-        wrapper = slow / command
-        wrapper.write_text(f"#!/bin/sh\ntouch {started}/{command}\nexec sleep 600\n")
-        wrapper.chmod(0o755)
+    slow = write_wrappers(
+        tmp_path / "slow-slurm", {c: f"touch {started}/{c}\nexec sleep 600" for c in COMMANDS}
+    )
     port = free_port()
     slurm = f'bin_dir = "{slow}"\npoll_seconds = 2\ncommand_timeout_seconds = 300\n'
     config = write_config(tmp_path, metrics_port=port, slurm=slurm)

@@ -25,6 +25,7 @@ from store.reader import SnapshotCache
 from store.snapshots import decode_job
 from store.writer import StoreWriter
 from tests.cluster import cluster_script, sbatch, squeue_state, wait_until
+from tests.slurm_wrappers import COMMANDS, as_user, write_wrappers
 
 pytestmark = pytest.mark.cluster
 
@@ -362,13 +363,8 @@ async def test_slurmdbd_outage_leaves_the_live_snapshot_current(harness: Harness
 
 async def test_controller_budget_is_constant_per_poll_cycle(tmp_path: Path) -> None:
     """The poller's slurmctld RPCs per cycle, measured by sdiag under its own account."""
-    wrappers = tmp_path / "bin"
-    wrappers.mkdir()
-    for command in ("squeue", "sinfo", "scontrol", "sacct", "sacctmgr"):
-        # Run the real command as the `skybot` service user, so sdiag counts it apart.
-        script = wrappers / command
-        script.write_text(f'#!/bin/sh\nexec runuser -u skybot -- /usr/bin/{command} "$@"\n')
-        script.chmod(0o755)
+    # The real commands as the `skybot` service user, so sdiag counts them apart.
+    wrappers = write_wrappers(tmp_path / "bin", {c: as_user("skybot", c) for c in COMMANDS})
     h = Harness(_config(tmp_path, bin_dir=str(wrappers)))
     try:
         await h.poll()  # warm-up (first sacct window, caps)

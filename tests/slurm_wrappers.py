@@ -1,0 +1,25 @@
+"""Slurm's commands as small shell scripts in a `bin_dir` of their own: to run the real ones
+as another user, to log each run, or to stand in for a slow or failing controller."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+COMMANDS = ("squeue", "sinfo", "scontrol", "sacct", "sacctmgr")
+
+
+def write_wrappers(directory: Path, bodies: Mapping[str, str]) -> Path:
+    """One executable `/bin/sh` script per command, `bodies[command]` its body; returns the
+    directory, for `[slurm] bin_dir`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for command, body in bodies.items():
+        script = directory / command
+        script.write_text(f"#!/bin/sh\n{body}\n")
+        script.chmod(0o755)
+    return directory
+
+
+def as_user(user: str, command: str) -> str:
+    """A body that runs the real command as `user` (sdiag then counts its RPCs apart)."""
+    return f'exec runuser -u {user} -- /usr/bin/{command} "$@"'
