@@ -325,7 +325,7 @@ def effective_limits(
     return roots, partitions, min([*caps, HARD_MAX_SCRIPT_BYTES])
 
 
-def candidate_paths(raw: str, user: pwd.struct_passwd, roots: list[str]) -> list[str]:
+def candidate_paths(raw: object, user: pwd.struct_passwd, roots: list[str]) -> list[str]:
     """Where the script the user named could be: absolute, ~-relative, or relative to the home
     directory and then to the user's own directory under each storage root."""
     if not isinstance(raw, str) or not raw.strip():
@@ -357,7 +357,7 @@ def allowed_dirs(user: pwd.struct_passwd, roots: list[str]) -> list[str]:
 
 
 def open_script(
-    raw: str, user: pwd.struct_passwd, roots: list[str], cap: int
+    raw: object, user: pwd.struct_passwd, roots: list[str], cap: int
 ) -> tuple[int, str, bytes]:
     """Open and read the script safely. Returns (directory fd, real path, content).
 
