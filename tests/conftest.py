@@ -8,6 +8,16 @@ import pytest
 
 from tests.cluster import scancel_everything, slurm_answers
 
+# Seconds a cluster test may take (setup to teardown) before pytest-timeout fails it: jobs
+# queue, run and reach accounting in real time. Unit tests get the ini's `timeout`.
+CLUSTER_TIMEOUT = 900
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("cluster") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(CLUSTER_TIMEOUT))
+
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[None]:
