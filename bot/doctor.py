@@ -761,8 +761,8 @@ def check_package() -> Check:
         f"{name} (imported from {module.__file__}, outside this install)"
         for name, module in sorted(sys.modules.items())
         if name.partition(".")[0] in PRODUCT_PACKAGES
-        and getattr(module, "__file__", None)
-        and not Path(module.__file__).is_relative_to(where)
+        and (file := getattr(module, "__file__", None))
+        and not Path(file).is_relative_to(where)
     ]
     if failed:
         return Check(

@@ -36,7 +36,7 @@ class Heartbeat:
 
     def __init__(
         self,
-        on_beat: Callable[[], None] | None = None,
+        on_beat: Callable[[], object] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._on_beat = on_beat

@@ -51,11 +51,12 @@ def lab_gpu_figure(
         since = samples[0].at
     times, used, total, caps = _usage_steps(samples, until, gap_seconds, tz)
     if times:
-        ax.fill_between(times, 0, used, step="post", color=LAB_COLOUR, alpha=0.35, linewidth=0)
-        ax.step(times, used, where="post", color=LAB_COLOUR, label=f"GPUs in {lab}")
+        # matplotlib plots datetimes (its units registry); its stubs accept only numbers.
+        ax.fill_between(times, 0, used, step="post", color=LAB_COLOUR, alpha=0.35, linewidth=0)  # type: ignore[arg-type]
+        ax.step(times, used, where="post", color=LAB_COLOUR, label=f"GPUs in {lab}")  # type: ignore[arg-type]
         if any(s.overcap_gpus for s in samples):
             ax.step(
-                times,
+                times,  # type: ignore[arg-type]
                 total,
                 where="post",
                 color=OVERCAP_COLOUR,
@@ -63,7 +64,7 @@ def lab_gpu_figure(
             )
         if any(c == c for c in caps):  # NaN != NaN: is any cap known?
             ax.step(
-                times,
+                times,  # type: ignore[arg-type]
                 caps,
                 where="post",
                 color=CAP_COLOUR,
@@ -99,7 +100,7 @@ def directory_growth_figure(
         if not samples:
             continue
         ax.plot(
-            [_datetime(s.at, tz) for s in samples],
+            [_datetime(s.at, tz) for s in samples],  # type: ignore[arg-type]
             [s.kib / per_unit for s in samples],
             marker="o",
             label=label,

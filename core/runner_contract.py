@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 RunnerRequest = dict[str, Any]
 RunnerReply = dict[str, Any]
@@ -90,6 +90,6 @@ def verify_link_request(code: str) -> RunnerRequest:
     return {"action": "verify-link", "code": code}
 
 
-def is_reply(value: object) -> bool:
+def is_reply(value: object) -> TypeGuard[dict[str, Any]]:
     """Whether a decoded answer has the shape every runner reply has."""
     return isinstance(value, dict) and isinstance(value.get("ok"), bool)

@@ -54,7 +54,7 @@ class SlurmNumber(msgspec.Struct, kw_only=True, gc=False):
 
 
 # A numeric field in any version's spelling: plain (22.05) or wrapped (23.02+).
-_Numeric = SlurmNumber | _NotAnObject
+_Numeric = SlurmNumber | _NotAnObject | msgspec.UnsetType
 
 
 class SlurmSignal(msgspec.Struct, kw_only=True, gc=False):
@@ -68,7 +68,7 @@ class SlurmExitCode(msgspec.Struct, kw_only=True, gc=False):
 
     status: Any = msgspec.UNSET
     return_code: _Numeric = msgspec.UNSET
-    signal: SlurmSignal | _NotAnObject = msgspec.UNSET
+    signal: SlurmSignal | _NotAnObject | msgspec.UnsetType = msgspec.UNSET
 
 
 # Job fields that are numbers, and their 23.02+ wrapping; every other field is kept as decoded.

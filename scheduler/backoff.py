@@ -27,7 +27,7 @@ class Backoff:
 
     def failed(self, now: float) -> float:
         self.failures += 1
-        delay = min(self.max_seconds, self.base_seconds * 2 ** (self.failures - 1))
+        delay = min(self.max_seconds, self.base_seconds * 2.0 ** (self.failures - 1))
         self.retry_at = now + delay
         return delay
 

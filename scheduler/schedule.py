@@ -90,7 +90,7 @@ def build_scheduler(
                     raise
                 log.debug("%s poll ended: skybot is stopping", source)
             finally:
-                schedule.in_flight.discard(task)  # type: ignore[arg-type]
+                schedule.in_flight.discard(task)
 
         return run
 

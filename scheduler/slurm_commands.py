@@ -60,7 +60,9 @@ async def run_slurm(bin_dir: str, command: str, args: list[str], timeout: float)
         return output.read()
 
 
-async def run_slurm_json(bin_dir: str, command: str, args: list[str], timeout: float) -> Any:
+async def run_slurm_json(
+    bin_dir: str, command: str, args: list[str], timeout: float
+) -> dict[str, Any]:
     raw = await run_slurm(bin_dir, command, args, timeout)
     try:
         document = decode_slurm_json(raw)

@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from core.associations import parse_associations, parse_associations_json
 from core.config_schema import Config
@@ -146,7 +147,7 @@ class SlurmPoller:
         await self._record_lab_usage(live.records, now)
         return True
 
-    async def _controller_documents(self) -> tuple[object, object]:
+    async def _controller_documents(self) -> tuple[dict[str, Any], dict[str, Any]]:
         squeue, node_document = await asyncio.gather(
             self._json("squeue", ["--all", "--json"]), self._json(*self._nodes_source)
         )
@@ -156,7 +157,9 @@ class SlurmPoller:
             node_document = await self._json(*self._nodes_source)
         return squeue, node_document
 
-    async def _accounted(self, sacct: object, now: float) -> ParseResult[Job] | None:
+    async def _accounted(
+        self, sacct: dict[str, Any] | BaseException, now: float
+    ) -> ParseResult[Job] | None:
         """sacct's jobs, or None (logged and recorded as the accounting source's failure)."""
         try:
             if isinstance(sacct, BaseException):
@@ -221,7 +224,7 @@ class SlurmPoller:
         )
         return parse_associations(raw.decode(errors="replace"))
 
-    async def _json(self, command: str, args: list[str]) -> object:
+    async def _json(self, command: str, args: list[str]) -> dict[str, Any]:
         return await run_slurm_json(
             self._config.slurm.bin_dir, command, args, self._config.slurm.command_timeout_seconds
         )

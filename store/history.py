@@ -35,7 +35,7 @@ def save_lab_usage(
                 for c in credit_poll(usages, at, previous_at, max_interval)
             ),
         )
-        db["lab_usage_history"].insert_all(
+        db.table("lab_usage_history").insert_all(
             (
                 {
                     "at": at,

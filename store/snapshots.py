@@ -160,9 +160,9 @@ def save_caps(
     """Replace the GPU caps and account memberships from Slurm's associations."""
     with db.atomic():
         db.execute("DELETE FROM lab_caps")
-        db["lab_caps"].insert_all({"account": c.account, "gpu_cap": c.gpu_cap} for c in caps)
+        db.table("lab_caps").insert_all({"account": c.account, "gpu_cap": c.gpu_cap} for c in caps)
         db.execute("DELETE FROM lab_members")
-        db["lab_members"].insert_all(
+        db.table("lab_members").insert_all(
             {"account": account, "user": user}
             for account, users in members.items()
             for user in users
@@ -186,14 +186,14 @@ def save_storage(
         if image_dir is not None:
             _replace_images(db, image_dir, images)
         db.execute("DELETE FROM directories")
-        db["directories"].insert_all(_directory_row(d) for d in directories)
+        db.table("directories").insert_all(_directory_row(d) for d in directories)
         db.execute("DELETE FROM filesystems")
-        db["filesystems"].insert_all(asdict(f) for f in filesystems)
-        db["directory_history"].insert_all(
+        db.table("filesystems").insert_all(asdict(f) for f in filesystems)
+        db.table("directory_history").insert_all(
             ({"path": d.path, "updated": d.updated.isoformat(), "kib": d.kib} for d in directories),
             ignore=True,
         )
-        db["filesystem_history"].insert_all(
+        db.table("filesystem_history").insert_all(
             (
                 {"at": at, "mount": f.mount, "used_bytes": f.used_bytes, "size_bytes": f.size_bytes}
                 for f in filesystems

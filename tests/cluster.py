@@ -4,6 +4,7 @@ runs the cluster lane inside its sandbox)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -116,6 +117,7 @@ def job_state(job_id: int) -> str:
 def wait_until(
     check: Callable[[], T | None], timeout: float, what: str, interval: float = 0.5
 ) -> T:
+    """For sync tests; an async test uses `wait_for`."""
     deadline = time.monotonic() + timeout
     while True:
         result = check()
@@ -124,6 +126,34 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(interval)
+
+
+async def wait_for(
+    check: Callable[[], T | None], timeout: float, what: str, interval: float = 0.5
+) -> T:
+    """`wait_until` for async tests. The check (it may run squeue) runs in a worker thread and
+    the pause is asyncio's, so the bot or Slack stand-in on the test's event loop keeps
+    serving while the test waits; time.sleep or a subprocess.run here would freeze them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = await asyncio.to_thread(check)
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        await asyncio.sleep(interval)
+
+
+async def sbatch_async(user: str, *args: str) -> int:
+    """`sbatch` for async tests: submitted from a worker thread, the event loop runs on."""
+    return await asyncio.to_thread(sbatch, user, *args)
+
+
+async def scancel_async(*args: str) -> None:
+    """`scancel ARGS` for async tests, from a worker thread."""
+    await asyncio.to_thread(
+        subprocess.run, ["scancel", *args], capture_output=True, timeout=30, check=True
+    )
 
 
 _ACTIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED"}

@@ -10,10 +10,21 @@ import pytest
 from tests.cluster import scancel_everything, slurm_answers
 from tests.lane_2411 import LANE_KEY, LANE_TEST, Lane
 
+# Seconds a cluster test may take (setup to teardown) before pytest-timeout fails it: jobs
+# queue, run and reach accounting in real time. Unit tests get the ini's `timeout`.
+CLUSTER_TIMEOUT = 900
+
 
 @pytest.hookimpl(trylast=True)  # after -m and -k have deselected what they deselect
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Start the Slurm 24.11 lane now, beside the host's tests, and collect it last.
+    for item in items:
+        if item.get_closest_marker("cluster") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(CLUSTER_TIMEOUT))
+    start_the_24_11_lane(config, items)
+
+
+def start_the_24_11_lane(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Start the Slurm 24.11 lane now, beside the host's tests, and collect its test last.
 
     The two clusters share nothing, and most of a cluster test is waiting on Slurm, so the
     lane running meanwhile takes CI from the sum of both suites to about the longer one."""

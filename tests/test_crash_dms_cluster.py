@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.bot_process import SLACK_IDS, TEAM, linked_users, start_bot
-from tests.cluster import sbatch, squeue_json, wait_until
+from tests.cluster import sbatch_async, squeue_json, wait_for
 from tests.slack_standin import SlackStandIn
 
 pytestmark = pytest.mark.cluster
@@ -58,7 +58,7 @@ async def test_200_job_ends_across_a_sigkill_are_all_delivered(
                 user = names[i % len(names)]
                 account = ACCOUNTS[user]
                 submitted.append(
-                    sbatch(
+                    await sbatch_async(
                         user,
                         "-p",
                         account,
@@ -78,7 +78,7 @@ async def test_200_job_ends_across_a_sigkill_are_all_delivered(
             await asyncio.sleep(5)
             restarted = start()
             await slack.wait_for_socket_connection(count=2, timeout=20)
-            wait_until(lambda: not squeue_json()["jobs"], 180, "all 200 jobs to end")
+            await wait_for(lambda: not squeue_json()["jobs"], 180, "all 200 jobs to end")
 
             def reported() -> int:
                 return sum(

@@ -7,43 +7,26 @@ Slurm test cluster, and the Slack stand-in in place of Slack.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import pwd
-import re
 import shutil
 import stat
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from bot import __version__
-from bot.doctor import judge_sudo_rules, parse_sudo_rules
 from store.db import open_db
 from tests.cluster import slurm_answers
+from tests.doctor_process import SERVICE_USER, run_doctor
 from tests.slack_standin import SlackChannel, SlackStandIn
 
 pytestmark = pytest.mark.cluster
 
-REPO = Path(__file__).resolve().parent.parent
 RUNNER = "/usr/local/libexec/skybot-runner"
-SERVICE_USER = "skybot"
 ROOTS = {"hoffman-lab": "/srv/hoffman-lab/flash9", "kira-lab": "/srv/kira-lab/share4"}
-
-
-@dataclass
-class Result:
-    status: int
-    output: str
-
-    def line(self, name: str) -> str:
-        """The first checklist line for check `name` (e.g. "sudo rule")."""
-        return next((ln for ln in self.output.splitlines() if ln[2:].startswith(f"{name}:")), "")
 
 
 @pytest.fixture(scope="module")
@@ -87,35 +70,6 @@ def write_config(
         f'[images]\ndir = "{images_dir}"\n\n{labs}{extra}'
     )
     return config
-
-
-async def run_doctor(
-    config: Path,
-    slack: SlackStandIn,
-    *,
-    bot_token: str | None = None,
-    service_user: str | None = SERVICE_USER,
-) -> Result:
-    """The doctor as root; checking as `service_user`, or as root itself when None."""
-    as_user = ["--service-user", service_user] if service_user else []
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "SLACK_BOT_TOKEN": bot_token or slack.bot_token,
-        "SLACK_APP_TOKEN": slack.app_token,
-        "SLACK_API_URL": slack.api_url,
-    }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot.cli", "doctor", "--config", str(config), *as_user,
-        env=env, cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
-    output, _ = await asyncio.wait_for(process.communicate(), 60)
-    text = output.decode()
-    for secret in (slack.bot_token, slack.app_token, bot_token):
-        if secret:
-            assert secret not in text, "the doctor printed a token"
-            assert secret.split("-", 1)[1] not in text, "the doctor printed part of a token"
-    return Result(process.returncode or 0, text)
 
 
 async def test_correct_setup_passes(slurm_up: None, tmp_path: Path, state_dir: Path) -> None:
@@ -264,29 +218,6 @@ async def test_database_directory_not_writable(slurm_up: None, tmp_path: Path) -
     assert "fix: Create" in line
 
 
-async def test_bad_config_is_a_failed_check_that_stops(tmp_path: Path) -> None:
-    config = tmp_path / "skybot.toml"
-    config.write_text('[slack]\nmode = "carrier-pigeon"\n')
-    async with SlackStandIn() as slack:
-        result = await run_doctor(config, slack)
-    assert result.status == 1
-    lines = result.output.splitlines()
-    assert lines[0].startswith("✘ config: slack.mode must be 'socket' or 'http'")
-    assert "fix: Correct" in lines[0]
-    assert lines[1:] == ["1 check(s) failed"]
-
-
-def test_sudo_rules_must_name_the_runner_and_never_all() -> None:
-    listing = (
-        "User skybot may run the following commands on vm:\n"
-        f'    (%skybot-users) NOPASSWD: {RUNNER} ""\n'
-    )
-    assert judge_sudo_rules(parse_sudo_rules(listing), RUNNER)[0]
-    for rule in (f"(ALL, !root) NOPASSWD: {RUNNER}", "(ALL : ALL) ALL", f"(root) {RUNNER}, ALL"):
-        ok, detail = judge_sudo_rules(parse_sudo_rules(f"    {rule}\n"), RUNNER)
-        assert not ok and "too broad" in detail, rule
-
-
 async def test_lab_partition_or_account_slurm_does_not_have(
     slurm_up: None, tmp_path: Path, state_dir: Path
 ) -> None:
@@ -388,31 +319,3 @@ async def test_runner_of_another_version(slurm_up: None, tmp_path: Path, state_d
         "cancel and link would be refused — fix: Run `skybot install runner` as root, with the "
         "skybot that runs the bot."
     )
-
-
-def test_the_package_check_names_a_module_the_install_left_out(tmp_path: Path) -> None:
-    """An install without handlers/commands (as the old wheel was) fails the check."""
-    for package in ("bot", "handlers", "scheduler", "store", "core"):
-        shutil.copytree(REPO / package, tmp_path / package)
-    shutil.rmtree(tmp_path / "handlers" / "commands")
-    check = (
-        "from bot.doctor import check_package, format_check; print(format_check(check_package()))"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", check],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.stdout.startswith(f"✘ package: skybot {__version__} in {tmp_path} is incomplete:")
-    # Without another copy of skybot on sys.path the import fails; with one (the editable
-    # install dev-setup makes) it comes from there, which is as wrong.
-    assert (
-        "(ModuleNotFoundError: No module named 'handlers.commands')" in result.stdout
-        or re.search(
-            r"handlers\.commands \(imported from \S+, outside this install\)", result.stdout
-        )
-    ), result.stdout
-    assert "fix: Reinstall skybot from a complete wheel" in result.stdout

@@ -23,7 +23,7 @@ from bot.config import (
     StorageConfig,
 )
 from tests.bot_process import linked_bot_config, linked_users, running_bot
-from tests.cluster import sbatch
+from tests.cluster import sbatch, sbatch_async
 from tests.slack_standin import SlackStandIn
 from tests.tmpfs import mounted_tmpfs
 
@@ -91,10 +91,10 @@ async def test_a_bad_job_name_and_a_huge_disk_report_blind_nobody_else(
     ):
         await slack.wait_for_socket_connection(timeout=15)
         await asyncio.sleep(3)  # a poll has seen the queue, held job included
-        fine = sbatch("dave", "-p", "kira-lab", "-A", "kira-lab", "-J", "fine",
-                      "--wrap", "sleep 2")  # fmt: skip
-        broken = sbatch("bob", "-p", "hoffman-lab", "-A", "hoffman-lab", "-J", "broken",
-                        "--wrap", "sleep 2; exit 3")  # fmt: skip
+        fine = await sbatch_async("dave", "-p", "kira-lab", "-A", "kira-lab", "-J", "fine",
+                                  "--wrap", "sleep 2")  # fmt: skip
+        broken = await sbatch_async("bob", "-p", "hoffman-lab", "-A", "hoffman-lab",
+                                    "-J", "broken", "--wrap", "sleep 2; exit 3")  # fmt: skip
         expected = {
             ("UDAVE", rf"Job {fine} `fine` completed successfully"),
             ("UBOB", rf"Job {broken} `broken` failed with exit code 3\b"),

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.bot_process import dms_about, linked_bot_config, linked_users, running_bot
-from tests.cluster import sbatch, squeue_state, wait_until
+from tests.cluster import sbatch_async, squeue_state, wait_for
 from tests.slack_standin import SlackStandIn
 
 pytestmark = pytest.mark.cluster
@@ -23,7 +23,7 @@ async def test_each_job_end_gets_exactly_one_correct_dm(tmp_path: Path, clean_qu
     ):
         await slack.wait_for_socket_connection(timeout=15)
         await asyncio.sleep(3)  # the bot has seen the empty queue
-        timeout_job = sbatch(
+        timeout_job = await sbatch_async(
             "bob",
             "-p",
             "debug",
@@ -35,10 +35,10 @@ async def test_each_job_end_gets_exactly_one_correct_dm(tmp_path: Path, clean_qu
             "--wrap",
             "sleep 300",
         )
-        completed = sbatch(
+        completed = await sbatch_async(
             "dave", "-p", "kira-lab", "-A", "kira-lab", "-J", "fine", "--wrap", "sleep 3"
         )
-        failed = sbatch(
+        failed = await sbatch_async(
             "carol",
             "-p",
             "kira-lab",
@@ -49,7 +49,7 @@ async def test_each_job_end_gets_exactly_one_correct_dm(tmp_path: Path, clean_qu
             "--wrap",
             "sleep 3; exit 3",
         )
-        overcap = sbatch(
+        overcap = await sbatch_async(
             "alice",
             "-p",
             "overcap",
@@ -63,9 +63,9 @@ async def test_each_job_end_gets_exactly_one_correct_dm(tmp_path: Path, clean_qu
             "--wrap",
             "sleep 300",
         )
-        wait_until(lambda: squeue_state(overcap) == "RUNNING", 30, "the overcap job to run")
+        await wait_for(lambda: squeue_state(overcap) == "RUNNING", 30, "the overcap job to run")
         await asyncio.sleep(3)  # one poll sees it running
-        sbatch(
+        await sbatch_async(
             "carol",
             "-p",
             "kira-lab",

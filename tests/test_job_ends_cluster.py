@@ -20,7 +20,7 @@ from bot.config import (
 )
 from store.snapshots import decode_job
 from tests.bot_process import dms_about, linked_bot_config, linked_users, running_bot
-from tests.cluster import sbatch, squeue_state, wait_until
+from tests.cluster import sbatch_async, scancel_async, squeue_state, wait_for
 from tests.slack_standin import SlackStandIn
 
 pytestmark = pytest.mark.cluster
@@ -67,18 +67,21 @@ async def test_preempted_job_cancelled_past_the_look_back_ends_once(
         running_bot(config, slack, stop_timeout=30),
     ):
         await slack.wait_for_socket_connection(timeout=15)
-        overcap = sbatch("alice", "-p", "overcap", "-A", "overcap", "-w", "baymax",
-                         "--gpus-per-node=4", "-J", "sweep", "--wrap", "sleep 600")  # fmt: skip
-        wait_until(lambda: squeue_state(overcap) == "RUNNING", 30, "the overcap job to run")
+        overcap = await sbatch_async("alice", "-p", "overcap", "-A", "overcap", "-w", "baymax",
+                                     "--gpus-per-node=4", "-J", "sweep",
+                                     "--wrap", "sleep 600")  # fmt: skip
+        await wait_for(lambda: squeue_state(overcap) == "RUNNING", 30, "the overcap job to run")
         await asyncio.sleep(3)  # a poll sees it running
-        sbatch("carol", "-p", "kira-lab", "-A", "kira-lab", "-w", "baymax",
-               "--gpus-per-node=2080_ti:2", "-J", "urgent", "--wrap", "sleep 600")  # fmt: skip
+        await sbatch_async("carol", "-p", "kira-lab", "-A", "kira-lab", "-w", "baymax",
+                           "--gpus-per-node=2080_ti:2", "-J", "urgent",
+                           "--wrap", "sleep 600")  # fmt: skip
         started = time.monotonic()
         while not dms_about(slack, overcap) and time.monotonic() - started < 60:
             await asyncio.sleep(0.5)
-        assert squeue_state(overcap) == "PENDING"  # requeued, waiting its BeginTime
+        # Requeued, waiting its BeginTime.
+        assert await asyncio.to_thread(squeue_state, overcap) == "PENDING"
         await asyncio.sleep(LOOK_BACK + 5)  # sacct's window no longer holds the preemption
-        subprocess.run(["scancel", str(overcap)], check=True, timeout=30)
+        await scancel_async(str(overcap))
         started = time.monotonic()
         while len(dms_about(slack, overcap)) < 2 and time.monotonic() - started < 60:
             await asyncio.sleep(0.5)
@@ -105,20 +108,22 @@ async def test_exit_code_and_signal_are_what_sacct_shows(tmp_path: Path, clean_q
         await asyncio.sleep(3)
         jobs = {
             # An output file that cannot be created: the job fails at launch.
-            "launch": sbatch("bob", *common, "-J", "launch", "-o", "/nonexistent/dir/%j.out",
-                             "--wrap", "true"),
-            "chdir": sbatch("bob", *common, "-J", "chdir", "--chdir=/nonexistent/dir",
-                            "--wrap", "true"),
-            "exit3": sbatch("bob", *common, "-J", "exit3", "--wrap", "sleep 1; exit 3"),
-            "killed": sbatch("bob", *common, "-J", "killed", "--wrap", "sleep 1; kill -9 $$"),
-            "segv": sbatch("bob", *common, "-J", "segv", "--wrap", "sleep 1; kill -SEGV $$"),
-            "timeout": sbatch("bob", *common, "-J", "timeout", "--time=1",
-                              "--wrap", "sleep 600"),
-            "cancel": sbatch("bob", *common, "-J", "cancel", "--wrap", "sleep 600"),
+            "launch": await sbatch_async("bob", *common, "-J", "launch",
+                                         "-o", "/nonexistent/dir/%j.out", "--wrap", "true"),
+            "chdir": await sbatch_async("bob", *common, "-J", "chdir",
+                                        "--chdir=/nonexistent/dir", "--wrap", "true"),
+            "exit3": await sbatch_async("bob", *common, "-J", "exit3", "--wrap", "sleep 1; exit 3"),
+            "killed": await sbatch_async("bob", *common, "-J", "killed",
+                                         "--wrap", "sleep 1; kill -9 $$"),
+            "segv": await sbatch_async("bob", *common, "-J", "segv",
+                                       "--wrap", "sleep 1; kill -SEGV $$"),
+            "timeout": await sbatch_async("bob", *common, "-J", "timeout", "--time=1",
+                                          "--wrap", "sleep 600"),
+            "cancel": await sbatch_async("bob", *common, "-J", "cancel", "--wrap", "sleep 600"),
         }  # fmt: skip
-        wait_until(lambda: squeue_state(jobs["cancel"]) == "RUNNING", 30, "a job to run")
+        await wait_for(lambda: squeue_state(jobs["cancel"]) == "RUNNING", 30, "a job to run")
         await asyncio.sleep(3)
-        subprocess.run(["scancel", str(jobs["cancel"])], check=True, timeout=30)
+        await scancel_async(str(jobs["cancel"]))
         started = time.monotonic()
         while time.monotonic() - started < 180:
             if all(dms_about(slack, job_id) for job_id in jobs.values()):

@@ -16,7 +16,7 @@ import pytest
 
 from store.snapshots import decode_job
 from tests.bot_process import dms_about, linked_bot_config, linked_users, running_bot
-from tests.cluster import sbatch, squeue_state, wait_until
+from tests.cluster import sbatch_async, scancel_async, squeue_state, wait_for
 from tests.slack_standin import SlackStandIn
 
 pytestmark = pytest.mark.cluster
@@ -82,26 +82,34 @@ async def test_job_ends_match_sacct_and_a_restarted_overcap_job_gets_two_dms(
     ):
         await slack.wait_for_socket_connection(timeout=15)
         await asyncio.sleep(3)  # the bot has seen the empty queue
-        overcap = sbatch(
+        overcap = await sbatch_async(
             "alice", "-p", "overcap", "-A", "overcap", "-w", "baymax", "--gpus-per-node=4",
             "-J", "resumable", "--wrap", RESUMABLE,
         )  # fmt: skip
-        wait_until(lambda: squeue_state(overcap) == "RUNNING", 30, "the overcap job to run")
+        await wait_for(lambda: squeue_state(overcap) == "RUNNING", 30, "the overcap job to run")
         await asyncio.sleep(3)  # one poll sees it running
         # Takes half of baymax for 20 s: the overcap job can only restart once it is done.
-        sbatch(
+        await sbatch_async(
             "carol", "-p", "kira-lab", "-A", "kira-lab", "-w", "baymax",
             "--gpus-per-node=2080_ti:2", "-J", "urgent", "--wrap", "sleep 20",
         )  # fmt: skip
         ended = {
-            sbatch("carol", "-p", "kira-lab", "-A", "kira-lab", "--wrap", "sleep 3; exit 3"),
-            sbatch("dave", "-p", "kira-lab", "-A", "kira-lab", "--wrap", "sleep 3; kill -9 $$"),
-            sbatch("bob", "-p", "debug", "-A", "hoffman-lab", "--time=1", "--wrap", "sleep 300"),
+            await sbatch_async(
+                "carol", "-p", "kira-lab", "-A", "kira-lab", "--wrap", "sleep 3; exit 3"
+            ),
+            await sbatch_async(
+                "dave", "-p", "kira-lab", "-A", "kira-lab", "--wrap", "sleep 3; kill -9 $$"
+            ),
+            await sbatch_async(
+                "bob", "-p", "debug", "-A", "hoffman-lab", "--time=1", "--wrap", "sleep 300"
+            ),
         }
-        cancelled = sbatch("bob", "-p", "hoffman-lab", "-A", "hoffman-lab", "--wrap", "sleep 300")
+        cancelled = await sbatch_async(
+            "bob", "-p", "hoffman-lab", "-A", "hoffman-lab", "--wrap", "sleep 300"
+        )
         ended.add(cancelled)
-        wait_until(lambda: squeue_state(cancelled) == "RUNNING", 30, "the job to cancel to run")
-        subprocess.run(["scancel", str(cancelled)], check=True, timeout=30)
+        await wait_for(lambda: squeue_state(cancelled) == "RUNNING", 30, "the job to cancel to run")
+        await scancel_async(str(cancelled))
 
         # Requeued at once, eligible again 120 s later, then done in seconds.
         started = time.monotonic()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -35,6 +35,11 @@ from store.transitions import pending_transition_users
 from store.writer import StoreWriter
 from tests.factories import directory_usage, filesystem_usage, job
 from tests.slack_standin import SlackStandIn, SlackUser
+
+# The sender's waits (pacing, back-off, Retry-After, token probes) pass in the event loop's
+# time, which looptime fast-forwards: the tests keep their seconds-long design and take
+# milliseconds. The sender reads the same time through `loop_clock`.
+pytestmark = pytest.mark.looptime
 
 TEAM = "T0STANDIN"
 ALICE = SlackUser("U1", "alice")
@@ -65,7 +70,15 @@ def client_for(slack: SlackStandIn, rate_limit_retries: int = 1) -> AsyncWebClie
     )
 
 
+def loop_clock() -> Callable[[], float]:
+    """Wall-clock time (as the outbox stores it) that moves with the event loop's time."""
+    loop = asyncio.get_running_loop()
+    offset = time.time() - loop.time()
+    return lambda: offset + loop.time()
+
+
 def sender_for(writer: StoreWriter, client: AsyncWebClient, **kwargs: Any) -> OutboxSender:
+    kwargs.setdefault("clock", loop_clock())
     kwargs.setdefault("per_channel_per_second", 20.0)
     kwargs.setdefault("retry_base_seconds", 0.2)
     kwargs.setdefault("idle_seconds", 0.2)
@@ -141,15 +154,16 @@ async def test_429_storm_delays_but_loses_nothing_and_keeps_order(
 ) -> None:
     slack.fail_next("chat.postMessage", status=429, retry_after=1, times=5)
     await put(writer, *(OutboxMessage(f"m{i}", "C1", f"message {i}") for i in range(3)))
-    started = time.monotonic()
-    async with running(sender_for(writer, client_for(slack, rate_limit_retries=1))):
+    clock = loop_clock()
+    started = clock()
+    async with running(sender_for(writer, client_for(slack, rate_limit_retries=1), clock=clock)):
         await wait_until_settled(writer)
     calls = slack.calls_to("chat.postMessage")
     assert [c.status for c in calls] == [429] * 5 + [200] * 3
     assert delivered(slack) == [("C1", "message 0"), ("C1", "message 1"), ("C1", "message 2")]
     assert await states(writer) == [("m0", "sent"), ("m1", "sent"), ("m2", "sent")]
     # Five Retry-After: 1 s waits, in the SDK or in the outbox, before the first got through.
-    assert time.monotonic() - started >= 5.0
+    assert clock() - started >= 5.0
     rows = await writer.run(outbox_rows)
     # m0: two outbox attempts ran out of SDK retries, the third got through.
     assert [r["attempts"] for r in rows] == [3, 1, 1]
@@ -250,9 +264,10 @@ async def test_at_most_one_message_per_second_per_channel(
 ) -> None:
     sent_at: dict[str, list[float]] = {}
     original = slack.api.chat_post_message
+    clock = loop_clock()
 
     def timed(params: dict[str, Any]) -> dict[str, Any]:
-        sent_at.setdefault(str(params["channel"]), []).append(time.monotonic())
+        sent_at.setdefault(str(params["channel"]), []).append(clock())
         return original(params)
 
     slack.register_method("chat.postMessage", timed)
@@ -538,12 +553,13 @@ async def test_connection_errors_back_off_at_most_a_minute(writer: StoreWriter) 
     await put(writer, OutboxMessage("a", "U1", "after a long outage"))
     await writer.run(lambda db: db.execute("UPDATE outbox SET attempts = 20"))
     dead = AsyncWebClient(token="xoxb-unused", base_url="http://127.0.0.1:9/api/")
-    before = time.time()
-    report = await sender_for(writer, dead, retry_base_seconds=5.0).send_due()
+    clock = loop_clock()
+    before = clock()
+    report = await sender_for(writer, dead, retry_base_seconds=5.0, clock=clock).send_due()
     assert report.retried == 1
     (row,) = await writer.run(outbox_rows)
     assert row["state"] == "queued"
-    assert before + 5 <= row["next_attempt_at"] <= time.time() + 60
+    assert before + 5 <= row["next_attempt_at"] <= clock() + 60
 
 
 async def test_messages_waiting_on_an_outage_go_out_when_the_link_is_back(

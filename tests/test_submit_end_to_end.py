@@ -32,7 +32,7 @@ from bot.config import (
 from bot.install import runner_text
 from store.db import open_db
 from tests.bot_process import running_bot, start_bot
-from tests.cluster import as_user, squeue_json, wait_until
+from tests.cluster import as_user, squeue_json, wait_for
 from tests.slack_standin import SlackStandIn, SlackUser
 
 pytestmark = pytest.mark.cluster
@@ -150,7 +150,7 @@ async def test_alice_submits_as_alice_sees_it_and_only_she_can_cancel_it(bot: Bo
 
     # It ran as alice: its output file is hers and says so.
     out = ALICE_DIR / "whoami.txt"
-    wait_until(lambda: out.exists() and out.read_text().strip(), 30, "the job's output")
+    await wait_for(lambda: out.exists() and out.read_text().strip(), 30, "the job's output")
     assert out.read_text().strip() == "alice"
     assert out.stat().st_uid == pwd.getpwnam("alice").pw_uid
 
@@ -165,9 +165,9 @@ async def test_alice_submits_as_alice_sees_it_and_only_she_can_cancel_it(bot: Bo
 
     refused = await bot.sky(BOB, f"cancel {job_id}")
     assert refused.startswith(f"Slurm did not cancel job {job_id}")
-    assert any(j["job_id"] == job_id for j in squeue_json()["jobs"])
+    assert any(j["job_id"] == job_id for j in (await asyncio.to_thread(squeue_json))["jobs"])
     assert await bot.sky(ALICE, f"cancel {job_id}") == f"Cancelled job {job_id} (as `alice`)."
-    wait_until(
+    await wait_for(
         lambda: all(j["job_id"] != job_id for j in squeue_json()["jobs"]), 30, "the job to go"
     )
 
@@ -176,7 +176,7 @@ async def test_bad_submissions_are_refused_and_nothing_runs(bot: Bot) -> None:
     await _link_alice(bot)
     _script(BOB_DIR, "bobs.sh", "bob")
     planted = _script(ALICE_DIR, "planted.sh", "bob")  # bob's file in alice's directory
-    before = len(squeue_json()["jobs"])
+    before = len((await asyncio.to_thread(squeue_json))["jobs"])
     immediate = {
         "submit /srv/hoffman-lab/flash9/alice/x.sh --wrap=id": "is not an option",
         "submit x.sh --uid=0": "is not an option",
@@ -200,7 +200,7 @@ async def test_bad_submissions_are_refused_and_nothing_runs(bot: Bot) -> None:
         refusal = await bot.dm(ALICE, f"Could not submit `{path}`")
         via_runner[path] = refusal
     assert all(len(message) > 40 for message in via_runner.values()), via_runner
-    assert len(squeue_json()["jobs"]) == before
+    assert len((await asyncio.to_thread(squeue_json))["jobs"]) == before
 
 
 async def test_unlinked_users_and_codes_in_someone_elses_home_get_nowhere(bot: Bot) -> None:
@@ -287,8 +287,10 @@ async def test_killed_between_queueing_and_submitting_submits_exactly_once(
         tag = db.execute("SELECT tag FROM submissions").fetchone()[0]
         assert db.execute("SELECT state FROM submissions").fetchone()[0] == "submitting"
         if job_ended_before_restart:
-            (job,) = wait_until(lambda: _tagged_jobs(f"skybot:{tag}"), 30, "the job to reach sacct")
-            wait_until(lambda: not _in_squeue(job), 60, "the ended job to leave squeue")
+            (job,) = await wait_for(
+                lambda: _tagged_jobs(f"skybot:{tag}"), 30, "the job to reach sacct"
+            )
+            await wait_for(lambda: not _in_squeue(job), 60, "the ended job to leave squeue")
 
         second = start()
         try:
@@ -298,7 +300,7 @@ async def test_killed_between_queueing_and_submitting_submits_exactly_once(
                 assert time.monotonic() < deadline, "the restarted bot never settled it"
                 await asyncio.sleep(0.2)
             await asyncio.sleep(5)  # room for a wrong second submission to reach sacct
-            jobs = _tagged_jobs(f"skybot:{tag}")
+            jobs = await asyncio.to_thread(_tagged_jobs, f"skybot:{tag}")
             recorded = db.execute("SELECT job_id FROM submissions").fetchone()[0]
             assert jobs == [recorded], f"expected exactly one job, Slurm has {jobs}"
         finally:
@@ -349,4 +351,4 @@ async def test_a_runner_of_another_version_is_refused_at_submit_with_the_fix(
     )
     assert "skybot install runner" in dm
     assert [r for r in caplog.records if r.levelname == "ERROR" and "version 0.0.1" in r.message]
-    assert squeue_json()["jobs"] == []
+    assert (await asyncio.to_thread(squeue_json))["jobs"] == []

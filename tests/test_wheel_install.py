@@ -27,6 +27,8 @@ from tests.slack_standin import SlackStandIn
 
 pytestmark = [
     pytest.mark.cluster,
+    # The first test builds the wheel and installs its dependencies from the index.
+    pytest.mark.timeout(1800),
     # The wheel is built and installed with the package index; the 24.11 lane's sandbox has
     # no network. The wheel is the same for either Slurm: it is proven on the host's cluster.
     pytest.mark.skipif(

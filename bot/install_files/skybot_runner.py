@@ -326,7 +326,7 @@ def effective_limits(
     return roots, partitions, min([*caps, HARD_MAX_SCRIPT_BYTES])
 
 
-def candidate_paths(raw: str, user: pwd.struct_passwd, roots: list[str]) -> list[str]:
+def candidate_paths(raw: object, user: pwd.struct_passwd, roots: list[str]) -> list[str]:
     """Where the script the user named could be: absolute, ~-relative, or relative to the home
     directory and then to the user's own directory under each storage root."""
     if not isinstance(raw, str) or not raw.strip():
@@ -358,7 +358,7 @@ def allowed_dirs(user: pwd.struct_passwd, roots: list[str]) -> list[str]:
 
 
 def open_script(
-    raw: str, user: pwd.struct_passwd, roots: list[str], cap: int
+    raw: object, user: pwd.struct_passwd, roots: list[str], cap: int
 ) -> tuple[int, str, bytes]:
     """Open and read the script safely. Returns (directory fd, real path, content).
 
@@ -383,7 +383,7 @@ def open_script(
     return dir_fd, os.path.join(opened, name), content
 
 
-def script_path(raw: str, user: pwd.struct_passwd, roots: list[str]) -> str:
+def script_path(raw: object, user: pwd.struct_passwd, roots: list[str]) -> str:
     """The absolute path of the script the user named: the one candidate, or the first that
     exists."""
     candidates = candidate_paths(raw, user, roots)
