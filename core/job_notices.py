@@ -19,11 +19,11 @@ so the user can act on it without typing a command.
 
 from __future__ import annotations
 
-import re
 import signal
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
+from core.job_output import stdout_path
 from core.notice_text import Block, context, format_duration, format_gpus, section
 from core.records import FINAL_STATES, Job
 from core.slack_text import literal
@@ -239,28 +239,7 @@ def requeued_at(job: Job) -> int | None:
 
 def output_path(job: Job) -> str:
     """Where stdout went: Slurm's filename pattern filled in, or its default in the work dir."""
-    pattern = job.std_out
-    if not pattern:
-        default = "slurm-%A_%a.out" if job.array_job_id is not None else "slurm-%j.out"
-        base = job.work_dir.rstrip("/") if job.work_dir else ""
-        pattern = f"{base}/{default}" if base else default
-    return _expand(pattern, job)
-
-
-_PATTERN = re.compile(r"%(%|[AajxuN])")
-
-
-def _expand(pattern: str, job: Job) -> str:
-    values = {
-        "%": "%",
-        "A": str(job.array_job_id if job.array_job_id is not None else job.job_id),
-        "a": job.array_task or "4294967294",
-        "j": str(job.job_id),
-        "x": job.name,
-        "u": job.user,
-        "N": job.nodes.split(",")[0] if job.nodes else "%N",
-    }
-    return _PATTERN.sub(lambda m: values[m.group(1)], pattern)
+    return stdout_path(job)
 
 
 def _what(transition: Transition, kind: str) -> str:

@@ -52,6 +52,8 @@ class Job:
     exit_signal: int | None = None
     std_out: str = ""
     work_dir: str = ""
+    # --error as given (a pattern); "" means stderr goes to the stdout file.
+    std_err: str = ""
     # The job's --comment; skybot puts "skybot:<tag>" there to find its own submissions.
     comment: str = ""
 

@@ -720,6 +720,7 @@ def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Jo
         exit_signal=exit_signal,
         std_out=f.text("standard_output"),
         work_dir=f.text("current_working_directory"),
+        std_err=f.text("standard_error"),
         comment=_comment(f),
     )
 
@@ -785,6 +786,7 @@ def _job_from_sacct(raw: dict[str, Any], label: str, warnings: list[str]) -> Job
         # 24.11+ only; "stdout" may hold %j patterns, "stdout_expanded" has them filled in.
         std_out=f.text("stdout_expanded") or f.text("stdout"),
         work_dir=f.text("working_directory"),
+        std_err=f.text("stderr_expanded") or f.text("stderr"),
         comment=_comment(f),
     )
 
