@@ -109,6 +109,12 @@ class NotificationsConfig:
     # DM users whose jobs wait behind their lab's cap once the lab has been at it this long
     # (once per stretch at the cap; 0: off).
     cap_wait_minutes: float = 30.0
+    # Failure DMs (failed, timed out, out of memory, node failure, preempted) end with this many
+    # last lines of the job's stderr (and stdout), read as the job's owner; 0 turns it off for
+    # everyone. Each user can turn it off with `/sky notify logs off`.
+    log_tail_lines: int = 15
+    # How long reading one job's output may take before the DM goes without it.
+    log_tail_seconds: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -454,6 +460,10 @@ def _check_notifications(n: NotificationsConfig) -> None:
     ):
         if value < 0:
             raise ConfigError(f"notifications.{key} must not be negative")
+    if not 0 <= n.log_tail_lines <= 200:
+        raise ConfigError("notifications.log_tail_lines must be between 0 (off) and 200")
+    if not 0 < n.log_tail_seconds <= 60:
+        raise ConfigError("notifications.log_tail_seconds must be in (0, 60]")
     levels = n.filesystem_thresholds
     if any(not 0 < t <= 100 for t in levels) or list(levels) != sorted(set(levels)):
         raise ConfigError(

@@ -23,7 +23,7 @@ import signal
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from core.job_output import stdout_path
+from core.job_output import OutputTail, stdout_path, tail_sections
 from core.notice_text import Block, context, format_duration, format_gpus, section
 from core.records import FINAL_STATES, Job
 from core.slack_text import literal
@@ -46,6 +46,8 @@ _FAILURE_KINDS = frozenset(
     {"FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE"}
 )
 _INTERRUPTION_KINDS = frozenset({PREEMPTED, REQUEUED_KIND})
+# Ends whose DM shows the last lines of the job's output (read as its owner, if they want it).
+TAIL_KINDS = frozenset({"FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "DEADLINE", PREEMPTED})
 
 # More notices than this for one person from one poll become a single digest DM, so a
 # 1,000-task job array ending does not send 1,000 messages.
@@ -107,18 +109,30 @@ def decide_job_notice(
     preemptible: Collection[str],
     cluster: str = "skynet",
     run_started: float | None = None,
+    output: Sequence[OutputTail] = (),
+    tail_lines: int = 0,
 ) -> JobNotice | None:
     """The DM this transition earns under `preference`, or None.
 
     `now` is when the transition was seen; it stands in for the end of a run Slurm has not
     given an end time for (a requeued job's lost runtime). `run_started` is when the
     interrupted run started, as an earlier poll saw it: once requeued, the job's own
-    start_time is Slurm's forecast for its next run.
+    start_time is Slurm's forecast for its next run. `output` is the end of the job's stderr
+    (and stdout) as its owner's runner read it, shown for failures (`TAIL_KINDS`), at most
+    `tail_lines` lines each.
     """
     kind = notice_kind(transition, preemptible)
     if kind is None or not wants(preference, kind):
         return None
-    return compose_job_notice(transition, kind, now=now, cluster=cluster, run_started=run_started)
+    return compose_job_notice(
+        transition,
+        kind,
+        now=now,
+        cluster=cluster,
+        run_started=run_started,
+        output=output,
+        tail_lines=tail_lines,
+    )
 
 
 def notice_key(cluster: str, transition: Transition, kind: str) -> str:
@@ -141,6 +155,8 @@ def compose_job_notice(
     now: float,
     cluster: str = "skynet",
     run_started: float | None = None,
+    output: Sequence[OutputTail] = (),
+    tail_lines: int = 0,
 ) -> JobNotice:
     job = transition.job
     headline = f"{_EMOJI.get(kind, '🔔')} Job {shown_label(job)} {literal(job.name)} " + _what(
@@ -170,10 +186,14 @@ def compose_job_notice(
     advice = _ADVICE.get(kind)
     if kind == PREEMPTED:
         advice = PREEMPT_HINT
-    text = "\n".join(lines + ([advice] if advice else []))
+    tails = (
+        tail_sections(output, tail_lines) if output and tail_lines and kind in TAIL_KINDS else []
+    )
+    text = "\n".join(lines + ([advice] if advice else []) + tails)
     blocks = [section("\n".join(lines))]
     if advice:
         blocks.append(context(advice))
+    blocks.extend(section(tail) for tail in tails)
     return JobNotice(kind, notice_key(cluster, transition, kind), text, blocks, job)
 
 

@@ -23,9 +23,12 @@ bars redrawn with carriage returns, and a cut through the middle of a line are a
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from core.notice_text import format_bytes
 from core.records import Job
+from core.slack_text import fenced_code, literal
 
 NO_VAL_TASK = "4294967294"
 _PATTERN = re.compile(r"%(\d{0,9})([%AajxuN])")
@@ -113,3 +116,39 @@ def tail_text(data: bytes, *, from_start: bool, max_lines: int, max_chars: int) 
     if len(result) > max_chars:
         result = "…" + result[len(result) - max_chars + 1 :]
     return result
+
+
+# A section block holds 3000 characters; a tail's own text gets this much of it, escaped.
+TAIL_BLOCK_CHARS = 2400
+
+
+def tail_sections(tails: Sequence[OutputTail], max_lines: int) -> list[str]:
+    """One mrkdwn paragraph per output file: its last lines in a ``` block, or one line
+    saying why they cannot be shown. `tails` holds stderr first, then stdout if it is
+    another file (one entry when both went to the same file)."""
+    labels = ["Output"] if len(tails) == 1 else ["stderr", "stdout"]
+    return [
+        _tail_section(label, tail, max_lines)
+        for label, tail in zip(labels, tails[:2], strict=False)
+    ]
+
+
+def _tail_section(label: str, tail: OutputTail, max_lines: int) -> str:
+    where = literal(tail.path, 200)
+    if tail.error is not None:
+        return f"*{label}* {where}: not shown: {literal(tail.error, 200)}"
+    text = tail_text(
+        tail.data, from_start=tail.start == 0, max_lines=max_lines, max_chars=TAIL_BLOCK_CHARS
+    )
+    if not text:
+        return f"*{label}* {where} is empty." if tail.size == 0 else f"*{label}* {where}: blank."
+    escaped = fenced_code(text)
+    if len(escaped) > TAIL_BLOCK_CHARS:
+        # Entities made it longer: keep the end, from a whole line.
+        escaped = escaped[-TAIL_BLOCK_CHARS:]
+        escaped = escaped.split("\n", 1)[1] if "\n" in escaped else escaped
+    shown = len(text.split("\n"))
+    return (
+        f"*{label}* {where}, last {shown} line{'s' if shown != 1 else ''} "
+        f"of {format_bytes(tail.size)}:\n```\n{escaped}\n```"
+    )

@@ -108,6 +108,31 @@ def with_gpus(observed: Mapping[int, Job], gpus: Mapping[int, dict[str, int]]) -
     return filled
 
 
+def awaiting_output_paths(
+    known: Mapping[int, KnownState], observed: Mapping[int, Job]
+) -> list[int]:
+    """Ended jobs about to be announced whose record does not say where their output went:
+    22.05's sacct has no --output/--error, and squeue no longer lists the job. The store
+    fills them in from the job's last squeue record (`with_output_patterns`)."""
+    return [
+        job_id
+        for job_id, job in observed.items()
+        if job.is_final and not job.std_out and not job.std_err and _is_news(known.get(job_id), job)
+    ]
+
+
+def with_output_patterns(
+    observed: Mapping[int, Job], patterns: Mapping[int, tuple[str, str]]
+) -> dict[int, Job]:
+    """`observed` with each job in `patterns` given its (--output, --error) as last seen."""
+    filled = dict(observed)
+    for job_id, (std_out, std_err) in patterns.items():
+        job = filled.get(job_id)
+        if job is not None and not job.std_out and not job.std_err:
+            filled[job_id] = replace(job, std_out=std_out, std_err=std_err)
+    return filled
+
+
 def detect_transitions(
     known: Mapping[int, KnownState], observed: Mapping[int, Job]
 ) -> list[Transition]:

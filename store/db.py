@@ -137,6 +137,13 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE outbox ADD COLUMN refused_to TEXT;
     """,
+    # Slack users who asked (`/sky notify logs off`) for failure DMs without their job's output.
+    """
+    CREATE TABLE notify_log_optouts (
+        team_id TEXT NOT NULL, user_id TEXT NOT NULL, updated_at REAL NOT NULL,
+        PRIMARY KEY (team_id, user_id)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

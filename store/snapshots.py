@@ -29,10 +29,12 @@ from core.transitions import (
     KnownState,
     Transition,
     awaiting_gpus,
+    awaiting_output_paths,
     detect_transitions,
     merge_observations,
     with_gpus,
     with_known_restarts,
+    with_output_patterns,
 )
 
 
@@ -61,6 +63,9 @@ def save_slurm_poll(
         missing_gpus = awaiting_gpus(known, observed)
         if missing_gpus:
             observed = with_gpus(observed, last_allocated_gpus(db, missing_gpus))
+        missing_paths = awaiting_output_paths(known, observed)
+        if missing_paths:
+            observed = with_output_patterns(observed, last_output_patterns(db, missing_paths))
         transitions = detect_transitions(known, observed)
         # Plain executemany: at 10,000 jobs per poll, sqlite-utils' per-batch column
         # detection costs more than the inserts themselves.
@@ -120,6 +125,28 @@ def last_allocated_gpus(
                 gpus = decode_job(record).gpus_by_type
                 if gpus:
                     found[job_id] = gpus
+    return found
+
+
+def last_output_patterns(
+    db: sqlite_utils.Database, job_ids: Sequence[int]
+) -> dict[int, tuple[str, str]]:
+    """(--output, --error) of each job as squeue last listed them: in the previous snapshot,
+    or else in the latest recorded transition whose record names them."""
+    found: dict[int, tuple[str, str]] = {}
+    for chunk in _chunks(list(job_ids), 500):
+        marks = ", ".join("?" for _ in chunk)
+        rows = db.execute(
+            f"SELECT job_id, record, 0 AS source, 0 AS id FROM jobs WHERE job_id IN ({marks}) "
+            f"UNION ALL SELECT job_id, record, 1, id FROM job_transitions "
+            f"WHERE job_id IN ({marks}) ORDER BY source, id DESC",
+            [*chunk, *chunk],
+        ).fetchall()
+        for job_id, record, _, _ in rows:
+            if job_id not in found:
+                job = decode_job(record)
+                if job.std_out or job.std_err:
+                    found[job_id] = (job.std_out, job.std_err)
     return found
 
 
