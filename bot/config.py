@@ -115,6 +115,9 @@ class NotificationsConfig:
     log_tail_lines: int = 15
     # How long reading one job's output may take before the DM goes without it.
     log_tail_seconds: float = 10.0
+    # Job-end DMs of jobs that ran at least this long show CPU efficiency, peak memory and
+    # time used against what was requested, with advice when far off.
+    efficiency_min_minutes: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -464,6 +467,8 @@ def _check_notifications(n: NotificationsConfig) -> None:
         raise ConfigError("notifications.log_tail_lines must be between 0 (off) and 200")
     if not 0 < n.log_tail_seconds <= 60:
         raise ConfigError("notifications.log_tail_seconds must be in (0, 60]")
+    if n.efficiency_min_minutes < 0:
+        raise ConfigError("notifications.efficiency_min_minutes must not be negative")
     levels = n.filesystem_thresholds
     if any(not 0 < t <= 100 for t in levels) or list(levels) != sorted(set(levels)):
         raise ConfigError(

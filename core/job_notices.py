@@ -23,6 +23,7 @@ import signal
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
+from core.efficiency import EfficiencyPolicy, efficiency_lines
 from core.job_output import OutputTail, stdout_path, tail_sections
 from core.notice_text import Block, context, format_duration, format_gpus, section
 from core.records import FINAL_STATES, Job
@@ -111,6 +112,7 @@ def decide_job_notice(
     run_started: float | None = None,
     output: Sequence[OutputTail] = (),
     tail_lines: int = 0,
+    efficiency: EfficiencyPolicy | None = None,
 ) -> JobNotice | None:
     """The DM this transition earns under `preference`, or None.
 
@@ -119,7 +121,8 @@ def decide_job_notice(
     interrupted run started, as an earlier poll saw it: once requeued, the job's own
     start_time is Slurm's forecast for its next run. `output` is the end of the job's stderr
     (and stdout) as its owner's runner read it, shown for failures (`TAIL_KINDS`), at most
-    `tail_lines` lines each.
+    `tail_lines` lines each. With an `efficiency` policy, a job that ran long enough gets
+    its CPU, memory and time figures from sacct (core/efficiency.py).
     """
     kind = notice_kind(transition, preemptible)
     if kind is None or not wants(preference, kind):
@@ -132,6 +135,7 @@ def decide_job_notice(
         run_started=run_started,
         output=output,
         tail_lines=tail_lines,
+        efficiency=efficiency,
     )
 
 
@@ -157,6 +161,7 @@ def compose_job_notice(
     run_started: float | None = None,
     output: Sequence[OutputTail] = (),
     tail_lines: int = 0,
+    efficiency: EfficiencyPolicy | None = None,
 ) -> JobNotice:
     job = transition.job
     headline = f"{_EMOJI.get(kind, '🔔')} Job {shown_label(job)} {literal(job.name)} " + _what(
@@ -182,6 +187,8 @@ def compose_job_notice(
         lines.append("Runtime: it had not started again since its requeue")
     else:
         lines.append("Runtime: it never started")
+    if efficiency is not None and job.usage is not None and kind in FINAL_STATES:
+        lines.extend(efficiency_lines(job.usage, efficiency, timed_out=kind == "TIMEOUT"))
     lines.append(f"Output: {literal(output_path(job))}")
     advice = _ADVICE.get(kind)
     if kind == PREEMPTED:

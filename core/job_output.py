@@ -101,13 +101,15 @@ def tail_text(data: bytes, *, from_start: bool, max_lines: int, max_chars: int) 
     """The last `max_lines` lines of `data`, at most `max_chars` characters, as plain text.
 
     Bytes that are not UTF-8 become U+FFFD; a line redrawn with carriage returns (a progress
-    bar) shows only its last drawing; colour codes are dropped. Unless the chunk starts at the
-    beginning of the file, its first line is a fragment and is dropped. The caller escapes the
+    bar) shows only its last drawing; colour codes and NULs are dropped. Unless the chunk starts
+    at the beginning of the file, its first line is a fragment and is dropped (unless it is all
+    there is: the end of one enormous line). The caller escapes the
     result (core.slack_text.fenced_code): nothing here makes it safe for Slack.
     """
-    text = _ANSI.sub("", data.decode("utf-8", "replace"))
+    # NULs are a sparse file's holes (or a binary's padding): nothing to show.
+    text = _ANSI.sub("", data.decode("utf-8", "replace")).replace("\x00", "")
     lines = text.split("\n")
-    if not from_start and len(lines) > 1:
+    if not from_start and any(line.strip() for line in lines[1:]):
         lines = lines[1:]
     while lines and not lines[-1].strip():
         lines.pop()

@@ -33,6 +33,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from core.efficiency import usage_from_sacct
 from core.records import FINAL_STATES, Job, Node
 from core.slurm_decode import (
     DECODE_WARNINGS,
@@ -788,6 +789,7 @@ def _job_from_sacct(raw: dict[str, Any], label: str, warnings: list[str]) -> Job
         work_dir=f.text("working_directory"),
         std_err=f.text("stderr_expanded") or f.text("stderr"),
         comment=_comment(f),
+        usage=usage_from_sacct(raw) if state in FINAL_STATES else None,
     )
 
 

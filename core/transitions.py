@@ -34,7 +34,7 @@ def merge_observations(live: Iterable[Job], accounted: Iterable[Job]) -> dict[in
     """One record per job: squeue's for jobs it lists, sacct's for the rest.
 
     sacct only adds what squeue cannot say: the final state of a job squeue no longer lists
-    (or lists as still completing), and an exit code squeue's record lacks.
+    (or lists as still completing), and the exit code and usage squeue's record lacks.
     """
     merged = {job.job_id: job for job in live}
     for job in accounted:
@@ -49,8 +49,13 @@ def merge_observations(live: Iterable[Job], accounted: Iterable[Job]) -> dict[in
             merged[job.job_id] = job
         elif job.is_final and seen.state == "COMPLETING":
             merged[job.job_id] = job
-        elif job.is_final and seen.is_final and seen.exit_code is None:
-            merged[job.job_id] = replace(seen, exit_code=job.exit_code, exit_signal=job.exit_signal)
+        elif job.is_final and seen.is_final:
+            # squeue keeps an ended job for MinJobAge; sacct adds its exit code and usage.
+            if seen.exit_code is None:
+                seen = replace(seen, exit_code=job.exit_code, exit_signal=job.exit_signal)
+            if seen.usage is None and job.usage is not None:
+                seen = replace(seen, usage=job.usage)
+            merged[job.job_id] = seen
     return merged
 
 

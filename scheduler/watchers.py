@@ -26,6 +26,7 @@ import sqlite_utils
 from bot.config import Config
 from bot.runner_client import RunnerCall
 from core.cap_waits import cap_wait_notices, next_episodes
+from core.efficiency import EfficiencyPolicy
 from core.job_notices import (
     MAX_SEPARATE_NOTICES,
     TAIL_KINDS,
@@ -88,6 +89,7 @@ class NoticeSettings:
     # Lines of a failed job's output in its DM (0: none, site-wide).
     tail_lines: int = 0
     tail_seconds: float = 10.0
+    efficiency: EfficiencyPolicy | None = None
 
     @classmethod
     def from_config(cls, config: Config) -> NoticeSettings:
@@ -98,6 +100,7 @@ class NoticeSettings:
             preemptible=frozenset({config.slurm.overcap_partition, *n.preemptible_partitions}),
             tail_lines=n.log_tail_lines,
             tail_seconds=n.log_tail_seconds,
+            efficiency=EfficiencyPolicy(min_seconds=60 * n.efficiency_min_minutes),
         )
 
 
@@ -211,6 +214,7 @@ def notify_transitions(
                     run_started=started,
                     output=() if slack_key in optouts else tails.get(row_id, ()),
                     tail_lines=settings.tail_lines,
+                    efficiency=settings.efficiency,
                 )
                 if notice is not None:
                     per_target.setdefault(slack_key, []).append((row_id, notice))

@@ -74,3 +74,9 @@ def test_tail_survives_binary_progress_bars_and_colour() -> None:
 def test_tail_is_cut_to_its_last_characters() -> None:
     text = tail_text(b"x" * 50 + b"\n" + b"y" * 50, from_start=True, max_lines=5, max_chars=20)
     assert text == "…" + "y" * 19
+
+
+def test_the_end_of_one_enormous_line_is_kept() -> None:
+    # A sparse file's hole, then its last line: no newline in the whole chunk before it.
+    data = b"\x00" * 8000 + b"last words\n"
+    assert tail_text(data, from_start=False, max_lines=5, max_chars=100) == "last words"
