@@ -81,11 +81,11 @@ def efficiency_lines(usage: JobUsage, policy: EfficiencyPolicy, *, timed_out: bo
         lines.append(line)
     if usage.mem_requested_bytes and usage.mem_peak_bytes is not None:
         asked, peak = usage.mem_requested_bytes, usage.mem_peak_bytes
-        line = f"Peak memory: {_gb(peak)} of {_gb(asked)} requested"
+        line = f"Peak memory: {format_gb(peak)} of {format_gb(asked)} requested"
         if asked >= policy.min_mem_advice_bytes and peak < asked * policy.low_mem_fraction:
             suggestion = suggested_mem(peak)
             line += (
-                f": asked for {_gb(asked)}, peaked at {_gb(peak)}: "
+                f": asked for {format_gb(asked)}, peaked at {format_gb(peak)}: "
                 f"`--mem={suggestion}` would start sooner"
             )
         lines.append(line)
@@ -109,7 +109,7 @@ def suggested_mem(peak_bytes: int) -> str:
     return f"{max(1, math.ceil(peak_bytes * 1.25 / GIB))}G"
 
 
-def _gb(count: int) -> str:
+def format_gb(count: int) -> str:
     if count >= 10 * GIB:
         return f"{count / GIB:.0f} GB"
     if count >= GIB:
