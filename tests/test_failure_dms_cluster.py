@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import RunnerConfig
+from bot.config import RunnerConfig, load_config
+from core.efficiency import format_gb, usage_from_sacct
 from tests.bot_process import dms_about, linked_bot_config, linked_users, running_bot
-from tests.cluster import sbatch
+from tests.cluster import sacct_json, sbatch
 from tests.slack_standin import SlackStandIn
 
 pytestmark = pytest.mark.cluster
@@ -159,3 +160,41 @@ async def test_failure_dms_show_the_owners_output_and_refuse_what_is_not_hers(
     for call in slack.calls_to("chat.postMessage"):
         if "```" in str(call.params.get("text")):
             assert call.params["channel"] in ("UALICE", slack.dm_channel_for("UALICE"))
+
+
+async def test_a_job_that_asked_for_far_more_memory_gets_the_advice_with_saccts_figures(
+    tmp_path: Path, clean_queue: None, private_dir: Path
+) -> None:
+    notifications = replace(load_config(None).notifications, efficiency_min_minutes=0.1)
+    config = linked_bot_config(tmp_path, notifications=notifications)
+    async with SlackStandIn(users=linked_users()) as slack, running_bot(config, slack):
+        await slack.wait_for_socket_connection(timeout=15)
+        hog = sbatch(
+            "alice",
+            "-p",
+            "debug",
+            "-A",
+            "hoffman-lab",
+            "--time=10",
+            "--mem=8G",
+            "-J",
+            "oversized",
+            f"--chdir={private_dir}",
+            "--wrap",
+            # Written, so resident; held past JobAcctGatherFrequency=30 s so it is sampled.
+            "python3 -c 'import time; b = b\"x\" * (200 * 2**20); time.sleep(40)'",
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not dms_about(slack, hog):
+            await asyncio.sleep(1)
+    (dm,) = dms_about(slack, hog)
+    recorded = next(j for j in sacct_json(hog)["jobs"] if j["job_id"] == hog)
+    usage = usage_from_sacct(recorded)
+    assert usage is not None and usage.mem_peak_bytes is not None
+    assert 200 * 2**20 <= usage.mem_peak_bytes < 1024**3  # the bytearray, as sacct measured it
+    peak = format_gb(usage.mem_peak_bytes)
+    assert (
+        f"Peak memory: {peak} of 8.0 GB requested: asked for 8.0 GB, peaked at {peak}: "
+        "`--mem=1G` would start sooner"
+    ) in dm
+    assert "CPU efficiency: " in dm and "of 1 CPU" in dm
