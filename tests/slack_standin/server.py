@@ -18,7 +18,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from .http_routes import HttpRoutes
 from .payloads import (
     app_home_opened_event,
+    block_actions_payload,
     events_api_envelope,
+    interactive_envelope,
     slash_command_payload,
     slash_commands_envelope,
 )
@@ -281,6 +283,23 @@ class SlackStandIn:
     def _user_name(self, user_id: str) -> str:
         user = self.workspace.users.get(user_id)
         return user.name if user else user_id.lower()
+
+    async def send_block_action(
+        self, *, user_id: str, action_id: str, value: str, timeout: float = 3.0
+    ) -> tuple[Delivery, str]:
+        """A button click over Socket Mode; returns the ack (which must come within `timeout`,
+        Slack's 3 s by default) and the click's fresh response_url."""
+        response_url = self.new_response_url()
+        payload = block_actions_payload(
+            team_id=self.workspace.team_id,
+            user_id=user_id,
+            user_name=self._user_name(user_id),
+            api_app_id=self.workspace.app_id,
+            action_id=action_id,
+            value=value,
+            response_url=response_url,
+        )
+        return await self.socket.send(interactive_envelope(payload), timeout), response_url
 
     async def send_slash_command(
         self, *, command: str, timeout: float = 5.0, **fields: Any
