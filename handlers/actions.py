@@ -4,7 +4,8 @@ A button only names a job; it grants nothing. Every click is checked again when 
 the Slack user who clicked must be linked to a cluster account, the job must still be
 running or pending in the latest snapshot, and it must belong to that account (a forwarded
 or shared message gives nobody else's rights). The click is acknowledged at once, within
-Slack's 3 s; the runner's answer then replaces the message through its response_url.
+Slack's 3 s (the runner works in a task of its own); its answer then replaces the message
+through the click's response_url.
 
 `ACTION_IDS` lists every action this module handles; the app manifest's interactivity
 setting is tested against it (tests/test_deploy_files.py), as the scopes are.
@@ -12,6 +13,7 @@ setting is tested against it (tests/test_deploy_files.py), as the scopes are.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from typing import Any
@@ -105,16 +107,27 @@ async def cancel_clicked(
 
 
 def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) -> None:
+    # Bolt answers Slack only when a listener returns (process_before_response), so the
+    # runner's work goes on in a task of its own and the click is acked at once.
+    working: set[asyncio.Task[None]] = set()
+
     @app.action(CANCEL_PATTERN)
     async def cancel(ack: AsyncAck, respond: AsyncRespond, body: dict[str, Any]) -> None:
-        await ack()  # first: Slack wants the ack within 3 s, the runner may take longer
+        await ack()
         action = (body.get("actions") or [{}])[0]
         label = str(action.get("value", ""))
-        team_id = str((body.get("team") or {}).get("id") or body.get("user", {}).get("team_id", ""))
-        user_id = str(body.get("user", {}).get("id", ""))
-        try:
-            outcome = await cancel_clicked(cache.current(), services, team_id, user_id, label)
-        except Exception:
-            log.exception("cancel button failed")
-            outcome = "skybot could not act on that click; try `/sky cancel` instead."
-        await respond(text=outcome, replace_original=True)
+        user = body.get("user") or {}
+        team_id = str((body.get("team") or {}).get("id") or user.get("team_id", ""))
+        user_id = str(user.get("id", ""))
+
+        async def act() -> None:
+            try:
+                outcome = await cancel_clicked(cache.current(), services, team_id, user_id, label)
+            except Exception:
+                log.exception("cancel button failed")
+                outcome = "skybot could not act on that click; try `/sky cancel` instead."
+            await respond(text=outcome, replace_original=True)
+
+        task = asyncio.create_task(act())
+        working.add(task)
+        task.add_done_callback(working.discard)
