@@ -69,14 +69,14 @@ def snapshot_cache(config: Config) -> SnapshotCache:
     )
 
 
-def runner_call(config: Config) -> RunnerCall:
+def runner_call(config: Config, timeout: float | None = None) -> RunnerCall:
     async def call(user: str, request: RunnerRequest, /) -> RunnerReply:
         return await call_runner(
             user,
             request,
             sudo=config.runner.sudo,
             runner=config.runner.path,
-            timeout=config.runner.timeout_seconds,
+            timeout=config.runner.timeout_seconds if timeout is None else timeout,
         )
 
     return call
@@ -120,7 +120,13 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         charts=ChartMaker(config, writer),
         observe=metrics.observe_send,
     )
-    watchers = Watchers(config, writer, identity, sender.wake, lambda: cache.current().snapshot)
+    # Reading a failed job's output gets its own, shorter deadline: the DM waits for it.
+    tail_runner = runner_call(
+        config, min(config.runner.timeout_seconds, config.notifications.log_tail_seconds)
+    )
+    watchers = Watchers(
+        config, writer, identity, sender.wake, lambda: cache.current().snapshot, tail_runner
+    )
     schedule = build_scheduler(
         config,
         SlurmPoller(config, writer),

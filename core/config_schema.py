@@ -130,6 +130,15 @@ class NotificationsConfig(Section, frozen=True):
     # DM users whose jobs wait behind their lab's cap once the lab has been at it this long
     # (once per stretch at the cap; 0: off).
     cap_wait_minutes: float = 30.0
+    # Failure DMs (failed, timed out, out of memory, node failure, preempted) end with this many
+    # last lines of the job's stderr (and stdout), read as the job's owner; 0 turns it off for
+    # everyone. Each user can turn it off with `/sky notify logs off`.
+    log_tail_lines: Annotated[int, Meta(ge=0, le=200)] = 15
+    # How long reading one job's output may take before the DM goes without it.
+    log_tail_seconds: Annotated[float, Meta(gt=0, le=60)] = 10.0
+    # Job-end DMs of jobs that ran at least this long show CPU efficiency, peak memory and
+    # time used against what was requested, with advice when far off.
+    efficiency_min_minutes: NonNegative = 5.0
 
     def __post_init__(self) -> None:
         if self.default_preference not in PREFERENCES:

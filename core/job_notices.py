@@ -19,12 +19,13 @@ so the user can act on it without typing a command.
 
 from __future__ import annotations
 
-import re
 import signal
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from core.blocks import Block, context, section
+from core.efficiency import EfficiencyPolicy, efficiency_lines
+from core.job_output import OutputTail, stdout_path, tail_sections
 from core.notice_text import format_duration, format_gpus
 from core.records import FINAL_STATES, Job
 from core.slack_text import literal
@@ -47,6 +48,8 @@ _FAILURE_KINDS = frozenset(
     {"FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE"}
 )
 _INTERRUPTION_KINDS = frozenset({PREEMPTED, REQUEUED_KIND})
+# Ends whose DM shows the last lines of the job's output (read as its owner, if they want it).
+TAIL_KINDS = frozenset({"FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "DEADLINE", PREEMPTED})
 
 # More notices than this for one person from one poll become a single digest DM, so a
 # 1,000-task job array ending does not send 1,000 messages.
@@ -108,18 +111,33 @@ def decide_job_notice(
     preemptible: Collection[str],
     cluster: str = "skynet",
     run_started: float | None = None,
+    output: Sequence[OutputTail] = (),
+    tail_lines: int = 0,
+    efficiency: EfficiencyPolicy | None = None,
 ) -> JobNotice | None:
     """The DM this transition earns under `preference`, or None.
 
     `now` is when the transition was seen; it stands in for the end of a run Slurm has not
     given an end time for (a requeued job's lost runtime). `run_started` is when the
     interrupted run started, as an earlier poll saw it: once requeued, the job's own
-    start_time is Slurm's forecast for its next run.
+    start_time is Slurm's forecast for its next run. `output` is the end of the job's stderr
+    (and stdout) as its owner's runner read it, shown for failures (`TAIL_KINDS`), at most
+    `tail_lines` lines each. With an `efficiency` policy, a job that ran long enough gets
+    its CPU, memory and time figures from sacct (core/efficiency.py).
     """
     kind = notice_kind(transition, preemptible)
     if kind is None or not wants(preference, kind):
         return None
-    return compose_job_notice(transition, kind, now=now, cluster=cluster, run_started=run_started)
+    return compose_job_notice(
+        transition,
+        kind,
+        now=now,
+        cluster=cluster,
+        run_started=run_started,
+        output=output,
+        tail_lines=tail_lines,
+        efficiency=efficiency,
+    )
 
 
 def notice_key(cluster: str, transition: Transition, kind: str) -> str:
@@ -142,6 +160,9 @@ def compose_job_notice(
     now: float,
     cluster: str = "skynet",
     run_started: float | None = None,
+    output: Sequence[OutputTail] = (),
+    tail_lines: int = 0,
+    efficiency: EfficiencyPolicy | None = None,
 ) -> JobNotice:
     job = transition.job
     headline = f"{_EMOJI.get(kind, '🔔')} Job {shown_label(job)} {literal(job.name)} " + _what(
@@ -169,14 +190,20 @@ def compose_job_notice(
         lines.append("Runtime: it had not started again since its requeue")
     else:
         lines.append("Runtime: it never started")
+    if efficiency is not None and job.usage is not None and kind in FINAL_STATES:
+        lines.extend(efficiency_lines(job.usage, efficiency, timed_out=kind == "TIMEOUT"))
     lines.append(f"Output: {literal(output_path(job))}")
     advice = _ADVICE.get(kind)
     if kind == PREEMPTED:
         advice = PREEMPT_HINT
-    text = "\n".join(lines + ([advice] if advice else []))
+    tails = (
+        tail_sections(output, tail_lines) if output and tail_lines and kind in TAIL_KINDS else []
+    )
+    text = "\n".join(lines + ([advice] if advice else []) + tails)
     blocks = [section("\n".join(lines))]
     if advice:
         blocks.append(context(advice))
+    blocks.extend(section(tail) for tail in tails)
     return JobNotice(kind, notice_key(cluster, transition, kind), text, blocks, job)
 
 
@@ -252,28 +279,7 @@ def requeued_at(job: Job) -> int | None:
 
 def output_path(job: Job) -> str:
     """Where stdout went: Slurm's filename pattern filled in, or its default in the work dir."""
-    pattern = job.std_out
-    if not pattern:
-        default = "slurm-%A_%a.out" if job.array_job_id is not None else "slurm-%j.out"
-        base = job.work_dir.rstrip("/") if job.work_dir else ""
-        pattern = f"{base}/{default}" if base else default
-    return _expand(pattern, job)
-
-
-_PATTERN = re.compile(r"%(%|[AajxuN])")
-
-
-def _expand(pattern: str, job: Job) -> str:
-    values = {
-        "%": "%",
-        "A": str(job.array_job_id if job.array_job_id is not None else job.job_id),
-        "a": job.array_task or "4294967294",
-        "j": str(job.job_id),
-        "x": job.name,
-        "u": job.user,
-        "N": job.nodes.split(",")[0] if job.nodes else "%N",
-    }
-    return _PATTERN.sub(lambda m: values[m.group(1)], pattern)
+    return stdout_path(job)
 
 
 def _what(transition: Transition, kind: str) -> str:

@@ -27,6 +27,19 @@ FINAL_STATES = frozenset(
 
 
 @dataclass(frozen=True, slots=True)
+class JobUsage:
+    """What an ended job used, as sacct reports it; None where sacct does not say."""
+
+    elapsed_seconds: int
+    cpus: int | None = None
+    cpu_seconds: float | None = None
+    mem_requested_bytes: int | None = None
+    mem_peak_bytes: int | None = None
+    time_limit_minutes: int | None = None
+    gpu_util_percent: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Job:
     """One Slurm job (or one array task) as the scheduler reports it."""
 
@@ -52,6 +65,10 @@ class Job:
     exit_signal: int | None = None
     std_out: str = ""
     work_dir: str = ""
+    # --error as given (a pattern); "" means stderr goes to the stdout file.
+    std_err: str = ""
+    # What an ended job used (sacct's records only; core/efficiency.py reads it).
+    usage: JobUsage | None = None
     # The job's --comment; skybot puts "skybot:<tag>" there to find its own submissions.
     comment: str = ""
 

@@ -37,6 +37,8 @@ REQUEST_FIELDS: Mapping[str, frozenset[str]] = {
     "submit": frozenset({"script", "options", "roots", "partitions", "max_script_bytes", "tag"}),
     "cancel": frozenset({"job_id"}),
     "verify-link": frozenset({"code"}),
+    # The end of the user's own job output file (failure DMs): read from `end` backwards.
+    "tail": frozenset({"path", "max_bytes", "max_lines", "end"}),
 }
 
 # The sbatch options a submission may carry, by the runner's names (`job_name` is --job-name).
@@ -88,6 +90,10 @@ def cancel_request(job_id: str) -> RunnerRequest:
 
 def verify_link_request(code: str) -> RunnerRequest:
     return {"action": "verify-link", "code": code}
+
+
+def tail_request(path: str, max_lines: int, max_bytes: int) -> RunnerRequest:
+    return {"action": "tail", "path": path, "max_lines": max_lines, "max_bytes": max_bytes}
 
 
 def is_reply(value: object) -> TypeGuard[dict[str, Any]]:

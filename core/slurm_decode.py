@@ -28,8 +28,9 @@ JOB_FIELDS = (
     "account", "array", "array_job_id", "array_task_id", "array_task_string", "association",
     "comment", "current_working_directory", "end_time", "exit_code", "gres_detail", "job_id",
     "job_state", "name", "node_count", "nodes", "partition", "restart_cnt",
-    "sockets_per_node", "standard_output", "start_time", "state", "state_reason", "steps",
-    "stdout", "stdout_expanded", "submit_time", "tasks", "time", "time_limit", "tres",
+    "sockets_per_node", "standard_error", "standard_output", "start_time", "state",
+    "state_reason", "stderr", "stderr_expanded", "steps", "stdout", "stdout_expanded",
+    "submit_time", "tasks", "time", "time_limit", "tres",
     "tres_alloc_str", "tres_per_job", "tres_per_node", "tres_per_socket", "tres_per_task",
     "tres_req_str", "user", "user_name", "working_directory",
 )  # fmt: skip

@@ -33,6 +33,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from core.efficiency import usage_from_sacct
 from core.records import FINAL_STATES, Job, Node
 from core.slurm_decode import (
     DECODE_WARNINGS,
@@ -720,6 +721,7 @@ def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Jo
         exit_signal=exit_signal,
         std_out=f.text("standard_output"),
         work_dir=f.text("current_working_directory"),
+        std_err=f.text("standard_error"),
         comment=_comment(f),
     )
 
@@ -785,7 +787,9 @@ def _job_from_sacct(raw: dict[str, Any], label: str, warnings: list[str]) -> Job
         # 24.11+ only; "stdout" may hold %j patterns, "stdout_expanded" has them filled in.
         std_out=f.text("stdout_expanded") or f.text("stdout"),
         work_dir=f.text("working_directory"),
+        std_err=f.text("stderr_expanded") or f.text("stderr"),
         comment=_comment(f),
+        usage=usage_from_sacct(raw) if state in FINAL_STATES else None,
     )
 
 

@@ -34,7 +34,7 @@ def merge_observations(live: Iterable[Job], accounted: Iterable[Job]) -> dict[in
     """One record per job: squeue's for jobs it lists, sacct's for the rest.
 
     sacct only adds what squeue cannot say: the final state of a job squeue no longer lists
-    (or lists as still completing), and an exit code squeue's record lacks.
+    (or lists as still completing), and the exit code and usage squeue's record lacks.
     """
     merged = {job.job_id: job for job in live}
     for job in accounted:
@@ -49,8 +49,13 @@ def merge_observations(live: Iterable[Job], accounted: Iterable[Job]) -> dict[in
             merged[job.job_id] = job
         elif job.is_final and seen.state == "COMPLETING":
             merged[job.job_id] = job
-        elif job.is_final and seen.is_final and seen.exit_code is None:
-            merged[job.job_id] = replace(seen, exit_code=job.exit_code, exit_signal=job.exit_signal)
+        elif job.is_final and seen.is_final:
+            # squeue keeps an ended job for MinJobAge; sacct adds its exit code and usage.
+            if seen.exit_code is None:
+                seen = replace(seen, exit_code=job.exit_code, exit_signal=job.exit_signal)
+            if seen.usage is None and job.usage is not None:
+                seen = replace(seen, usage=job.usage)
+            merged[job.job_id] = seen
     return merged
 
 
@@ -131,23 +136,27 @@ def with_last_seen(observed: Mapping[int, Job], last_seen: Mapping[int, Job]) ->
     filled = dict(observed)
     for job_id, seen in last_seen.items():
         job = filled.get(job_id)
-        if job is None:
-            continue
-        gaps = {
-            name: getattr(seen, name)
-            for name in _FILLABLE
-            if getattr(job, name) in (None, "") and getattr(seen, name) not in (None, "")
-        }
-        if job.exit_code is None and seen.exit_code is not None:
-            gaps["exit_code"], gaps["exit_signal"] = seen.exit_code, seen.exit_signal
-        if gaps:
-            filled[job_id] = replace(job, **gaps)
+        if job is not None:
+            filled[job_id] = with_gaps_filled(job, seen)
     return filled
+
+
+def with_gaps_filled(job: Job, seen: Job) -> Job:
+    """`job` with each field it leaves empty taken from `seen`, another record of it."""
+    gaps = {
+        name: getattr(seen, name)
+        for name in _FILLABLE
+        if getattr(job, name) in (None, "") and getattr(seen, name) not in (None, "")
+    }
+    if job.exit_code is None and seen.exit_code is not None:
+        gaps["exit_code"], gaps["exit_signal"] = seen.exit_code, seen.exit_signal
+    return replace(job, **gaps) if gaps else job
 
 
 # The fields an end record may lack that squeue's last record of the job can supply.
 _FILLABLE = (
     "std_out",
+    "std_err",
     "work_dir",
     "nodes",
     "partition",

@@ -109,6 +109,38 @@ def load_preferences(db: sqlite_utils.Database) -> dict[tuple[str, str], str]:
     }
 
 
+def log_tails_wanted(db: sqlite_utils.Database, team_id: str, user_id: str) -> bool:
+    """Whether the Slack user gets their job's output in failure DMs (unless they said no)."""
+    row = db.execute(
+        "SELECT 1 FROM notify_log_optouts WHERE team_id = ? AND user_id = ?", [team_id, user_id]
+    ).fetchone()
+    return row is None
+
+
+def save_log_tails_wanted(
+    db: sqlite_utils.Database, team_id: str, user_id: str, wanted: bool, now: float
+) -> None:
+    with db.atomic():
+        if wanted:
+            db.execute(
+                "DELETE FROM notify_log_optouts WHERE team_id = ? AND user_id = ?",
+                [team_id, user_id],
+            )
+        else:
+            db.execute(
+                "INSERT OR REPLACE INTO notify_log_optouts (team_id, user_id, updated_at) "
+                "VALUES (?, ?, ?)",
+                [team_id, user_id, now],
+            )
+
+
+def load_log_tail_optouts(db: sqlite_utils.Database) -> set[tuple[str, str]]:
+    """(team_id, user_id) of everyone who turned the output in failure DMs off."""
+    return {
+        (team, user) for team, user in db.execute("SELECT team_id, user_id FROM notify_log_optouts")
+    }
+
+
 def load_cap_episodes(db: sqlite_utils.Database) -> dict[str, float]:
     """Lab -> when its current stretch at the GPU cap began."""
     return dict(db.execute("SELECT lab, since FROM cap_episodes").fetchall())

@@ -179,6 +179,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # Who is told (and gets the message in their DM) when a channel refuses it for good: the
     # user who asked for a chart with --here, the user who turned a lab's digest on.
     ("ALTER TABLE outbox ADD COLUMN refused_to TEXT",),
+    # Slack users who asked (`/sky notify logs off`) for failure DMs without their job's output.
+    (
+        """
+        CREATE TABLE notify_log_optouts (
+            team_id TEXT NOT NULL, user_id TEXT NOT NULL, updated_at REAL NOT NULL,
+            PRIMARY KEY (team_id, user_id)
+        )
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

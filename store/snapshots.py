@@ -32,6 +32,7 @@ from core.transitions import (
     detect_transitions,
     ending_without_squeue,
     merge_observations,
+    with_gaps_filled,
     with_gpus,
     with_known_restarts,
     with_last_seen,
@@ -129,8 +130,9 @@ def last_allocated_gpus(
 
 
 def last_seen_jobs(db: sqlite_utils.Database, job_ids: Sequence[int]) -> dict[int, Job]:
-    """Each job's latest record: in the previous snapshot (squeue's), or else in its latest
-    recorded transition."""
+    """Each job as skybot last saw it: its record in the previous snapshot (squeue's), or
+    else its latest recorded transition, with what that leaves empty (an output path sacct
+    did not give) filled from its earlier records."""
     found: dict[int, Job] = {}
     for chunk in _chunks(list(job_ids), 500):
         marks = ", ".join("?" for _ in chunk)
@@ -141,8 +143,9 @@ def last_seen_jobs(db: sqlite_utils.Database, job_ids: Sequence[int]) -> dict[in
             [*chunk, *chunk],
         ).fetchall()
         for job_id, record, _, _ in rows:
-            if job_id not in found:
-                found[job_id] = decode_job(record)
+            earlier = decode_job(record)
+            later = found.get(job_id)
+            found[job_id] = earlier if later is None else with_gaps_filled(later, earlier)
     return found
 
 

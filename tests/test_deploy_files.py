@@ -297,3 +297,15 @@ def test_unit_does_not_restart_what_a_restart_cannot_fix() -> None:
     # skybot tells systemd when it is up, and its heartbeat feeds the watchdog.
     assert settings["Type"] == ["notify"]
     assert "WatchdogSec" in settings
+
+
+def test_every_button_the_code_builds_has_a_handler(manifest: dict[str, Any]) -> None:
+    from handlers.actions import ACTION_IDS, ACTION_PATTERNS, cancel_buttons
+    from tests.factories import job
+
+    assert manifest["settings"]["interactivity"]["is_enabled"] is bool(ACTION_IDS)
+    block = cancel_buttons([job(12), job(13, array_job_id=9, array_task="4")])
+    ids = [element["action_id"] for element in block["elements"]]
+    assert ids == ["skybot_cancel_job:12", "skybot_cancel_job:9_4"]
+    assert all(any(p.fullmatch(i) for p in ACTION_PATTERNS) for i in ids)
+    assert len(set(ids)) == len(ids)  # unique within the message, as Block Kit requires

@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from bot.config import ConfigError, IdentityConfig, load_config, parse_config
 from handlers.commands import command_table
 from handlers.identity import IdentityDirectory
 from handlers.router import dispatch_action_or_read
 from handlers.services import Services
-from store.alerts import load_preference
+from store.alerts import load_preference, log_tails_wanted
 from store.writer import StoreWriter
 from tests.factories import make_snapshot, make_view
 
@@ -107,3 +108,44 @@ def test_notifications_section_defaults_and_validation() -> None:
     ]:
         with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
             parse_config({"notifications": data})
+
+
+async def test_job_output_in_failure_dms_can_be_turned_off_and_on(
+    services: Services, writer: StoreWriter
+) -> None:
+    shown = (
+        "Failure DMs show the last lines of your job's stderr and stdout, read as `alice` and "
+        "shown only in your DM."
+    )
+    assert await sky(services, "notify logs") == f"{shown} `/sky notify logs off` leaves them out."
+    assert await sky(services, "notify LOGS off") == (
+        "Done: failure DMs will leave your job's output out."
+    )
+    assert await writer.run(log_tails_wanted, "T1", "U1") is False
+    assert await sky(services, "notify logs") == (
+        "Failure DMs leave your job's output out. `/sky notify logs on` shows it."
+    )
+    # The job-event choice is separate from it.
+    assert await writer.run(load_preference, "T1", "U1") is None
+    assert await sky(services, "notify logs on") == f"Done. {shown}"
+    assert await writer.run(log_tails_wanted, "T1", "U1") is True
+    assert "Usage" in await sky(services, "notify logs maybe")
+    assert "Usage" in await sky(services, "notify logs on now")
+
+
+async def test_a_site_that_turned_job_output_off_says_so(writer: StoreWriter) -> None:
+    identity = IdentityDirectory(IdentityConfig(links={"T1/U1": "alice"}), writer)
+    base = load_config(None)
+    config = replace(base, notifications=replace(base.notifications, log_tail_lines=0))
+    services = Services(config, identity, no_runner, writer=writer)
+    assert await sky(services, "notify logs on") == (
+        "This skybot does not show job output in DMs: an admin turned it off."
+    )
+    assert await writer.run(log_tails_wanted, "T1", "U1") is True  # nothing stored
+
+
+def test_log_tail_settings_are_validated() -> None:
+    assert load_config(None).notifications.log_tail_lines == 15
+    for key, bad in (("log_tail_lines", -1), ("log_tail_lines", 500), ("log_tail_seconds", 0)):
+        with pytest.raises(ConfigError, match=rf"notifications\.{key}"):
+            parse_config({"notifications": {key: bad}})

@@ -45,6 +45,7 @@ def test_the_bots_requests_are_ones_the_runner_accepts(runner: ModuleType) -> No
         ),
         contract.cancel_request("123_4"),
         contract.verify_link_request("ABC123"),
+        contract.tail_request("/srv/alice/slurm-1.out", max_lines=15, max_bytes=65536),
     ]
     assert {r["action"] for r in requests} == set(runner.ACTIONS)
     for request in requests:

@@ -211,3 +211,21 @@ def test_a_preemption_names_the_gpus_of_the_run_it_stopped(db_path: Path) -> Non
     (requeue,) = save_slurm_poll(db, [asks], [], [], at=115.0)
     assert (requeue.to_state, requeue.job.gpus_by_type) == ("REQUEUED", {"2080_ti": 4})
     assert load_snapshot(db).jobs[0].gpus_by_type == {"": 4}  # the live view: its request
+
+
+def test_an_ended_job_keeps_the_output_paths_squeue_listed(db_path: Path) -> None:
+    """22.05's sacct has no --output/--error: a job's end record takes them from squeue's."""
+    db = open_db(db_path)
+    paths = {"std_out": "/o/%x-%j.out", "std_err": "/o/%x-%j.err", "work_dir": "/home/alice"}
+    save_slurm_poll(db, [job(5, **paths)], [], [], at=100.0)
+    ended = save_slurm_poll(db, [], [job(5, state="FAILED", work_dir="/home/alice")], [], at=115.0)
+    assert [(t.job.std_out, t.job.std_err) for t in ended] == [("/o/%x-%j.out", "/o/%x-%j.err")]
+    # Seen two polls ago only: the recorded transition remembers.
+    save_slurm_poll(db, [job(6, state="PENDING", std_err="/o/e-%j")], [], [], at=130.0)
+    save_slurm_poll(db, [], [], [], at=145.0)
+    later = save_slurm_poll(db, [], [job(6, state="TIMEOUT")], [], at=160.0)
+    assert [(t.job.std_out, t.job.std_err) for t in later] == [("", "/o/e-%j")]
+    # sacct's own paths (24.11: stdout_expanded) are kept as they are.
+    save_slurm_poll(db, [job(7, std_out="/o/%j.out")], [], [], at=175.0)
+    own = save_slurm_poll(db, [], [job(7, state="FAILED", std_out="/o/7.out")], [], at=190.0)
+    assert [t.job.std_out for t in own] == ["/o/7.out"]

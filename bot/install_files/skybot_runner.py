@@ -38,6 +38,12 @@ version refuses it, before acting, so bot and runner never disagree about the pr
                -> {"ok": true, "job_id": N, "cluster": NAME-or-null, "script": REALPATH}
   cancel       {"action": "cancel", "job_id": "123" | "123_4"} -> {"ok": true, "job_id": ...}
   verify-link  {"action": "verify-link", "code": "ABC123"} -> {"ok": true, "user": NAME}
+  tail         {"action": "tail", "path": ABSPATH, "max_bytes": N, "max_lines": N,
+                "end": OFFSET (optional: read what comes before this byte, for "show more")}
+               -> {"ok": true, "data": BASE64, "start": OFFSET, "size": BYTES}
+               The end of the user's OWN job output file: a regular file they own, opened
+               without following a symbolic link, read with one pread from the end (a sparse
+               1 GB file costs what its last chunk costs), bounded in bytes, lines and time.
 
 /etc/skybot/runner.toml (optional, root-owned, not group/world-writable) overrides the
 request's roots, partitions and limits, so a site can pin them regardless of what the bot sends:
@@ -55,6 +61,7 @@ request's roots, partitions and limits, so a site can pin them regardless of wha
 
 from __future__ import annotations
 
+import base64
 import errno
 import grp
 import hmac
@@ -62,6 +69,7 @@ import json
 import os
 import pwd
 import re
+import signal
 import stat
 import subprocess
 import sys
@@ -108,6 +116,7 @@ REQUEST_KEYS: dict[str, set[str]] = {
     },
     "cancel": {"action", "bot_version", "job_id"},
     "verify-link": {"action", "bot_version", "code"},
+    "tail": {"action", "bot_version", "path", "max_bytes", "max_lines", "end"},
 }
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
@@ -741,9 +750,105 @@ def do_verify_link(
 
 
 # ----------------------------------------------------------------------------------------------
+# tail
+
+# What one tail request may read at most, whatever the bot asks for.
+MAX_TAIL_BYTES = 64 * 1024
+MAX_TAIL_LINES = 1000
+TAIL_SECONDS = 10
 
 
-ACTIONS = {"submit": do_submit, "cancel": do_cancel, "verify-link": do_verify_link}
+def bounded_int(request: dict[str, Any], key: str, low: int, high: int, default: int) -> int:
+    value = request.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise Refusal(f"'{key}' must be a whole number from {low} to {high}.")
+    return value
+
+
+def output_file_path(raw: Any) -> str:
+    if not isinstance(raw, str) or not raw.startswith("/"):
+        raise Refusal("'path' must be the absolute path of the job's output file.")
+    if len(raw) > MAX_PATH_CHARS:
+        raise Refusal("That output path is too long.")
+    bad = first_control_char(raw)
+    if bad is not None:
+        raise Refusal(f"The output path contains {describe_char(bad)}.")
+    return raw
+
+
+def _out_of_time(signum: int, frame: Any) -> NoReturn:
+    raise Refusal(f"Reading the file took longer than {TAIL_SECONDS} s (a slow filesystem?).")
+
+
+def do_tail(
+    request: dict[str, Any], user: pwd.struct_passwd, config: dict[str, Any]
+) -> dict[str, Any]:
+    path = output_file_path(request.get("path"))
+    max_bytes = bounded_int(request, "max_bytes", 1, MAX_TAIL_BYTES, 8192)
+    max_lines = bounded_int(request, "max_lines", 1, MAX_TAIL_LINES, 40)
+    end = bounded_int(request, "end", 0, 2**63 - 1, 2**63 - 1)
+    # A hung network filesystem must not hold the request for ever; sudo passes SIGALRM on.
+    signal.signal(signal.SIGALRM, _out_of_time)
+    signal.alarm(TAIL_SECONDS)
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; O_NOFOLLOW: the file itself
+        # may not be a symbolic link (to someone else's file, or to /dev/zero).
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                raise Refusal("The file does not exist (yet, or any more).") from None
+            if exc.errno == errno.ELOOP:
+                raise Refusal(
+                    "The file is a symbolic link; skybot reads only the file itself."
+                ) from None
+            if exc.errno in (errno.EACCES, errno.EPERM):
+                raise Refusal(f"{user.pw_name} may not read the file.") from None
+            raise Refusal(f"Cannot open the file: {exc.strerror}.") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "not a regular file"
+                raise Refusal(f"The file is {kind}; skybot reads only regular files.")
+            if st.st_uid != os.getuid():
+                raise Refusal(
+                    f"The file is not owned by {user.pw_name}; skybot shows only your own files."
+                )
+            end = min(end, st.st_size)
+            start = max(0, end - max_bytes)
+            data = os.pread(fd, end - start, start) if end > start else b""
+        finally:
+            os.close(fd)
+    finally:
+        signal.alarm(0)
+    # Only the last max_lines lines are sent, from the newline before the first of them (a
+    # chunk that does not start at offset 0 begins with a fragment the bot drops).
+    cut = len(data) - 1 if data.endswith(b"\n") else len(data)
+    for _ in range(max_lines):
+        cut = data.rfind(b"\n", 0, cut)
+        if cut < 0:
+            break
+    if cut >= 0:
+        start += cut
+        data = data[cut:]
+    return {
+        "ok": True,
+        "data": base64.b64encode(data).decode("ascii"),
+        "start": start,
+        "size": st.st_size,
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+ACTIONS = {
+    "submit": do_submit,
+    "cancel": do_cancel,
+    "verify-link": do_verify_link,
+    "tail": do_tail,
+}
 
 
 def nesting_depth(text: str, limit: int) -> int:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from core.records import Job
 from core.view import ClusterView
+from handlers.actions import cancel_block
 from handlers.commands.common import (
     answer,
     at_most_one,
@@ -37,7 +40,12 @@ def run(request: CommandRequest, view: ClusterView) -> Reply:
     jobs = active_jobs(view, user)
     if not jobs:
         return answer(view, request, [_nobody_home(view, user, arg is None)], "slurm")
-    return answer(view, request, jobs_lines(user, jobs, request.now), "slurm", also=("accounting",))
+    reply = answer(
+        view, request, jobs_lines(user, jobs, request.now), "slurm", also=("accounting",)
+    )
+    if user != request.cluster_user or request.here:
+        return reply  # buttons only on your own jobs, in your own (private) answer
+    return replace(reply, blocks=[*reply.blocks, *cancel_block(jobs)])
 
 
 def active_jobs(view: ClusterView, user: str) -> list[Job]:

@@ -2,6 +2,10 @@
 
 DMs go to the Slack accounts linked to the job's cluster user, so the choice needs a linked
 identity; it is stored per Slack account (team + user id), not per cluster user.
+
+`/sky notify logs [on|off]`: whether failure DMs show the last lines of the job's output (read
+as you, shown only in your DM). On unless you turn it off, or an admin turns it off for
+everyone (`notifications.log_tail_lines = 0`).
 """
 
 from __future__ import annotations
@@ -13,14 +17,20 @@ from core.slack_text import literal
 from handlers.reply import Reply, simple
 from handlers.router import Command, CommandRequest, UsageError
 from handlers.services import Services
-from store.alerts import load_preference, save_preference
+from store.alerts import (
+    load_preference,
+    log_tails_wanted,
+    save_log_tails_wanted,
+    save_preference,
+)
 
-USAGE = "notify [all|end|fail|preempt|off]"
+USAGE = "notify [all|end|fail|preempt|off] | notify logs [on|off]"
 CHOICES = "|".join(PREFERENCES)
 
 
 async def notify(request: CommandRequest, services: Services) -> Reply:
-    if len(request.args) > 1:
+    logs = bool(request.args) and request.args[0].lower() == "logs"
+    if len(request.args) > (2 if logs else 1):
         raise UsageError(f"Usage: `/sky notify` or `/sky notify {CHOICES}`.")
     user = request.cluster_user
     if user is None:
@@ -33,6 +43,8 @@ async def notify(request: CommandRequest, services: Services) -> Reply:
         )
     if services.writer is None:
         return simple("Job notifications are not available in this skybot.")
+    if logs:
+        return await notify_logs(request, services, user)
     if not request.args:
         pref, chosen = await current_preference(services, request.team_id, request.user_id)
         return simple(
@@ -52,6 +64,31 @@ async def notify(request: CommandRequest, services: Services) -> Reply:
     return simple(
         f"Done: you will get DMs about {literal(user)}'s jobs for {PREFERENCE_MEANINGS[wanted]}."
     )
+
+
+async def notify_logs(request: CommandRequest, services: Services, user: str) -> Reply:
+    if services.writer is None:  # checked by the caller; here for the type checker
+        return simple("Job notifications are not available in this skybot.")
+    if services.config.notifications.log_tail_lines <= 0:
+        return simple("This skybot does not show job output in DMs: an admin turned it off.")
+    shown = (
+        "Failure DMs show the last lines of your job's stderr and stdout, read as "
+        f"{literal(user)} and shown only in your DM."
+    )
+    if len(request.args) == 1:
+        wanted = await services.writer.run(log_tails_wanted, request.team_id, request.user_id)
+        if wanted:
+            return simple(f"{shown} `/sky notify logs off` leaves them out.")
+        return simple("Failure DMs leave your job's output out. `/sky notify logs on` shows it.")
+    choice = request.args[1].lower()
+    if choice not in ("on", "off"):
+        raise UsageError("Usage: `/sky notify logs on` or `/sky notify logs off`.")
+    await services.writer.run(
+        save_log_tails_wanted, request.team_id, request.user_id, choice == "on", time.time()
+    )
+    if choice == "on":
+        return simple(f"Done. {shown}")
+    return simple("Done: failure DMs will leave your job's output out.")
 
 
 async def current_preference(services: Services, team_id: str, user_id: str) -> tuple[str, bool]:
@@ -77,6 +114,7 @@ COMMAND = Command(
     details=(
         "`all`: every job end, preemption and requeue. `end`: every end (completed, failed, "
         "cancelled, …). `fail`: failures, timeouts, out-of-memory, node failures and "
-        "preemptions. `preempt`: preemptions only. `off`: nothing."
+        "preemptions. `preempt`: preemptions only. `off`: nothing. `logs on|off`: whether "
+        "failure DMs show the last lines of your job's output."
     ),
 )

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable
 
 from core.config_schema import Config
+from core.runner_contract import RunnerCall
 from core.snapshot import ClusterSnapshot
 from scheduler.watchers.cap_waits import check_cap_waits
 from scheduler.watchers.directory import SlackDirectory
@@ -37,8 +38,10 @@ class Watchers:
         identity: SlackDirectory,
         wake_sender: Callable[[], None] | None = None,
         snapshot: Callable[[], ClusterSnapshot] | None = None,
+        runner: RunnerCall | None = None,
     ) -> None:
         self._config = config
+        self._runner = runner
         self._writer = writer
         self._identity = identity
         self._wake = wake_sender
@@ -46,7 +49,9 @@ class Watchers:
 
     async def after_slurm_poll(self) -> int:
         try:
-            added = await process_transitions(self._writer, self._identity, self._config)
+            added = await process_transitions(
+                self._writer, self._identity, self._config, runner=self._runner
+            )
             if self._snapshot is not None:
                 added += await check_cap_waits(
                     self._writer, self._identity, self._config, self._snapshot()

@@ -14,11 +14,23 @@ from dataclasses import dataclass
 import sqlite_utils
 
 from core.config_schema import Config
-from core.job_notices import MAX_SEPARATE_NOTICES, JobNotice, decide_job_notice, digest_notice
-from core.records import FINAL_STATES
+from core.efficiency import EfficiencyPolicy
+from core.job_notices import (
+    MAX_SEPARATE_NOTICES,
+    TAIL_KINDS,
+    JobNotice,
+    decide_job_notice,
+    digest_notice,
+    notice_kind,
+    wants,
+)
+from core.job_output import OutputTail
+from core.records import FINAL_STATES, Job
+from core.runner_contract import RunnerCall
 from core.transitions import REQUEUED, Transition
+from scheduler.log_tails import TailSettings, fetch_output_tails
 from scheduler.watchers.directory import SlackDirectory, SlackKey
-from store.alerts import advance_cursor, load_cursor, load_preferences
+from store.alerts import advance_cursor, load_cursor, load_log_tail_optouts, load_preferences
 from store.outbox import OutboxMessage, enqueue
 from store.transitions import earlier_job_records, load_transitions, pending_transition_users
 from store.writer import StoreWriter
@@ -36,6 +48,10 @@ class NoticeSettings:
     cluster: str
     default_preference: str
     preemptible: frozenset[str]
+    # Lines of a failed job's output in its DM (0: none, site-wide).
+    tail_lines: int = 0
+    tail_seconds: float = 10.0
+    efficiency: EfficiencyPolicy | None = None
 
     @classmethod
     def from_config(cls, config: Config) -> NoticeSettings:
@@ -44,6 +60,9 @@ class NoticeSettings:
             cluster=n.cluster_name,
             default_preference=n.default_preference,
             preemptible=frozenset({config.slurm.overcap_partition, *n.preemptible_partitions}),
+            tail_lines=n.log_tail_lines,
+            tail_seconds=n.log_tail_seconds,
+            efficiency=EfficiencyPolicy(min_seconds=60 * n.efficiency_min_minutes),
         )
 
 
@@ -51,12 +70,18 @@ class NoticeSettings:
 
 
 async def process_transitions(
-    writer: StoreWriter, identity: SlackDirectory, config: Config, *, batch: int = BATCH
+    writer: StoreWriter,
+    identity: SlackDirectory,
+    config: Config,
+    *,
+    batch: int = BATCH,
+    runner: RunnerCall | None = None,
 ) -> int:
     """Enqueue DMs for every job transition not processed yet; returns how many were enqueued.
 
     Safe to call at any time and any number of times (after each Slurm poll, at start-up):
-    each transition is processed once, whatever crashes in between.
+    each transition is processed once, whatever crashes in between. With a `runner`, failure
+    DMs carry the end of the job's output, read as its owner in a bounded time first.
     """
     settings = NoticeSettings.from_config(config)
     total = 0
@@ -66,7 +91,36 @@ async def process_transitions(
             return total
         # Resolved here, on the event loop that owns the identity directory.
         targets = {user: identity.slack_users_of(user) for user in users}
-        total += await writer.run(notify_transitions, targets, through, settings)
+        tails: dict[int, list[OutputTail]] = {}
+        if runner is not None and settings.tail_lines > 0:
+            wanted = await writer.run(tail_candidates, targets, through, settings)
+            tails = await fetch_output_tails(
+                runner, wanted, TailSettings(settings.tail_lines, settings.tail_seconds)
+            )
+        total += await writer.run(notify_transitions, targets, through, settings, None, tails)
+
+
+def tail_candidates(
+    db: sqlite_utils.Database,
+    targets: Mapping[str, Sequence[SlackKey]],
+    through: int,
+    settings: NoticeSettings,
+) -> dict[int, Job]:
+    """Jobs of the next batch whose DM will show their output: a failure (`TAIL_KINDS`) that
+    one of the owner's Slack accounts hears about and has not turned output off for."""
+    prefs = load_preferences(db)
+    optouts = load_log_tail_optouts(db)
+    chosen: dict[int, Job] = {}
+    for row_id, transition, _ in load_transitions(db, load_cursor(db), through, NOTABLE):
+        kind = notice_kind(transition, settings.preemptible)
+        if kind not in TAIL_KINDS:
+            continue
+        for slack_key in targets.get(transition.job.user, ()):
+            pref = prefs.get(slack_key, settings.default_preference)
+            if slack_key not in optouts and wants(pref, kind):
+                chosen[row_id] = transition.job
+                break
+    return chosen
 
 
 def notify_transitions(
@@ -75,14 +129,21 @@ def notify_transitions(
     through: int,
     settings: NoticeSettings,
     now: float | None = None,
+    tails: Mapping[int, Sequence[OutputTail]] | None = None,
 ) -> int:
     """Decide the DMs for transitions up to id `through`, enqueue them and move the cursor,
-    all in one transaction. Returns how many messages were newly enqueued."""
+    all in one transaction. Returns how many messages were newly enqueued.
+
+    `tails` (by transition id) is the end of failed jobs' output, shown to each of the owner's
+    Slack accounts that has not turned it off: DMs go to the owner only, never to a channel.
+    """
+    tails = tails or {}
     with db.atomic():
         cursor = load_cursor(db)
         if through <= cursor:
             return 0
         prefs = load_preferences(db)
+        optouts = load_log_tail_optouts(db) if tails else set()
         per_target: dict[SlackKey, list[tuple[int, JobNotice]]] = {}
         for row_id, transition, at in load_transitions(db, cursor, through, NOTABLE):
             slack_keys = targets.get(transition.job.user, ())
@@ -100,6 +161,9 @@ def notify_transitions(
                     preemptible=settings.preemptible,
                     cluster=settings.cluster,
                     run_started=started,
+                    output=() if slack_key in optouts else tails.get(row_id, ()),
+                    tail_lines=settings.tail_lines,
+                    efficiency=settings.efficiency,
                 )
                 if notice is not None:
                     per_target.setdefault(slack_key, []).append((row_id, notice))

@@ -20,7 +20,13 @@ from .payloads import (
 )
 from .records import Call, ResponseUrlPost, UploadedFile
 from .server import SlackStandIn
-from .signing import SignedRequest, compute_signature, signed_headers, signed_slash_command
+from .signing import (
+    SignedRequest,
+    compute_signature,
+    signed_block_action,
+    signed_headers,
+    signed_slash_command,
+)
 from .socket_mode import Delivery, SocketConnection
 from .web_api import SlackError
 from .workspace import SlackChannel, SlackUser, Workspace
@@ -41,6 +47,7 @@ __all__ = [
     "app_home_opened_event",
     "compute_signature",
     "events_api_envelope",
+    "signed_block_action",
     "signed_headers",
     "signed_slash_command",
     "slack_standin",

@@ -149,3 +149,47 @@ def hello_message(*, app_id: str, num_connections: int) -> dict[str, Any]:
 def disconnect_message(reason: str) -> dict[str, Any]:
     """Slack's request to reconnect ("warning", "refresh_requested", "link_disabled")."""
     return {"type": "disconnect", "reason": reason, "debug_info": {"host": "applink-standin"}}
+
+
+def block_actions_payload(
+    *,
+    team_id: str,
+    user_id: str,
+    user_name: str,
+    api_app_id: str,
+    action_id: str,
+    value: str,
+    response_url: str,
+    channel_id: str = "C1",
+) -> dict[str, Any]:
+    """A button click (`block_actions`) on an ephemeral message, as Slack sends it."""
+    return {
+        "type": "block_actions",
+        "team": {"id": team_id, "domain": "standin"},
+        "user": {"id": user_id, "username": user_name, "name": user_name, "team_id": team_id},
+        "api_app_id": api_app_id,
+        "token": "standin-verification-token",
+        "container": {"type": "message", "is_ephemeral": True, "channel_id": channel_id},
+        "trigger_id": new_trigger_id(),
+        "channel": {"id": channel_id, "name": "general"},
+        "response_url": response_url,
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": uuid.uuid4().hex[:5],
+                "value": value,
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+
+
+def interactive_envelope(payload: dict[str, Any]) -> dict[str, Any]:
+    """Socket Mode wraps interactivity payloads as `interactive`."""
+    return {
+        "envelope_id": new_envelope_id(),
+        "payload": payload,
+        "type": "interactive",
+        "accepts_response_payload": False,
+    }

@@ -18,7 +18,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from .http_routes import HttpRoutes
 from .payloads import (
     app_home_opened_event,
+    block_actions_payload,
     events_api_envelope,
+    interactive_envelope,
     slash_command_payload,
     slash_commands_envelope,
 )
@@ -281,6 +283,22 @@ class SlackStandIn:
     def _user_name(self, user_id: str) -> str:
         user = self.workspace.users.get(user_id)
         return user.name if user else user_id.lower()
+
+    def block_action_payload(self, *, user_id: str, action_id: str, value: str) -> dict[str, Any]:
+        """A button click by `user_id` in this workspace, with a fresh response_url here."""
+        return block_actions_payload(
+            team_id=self.workspace.team_id,
+            user_id=user_id,
+            user_name=self._user_name(user_id),
+            api_app_id=self.workspace.app_id,
+            action_id=action_id,
+            value=value,
+            response_url=self.new_response_url(),
+        )
+
+    async def send_block_action(self, payload: dict[str, Any], *, timeout: float = 3.0) -> Delivery:
+        """A button click over Socket Mode; the ack must come within `timeout` (Slack's 3 s)."""
+        return await self.socket.send(interactive_envelope(payload), timeout)
 
     async def send_slash_command(
         self, *, command: str, timeout: float = 5.0, **fields: Any

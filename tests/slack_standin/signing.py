@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -92,3 +93,12 @@ def signed_slash_command(
     secret = signing_secret + "-not-the-real-one" if wrong_secret else signing_secret
     headers = signed_headers(secret, body, timestamp=timestamp, age_seconds=age_seconds)
     return SignedRequest(body=body, headers=headers, payload=payload)
+
+
+def signed_block_action(
+    signing_secret: str, payload: dict[str, Any], *, wrong_secret: bool = False
+) -> SignedRequest:
+    """A button click as Slack POSTs it in HTTP mode: the JSON in a form field `payload`."""
+    body = urlencode({"payload": json.dumps(payload)})
+    secret = signing_secret + "-not-the-real-one" if wrong_secret else signing_secret
+    return SignedRequest(body=body, headers=signed_headers(secret, body), payload=payload)

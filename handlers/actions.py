@@ -1,0 +1,133 @@
+"""Buttons: acting on a job with one click, as the CLICKING user's own cluster account.
+
+A button only names a job; it grants nothing. Every click is checked again when it arrives:
+the Slack user who clicked must be linked to a cluster account, the job must still be
+running or pending in the latest snapshot, and it must belong to that account (a forwarded
+or shared message gives nobody else's rights). The click is acknowledged at once, within
+Slack's 3 s (the runner works in a task of its own); its answer then replaces the message
+through the click's response_url.
+
+`ACTION_IDS` lists every action this module handles; the app manifest's interactivity
+setting is tested against it (tests/test_deploy_files.py), as the scopes are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+
+from core.job_notices import job_label
+from core.records import Job
+from core.slack_text import literal
+from core.view import ClusterView
+from handlers.services import Services
+from store.reader import SnapshotCache
+
+log = logging.getLogger(__name__)
+
+CANCEL_JOB = "skybot_cancel_job"
+# Block Kit wants action ids unique within a message, so each button's id names its job.
+CANCEL_PATTERN = re.compile(rf"^{CANCEL_JOB}(:[0-9_]+)?$")
+ACTION_IDS = frozenset({CANCEL_JOB})
+ACTION_PATTERNS = (CANCEL_PATTERN,)
+# What a button may carry: a job id as scancel takes it. Slurm's array task text can be
+# anything ("1-3%2", or worse), and a button's id and value are not escaped by Slack.
+BUTTON_JOB = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,7})?")
+# Slack allows 25 elements in an actions block; a long list offers the first few.
+MAX_BUTTONS = 5
+
+
+def cancel_buttons(jobs: list[Job]) -> dict[str, Any]:
+    """An actions block with a Cancel button (and its confirm dialog) per job."""
+    elements = []
+    labelled = [(job, job_label(job)) for job in jobs]
+    for job, label in [(j, x) for j, x in labelled if BUTTON_JOB.fullmatch(x)][:MAX_BUTTONS]:
+        elements.append(
+            {
+                "type": "button",
+                "action_id": f"{CANCEL_JOB}:{label}",
+                "text": {"type": "plain_text", "text": f"Cancel {label}"[:75]},
+                "value": label,
+                "style": "danger",
+                "confirm": {
+                    "title": {"type": "plain_text", "text": "Cancel this job?"},
+                    "text": {
+                        "type": "mrkdwn",
+                        "text": f"Job {literal(label)} {literal(job.name, 60)} will be cancelled "
+                        "(scancel, as you). This cannot be undone.",
+                    },
+                    "confirm": {"type": "plain_text", "text": "Cancel the job"},
+                    "deny": {"type": "plain_text", "text": "Keep it"},
+                },
+            }
+        )
+    return {"type": "actions", "elements": elements}
+
+
+def cancel_block(jobs: list[Job]) -> list[dict[str, Any]]:
+    """The actions block for `jobs`, or nothing when none can carry a button."""
+    block = cancel_buttons(jobs)
+    return [block] if block["elements"] else []
+
+
+def find_job(view: ClusterView, label: str) -> Job | None:
+    for jobs in view.jobs_by_user.values():
+        for job in jobs:
+            if job_label(job) == label:
+                return job
+    return None
+
+
+async def cancel_clicked(
+    view: ClusterView, services: Services, team_id: str, user_id: str, label: str
+) -> str:
+    """What a click on Cancel did, in a sentence, after every check."""
+    if not BUTTON_JOB.fullmatch(label):
+        return "That button does not name a job skybot can act on."
+    identity = services.identity.lookup(team_id, user_id)
+    if identity is None:
+        return "skybot acts only as your own cluster account: link it first with `/sky link USER`."
+    me = identity.cluster_user
+    job = find_job(view, label)
+    if job is None or not job.is_active:
+        return f"Job {literal(label)} is no longer running or pending: there is nothing to cancel."
+    if job.user != me:
+        return (
+            f"Job {literal(label)} belongs to {literal(job.user)}, not to you ({literal(me)}): "
+            "skybot acts only as you, so nothing was done."
+        )
+    reply = await services.runner(me, {"action": "cancel", "job_id": label})
+    if reply.get("ok"):
+        return f"Cancelled job {literal(label)} {literal(job.name, 60)} (as {literal(me)})."
+    return f"Slurm did not cancel job {literal(label)}: {literal(reply.get('error', 'unknown'))}"
+
+
+def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) -> None:
+    # Bolt answers Slack only when a listener returns (process_before_response), so the
+    # runner's work goes on in a task of its own and the click is acked at once.
+    working: set[asyncio.Task[None]] = set()
+
+    @app.action(CANCEL_PATTERN)
+    async def cancel(ack: AsyncAck, respond: AsyncRespond, body: dict[str, Any]) -> None:
+        await ack()
+        action = (body.get("actions") or [{}])[0]
+        label = str(action.get("value", ""))
+        user = body.get("user") or {}
+        team_id = str((body.get("team") or {}).get("id") or user.get("team_id", ""))
+        user_id = str(user.get("id", ""))
+
+        async def act() -> None:
+            try:
+                outcome = await cancel_clicked(cache.current(), services, team_id, user_id, label)
+            except Exception:
+                log.exception("cancel button failed")
+                outcome = "skybot could not act on that click; try `/sky cancel` instead."
+            await respond(text=outcome, replace_original=True)
+
+        task = asyncio.create_task(act())
+        working.add(task)
+        task.add_done_callback(working.discard)

@@ -1,0 +1,90 @@
+"""Buttons through the Slack stand-in, over Socket Mode and signed HTTP: the real bot, the real
+runner through sudo, the real cluster. A click acts as the CLICKING user's own linked account,
+after every check again; it is acked within Slack's 3 s and the outcome replaces the message."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+from msgspec.structs import replace
+
+from bot.config import SlackConfig
+from tests.bot_process import (
+    SLACK_IDS,
+    free_port,
+    linked_bot_config,
+    linked_users,
+    running_bot,
+)
+from tests.cluster import sbatch, squeue_state, wait_until
+from tests.slack_standin import SlackStandIn, signed_block_action
+
+pytestmark = pytest.mark.cluster
+
+SECRET = "buttons-over-slack"
+ACK_SECONDS = 3.0  # Slack shows the user an error when a click is not acknowledged in 3 s
+
+
+@pytest.mark.parametrize("mode", ["socket", "http"])
+async def test_cancel_button_acts_as_the_clicker_only(
+    mode: str, tmp_path: Path, clean_queue: None, checkout_runner: None
+) -> None:
+    held = sbatch(
+        "alice", "-p", "debug", "-A", "hoffman-lab", "--hold", "-J", "held", "--wrap", "true"
+    )
+    port = free_port()
+    config = replace(linked_bot_config(tmp_path), slack=SlackConfig(mode=mode, http_port=port))
+    async with (
+        SlackStandIn(users=linked_users()) as slack,
+        running_bot(config, slack, SECRET),
+        aiohttp.ClientSession() as session,
+    ):
+
+        async def click(user: str, job_id: int) -> str:
+            payload = slack.block_action_payload(
+                user_id=SLACK_IDS[user], action_id=f"skybot_cancel_job:{job_id}", value=str(job_id)
+            )
+            if mode == "socket":
+                await slack.send_block_action(payload, timeout=ACK_SECONDS)
+            else:
+                signed = signed_block_action(SECRET, payload)
+                started = time.monotonic()
+                url = f"http://127.0.0.1:{port}/slack/events"
+                async with session.post(url, data=signed.body, headers=signed.headers) as r:
+                    assert r.status == 200
+                assert time.monotonic() - started < ACK_SECONDS
+            post = await slack.wait_for_response_url_post(url=payload["response_url"], timeout=60)
+            assert post.body.get("replace_original") is True
+            return str(post.body["text"])
+
+        if mode == "socket":
+            await slack.wait_for_socket_connection(timeout=15)
+        await asyncio.sleep(3)  # a poll has seen the job (and HTTP is listening)
+        if mode == "socket":
+            # /sky jobs offers alice the button, with a confirm dialog, on her own job.
+            answer = await slack.send_slash_command(command="/sky", text="jobs", user_id="UALICE")
+            blocks = (answer.payload or {}).get("blocks", [])
+            buttons = [e for b in blocks if b["type"] == "actions" for e in b["elements"]]
+            assert [b["action_id"] for b in buttons] == [f"skybot_cancel_job:{held}"]
+            assert "confirm" in buttons[0]
+
+        # bob clicking alice's button (a forwarded message) is refused; the job stays.
+        assert await click("bob", held) == (
+            f"Job `{held}` belongs to `alice`, not to you (`bob`): skybot acts only as you, "
+            "so nothing was done."
+        )
+        assert squeue_state(held) == "PENDING"
+
+        # alice's click cancels it, as alice.
+        assert await click("alice", held) == f"Cancelled job `{held}` `held` (as `alice`)."
+        wait_until(lambda: squeue_state(held) in (None, "CANCELLED"), 30, "the job to be cancelled")
+
+        # The same button again, once skybot has seen the job go: stale, and it says so.
+        await asyncio.sleep(4)
+        assert await click("alice", held) == (
+            f"Job `{held}` is no longer running or pending: there is nothing to cancel."
+        )
