@@ -8,7 +8,7 @@ and reload it only when something new was committed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -36,6 +36,37 @@ from core.transitions import (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class SlurmChanges:
+    """What a poll changed, as rows ready for the tables (see scheduler/poll_digest.py).
+
+    `full` replaces the job and node tables with the rows given (the first poll after a
+    start, or after the poll worker restarted); otherwise rows are upserted and `gone_*`
+    deleted. `observed` holds only the jobs whose record may have changed (squeue's changed
+    records and everything sacct reported): an unchanged record cannot be a transition.
+    """
+
+    full: bool
+    job_rows: Sequence[JobRow]
+    gone_job_ids: Sequence[int]
+    node_rows: Sequence[NodeRow]
+    gone_nodes: Sequence[str]
+    observed: Mapping[int, Job]
+
+
+# (job_id, user, account, partition, state, record) and (name, record), as stored.
+JobRow = tuple[int, str, str, str, str, str]
+NodeRow = tuple[str, str]
+
+
+def job_row(job: Job) -> JobRow:
+    return (job.job_id, job.user, job.account, job.partition, job.state, _encode(job))
+
+
+def node_row(node: Node) -> NodeRow:
+    return (node.name, _encode(node))
+
+
 def save_slurm_poll(
     db: sqlite_utils.Database,
     live: Sequence[Job],
@@ -50,13 +81,29 @@ def save_slurm_poll(
     (empty, with `accounting_answered` false, when sacct failed: jobs that left squeue keep
     their last state until it answers). Returns the transitions recorded.
     """
-    observed = merge_observations(live, accounted)
+    changes = SlurmChanges(
+        full=True,
+        job_rows=[job_row(j) for j in live],
+        gone_job_ids=(),
+        node_rows=[node_row(n) for n in nodes],
+        gone_nodes=(),
+        observed=merge_observations(live, accounted),
+    )
+    return save_slurm_changes(db, changes, at, accounting_answered)
+
+
+def save_slurm_changes(
+    db: sqlite_utils.Database,
+    changes: SlurmChanges,
+    at: float,
+    accounting_answered: bool = True,
+) -> list[Transition]:
+    """Apply one poll's changes to the snapshot and record its transitions, in one
+    transaction; the same tables as a full replacement would leave."""
     conn = db.conn
     with db.atomic():
-        known = {
-            row[0]: KnownState(row[1], row[2])
-            for row in conn.execute("SELECT job_id, state, restarts FROM job_states")
-        }
+        observed = dict(changes.observed)
+        known = _known_states(conn, None if changes.full else list(observed))
         observed = with_known_restarts(known, observed)
         missing_gpus = awaiting_gpus(known, observed)
         if missing_gpus:
@@ -64,16 +111,21 @@ def save_slurm_poll(
         transitions = detect_transitions(known, observed)
         # Plain executemany: at 10,000 jobs per poll, sqlite-utils' per-batch column
         # detection costs more than the inserts themselves.
-        conn.execute("DELETE FROM jobs")
+        if changes.full:
+            conn.execute("DELETE FROM jobs")
+            conn.execute("DELETE FROM nodes")
+        else:
+            conn.executemany(
+                "DELETE FROM jobs WHERE job_id = ?", ((i,) for i in changes.gone_job_ids)
+            )
+            conn.executemany("DELETE FROM nodes WHERE name = ?", ((n,) for n in changes.gone_nodes))
         conn.executemany(
-            "INSERT INTO jobs (job_id, user, account, partition, state, record) "
+            "INSERT OR REPLACE INTO jobs (job_id, user, account, partition, state, record) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            ((j.job_id, j.user, j.account, j.partition, j.state, _encode(j)) for j in live),
+            changes.job_rows,
         )
-        conn.execute("DELETE FROM nodes")
         conn.executemany(
-            "INSERT INTO nodes (name, record) VALUES (?, ?)",
-            ((n.name, _encode(n)) for n in nodes),
+            "INSERT OR REPLACE INTO nodes (name, record) VALUES (?, ?)", changes.node_rows
         )
         conn.executemany(
             "INSERT INTO job_states (job_id, state, restarts, seen_at) VALUES (?, ?, ?, ?) "
@@ -93,6 +145,21 @@ def save_slurm_poll(
         if accounting_answered:
             _mark_success(db, "accounting", at)
     return transitions
+
+
+def _known_states(conn: Any, job_ids: list[int] | None) -> dict[int, KnownState]:
+    """What the store knew of these jobs (all jobs with None)."""
+    if job_ids is None:
+        rows: Iterable[Any] = conn.execute("SELECT job_id, state, restarts FROM job_states")
+        return {row[0]: KnownState(row[1], row[2]) for row in rows}
+    known = {}
+    for chunk in _chunks(job_ids, 500):
+        marks = ", ".join("?" for _ in chunk)
+        for row in conn.execute(
+            f"SELECT job_id, state, restarts FROM job_states WHERE job_id IN ({marks})", chunk
+        ):
+            known[row[0]] = KnownState(row[1], row[2])
+    return known
 
 
 # States in which a job holds the GPUs its record lists (allocated, not requested).
