@@ -29,6 +29,8 @@ class PollSchedule:
     those instead of abandoning them (and their Slurm client processes) to a closed loop."""
 
     scheduler: AsyncIOScheduler
+    # Ends what the pollers keep running between polls (the Slurm poll worker).
+    close_pollers: Callable[[], Awaitable[None]] | None = None
     in_flight: set[asyncio.Task[None]] = field(default_factory=set)
     stopping: bool = False
 
@@ -42,6 +44,8 @@ class PollSchedule:
         for task in running:
             task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
+        if self.close_pollers is not None:
+            await self.close_pollers()
 
 
 def build_scheduler(
@@ -66,7 +70,7 @@ def build_scheduler(
             "coalesce": True,
         }
     )
-    schedule = PollSchedule(scheduler)
+    schedule = PollSchedule(scheduler, close_pollers=slurm.close)
 
     def then_refresh(
         source: str, poll: Callable[[], Awaitable[bool]], watch: AfterPoll | None = None

@@ -17,25 +17,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
+from pathlib import Path
 
 from bot.config import Config
 from core.associations import parse_associations, parse_associations_json
-from core.lab_usage import lab_usage
-from core.records import Job, LabCap
-from core.slurm_json import (
-    ParseResult,
-    SlurmJsonError,
-    parse_sacct,
-    parse_sinfo,
-    parse_squeue,
-    sinfo_is_grouped,
-)
+from core.lab_usage import LabUsage
+from core.records import LabCap
 from core.transitions import Transition
 from scheduler.backoff import Backoff
-from scheduler.slurm_commands import SlurmCommandError, run_slurm, run_slurm_json
+from scheduler.poll_digest import DigestRequest, Generation, LabLimits, PollDigest
+from scheduler.poll_worker import PollWorker, PollWorkerError
+from scheduler.slurm_commands import (
+    SlurmCommandError,
+    run_slurm,
+    run_slurm_into,
+    run_slurm_json,
+)
 from store.history import save_lab_usage
 from store.snapshots import (
     history_start,
@@ -43,7 +45,7 @@ from store.snapshots import (
     load_source_status,
     record_poll_failure,
     save_caps,
-    save_slurm_poll,
+    save_slurm_changes,
 )
 from store.writer import StoreWriter
 
@@ -52,6 +54,8 @@ log = logging.getLogger(__name__)
 # After a long outage, do not replay more than this much history.
 SACCT_MAX_LOOKBACK_SECONDS = 6 * 3600.0
 SACCT_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,TO"
+# A digest of 100,000 jobs takes seconds; one that takes minutes is a stuck worker.
+DIGEST_TIMEOUT_SECONDS = 120.0
 
 TransitionListener = Callable[[list[Transition]], Awaitable[None]]
 
@@ -81,6 +85,10 @@ class SlurmPoller:
         self._nodes_source = SINFO_NODES
         # None until sacctmgr has shown whether it knows --json.
         self._sacctmgr_json: bool | None = None
+        self._worker = PollWorker()
+        # The poll the store last committed, which the worker diffs the next one against.
+        self._committed: Generation | None = None
+        self._spool_dir: Path | None = None
 
     @property
     def consecutive_failures(self) -> int:
@@ -91,15 +99,18 @@ class SlurmPoller:
 
         The controller (squeue, nodes) and accounting (sacct, slurmdbd) fail independently:
         with slurmdbd down the snapshot stays current and only job ends wait, because the
-        sacct window does not move until sacct answers again.
+        sacct window does not move until sacct answers again. The commands' output goes to
+        files that the poll worker digests, so nothing here holds the event loop for long.
         """
         now = self._clock()
         if self._backoff.should_skip(now) and not await self._controller_answers_ping():
             return False
         since = await self._sacct_window_start(now)
-        live_and_nodes, sacct = await asyncio.gather(
-            self._controller_documents(),
-            self._json(
+        spool = self._spool()
+        controller, sacct = await asyncio.gather(
+            self._controller_outputs(spool),
+            self._run_into(
+                spool / "sacct.json",
                 "sacct",
                 [
                     "--json",
@@ -112,57 +123,85 @@ class SlurmPoller:
             ),
             return_exceptions=True,
         )
+        if isinstance(sacct, BaseException) and not isinstance(sacct, SlurmCommandError):
+            raise sacct
         try:
-            if isinstance(live_and_nodes, BaseException):
-                raise live_and_nodes
-            squeue, node_document = live_and_nodes
-            live = parse_squeue(squeue)
-            nodes = parse_sinfo(node_document)
-        except (SlurmCommandError, SlurmJsonError) as error:
+            if isinstance(controller, BaseException):
+                raise controller
+            digest = await self._digest(spool, sacct_answered=sacct is None)
+        except (SlurmCommandError, PollWorkerError) as error:
             delay = self._backoff.failed(now)
             log.warning("slurm poll failed (next try in %.0f s): %s", delay, error)
             await self._writer.run(record_poll_failure, "slurm", str(error), now)
             return False
-        accounted = await self._accounted(sacct, now)
-        warnings = (*live.warnings, *nodes.warnings, *(accounted.warnings if accounted else ()))
-        for warning in warnings:
+        accounting_error = str(sacct) if sacct is not None else digest.accounting_error
+        if accounting_error is not None:
+            log.warning("sacct failed; job ends wait until it answers: %s", accounting_error)
+            await self._writer.run(record_poll_failure, "accounting", accounting_error, now)
+        for warning in digest.warnings:
             log.warning("slurm data: %s", warning)
         transitions = await self._writer.run(
-            save_slurm_poll,
-            live.records,
-            accounted.records if accounted else [],
-            nodes.records,
-            now,
-            accounted is not None,
+            save_slurm_changes, digest.changes, now, accounting_error is None
         )
-        if accounted is not None:
+        self._committed = digest.generation
+        if accounting_error is None:
             self._sacct_since = now
         self._backoff.succeeded()
-        await self._record_lab_usage(live.records, now)
+        await self._record_lab_usage(digest.usages, now)
         if transitions and self._on_transitions is not None:
             await self._on_transitions(transitions)
         return True
 
-    async def _controller_documents(self) -> tuple[object, object]:
-        squeue, node_document = await asyncio.gather(
-            self._json("squeue", ["--all", "--json"]), self._json(*self._nodes_source)
+    async def close(self) -> None:
+        """Stop the poll worker and remove the command output files."""
+        await self._worker.close()
+        if self._spool_dir is not None:
+            shutil.rmtree(self._spool_dir, ignore_errors=True)
+            self._spool_dir = None
+
+    async def _digest(self, spool: Path, sacct_answered: bool) -> PollDigest:
+        caps, members = await self._writer.run(load_lab_limits)
+        limits = LabLimits(
+            tuple((lab.name, lab.account) for lab in self._config.labs),
+            caps,
+            members,
+            self._config.slurm.overcap_account,
         )
-        if sinfo_is_grouped(node_document):
+        request = DigestRequest(
+            squeue=spool / "squeue.json",
+            nodes=spool / "nodes.json",
+            sacct=spool / "sacct.json" if sacct_answered else None,
+            limits=limits,
+            base=self._committed,
+        )
+        digest = await self._worker.digest(request, DIGEST_TIMEOUT_SECONDS)
+        if digest.nodes_grouped:
             log.info("sinfo groups nodes (Slurm 23.02+): reading them from scontrol")
             self._nodes_source = SCONTROL_NODES
-            node_document = await self._json(*self._nodes_source)
-        return squeue, node_document
+            await self._run_into(spool / "nodes.json", *self._nodes_source)
+            digest = await self._worker.digest(request, DIGEST_TIMEOUT_SECONDS)
+        return digest
 
-    async def _accounted(self, sacct: object, now: float) -> ParseResult[Job] | None:
-        """sacct's jobs, or None (logged and recorded as the accounting source's failure)."""
-        try:
-            if isinstance(sacct, BaseException):
-                raise sacct
-            return parse_sacct(sacct)
-        except (SlurmCommandError, SlurmJsonError) as error:
-            log.warning("sacct failed; job ends wait until it answers: %s", error)
-            await self._writer.run(record_poll_failure, "accounting", str(error), now)
-            return None
+    async def _controller_outputs(self, spool: Path) -> None:
+        await asyncio.gather(
+            self._run_into(spool / "squeue.json", "squeue", ["--all", "--json"]),
+            self._run_into(spool / "nodes.json", *self._nodes_source),
+        )
+
+    async def _run_into(self, path: Path, command: str, args: list[str]) -> None:
+        with path.open("wb") as output:
+            await run_slurm_into(
+                output,
+                self._config.slurm.bin_dir,
+                command,
+                args,
+                self._config.slurm.command_timeout_seconds,
+            )
+
+    def _spool(self) -> Path:
+        if self._spool_dir is None or not self._spool_dir.is_dir():
+            self._spool_dir = Path(tempfile.mkdtemp(prefix="skybot-poll-"))
+        return self._spool_dir
 
     async def _controller_answers_ping(self) -> bool:
         """While backing off, one `scontrol ping` per cycle (the cheapest controller RPC)
@@ -218,11 +257,6 @@ class SlurmPoller:
         )
         return parse_associations(raw.decode(errors="replace"))
 
-    async def _json(self, command: str, args: list[str]) -> object:
-        return await run_slurm_json(
-            self._config.slurm.bin_dir, command, args, self._config.slurm.command_timeout_seconds
-        )
-
     async def _sacct_window_start(self, now: float) -> float:
         """From the last successful poll (a little before, for slurmdbd's lag), so that jobs
         that ended while skybot was down are still seen to end; never from before a brand-new
@@ -237,19 +271,7 @@ class SlurmPoller:
         start = self._sacct_since - self._config.slurm.sacct_overlap_seconds
         return max(start, self._sacct_floor, now - SACCT_MAX_LOOKBACK_SECONDS)
 
-    async def _record_lab_usage(self, jobs: list[Job], now: float) -> None:
-        caps, members = await self._writer.run(load_lab_limits)
-        usages = [
-            lab_usage(
-                lab.name,
-                lab.account,
-                caps.get(lab.account),
-                jobs,
-                members.get(lab.account, ()),
-                self._config.slurm.overcap_account,
-            )
-            for lab in self._config.labs
-        ]
+    async def _record_lab_usage(self, usages: list[LabUsage], now: float) -> None:
         await self._writer.run(
             save_lab_usage,
             usages,
