@@ -18,7 +18,7 @@ from core.images import GUIDE_MIN_RELEASE
 from core.snapshot import ClusterSnapshot
 from core.view import ClusterView, LabInfo
 from store.db import open_db
-from store.snapshots import load_snapshot, snapshot_version
+from store.snapshots import JobDecoder, load_snapshot, snapshot_version
 
 
 class SnapshotCache:
@@ -39,6 +39,7 @@ class SnapshotCache:
             GUIDE_MIN_RELEASE if gpu_min_release is None else gpu_min_release
         )
         self._lock = threading.Lock()
+        self._decoder = JobDecoder()
         self._db: sqlite_utils.Database | None = None
         self._view = self._make_view(ClusterSnapshot())
 
@@ -50,8 +51,10 @@ class SnapshotCache:
             if self._db is None:
                 self._db = open_db(self._path, any_thread=True)
             if snapshot_version(self._db) != self._view.snapshot.version:
-                snapshot = load_snapshot(self._db)
-                self._view = self._make_view(snapshot)
+                snapshot = load_snapshot(self._db, self._decoder)
+                self._decoder.next_snapshot()
+                # Warmed here, on this thread: the loop gets a view it can answer from.
+                self._view = self._make_view(snapshot).warm()
             return self._view
 
     def _make_view(self, snapshot: ClusterSnapshot) -> ClusterView:
