@@ -45,6 +45,10 @@ class SlurmConfig:
     # Each sacct read re-reads this much before the previous poll: slurmdbd records a job's
     # end a little after the controller. A job's end is announced once however it is set.
     sacct_overlap_seconds: float = 300.0
+    # A poll that takes more than this share of poll_seconds stretches the interval (a huge
+    # queue must not turn skybot into the `watch squeue` it replaces); it shrinks back once
+    # polls are cheap again.
+    max_poll_share: float = 0.25
 
 
 @dataclass(frozen=True)
@@ -379,6 +383,8 @@ def _check_values(config: Config) -> None:
             raise ConfigError(f"{key} must be greater than 0")
     if config.slurm.sacct_overlap_seconds < 0:
         raise ConfigError("slurm.sacct_overlap_seconds must not be negative")
+    if not 0 < config.slurm.max_poll_share <= 1:
+        raise ConfigError("slurm.max_poll_share must be greater than 0 and at most 1")
     if not config.slack.alert_channel:
         raise ConfigError("slack.alert_channel must not be empty")
     for slack_id, user in config.identity.links.items():
