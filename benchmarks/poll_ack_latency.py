@@ -76,7 +76,8 @@ def write_config(folder: Path, bin_dir: Path, poll_seconds: float, http: int, me
     config.write_text(
         f'[slack]\nmode = "http"\nhttp_host = "127.0.0.1"\nhttp_port = {http}\n'
         f'[slurm]\nbin_dir = "{bin_dir}"\npoll_seconds = {poll_seconds}\n'
-        f"command_timeout_seconds = 120\n"
+        # Polls as often as asked, however long they take: the harshest case for the acks.
+        f"command_timeout_seconds = 120\nmax_poll_share = 1.0\n"
         f'[database]\npath = "{folder}/skybot-{int(poll_seconds)}.db"\n'
         f'[metrics]\nhost = "127.0.0.1"\nport = {metrics}\n'
         f'[identity]\nlinks = {{ "{TEAM}/{USER}" = "alice" }}\n'
