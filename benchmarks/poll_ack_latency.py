@@ -119,12 +119,17 @@ async def poll_figures(metrics_url: str) -> tuple[float, float]:
 
 
 async def measure_row(
-    slack: SlackStandIn, folder: Path, bin_dir: Path, poll_seconds: float, seconds: float
+    slack: SlackStandIn,
+    folder: Path,
+    bin_dir: Path,
+    poll_seconds: float,
+    seconds: float,
+    logs: Path,
 ) -> dict[str, float]:
     http, metrics = free_port(), free_port()
     config = write_config(folder, bin_dir, poll_seconds, http, metrics)
     metrics_url = f"http://127.0.0.1:{metrics}"
-    with (folder / f"bot-{int(poll_seconds)}.log").open("wb") as log:
+    with (logs / f"bot-{int(poll_seconds)}.log").open("wb") as log:
         bot = start_bot(config, slack, signing_secret=SECRET, log=log)
         try:
             await wait_ready(metrics_url, timeout=600)
@@ -193,11 +198,13 @@ async def run(args: argparse.Namespace) -> int:
         )
         rows = {}
         async with SlackStandIn() as slack:
+            logs = Path(args.logs) if args.logs else folder
+            logs.mkdir(parents=True, exist_ok=True)
             rows["polling paused"] = await measure_row(
-                slack, folder, folder / "bin", 3600, args.seconds
+                slack, folder, folder / "bin", 3600, args.seconds, logs
             )
             rows[f"polling every {args.poll_seconds:g} s"] = await measure_row(
-                slack, folder, folder / "bin", args.poll_seconds, args.seconds
+                slack, folder, folder / "bin", args.poll_seconds, args.seconds, logs
             )
     print(
         f"/sky gpus hoffman-lab acks over HTTP, one at a time for {args.seconds:g} s, "
@@ -227,6 +234,7 @@ def main() -> int:
     parser.add_argument("--poll-seconds", type=float, default=5.0)
     parser.add_argument("--version", default="v0.0.42", choices=("v0.0.38", "v0.0.42"))
     parser.add_argument("--quick", action="store_true", help="10,000 jobs, 20 s per row")
+    parser.add_argument("--logs", help="keep the bots' logs in this directory")
     parser.add_argument("--load", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.load:

@@ -19,6 +19,9 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
+
+import msgspec
 
 from core.lab_usage import LabUsage, lab_usage
 from core.records import Job, Node
@@ -30,7 +33,7 @@ from core.slurm_json import (
     sinfo_is_grouped,
 )
 from core.transitions import merge_observations
-from scheduler.slurm_commands import SlurmCommandError, slurm_document
+from scheduler.slurm_commands import SlurmCommandError, raise_reported_errors, slurm_document
 from store.snapshots import JobRow, NodeRow, SlurmChanges, job_row, node_row
 
 # (this digester's random epoch, poll number): never the same for two worker processes, so
@@ -50,14 +53,31 @@ class LabLimits:
 
 @dataclass(frozen=True, slots=True)
 class DigestRequest:
-    """Files holding each command's output; `sacct` is None when sacct itself failed."""
+    """Files holding each command's output; `sacct` is None when sacct itself failed.
 
-    squeue: Path
+    Without `states`, `squeue` holds every job (`squeue --json`). With `states` (24.x's
+    `squeue --only-job-state --json`: every job's id and state), `squeue` holds only the
+    records asked for (`squeue --json --jobs=…`, see `ChangedJobsRequest`); the others are
+    as in the base poll.
+    """
+
+    squeue: tuple[Path, ...]
     nodes: Path
     sacct: Path | None
     limits: LabLimits
     # The generation the store last committed, or None after a start.
     base: Generation | None
+    states: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChangedJobsRequest:
+    """Which jobs' full records a states-only poll must fetch: new ones and those whose
+    state changed since `base` (every job with `everything`, or without a base)."""
+
+    states: Path
+    base: Generation | None
+    everything: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +97,9 @@ class PollDigest:
 class _Rows:
     jobs: dict[int, JobRow] = field(default_factory=dict)
     nodes: dict[str, NodeRow] = field(default_factory=dict)
+    # For states-only polls: each job as parsed, and its entry in the states document.
+    parsed: dict[int, Job] = field(default_factory=dict)
+    states: dict[int, bytes] = field(default_factory=dict)
 
 
 class PollDigester:
@@ -88,29 +111,47 @@ class PollDigester:
         # At most two: the base the loop last committed, and the newest, maybe committed next.
         self._rows: dict[Generation, _Rows] = {}
 
+    def changed_jobs(self, request: ChangedJobsRequest) -> list[int]:
+        base = self._base(request.base)
+        states = _job_states(request.states.read_bytes())
+        if base is None or request.everything:
+            return list(states)
+        return [job_id for job_id, state in states.items() if base.states.get(job_id) != state]
+
     def digest(self, request: DigestRequest) -> PollDigest:
         nodes_document = slurm_document("nodes", request.nodes.read_bytes())
         if sinfo_is_grouped(nodes_document):
             return PollDigest(self._generation, _no_changes(), [], [], nodes_grouped=True)
+        base = self._base(request.base)
         try:
             nodes = parse_sinfo(nodes_document)
             del nodes_document
-            live = parse_squeue(slurm_document("squeue", request.squeue.read_bytes()))
+            fetched: list[Job] = []
+            warnings = list(nodes.warnings)
+            for path in request.squeue:
+                parsed = parse_squeue(slurm_document("squeue", path.read_bytes()))
+                fetched.extend(parsed.records)
+                warnings.extend(parsed.warnings)
         except SlurmJsonError as error:
             raise SlurmCommandError(str(error)) from None
+        states: dict[int, bytes] = {}
+        if request.states is None:
+            live = fetched
+        else:
+            states = _job_states(request.states.read_bytes())
+            live, states = _merged_live(base, states, fetched)
         accounted: list[Job] = []
         accounting_error = None
-        warnings = [*live.warnings, *nodes.warnings]
         if request.sacct is not None:
             try:
-                parsed = parse_sacct(slurm_document("sacct", request.sacct.read_bytes()))
+                parsed_sacct = parse_sacct(slurm_document("sacct", request.sacct.read_bytes()))
             except (SlurmCommandError, SlurmJsonError) as error:
                 accounting_error = str(error)
             else:
-                accounted = parsed.records
-                warnings.extend(parsed.warnings)
-        base = self._rows.get(request.base) if request.base is not None else None
-        changes, rows = _changes(base, live.records, accounted, nodes.records)
+                accounted = parsed_sacct.records
+                warnings.extend(parsed_sacct.warnings)
+        changes, rows = _changes(base, live, accounted, nodes.records)
+        rows.states = states
         self._generation = (self._epoch, self._generation[1] + 1)
         self._rows = {self._generation: rows}
         if base is not None and request.base is not None:
@@ -118,11 +159,77 @@ class PollDigester:
         return PollDigest(
             generation=self._generation,
             changes=changes,
-            usages=_usages(live.records, request.limits),
+            usages=_usages(live, request.limits),
             warnings=warnings,
             accounting_error=accounting_error,
-            jobs=len(live.records),
+            jobs=len(live),
         )
+
+    def handle(self, request: DigestRequest | ChangedJobsRequest) -> PollDigest | list[int]:
+        if isinstance(request, ChangedJobsRequest):
+            return self.changed_jobs(request)
+        return self.digest(request)
+
+    def _base(self, generation: Generation | None) -> _Rows | None:
+        return self._rows.get(generation) if generation is not None else None
+
+
+class _StateEntry(msgspec.Struct, gc=False):
+    job_id: Any = None
+
+
+class _StatesDocument(msgspec.Struct, gc=False):
+    jobs: list[msgspec.Raw] = msgspec.field(default_factory=list)
+    errors: Any = None
+
+
+_states_decoder = msgspec.json.Decoder(_StatesDocument)
+_state_entry_decoder = msgspec.json.Decoder(_StateEntry)
+
+
+def _job_states(raw: bytes) -> dict[int, bytes]:
+    """Each job's entry in `squeue --only-job-state --json`, as bytes: a job whose entry
+    is the same as last time has the same state, and its record is not fetched again."""
+    try:
+        document = _states_decoder.decode(raw)
+    except msgspec.DecodeError as error:
+        raise SlurmCommandError(f"squeue printed something that is not JSON: {error}") from None
+    raise_reported_errors("squeue", document.errors)
+    states: dict[int, bytes] = {}
+    for entry in document.jobs:
+        text = bytes(entry)
+        try:
+            job_id = _state_entry_decoder.decode(text).job_id
+        except msgspec.DecodeError:
+            continue  # not an object: the full record, when fetched, is judged by the parser
+        if isinstance(job_id, dict):
+            job_id = job_id.get("number")
+        if isinstance(job_id, int) and not isinstance(job_id, bool):
+            # An array's tasks may share an id here: any change in any of them counts.
+            states[job_id] = states.get(job_id, b"") + text
+    return states
+
+
+def _merged_live(
+    base: _Rows | None, states: dict[int, bytes], fetched: Sequence[Job]
+) -> tuple[list[Job], dict[int, bytes]]:
+    """The jobs squeue lists now: fetched records, and the base's for jobs whose state did
+    not change. A job listed but neither fetched nor known keeps no state entry, so that
+    the next poll asks for it again."""
+    by_id = {job.job_id: job for job in fetched}
+    live: dict[int, Job] = {}
+    kept_states: dict[int, bytes] = {}
+    for job_id, state in states.items():
+        job = by_id.get(job_id)
+        if job is None and base is not None and base.states.get(job_id) == state:
+            job = base.parsed.get(job_id)
+        if job is not None:
+            live[job_id] = job
+            kept_states[job_id] = state
+    for job in fetched:
+        # Records squeue gave for an id it listed under another one (array tasks).
+        live.setdefault(job.job_id, job)
+    return list(live.values()), kept_states
 
 
 def _changes(
@@ -132,13 +239,17 @@ def _changes(
     rows = _Rows()
     changed_jobs: list[JobRow] = []
     for job in live:
-        row = job_row(job)
         before = base.jobs.get(job.job_id) if base is not None else None
-        if before == row:
-            row = before  # keep one copy of an unchanged record
+        if before is not None and base is not None and base.parsed.get(job.job_id) is job:
+            row = before  # carried over from the base poll: not even encoded again
         else:
-            changed_jobs.append(row)
+            row = job_row(job)
+            if before == row:
+                row = before  # keep one copy of an unchanged record
+            else:
+                changed_jobs.append(row)
         rows.jobs[job.job_id] = row
+        rows.parsed[job.job_id] = job
     changed_nodes: list[NodeRow] = []
     for node in nodes:
         node_entry = node_row(node)

@@ -25,7 +25,7 @@ import traceback
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from scheduler.poll_digest import DigestRequest, PollDigest, PollDigester
+from scheduler.poll_digest import ChangedJobsRequest, DigestRequest, PollDigest, PollDigester
 from scheduler.slurm_commands import SlurmCommandError
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,16 @@ class PollWorker:
         return self._process.pid if self._process is not None else None
 
     async def digest(self, request: DigestRequest, timeout: float) -> PollDigest:
+        digest = await self._call(request, timeout)
+        assert isinstance(digest, PollDigest)
+        return digest
+
+    async def changed_jobs(self, request: ChangedJobsRequest, timeout: float) -> list[int]:
+        job_ids = await self._call(request, timeout)
+        assert isinstance(job_ids, list)
+        return job_ids
+
+    async def _call(self, request: DigestRequest | ChangedJobsRequest, timeout: float) -> object:
         async with self._lock:
             process = await self._started()
             assert process.stdin is not None and process.stdout is not None
@@ -81,7 +91,7 @@ class PollWorker:
             ok, value = pickle.loads(payload)
         if not ok:
             raise value
-        return value  # type: ignore[no-any-return]
+        return value
 
     async def close(self) -> None:
         """Ask the child to exit (end of its input); kill it if it does not, promptly."""
@@ -137,7 +147,7 @@ def serve(requests: BinaryIO | None = None, answers: BinaryIO | None = None) -> 
         request = pickle.loads(requests.read(length))
         answer: tuple[bool, Any]
         try:
-            answer = (True, digester.digest(request))
+            answer = (True, digester.handle(request))
         except SlurmCommandError as error:
             answer = (False, error)
         except Exception as error:  # a bug: the poll fails, the traceback goes to the log

@@ -80,18 +80,23 @@ def slurm_document(command: str, raw: bytes) -> dict[str, Any]:
         document = decode_slurm_json(raw)
     except SlurmDecodeError as error:
         raise SlurmCommandError(f"{command} printed something that is not JSON: {error}") from None
+    raise_reported_errors(command, document.get("errors"))
+    # Only "no results" can be left: not an error, so nothing downstream may report it (the
+    # parsers pass Slurm's errors on as warnings; sacct says it on most quiet polls).
+    document.pop("errors", None)
+    return document
+
+
+def raise_reported_errors(command: str, reported: Any) -> None:
+    """SlurmCommandError for the first error in a document's "errors" that is not "no results"."""
     # With the controller down, `squeue --json` still exits 0: it prints an empty job list
     # and says what went wrong in "errors". Taking that as "no jobs" would wipe the snapshot.
-    errors = [e for e in document.get("errors") or [] if not _means_no_results(e)]
+    errors = [e for e in reported or [] if not _means_no_results(e)]
     if errors:
         first = errors[0] if isinstance(errors[0], dict) else {"description": str(errors[0])}
         what = first.get("description") or first.get("error") or "unspecified error"
         where = f" ({first['source']})" if first.get("source") else ""
         raise SlurmCommandError(f"{command} reported an error: {what}{where}")
-    # Only "no results" can be left: not an error, so nothing downstream may report it (the
-    # parsers pass Slurm's errors on as warnings; sacct says it on most quiet polls).
-    document.pop("errors", None)
-    return document
 
 
 # sacct's way of saying "no jobs matched" (ESLURM_REST_EMPTY_RESULT): an answer, not an error.

@@ -30,7 +30,13 @@ from core.lab_usage import LabUsage
 from core.records import LabCap
 from core.transitions import Transition
 from scheduler.backoff import Backoff
-from scheduler.poll_digest import DigestRequest, Generation, LabLimits, PollDigest
+from scheduler.poll_digest import (
+    ChangedJobsRequest,
+    DigestRequest,
+    Generation,
+    LabLimits,
+    PollDigest,
+)
 from scheduler.poll_worker import PollWorker, PollWorkerError
 from scheduler.slurm_commands import (
     SlurmCommandError,
@@ -56,6 +62,11 @@ SACCT_MAX_LOOKBACK_SECONDS = 6 * 3600.0
 SACCT_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,TO"
 # A digest of 100,000 jobs takes seconds; one that takes minutes is a stuck worker.
 DIGEST_TIMEOUT_SECONDS = 120.0
+# Where squeue tells states apart from records (24.05+), a job's record is fetched again
+# when its state changes; a pending reason or start estimate can change without one, so
+# every record is fetched again every this many polls.
+FULL_RECORDS_EVERY = 20
+_MAX_JOBS_ARGUMENT = 100_000
 
 TransitionListener = Callable[[list[Transition]], Awaitable[None]]
 
@@ -89,6 +100,9 @@ class SlurmPoller:
         # The poll the store last committed, which the worker diffs the next one against.
         self._committed: Generation | None = None
         self._spool_dir: Path | None = None
+        # None until squeue has shown whether it knows --only-job-state (24.05+).
+        self._states_only: bool | None = None
+        self._polls_since_everything = 0
 
     @property
     def consecutive_failures(self) -> int:
@@ -128,7 +142,7 @@ class SlurmPoller:
         try:
             if isinstance(controller, BaseException):
                 raise controller
-            digest = await self._digest(spool, sacct_answered=sacct is None)
+            digest = await self._digest(spool, sacct_answered=sacct is None, states=controller)
         except (SlurmCommandError, PollWorkerError) as error:
             delay = self._backoff.failed(now)
             log.warning("slurm poll failed (next try in %.0f s): %s", delay, error)
@@ -159,7 +173,7 @@ class SlurmPoller:
             shutil.rmtree(self._spool_dir, ignore_errors=True)
             self._spool_dir = None
 
-    async def _digest(self, spool: Path, sacct_answered: bool) -> PollDigest:
+    async def _digest(self, spool: Path, sacct_answered: bool, states: Path | None) -> PollDigest:
         caps, members = await self._writer.run(load_lab_limits)
         limits = LabLimits(
             tuple((lab.name, lab.account) for lab in self._config.labs),
@@ -167,12 +181,18 @@ class SlurmPoller:
             members,
             self._config.slurm.overcap_account,
         )
+        squeue = (
+            (spool / "squeue.json",)
+            if states is None
+            else await self._changed_records(spool, states)
+        )
         request = DigestRequest(
-            squeue=spool / "squeue.json",
+            squeue=squeue,
             nodes=spool / "nodes.json",
             sacct=spool / "sacct.json" if sacct_answered else None,
             limits=limits,
             base=self._committed,
+            states=states,
         )
         digest = await self._worker.digest(request, DIGEST_TIMEOUT_SECONDS)
         if digest.nodes_grouped:
@@ -182,11 +202,49 @@ class SlurmPoller:
             digest = await self._worker.digest(request, DIGEST_TIMEOUT_SECONDS)
         return digest
 
-    async def _controller_outputs(self, spool: Path) -> None:
-        await asyncio.gather(
-            self._run_into(spool / "squeue.json", "squeue", ["--all", "--json"]),
-            self._run_into(spool / "nodes.json", *self._nodes_source),
+    async def _changed_records(self, spool: Path, states: Path) -> tuple[Path, ...]:
+        """The full records of the jobs that are new or changed state, in as few squeue
+        calls as the command line allows; every job's, every FULL_RECORDS_EVERY polls."""
+        everything = self._polls_since_everything >= FULL_RECORDS_EVERY
+        job_ids = await self._worker.changed_jobs(
+            ChangedJobsRequest(states, self._committed, everything), DIGEST_TIMEOUT_SECONDS
         )
+        if everything or self._committed is None:
+            self._polls_since_everything = 0
+        else:
+            self._polls_since_everything += 1
+        paths = []
+        for number, chunk in enumerate(_job_id_lists(job_ids)):
+            path = spool / f"squeue-{number}.json"
+            await self._run_into(path, "squeue", ["--all", "--json", f"--jobs={chunk}"])
+            paths.append(path)
+        return tuple(paths)
+
+    async def _controller_outputs(self, spool: Path) -> Path | None:
+        """squeue's and the nodes' output, in files. Where squeue has --only-job-state
+        (24.05+), only every job's id and state: the path of that file; else every job's
+        full record (None)."""
+        nodes = self._run_into(spool / "nodes.json", *self._nodes_source)
+        if self._states_only is not False:
+            states = spool / "states.json"
+            try:
+                await asyncio.gather(
+                    self._run_into(states, "squeue", ["--all", "--only-job-state", "--json"]),
+                    nodes,
+                )
+            except SlurmCommandError as error:
+                if self._states_only or "only-job-state" not in error.stderr:
+                    raise
+                log.info("squeue has no --only-job-state (before 24.05): reading every record")
+                self._states_only = False
+                nodes = self._run_into(spool / "nodes.json", *self._nodes_source)
+            else:
+                self._states_only = True
+                return states
+        await asyncio.gather(
+            self._run_into(spool / "squeue.json", "squeue", ["--all", "--json"]), nodes
+        )
+        return None
 
     async def _run_into(self, path: Path, command: str, args: list[str]) -> None:
         with path.open("wb") as output:
@@ -280,6 +338,24 @@ class SlurmPoller:
             # A missed poll or two still counts; an outage does not.
             3 * self._config.slurm.poll_seconds,
         )
+
+
+def _job_id_lists(job_ids: list[int]) -> list[str]:
+    """`--jobs=` values of at most _MAX_JOBS_ARGUMENT characters (Linux refuses a single
+    argument over 128 KiB)."""
+    lists: list[str] = []
+    current: list[str] = []
+    length = 0
+    for job_id in job_ids:
+        text = str(job_id)
+        if current and length + len(text) + 1 > _MAX_JOBS_ARGUMENT:
+            lists.append(",".join(current))
+            current, length = [], 0
+        current.append(text)
+        length += len(text) + 1
+    if current:
+        lists.append(",".join(current))
+    return lists
 
 
 def _slurm_time(epoch: float) -> str:

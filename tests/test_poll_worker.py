@@ -62,7 +62,7 @@ def _write(folder: Path, squeue: Any, nodes: Any, sacct: Any) -> DigestRequest:
     if sacct is not None:
         (folder / "sacct.json").write_text(json.dumps(sacct))
     return DigestRequest(
-        squeue=folder / "squeue.json",
+        squeue=(folder / "squeue.json",),
         nodes=folder / "nodes.json",
         sacct=folder / "sacct.json" if sacct is not None else None,
         limits=LIMITS,
