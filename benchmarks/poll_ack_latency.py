@@ -3,10 +3,11 @@
 `skybot run` (this checkout, HTTP mode, its own process) polls a synthetic cluster every
 5 s: its `slurm.bin_dir` holds wrappers that print documents cloned from the recorded
 fixtures (benchmarks/parse_and_store.py's generator: 100,000 jobs and 10,000 nodes by
-default, in 24.x's data_parser v0.0.42 shape). A separate process sends signed
-`/sky gpus hoffman-lab` back to back, one at a time, for 60 s, and times each ack. The
-same is done with polling paused (the same bot, whose next poll is an hour away once the
-first one has loaded the snapshot), and the two are printed side by side. Slack's Web API
+default, in 24.x's data_parser v0.0.42 shape). Its squeue has no --only-job-state (as
+before 24.05), so every poll reads and digests every record: the worst case. A separate
+process sends signed `/sky gpus hoffman-lab` back to back, one at a time, for 60 s, and
+times each ack. The same is done with polling paused (the same bot, whose next poll is an
+hour away once the first one has loaded the snapshot), side by side. Slack's Web API
 is the stand-in (tests/slack_standin), in this process.
 
 Targets (issue 17): no ack over 50 ms; p99 with polling within 1.5x of p99 paused.
@@ -56,9 +57,19 @@ def write_slurm(bin_dir: Path, version: str, jobs: int, nodes: int) -> float:
         if (FIXTURES / version / "sacctmgr_assoc.json").is_file()
         else '{"associations": []}'
     )
-    printing = {"squeue": "squeue", "sinfo": "sinfo", "sacct": "sacct", "sacctmgr": "sacctmgr"}
+    printing = {"sinfo": "sinfo", "sacct": "sacct", "sacctmgr": "sacctmgr"}
     for command, document in printing.items():
         _program(bin_dir, command, f"exec cat {shlex.quote(str(bin_dir / document))}.json")
+    # As before 24.05: no --only-job-state, so every poll reads and digests every record,
+    # the worst case for the bot's host (benchmarks/poll_changes.py measures the other).
+    squeue = shlex.quote(str(bin_dir / "squeue.json"))
+    _program(
+        bin_dir,
+        "squeue",
+        'case "$*" in *--only-job-state*) '
+        "echo \"squeue: unrecognized option '--only-job-state'\" >&2; exit 1;; esac\n"
+        f"exec cat {squeue}",
+    )
     # `scontrol ping` while backing off; `scontrol show nodes --json` is never needed, since
     # the node document printed by sinfo lists nodes one by one.
     _program(bin_dir, "scontrol", 'echo "Slurmctld(primary) at bench is UP"')

@@ -34,6 +34,7 @@ _LENGTH = struct.Struct("!Q")
 # Answers bigger than this are unpickled on a thread (a first, full digest of 100,000 jobs
 # is tens of MB); a steady-state answer is unpickled right away.
 _UNPICKLE_INLINE_BYTES = 1 << 20
+_NICENESS = 10
 _ROOT = str(Path(__file__).resolve().parent.parent)
 _CHILD = (
     "import sys; sys.path.insert(0, sys.argv[1]); from scheduler.poll_worker import serve; serve()"
@@ -139,6 +140,9 @@ def serve(requests: BinaryIO | None = None, answers: BinaryIO | None = None) -> 
         answers = os.fdopen(os.dup(1), "wb")
         os.dup2(2, 1)
     requests = requests or sys.stdin.buffer
+    # A poll can wait; an answer cannot. On a small host, the bot's own process gets the CPU
+    # first while the worker digests.
+    os.nice(_NICENESS)
     digester = PollDigester()
     while header := requests.read(_LENGTH.size):
         if len(header) < _LENGTH.size:
