@@ -225,25 +225,29 @@ class SlurmPoller:
         (24.05+), only every job's id and state: the path of that file; else every job's
         full record (None)."""
         nodes = self._run_into(spool / "nodes.json", *self._nodes_source)
-        if self._states_only is not False:
-            states = spool / "states.json"
-            try:
-                await asyncio.gather(
-                    self._run_into(states, "squeue", ["--all", "--only-job-state", "--json"]),
-                    nodes,
-                )
-            except SlurmCommandError as error:
-                if self._states_only or "only-job-state" not in error.stderr:
-                    raise
-                log.info("squeue has no --only-job-state (before 24.05): reading every record")
-                self._states_only = False
-                nodes = self._run_into(spool / "nodes.json", *self._nodes_source)
-            else:
-                self._states_only = True
-                return states
-        await asyncio.gather(
-            self._run_into(spool / "squeue.json", "squeue", ["--all", "--json"]), nodes
+        if self._states_only is False:
+            await asyncio.gather(
+                self._run_into(spool / "squeue.json", "squeue", ["--all", "--json"]), nodes
+            )
+            return None
+        states = spool / "states.json"
+        states_error, nodes_error = await asyncio.gather(
+            self._run_into(states, "squeue", ["--all", "--only-job-state", "--json"]),
+            nodes,
+            return_exceptions=True,
         )
+        if nodes_error is not None:
+            raise nodes_error
+        if states_error is None:
+            self._states_only = True
+            return states
+        if self._states_only or not isinstance(states_error, SlurmCommandError):
+            raise states_error
+        # Not known yet: if the full read works, this squeue cannot do it (22.05 says
+        # "unrecognized option"); if that fails too, the controller is down.
+        await self._run_into(spool / "squeue.json", "squeue", ["--all", "--json"])
+        log.info("squeue --only-job-state failed, reading every record: %s", states_error)
+        self._states_only = False
         return None
 
     async def _run_into(self, path: Path, command: str, args: list[str]) -> None:

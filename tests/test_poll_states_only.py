@@ -117,3 +117,28 @@ async def test_only_new_and_changed_jobs_are_fetched(tmp_path: Path) -> None:
     finally:
         await poller.close()
         writer.close()
+
+
+async def test_a_squeue_without_only_job_state_gets_full_polls(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    _slurm(bin_dir)
+    script = bin_dir / "squeue"
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\n"
+        "if '--only-job-state' in sys.argv:\n"
+        "    sys.exit(\"squeue: unrecognized option '--only-job-state'\")\n" + SQUEUE
+    )
+    writer = StoreWriter(tmp_path / "skybot.db")
+    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
+    try:
+        for _ in range(2):
+            assert await poller.poll_jobs()
+        snapshot = await writer.run(load_snapshot)
+    finally:
+        await poller.close()
+        writer.close()
+    expected = parse_squeue(decode_slurm_json((FIXTURES / "squeue.json").read_bytes())).records
+    assert len(snapshot.jobs) == len(expected)
+    # Asked once (refused, and not logged as a call), then never again: full reads only.
+    calls = (bin_dir / "calls.log").read_text().splitlines()
+    assert calls == ["--all --json", "--all --json"]
