@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Grown with some headroom, and shrunk only when the wanted interval is clearly shorter, so
+# Set with some headroom, and shrunk only when the wanted interval is clearly shorter, so
 # that polls of about the same cost do not make the interval (and the log) flap.
 _GROW_HEADROOM = 1.25
 _SHRINK_BELOW = 0.75
@@ -29,12 +29,10 @@ class PollPacer:
 
     def observe(self, poll_seconds: float) -> float | None:
         """After a poll that took `poll_seconds`: the new interval, or None if unchanged."""
-        wanted = max(self.base_seconds, poll_seconds / self.max_share)
-        if wanted > self.interval:
-            wanted = wanted * _GROW_HEADROOM
-        elif wanted > self.interval * _SHRINK_BELOW:
+        wanted = poll_seconds / self.max_share
+        if self.interval * _SHRINK_BELOW < wanted <= self.interval:
             return None
-        wanted = min(self.max_seconds, wanted)
+        wanted = min(self.max_seconds, max(self.base_seconds, wanted * _GROW_HEADROOM))
         if wanted == self.interval:
             return None
         self.interval = wanted
