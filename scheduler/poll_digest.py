@@ -68,6 +68,8 @@ class DigestRequest:
     # The generation the store last committed, or None after a start.
     base: Generation | None
     states: Path | None = None
+    # What printed `nodes` (sinfo or scontrol), for its errors.
+    nodes_command: str = "sinfo"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +121,7 @@ class PollDigester:
         return [job_id for job_id, state in states.items() if base.states.get(job_id) != state]
 
     def digest(self, request: DigestRequest) -> PollDigest:
-        nodes_document = slurm_document("nodes", request.nodes.read_bytes())
+        nodes_document = slurm_document(request.nodes_command, request.nodes.read_bytes())
         if sinfo_is_grouped(nodes_document):
             return PollDigest(self._generation, _no_changes(), [], [], nodes_grouped=True)
         base = self._base(request.base)

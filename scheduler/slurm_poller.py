@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -193,12 +194,14 @@ class SlurmPoller:
             limits=limits,
             base=self._committed,
             states=states,
+            nodes_command=self._nodes_source[0],
         )
         digest = await self._worker.digest(request, DIGEST_TIMEOUT_SECONDS)
         if digest.nodes_grouped:
             log.info("sinfo groups nodes (Slurm 23.02+): reading them from scontrol")
             self._nodes_source = SCONTROL_NODES
             await self._run_into(spool / "nodes.json", *self._nodes_source)
+            request = replace(request, nodes_command=self._nodes_source[0])
             digest = await self._worker.digest(request, DIGEST_TIMEOUT_SECONDS)
         return digest
 
