@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 
 from core.lab_usage import LabUsage, lab_usage
-from core.records import Job, Node
+from core.records import FINAL_STATES, Job, Node
 from core.slurm_json import (
     SlurmJsonError,
     parse_sacct,
@@ -101,7 +101,7 @@ class _Rows:
     nodes: dict[str, NodeRow] = field(default_factory=dict)
     # For states-only polls: each job as parsed, and its entry in the states document.
     parsed: dict[int, Job] = field(default_factory=dict)
-    states: dict[int, bytes] = field(default_factory=dict)
+    states: dict[str, bytes] = field(default_factory=dict)
 
 
 class PollDigester:
@@ -113,12 +113,19 @@ class PollDigester:
         # At most two: the base the loop last committed, and the newest, maybe committed next.
         self._rows: dict[Generation, _Rows] = {}
 
-    def changed_jobs(self, request: ChangedJobsRequest) -> list[int]:
+    def changed_jobs(self, request: ChangedJobsRequest) -> list[str]:
+        """What to pass to `squeue --jobs=`: jobs new or changed, and every array."""
         base = self._base(request.base)
         states = _job_states(request.states.read_bytes())
-        if base is None or request.everything:
-            return list(states)
-        return [job_id for job_id, state in states.items() if base.states.get(job_id) != state]
+        keys = {
+            _fetch_key(key)
+            for key, state in states.items()
+            if base is None
+            or request.everything
+            or not key.isdigit()
+            or base.states.get(key) != state
+        }
+        return sorted(keys, key=lambda key: (len(key), key))
 
     def digest(self, request: DigestRequest) -> PollDigest:
         nodes_document = slurm_document(request.nodes_command, request.nodes.read_bytes())
@@ -136,7 +143,7 @@ class PollDigester:
                 warnings.extend(parsed.warnings)
         except SlurmJsonError as error:
             raise SlurmCommandError(str(error)) from None
-        states: dict[int, bytes] = {}
+        states: dict[str, bytes] = {}
         if request.states is None:
             live = fetched
         else:
@@ -167,7 +174,7 @@ class PollDigester:
             jobs=len(live),
         )
 
-    def handle(self, request: DigestRequest | ChangedJobsRequest) -> PollDigest | list[int]:
+    def handle(self, request: DigestRequest | ChangedJobsRequest) -> PollDigest | list[str]:
         if isinstance(request, ChangedJobsRequest):
             return self.changed_jobs(request)
         return self.digest(request)
@@ -178,6 +185,8 @@ class PollDigester:
 
 class _StateEntry(msgspec.Struct, gc=False):
     job_id: Any = None
+    state: Any = None  # 24.11 (and job_state, in case a later one renames it)
+    job_state: Any = None
 
 
 class _StatesDocument(msgspec.Struct, gc=False):
@@ -189,48 +198,67 @@ _states_decoder = msgspec.json.Decoder(_StatesDocument)
 _state_entry_decoder = msgspec.json.Decoder(_StateEntry)
 
 
-def _job_states(raw: bytes) -> dict[int, bytes]:
-    """Each job's entry in `squeue --only-job-state --json`, as bytes: a job whose entry
-    is the same as last time has the same state, and its record is not fetched again."""
+def _job_states(raw: bytes) -> dict[str, bytes]:
+    """Each job's entry in `squeue --only-job-state --json`, as bytes, by the id it prints
+    (24.11: a string, "1613", or "6_1" for an array's task): a job whose entry is the same as
+    last time has the same state, and its record is not fetched again.
+
+    Ended jobs are left out, as squeue leaves them out of its default listing (this query
+    lists them until MinJobAge); sacct reports their ends."""
     try:
         document = _states_decoder.decode(raw)
     except msgspec.DecodeError as error:
         raise SlurmCommandError(f"squeue printed something that is not JSON: {error}") from None
     raise_reported_errors("squeue", document.errors)
-    states: dict[int, bytes] = {}
+    states: dict[str, bytes] = {}
     for entry in document.jobs:
         text = bytes(entry)
         try:
-            job_id = _state_entry_decoder.decode(text).job_id
+            decoded = _state_entry_decoder.decode(text)
         except msgspec.DecodeError:
             continue  # not an object: the full record, when fetched, is judged by the parser
-        if isinstance(job_id, dict):
-            job_id = job_id.get("number")
-        if isinstance(job_id, int) and not isinstance(job_id, bool):
-            # An array's tasks may share an id here: any change in any of them counts.
-            states[job_id] = states.get(job_id, b"") + text
+        key = decoded.job_id.get("number") if isinstance(decoded.job_id, dict) else decoded.job_id
+        if isinstance(key, int) and not isinstance(key, bool):
+            key = str(key)
+        if not isinstance(key, str) or not key:
+            continue
+        words = decoded.state if decoded.state is not None else decoded.job_state
+        words = [words] if isinstance(words, str) else words if isinstance(words, list) else []
+        if "COMPLETING" not in words and any(word in FINAL_STATES for word in words):
+            continue
+        states[key] = states.get(key, b"") + text
     return states
 
 
+def _fetch_key(key: str) -> str:
+    """What to ask `squeue --jobs=` for: the job, or for an array's task (`6_1`, `6_[0-3]`)
+    the whole array, whose records are fetched every poll (they cannot be matched to a
+    task's entry here)."""
+    return key if key.isdigit() else key.split("_", 1)[0]
+
+
 def _merged_live(
-    base: _Rows | None, states: dict[int, bytes], fetched: Sequence[Job]
-) -> tuple[list[Job], dict[int, bytes]]:
+    base: _Rows | None, states: dict[str, bytes], fetched: Sequence[Job]
+) -> tuple[list[Job], dict[str, bytes]]:
     """The jobs squeue lists now: fetched records, and the base's for jobs whose state did
     not change. A job listed but neither fetched nor known keeps no state entry, so that
     the next poll asks for it again."""
     by_id = {job.job_id: job for job in fetched}
     live: dict[int, Job] = {}
-    kept_states: dict[int, bytes] = {}
-    for job_id, state in states.items():
-        job = by_id.get(job_id)
-        if job is None and base is not None and base.states.get(job_id) == state:
-            job = base.parsed.get(job_id)
+    kept_states: dict[str, bytes] = {}
+    for key, state in states.items():
+        if not key.isdigit():
+            continue  # an array task: its array's records are among those fetched
+        job = by_id.get(int(key))
+        if job is None and base is not None and base.states.get(key) == state:
+            job = base.parsed.get(int(key))
         if job is not None:
-            live[job_id] = job
-            kept_states[job_id] = state
+            live[job.job_id] = job
+            kept_states[key] = state
     for job in fetched:
-        # Records squeue gave for an id it listed under another one (array tasks).
-        live.setdefault(job.job_id, job)
+        # Records for what was asked by array id, and arrays' tasks.
+        if not job.is_final or job.state == "COMPLETING":
+            live.setdefault(job.job_id, job)
     return list(live.values()), kept_states
 
 

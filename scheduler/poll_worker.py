@@ -61,7 +61,7 @@ class PollWorker:
         assert isinstance(digest, PollDigest)
         return digest
 
-    async def changed_jobs(self, request: ChangedJobsRequest, timeout: float) -> list[int]:
+    async def changed_jobs(self, request: ChangedJobsRequest, timeout: float) -> list[str]:
         job_ids = await self._call(request, timeout)
         assert isinstance(job_ids, list)
         return job_ids

@@ -350,14 +350,14 @@ class SlurmPoller:
         )
 
 
-def _job_id_lists(job_ids: list[int]) -> list[str]:
+def _job_id_lists(job_ids: list[str]) -> list[str]:
     """`--jobs=` values of at most _MAX_JOBS_ARGUMENT characters (Linux refuses a single
     argument over 128 KiB)."""
     lists: list[str] = []
     current: list[str] = []
     length = 0
     for job_id in job_ids:
-        text = str(job_id)
+        text = job_id
         if current and length + len(text) + 1 > _MAX_JOBS_ARGUMENT:
             lists.append(",".join(current))
             current, length = [], 0
