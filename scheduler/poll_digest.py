@@ -224,10 +224,15 @@ def _job_states(raw: bytes) -> dict[str, bytes]:
             continue
         words = decoded.state if decoded.state is not None else decoded.job_state
         words = [words] if isinstance(words, str) else words if isinstance(words, list) else []
-        if "COMPLETING" not in words and any(word in FINAL_STATES for word in words):
+        if "COMPLETING" not in words and any(word in _GONE_STATES for word in words):
             continue
         states[key] = states.get(key, b"") + text
     return states
+
+
+# Ended for good: squeue's default listing leaves these out. PREEMPTED stays: under
+# PreemptMode=REQUEUE the same job runs again, and its requeue must be seen.
+_GONE_STATES = FINAL_STATES - {"PREEMPTED"}
 
 
 def _fetch_key(key: str) -> str:
@@ -257,7 +262,7 @@ def _merged_live(
             kept_states[key] = state
     for job in fetched:
         # Records for what was asked by array id, and arrays' tasks.
-        if not job.is_final or job.state == "COMPLETING":
+        if job.state not in _GONE_STATES:
             live.setdefault(job.job_id, job)
     return list(live.values()), kept_states
 
