@@ -239,13 +239,16 @@ class SlurmPoller:
             nodes,
             return_exceptions=True,
         )
-        if nodes_error is not None:
-            raise nodes_error
         if states_error is None:
+            if nodes_error is not None:
+                raise nodes_error
             self._states_only = True
             return states
+        # squeue's error first: it names the controller outage, as a full poll's does.
         if self._states_only or not isinstance(states_error, SlurmCommandError):
             raise states_error
+        if nodes_error is not None:
+            raise nodes_error
         # Not known yet: if the full read works, this squeue cannot do it (22.05 says
         # "unrecognized option"); if that fails too, the controller is down.
         await self._run_into(spool / "squeue.json", "squeue", ["--all", "--json"])
