@@ -105,13 +105,14 @@ async def _poll(config: Config, cycles: int) -> int:
     from store.writer import StoreWriter
 
     writer = StoreWriter(database_path(config))
+    slurm = SlurmPoller(config, writer)
     try:
-        slurm = SlurmPoller(config, writer)
         ok = await slurm.poll_caps() and await StoragePoller(config, writer).poll()
         for _ in range(cycles):
             ok = await slurm.poll_jobs() and ok
         snapshot = await writer.run(load_snapshot)
     finally:
+        await slurm.close()
         writer.close()
     print(
         f"{len(snapshot.jobs)} jobs, {len(snapshot.nodes)} nodes, {len(snapshot.caps)} caps, "

@@ -75,5 +75,8 @@ def for_terminal(text: str) -> str:
 async def _poll_once(config: Config, writer: StoreWriter) -> None:
     """Fresh data before the first prompt; a Slurm outage shows up as a warning in answers."""
     slurm = SlurmPoller(config, writer)
-    await asyncio.gather(slurm.poll_caps(), StoragePoller(config, writer).poll())
-    await slurm.poll_jobs()
+    try:
+        await asyncio.gather(slurm.poll_caps(), StoragePoller(config, writer).poll())
+        await slurm.poll_jobs()
+    finally:
+        await slurm.close()

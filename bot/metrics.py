@@ -53,6 +53,13 @@ class Metrics:
             buckets=_POLL,
             registry=self.registry,
         )
+        self.poll_interval = Gauge(
+            "skybot_poll_interval_seconds",
+            "The interval polls run at, by source (the Slurm poll's stretches while polls are "
+            "expensive: slurm.max_poll_share).",
+            ["source"],
+            registry=self.registry,
+        )
         self.commands = Counter(
             "skybot_commands",
             "Slash commands answered, by subcommand.",
@@ -128,6 +135,9 @@ class Metrics:
             "How late the event loop ran its last 1 s heartbeat.",
             registry=self.registry,
         )
+
+    def observe_poll_interval(self, source: str, seconds: float) -> None:
+        self.poll_interval.labels(source=source).set(seconds)
 
     def observe_poll(self, source: str, seconds: float) -> None:
         self.poll_seconds.labels(source).observe(seconds)

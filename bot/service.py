@@ -135,6 +135,7 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         after_slurm=watchers.after_slurm_poll,
         after_storage=watchers.after_storage_poll,
         observe=metrics.observe_poll,
+        observe_interval=metrics.observe_poll_interval,
         weekly_digest=WeeklyDigest(config, writer, sender.wake).run,
     )
     runner = runner_call(config)

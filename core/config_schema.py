@@ -61,6 +61,10 @@ class SlurmConfig(Section, frozen=True):
     # Each sacct read re-reads this much before the previous poll: slurmdbd records a job's
     # end a little after the controller. A job's end is announced once however it is set.
     sacct_overlap_seconds: NonNegative = 300.0
+    # A poll that takes more than this share of poll_seconds stretches the interval (a huge
+    # queue must not turn skybot into the `watch squeue` it replaces); it shrinks back once
+    # polls are cheap again.
+    max_poll_share: Annotated[float, Meta(gt=0, le=1)] = 0.25
 
 
 class StorageConfig(Section, frozen=True):

@@ -50,7 +50,7 @@ from scheduler.backoff import Backoff
 from store.outbox import (
     OutboxMessage,
     QueuedMessage,
-    load_queued,
+    load_queued_heads,
     mark_sent,
     park,
     park_and_redirect,
@@ -265,7 +265,7 @@ class OutboxSender:
         report = SendReport()
         failed_targets: set[str] = set()
         while True:
-            queued = await self._writer.run(load_queued)
+            queued = await self._writer.run(load_queued_heads)
             now = self._clock()
             heads = _oldest_per_target(queued)
             due = [m for m in heads if m.target not in failed_targets and self._ready_at(m) <= now]

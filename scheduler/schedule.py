@@ -13,13 +13,14 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 
 from core.config_schema import Config
+from scheduler.poll_pacing import PollPacer
 from scheduler.slurm_poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
 
 log = logging.getLogger(__name__)
 
 AfterPoll = Callable[[], Awaitable[object]]
-# (source, seconds): how long one poll took, for the metrics.
+# (source, seconds): how long one poll took, for the metrics; and the interval polls run at.
 ObservePoll = Callable[[str, float], None]
 
 
@@ -29,6 +30,8 @@ class PollSchedule:
     those instead of abandoning them (and their Slurm client processes) to a closed loop."""
 
     scheduler: AsyncIOScheduler
+    # Ends what the pollers keep running between polls (the Slurm poll worker).
+    close_pollers: Callable[[], Awaitable[None]] | None = None
     in_flight: set[asyncio.Task[None]] = field(default_factory=set)
     stopping: bool = False
 
@@ -42,6 +45,8 @@ class PollSchedule:
         for task in running:
             task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
+        if self.close_pollers is not None:
+            await self.close_pollers()
 
 
 def build_scheduler(
@@ -53,7 +58,9 @@ def build_scheduler(
     after_slurm: AfterPoll | None = None,
     after_storage: AfterPoll | None = None,
     observe: ObservePoll | None = None,
+    observe_interval: ObservePoll | None = None,
     weekly_digest: AfterPoll | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> PollSchedule:
     """One instance of each poll at a time; a late run is coalesced, never queued up.
 
@@ -66,7 +73,30 @@ def build_scheduler(
             "coalesce": True,
         }
     )
-    schedule = PollSchedule(scheduler)
+    schedule = PollSchedule(scheduler, close_pollers=slurm.close)
+    pacer = PollPacer(
+        base_seconds=config.slurm.poll_seconds,
+        max_share=config.slurm.max_poll_share,
+        # Never so long that /readyz would call the snapshot stale between two polls.
+        max_seconds=config.slurm.poll_seconds * max(1.0, config.metrics.stale_after_polls - 1),
+    )
+
+    def pace(seconds: float) -> None:
+        interval = pacer.observe(seconds)
+        if interval is None:
+            return
+        if interval > config.slurm.poll_seconds:
+            log.warning(
+                "slurm poll took %.1f s, over %.0f%% of the poll interval: polling every %.0f s",
+                seconds,
+                100 * config.slurm.max_poll_share,
+                interval,
+            )
+        else:
+            log.info("slurm polls are cheap again: polling every %.0f s", interval)
+        scheduler.reschedule_job("slurm", trigger="interval", seconds=interval)
+        if observe_interval is not None:
+            observe_interval("slurm", interval)
 
     def then_refresh(
         source: str, poll: Callable[[], Awaitable[bool]], watch: AfterPoll | None = None
@@ -76,10 +106,13 @@ def build_scheduler(
             if task is not None:
                 schedule.in_flight.add(task)
             try:
-                started = time.perf_counter()
+                started = clock()
                 await poll()
+                took = clock() - started
                 if observe is not None:
-                    observe(source, time.perf_counter() - started)
+                    observe(source, took)
+                if source == "slurm":
+                    pace(took)
                 await after_poll()
                 if watch is not None:
                     await watch()
@@ -118,6 +151,9 @@ def build_scheduler(
         ),
     )
     now = datetime.now()
+    if observe_interval is not None:
+        for source, _, _, seconds, _ in polls:
+            observe_interval(source, seconds)
     for source, name, poll, seconds, watch in polls:
         scheduler.add_job(
             then_refresh(source, poll, watch),

@@ -12,7 +12,7 @@ import contextlib
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from core.slurm_decode import SlurmDecodeError, decode_slurm_json
 
@@ -21,65 +21,84 @@ class SlurmCommandError(Exception):
     """A Slurm command failed, timed out or printed something that is not its documented output."""
 
     def __init__(self, message: str, stderr: str = "") -> None:
-        super().__init__(message)
+        super().__init__(message, stderr)
         # Everything the command wrote to stderr, for callers that tell errors apart.
         self.stderr = stderr
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 async def run_slurm(bin_dir: str, command: str, args: list[str], timeout: float) -> bytes:
     """Run `bin_dir/command args…` and return its standard output."""
-    program = str(Path(bin_dir) / command)
     with tempfile.TemporaryFile(prefix="skybot-slurm-") as output:
-        try:
-            process = await asyncio.create_subprocess_exec(
-                program,
-                *args,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=output,
-                stderr=asyncio.subprocess.PIPE,
-                env=_slurm_environment(),
-            )
-        except OSError as error:
-            raise SlurmCommandError(f"cannot start {program}: {error.strerror}") from None
-        try:
-            _, stderr = await asyncio.wait_for(process.communicate(), timeout)
-        except TimeoutError:
-            await _reap(process)
-            raise SlurmCommandError(f"{command} timed out after {timeout:g} s") from None
-        except asyncio.CancelledError:
-            # Shutting down mid-poll: leave no orphaned Slurm client behind.
-            await _reap(process)
-            raise
-        if process.returncode != 0:
-            text = stderr.decode(errors="replace").strip()
-            last = text.splitlines()[-1] if text else "no error output"
-            raise SlurmCommandError(
-                f"{command} exited with status {process.returncode}: {last}", text
-            )
+        await run_slurm_into(output, bin_dir, command, args, timeout)
         output.seek(0)
         return output.read()
+
+
+async def run_slurm_into(
+    output: BinaryIO, bin_dir: str, command: str, args: list[str], timeout: float
+) -> None:
+    """Run `bin_dir/command args…` with its standard output going to the file `output`
+    (the poll worker reads squeue's output from there, never through the event loop)."""
+    program = str(Path(bin_dir) / command)
+    try:
+        process = await asyncio.create_subprocess_exec(
+            program,
+            *args,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=output,
+            stderr=asyncio.subprocess.PIPE,
+            env=_slurm_environment(),
+        )
+    except OSError as error:
+        raise SlurmCommandError(f"cannot start {program}: {error.strerror}") from None
+    try:
+        _, stderr = await asyncio.wait_for(process.communicate(), timeout)
+    except TimeoutError:
+        await _reap(process)
+        raise SlurmCommandError(f"{command} timed out after {timeout:g} s") from None
+    except asyncio.CancelledError:
+        # Shutting down mid-poll: leave no orphaned Slurm client behind.
+        await _reap(process)
+        raise
+    if process.returncode != 0:
+        text = stderr.decode(errors="replace").strip()
+        last = text.splitlines()[-1] if text else "no error output"
+        raise SlurmCommandError(f"{command} exited with status {process.returncode}: {last}", text)
 
 
 async def run_slurm_json(
     bin_dir: str, command: str, args: list[str], timeout: float
 ) -> dict[str, Any]:
-    raw = await run_slurm(bin_dir, command, args, timeout)
+    return slurm_document(command, await run_slurm(bin_dir, command, args, timeout))
+
+
+def slurm_document(command: str, raw: bytes) -> dict[str, Any]:
+    """`command`'s JSON output as a document, or SlurmCommandError if it is not JSON or
+    reports an error."""
     try:
         document = decode_slurm_json(raw)
     except SlurmDecodeError as error:
         raise SlurmCommandError(f"{command} printed something that is not JSON: {error}") from None
+    raise_reported_errors(command, document.get("errors"))
+    # Only "no results" can be left: not an error, so nothing downstream may report it (the
+    # parsers pass Slurm's errors on as warnings; sacct says it on most quiet polls).
+    document.pop("errors", None)
+    return document
+
+
+def raise_reported_errors(command: str, reported: Any) -> None:
+    """SlurmCommandError for the first error in a document's "errors" that is not "no results"."""
     # With the controller down, `squeue --json` still exits 0: it prints an empty job list
     # and says what went wrong in "errors". Taking that as "no jobs" would wipe the snapshot.
-    errors = [e for e in document.get("errors") or [] if not _means_no_results(e)]
+    errors = [e for e in reported or [] if not _means_no_results(e)]
     if errors:
         first = errors[0] if isinstance(errors[0], dict) else {"description": str(errors[0])}
         what = first.get("description") or first.get("error") or "unspecified error"
         where = f" ({first['source']})" if first.get("source") else ""
         raise SlurmCommandError(f"{command} reported an error: {what}{where}")
-    # Only "no results" can be left: not an error, so nothing downstream may report it (the
-    # parsers pass Slurm's errors on as warnings; sacct says it on most quiet polls).
-    document.pop("errors", None)
-    return document
 
 
 # sacct's way of saying "no jobs matched" (ESLURM_REST_EMPTY_RESULT): an answer, not an error.

@@ -17,25 +17,33 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from pathlib import Path
 
 from core.associations import parse_associations, parse_associations_json
 from core.config_schema import Config
-from core.lab_usage import usage_of_labs
-from core.records import Job, LabCap
-from core.slurm_json import (
-    ParseResult,
-    SlurmJsonError,
-    parse_sacct,
-    parse_sinfo,
-    parse_squeue,
-    sinfo_is_grouped,
-)
+from core.lab_usage import LabUsage
+from core.records import LabCap
 from scheduler.backoff import Backoff
-from scheduler.slurm_commands import SlurmCommandError, run_slurm, run_slurm_json
+from scheduler.poll_digest import (
+    ChangedJobsRequest,
+    DigestRequest,
+    Generation,
+    LabLimits,
+    PollDigest,
+)
+from scheduler.poll_worker import PollWorker, PollWorkerError
+from scheduler.slurm_commands import (
+    SlurmCommandError,
+    run_slurm,
+    run_slurm_into,
+    run_slurm_json,
+)
 from store.history import save_lab_usage
 from store.snapshots import (
     history_start,
@@ -43,7 +51,7 @@ from store.snapshots import (
     load_source_status,
     record_poll_failure,
     save_caps,
-    save_slurm_poll,
+    save_slurm_changes,
 )
 from store.writer import StoreWriter
 
@@ -52,6 +60,13 @@ log = logging.getLogger(__name__)
 # After a long outage, do not replay more than this much history.
 SACCT_MAX_LOOKBACK_SECONDS = 6 * 3600.0
 SACCT_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,TO"
+# A digest of 100,000 jobs takes seconds; one that takes minutes is a stuck worker.
+DIGEST_TIMEOUT_SECONDS = 120.0
+# Where squeue tells states apart from records (24.05+), a job's record is fetched again
+# when its state changes; a pending reason or start estimate can change without one, so
+# every record is fetched again every this many polls.
+FULL_RECORDS_EVERY = 20
+_MAX_JOBS_ARGUMENT = 100_000
 
 SINFO_NODES = ("sinfo", ["--json"])
 SCONTROL_NODES = ("scontrol", ["show", "nodes", "--json"])
@@ -79,6 +94,13 @@ class SlurmPoller:
         self._sacctmgr_json: bool | None = None
         # Whether the last failed full poll was one a ping let through.
         self._struggling = False
+        self._worker = PollWorker()
+        # The poll the store last committed, which the worker diffs the next one against.
+        self._committed: Generation | None = None
+        self._spool_dir: Path | None = None
+        # None until squeue has shown whether it knows --only-job-state (24.05+).
+        self._states_only: bool | None = None
+        self._polls_since_everything = 0
 
     @property
     def consecutive_failures(self) -> int:
@@ -89,7 +111,8 @@ class SlurmPoller:
 
         The controller (squeue, nodes) and accounting (sacct, slurmdbd) fail independently:
         with slurmdbd down the snapshot stays current and only job ends wait, because the
-        sacct window does not move until sacct answers again.
+        sacct window does not move until sacct answers again. The commands' output goes to
+        files that the poll worker digests, so nothing here holds the event loop for long.
         """
         now = self._clock()
         probed = False
@@ -100,9 +123,11 @@ class SlurmPoller:
                 return False
             probed = True
         since = await self._sacct_window_start(now)
-        live_and_nodes, sacct = await asyncio.gather(
-            self._controller_documents(),
-            self._json(
+        spool = self._spool()
+        controller, sacct = await asyncio.gather(
+            self._controller_outputs(spool),
+            self._run_into(
+                spool / "sacct.json",
                 "sacct",
                 [
                     "--json",
@@ -115,60 +140,139 @@ class SlurmPoller:
             ),
             return_exceptions=True,
         )
+        if isinstance(sacct, BaseException) and not isinstance(sacct, SlurmCommandError):
+            raise sacct
         try:
-            if isinstance(live_and_nodes, BaseException):
-                raise live_and_nodes
-            squeue, node_document = live_and_nodes
-            live = parse_squeue(squeue)
-            nodes = parse_sinfo(node_document)
-        except (SlurmCommandError, SlurmJsonError) as error:
+            if isinstance(controller, BaseException):
+                raise controller
+            digest = await self._digest(spool, sacct_answered=sacct is None, states=controller)
+        except (SlurmCommandError, PollWorkerError) as error:
             delay = self._backoff.failed(now)
             log.warning("slurm poll failed (next try in %.0f s): %s", delay, error)
             await self._writer.run(record_poll_failure, "slurm", str(error), now)
             self._struggling = probed
             return False
         self._struggling = False
-        accounted = await self._accounted(sacct, now)
-        warnings = (*live.warnings, *nodes.warnings, *(accounted.warnings if accounted else ()))
-        for warning in warnings:
+        accounting_error = str(sacct) if sacct is not None else digest.accounting_error
+        if accounting_error is not None:
+            log.warning("sacct failed; job ends wait until it answers: %s", accounting_error)
+            await self._writer.run(record_poll_failure, "accounting", accounting_error, now)
+        for warning in digest.warnings:
             log.warning("slurm data: %s", warning)
-        # The transitions it records are read back by the watchers after this poll.
-        await self._writer.run(
-            save_slurm_poll,
-            live.records,
-            accounted.records if accounted else [],
-            nodes.records,
-            now,
-            accounted is not None,
-        )
-        if accounted is not None:
+        await self._writer.run(save_slurm_changes, digest.changes, now, accounting_error is None)
+        self._committed = digest.generation
+        if accounting_error is None:
             self._sacct_since = now
         self._backoff.succeeded()
-        await self._record_lab_usage(live.records, now)
+        await self._record_lab_usage(digest.usages, now)
         return True
 
-    async def _controller_documents(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        squeue, node_document = await asyncio.gather(
-            self._json("squeue", ["--all", "--json"]), self._json(*self._nodes_source)
+    async def close(self) -> None:
+        """Stop the poll worker and remove the command output files."""
+        await self._worker.close()
+        if self._spool_dir is not None:
+            shutil.rmtree(self._spool_dir, ignore_errors=True)
+            self._spool_dir = None
+
+    async def _digest(self, spool: Path, sacct_answered: bool, states: Path | None) -> PollDigest:
+        caps, members = await self._writer.run(load_lab_limits)
+        limits = LabLimits(
+            tuple((lab.name, lab.account) for lab in self._config.labs),
+            caps,
+            members,
+            self._config.slurm.overcap_account,
         )
-        if sinfo_is_grouped(node_document):
+        squeue = (
+            (spool / "squeue.json",)
+            if states is None
+            else await self._changed_records(spool, states)
+        )
+        request = DigestRequest(
+            squeue=squeue,
+            nodes=spool / "nodes.json",
+            sacct=spool / "sacct.json" if sacct_answered else None,
+            limits=limits,
+            base=self._committed,
+            states=states,
+            nodes_command=self._nodes_source[0],
+        )
+        digest = await self._worker.digest(request, DIGEST_TIMEOUT_SECONDS)
+        if digest.nodes_grouped:
             log.info("sinfo groups nodes (Slurm 23.02+): reading them from scontrol")
             self._nodes_source = SCONTROL_NODES
-            node_document = await self._json(*self._nodes_source)
-        return squeue, node_document
+            await self._run_into(spool / "nodes.json", *self._nodes_source)
+            request = replace(request, nodes_command=self._nodes_source[0])
+            digest = await self._worker.digest(request, DIGEST_TIMEOUT_SECONDS)
+        return digest
 
-    async def _accounted(
-        self, sacct: dict[str, Any] | BaseException, now: float
-    ) -> ParseResult[Job] | None:
-        """sacct's jobs, or None (logged and recorded as the accounting source's failure)."""
-        try:
-            if isinstance(sacct, BaseException):
-                raise sacct
-            return parse_sacct(sacct)
-        except (SlurmCommandError, SlurmJsonError) as error:
-            log.warning("sacct failed; job ends wait until it answers: %s", error)
-            await self._writer.run(record_poll_failure, "accounting", str(error), now)
+    async def _changed_records(self, spool: Path, states: Path) -> tuple[Path, ...]:
+        """The full records of the jobs that are new or changed state, in as few squeue
+        calls as the command line allows; every job's, every FULL_RECORDS_EVERY polls."""
+        everything = self._polls_since_everything >= FULL_RECORDS_EVERY
+        job_ids = await self._worker.changed_jobs(
+            ChangedJobsRequest(states, self._committed, everything), DIGEST_TIMEOUT_SECONDS
+        )
+        if everything or self._committed is None:
+            self._polls_since_everything = 0
+        else:
+            self._polls_since_everything += 1
+        paths = []
+        for number, chunk in enumerate(_job_id_lists(job_ids)):
+            path = spool / f"squeue-{number}.json"
+            await self._run_into(path, "squeue", ["--all", "--json", f"--jobs={chunk}"])
+            paths.append(path)
+        return tuple(paths)
+
+    async def _controller_outputs(self, spool: Path) -> Path | None:
+        """squeue's and the nodes' output, in files. Where squeue has --only-job-state
+        (24.05+), only every job's id and state: the path of that file; else every job's
+        full record (None)."""
+        nodes = self._run_into(spool / "nodes.json", *self._nodes_source)
+        if self._states_only is False:
+            await asyncio.gather(
+                self._run_into(spool / "squeue.json", "squeue", ["--all", "--json"]), nodes
+            )
             return None
+        states = spool / "states.json"
+        states_error, nodes_error = await asyncio.gather(
+            self._run_into(states, "squeue", ["--all", "--only-job-state", "--json"]),
+            nodes,
+            return_exceptions=True,
+        )
+        if states_error is None:
+            if nodes_error is not None:
+                raise nodes_error
+            self._states_only = True
+            return states
+        # squeue's error first: it names the controller outage, as a full poll's does.
+        if self._states_only or not isinstance(states_error, SlurmCommandError):
+            raise states_error
+        if nodes_error is not None:
+            raise nodes_error
+        # Not known yet: if the full read works, this squeue cannot do it (22.05 says
+        # "unrecognized option"); if that fails too, the controller is down.
+        await self._run_into(spool / "squeue.json", "squeue", ["--all", "--json"])
+        log.info("squeue --only-job-state failed, reading every record: %s", states_error)
+        self._states_only = False
+        return None
+
+    async def _run_into(self, path: Path, command: str, args: list[str]) -> None:
+        # Truncating last poll's output on the loop froze it for 300 ms at 100,000 jobs (the
+        # filesystem frees 600 MB of blocks): remove it on a thread instead.
+        await asyncio.to_thread(path.unlink, missing_ok=True)
+        with path.open("wb") as output:
+            await run_slurm_into(
+                output,
+                self._config.slurm.bin_dir,
+                command,
+                args,
+                self._config.slurm.command_timeout_seconds,
+            )
+
+    def _spool(self) -> Path:
+        if self._spool_dir is None or not self._spool_dir.is_dir():
+            self._spool_dir = Path(tempfile.mkdtemp(prefix="skybot-poll-"))
+        return self._spool_dir
 
     async def _controller_answers_ping(self) -> bool:
         """While backing off, one `scontrol ping` per cycle (the cheapest controller RPC)
@@ -224,11 +328,6 @@ class SlurmPoller:
         )
         return parse_associations(raw.decode(errors="replace"))
 
-    async def _json(self, command: str, args: list[str]) -> dict[str, Any]:
-        return await run_slurm_json(
-            self._config.slurm.bin_dir, command, args, self._config.slurm.command_timeout_seconds
-        )
-
     async def _sacct_window_start(self, now: float) -> float:
         """From the last successful poll (a little before, for slurmdbd's lag), so that jobs
         that ended while skybot was down are still seen to end; never from before a brand-new
@@ -243,11 +342,7 @@ class SlurmPoller:
         start = self._sacct_since - self._config.slurm.sacct_overlap_seconds
         return max(start, self._sacct_floor, now - SACCT_MAX_LOOKBACK_SECONDS)
 
-    async def _record_lab_usage(self, jobs: list[Job], now: float) -> None:
-        caps, members = await self._writer.run(load_lab_limits)
-        usages = usage_of_labs(
-            self._config.labs, jobs, caps.get, members, self._config.slurm.overcap_account
-        )
+    async def _record_lab_usage(self, usages: list[LabUsage], now: float) -> None:
         await self._writer.run(
             save_lab_usage,
             usages,
@@ -256,6 +351,24 @@ class SlurmPoller:
             # A missed poll or two still counts; an outage does not.
             3 * self._config.slurm.poll_seconds,
         )
+
+
+def _job_id_lists(job_ids: list[str]) -> list[str]:
+    """`--jobs=` values of at most _MAX_JOBS_ARGUMENT characters (Linux refuses a single
+    argument over 128 KiB)."""
+    lists: list[str] = []
+    current: list[str] = []
+    length = 0
+    for job_id in job_ids:
+        text = job_id
+        if current and length + len(text) + 1 > _MAX_JOBS_ARGUMENT:
+            lists.append(",".join(current))
+            current, length = [], 0
+        current.append(text)
+        length += len(text) + 1
+    if current:
+        lists.append(",".join(current))
+    return lists
 
 
 def _slurm_time(epoch: float) -> str:

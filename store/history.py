@@ -55,7 +55,12 @@ def prune_history(db: sqlite_utils.Database, before: float) -> None:
     db.execute("DELETE FROM lab_usage_history WHERE at < ?", [before])
     db.execute("DELETE FROM filesystem_history WHERE at < ?", [before])
     db.execute("DELETE FROM job_transitions WHERE at < ?", [before])
-    db.execute("DELETE FROM job_states WHERE seen_at < ?", [before])
+    # A job squeue still lists is still seen: polls write only records that changed, so a
+    # job pending unchanged for weeks keeps an old seen_at.
+    db.execute(
+        "DELETE FROM job_states WHERE seen_at < ? AND job_id NOT IN (SELECT job_id FROM jobs)",
+        [before],
+    )
     db.execute("DELETE FROM gpu_seconds WHERE hour < ?", [before])
 
 

@@ -91,25 +91,44 @@ def enqueue(db: sqlite_utils.Database, messages: Iterable[OutboxMessage], now: f
 def load_queued(db: sqlite_utils.Database, limit: int = 500) -> list[QueuedMessage]:
     """Queued messages, oldest first (the sender keeps each target's messages in order)."""
     rows = db.execute(
-        "SELECT id, key, target, text, blocks, attempts, next_attempt_at, created_at, chart, "
-        "refused_to FROM outbox WHERE state = 'queued' ORDER BY id LIMIT ?",
+        f"SELECT {_QUEUED_COLUMNS} FROM outbox WHERE state = 'queued' ORDER BY id LIMIT ?",
         [limit],
     ).fetchall()
-    return [
-        QueuedMessage(
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            json.loads(r[4]) if r[4] else None,
-            r[5],
-            r[6],
-            r[7],
-            ChartSpec.from_json(r[8]) if r[8] else None,
-            r[9] or "",
-        )
-        for r in rows
-    ]
+    return [_queued(r) for r in rows]
+
+
+def load_queued_heads(db: sqlite_utils.Database, limit: int = 500) -> list[QueuedMessage]:
+    """The oldest queued message of each target, oldest first: what may be sent next.
+
+    Not the oldest N messages: behind a burst of a thousand DMs to five users, a sixth
+    user's one DM would not be among them, and would wait for the burst to drain.
+    """
+    rows = db.execute(
+        f"SELECT {_QUEUED_COLUMNS} FROM outbox WHERE id IN "
+        "(SELECT MIN(id) FROM outbox WHERE state = 'queued' GROUP BY target) ORDER BY id LIMIT ?",
+        [limit],
+    ).fetchall()
+    return [_queued(r) for r in rows]
+
+
+_QUEUED_COLUMNS = (
+    "id, key, target, text, blocks, attempts, next_attempt_at, created_at, chart, refused_to"
+)
+
+
+def _queued(r: Any) -> QueuedMessage:
+    return QueuedMessage(
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        json.loads(r[4]) if r[4] else None,
+        r[5],
+        r[6],
+        r[7],
+        ChartSpec.from_json(r[8]) if r[8] else None,
+        r[9] or "",
+    )
 
 
 def mark_sent(

@@ -7,8 +7,8 @@ and reload it only when something new was committed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -39,6 +39,37 @@ from core.transitions import (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class SlurmChanges:
+    """What a poll changed, as rows ready for the tables (see scheduler/poll_digest.py).
+
+    `full` replaces the job and node tables with the rows given (the first poll after a
+    start, or after the poll worker restarted); otherwise rows are upserted and `gone_*`
+    deleted. `observed` holds only the jobs whose record may have changed (squeue's changed
+    records and everything sacct reported): an unchanged record cannot be a transition.
+    """
+
+    full: bool
+    job_rows: Sequence[JobRow]
+    gone_job_ids: Sequence[int]
+    node_rows: Sequence[NodeRow]
+    gone_nodes: Sequence[str]
+    observed: Mapping[int, Job]
+
+
+# (job_id, user, account, partition, state, record) and (name, record), as stored.
+JobRow = tuple[int, str, str, str, str, str]
+NodeRow = tuple[str, str]
+
+
+def job_row(job: Job) -> JobRow:
+    return (job.job_id, job.user, job.account, job.partition, job.state, _encode(job))
+
+
+def node_row(node: Node) -> NodeRow:
+    return (node.name, _encode(node))
+
+
 def save_slurm_poll(
     db: sqlite_utils.Database,
     live: Sequence[Job],
@@ -53,15 +84,33 @@ def save_slurm_poll(
     (empty, with `accounting_answered` false, when sacct failed: jobs that left squeue keep
     their last state until it answers). Returns the transitions recorded.
     """
-    observed = merge_observations(live, accounted)
+    changes = SlurmChanges(
+        full=True,
+        job_rows=[job_row(j) for j in live],
+        gone_job_ids=(),
+        node_rows=[node_row(n) for n in nodes],
+        gone_nodes=(),
+        observed=merge_observations(live, accounted),
+    )
+    return save_slurm_changes(db, changes, at, accounting_answered)
+
+
+def save_slurm_changes(
+    db: sqlite_utils.Database,
+    changes: SlurmChanges,
+    at: float,
+    accounting_answered: bool = True,
+) -> list[Transition]:
+    """Apply one poll's changes to the snapshot and record its transitions, in one
+    transaction; the same tables as a full replacement would leave."""
     conn = db.conn
     with db.atomic():
-        known = {
-            row[0]: KnownState(row[1], row[2])
-            for row in conn.execute("SELECT job_id, state, restarts FROM job_states")
-        }
+        observed = dict(changes.observed)
+        known = _known_states(conn, None if changes.full else list(observed))
         observed = with_known_restarts(known, observed)
-        told_by_sacct = ending_without_squeue(known, observed, {job.job_id for job in live})
+        ended = ending_without_squeue(known, observed, live_ids=())
+        listed = _listed_now(conn, changes, ended)
+        told_by_sacct = [job_id for job_id in ended if job_id not in listed]
         if told_by_sacct:
             observed = with_last_seen(observed, last_seen_jobs(db, told_by_sacct))
         missing_gpus = awaiting_gpus(known, observed)
@@ -70,16 +119,21 @@ def save_slurm_poll(
         transitions = detect_transitions(known, observed)
         # Plain executemany: at 10,000 jobs per poll, sqlite-utils' per-batch column
         # detection costs more than the inserts themselves.
-        conn.execute("DELETE FROM jobs")
+        if changes.full:
+            conn.execute("DELETE FROM jobs")
+            conn.execute("DELETE FROM nodes")
+        else:
+            conn.executemany(
+                "DELETE FROM jobs WHERE job_id = ?", ((i,) for i in changes.gone_job_ids)
+            )
+            conn.executemany("DELETE FROM nodes WHERE name = ?", ((n,) for n in changes.gone_nodes))
         conn.executemany(
-            "INSERT INTO jobs (job_id, user, account, partition, state, record) "
+            "INSERT OR REPLACE INTO jobs (job_id, user, account, partition, state, record) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            ((j.job_id, j.user, j.account, j.partition, j.state, _encode(j)) for j in live),
+            changes.job_rows,
         )
-        conn.execute("DELETE FROM nodes")
         conn.executemany(
-            "INSERT INTO nodes (name, record) VALUES (?, ?)",
-            ((n.name, _encode(n)) for n in nodes),
+            "INSERT OR REPLACE INTO nodes (name, record) VALUES (?, ?)", changes.node_rows
         )
         conn.executemany(
             "INSERT INTO job_states (job_id, state, restarts, seen_at) VALUES (?, ?, ?, ?) "
@@ -101,8 +155,38 @@ def save_slurm_poll(
     return transitions
 
 
+def _known_states(conn: Any, job_ids: list[int] | None) -> dict[int, KnownState]:
+    """What the store knew of these jobs (all jobs with None)."""
+    if job_ids is None:
+        rows: Iterable[Any] = conn.execute("SELECT job_id, state, restarts FROM job_states")
+        return {row[0]: KnownState(row[1], row[2]) for row in rows}
+    known = {}
+    for chunk in _chunks(job_ids, 500):
+        marks = ", ".join("?" for _ in chunk)
+        for row in conn.execute(
+            f"SELECT job_id, state, restarts FROM job_states WHERE job_id IN ({marks})", chunk
+        ):
+            known[row[0]] = KnownState(row[1], row[2])
+    return known
+
+
 # States in which a job holds the GPUs its record lists (allocated, not requested).
 _HOLDING_STATES = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED")
+
+
+def _listed_now(conn: Any, changes: SlurmChanges, job_ids: Sequence[int]) -> set[int]:
+    """Which of `job_ids` squeue lists after this poll: in its changed rows, or (for a poll of
+    changes only) still in the table and not gone."""
+    wanted = set(job_ids)
+    listed = {row[0] for row in changes.job_rows if row[0] in wanted}
+    if changes.full or not wanted:
+        return listed
+    gone = set(changes.gone_job_ids)
+    for chunk in _chunks(sorted(wanted - listed), 500):
+        marks = ", ".join("?" for _ in chunk)
+        rows = conn.execute(f"SELECT job_id FROM jobs WHERE job_id IN ({marks})", chunk)
+        listed.update(job_id for (job_id,) in rows if job_id not in gone)
+    return listed
 
 
 def last_allocated_gpus(
@@ -223,11 +307,19 @@ def snapshot_version(db: sqlite_utils.Database) -> int:
     return row[0] if row else 0
 
 
-def load_snapshot(db: sqlite_utils.Database) -> ClusterSnapshot:
-    """Read the latest committed snapshot (a consistent read, even while a poll writes)."""
+def load_snapshot(
+    db: sqlite_utils.Database, decode: Callable[[int, str], Job] | None = None
+) -> ClusterSnapshot:
+    """Read the latest committed snapshot (a consistent read, even while a poll writes).
+
+    `decode(job_id, record)` may reuse what it decoded last time (see JobDecoder)."""
     with db.atomic():
         version = snapshot_version(db)
-        jobs = tuple(decode_job(r[0]) for r in db.execute("SELECT record FROM jobs"))
+        rows = db.execute("SELECT job_id, record FROM jobs")
+        if decode is None:
+            jobs = tuple(decode_job(r[1]) for r in rows)
+        else:
+            jobs = tuple(decode(r[0], r[1]) for r in rows)
         nodes = tuple(_decode_node(r[0]) for r in db.execute("SELECT record FROM nodes"))
         cap_by_account, members = load_lab_limits(db)
         caps = tuple(LabCap(account, cap) for account, cap in cap_by_account.items())
@@ -269,6 +361,37 @@ def load_snapshot(db: sqlite_utils.Database) -> ClusterSnapshot:
         images=images,
         image_dir=image_dirs[0] if image_dirs else None,
     )
+
+
+class JobDecoder:
+    """Decodes job records, reusing the Job of a record unchanged since the last snapshot:
+    a poll changes a few percent of 100,000 jobs, and decoding them all again each time
+    would hold the bot's interpreter for most of a second.
+
+    It keeps each record's hash (the text would double the memory) apart from its Job: a
+    dict of ints is not tracked by the garbage collector, while 100,000 new (hash, Job)
+    pairs per reload would set off full collections that stop the event loop for 100 ms.
+    """
+
+    def __init__(self) -> None:
+        self._hashes: dict[int, int] = {}
+        self._jobs: dict[int, Job] = {}
+        self._next_hashes: dict[int, int] = {}
+        self._next_jobs: dict[int, Job] = {}
+
+    def __call__(self, job_id: int, record: str) -> Job:
+        digest = hash(record)
+        job = self._jobs.get(job_id)
+        if job is None or self._hashes.get(job_id) != digest:
+            job = decode_job(record)
+        self._next_hashes[job_id] = digest
+        self._next_jobs[job_id] = job
+        return job
+
+    def next_snapshot(self) -> None:
+        """Call after each snapshot: what it did not list is forgotten."""
+        self._hashes, self._jobs = self._next_hashes, self._next_jobs
+        self._next_hashes, self._next_jobs = {}, {}
 
 
 def load_source_status(db: sqlite_utils.Database, source: str) -> SourceStatus:

@@ -16,6 +16,7 @@ class _HangingPolls:
 
     def __init__(self) -> None:
         self.started = asyncio.Event()
+        self.closed = False
 
     async def _hang(self) -> bool:
         self.started.set()
@@ -23,6 +24,9 @@ class _HangingPolls:
         return True
 
     poll_jobs = poll_caps = poll = _hang
+
+    async def close(self) -> None:
+        self.closed = True
 
 
 async def _refresh() -> None:
@@ -43,5 +47,6 @@ async def test_stop_ends_running_polls_without_logging_them_as_failures(
     await asyncio.sleep(0.1)  # APScheduler reports a job's outcome from a done-callback
 
     assert not schedule.in_flight
+    assert polls.closed  # the Slurm poll worker is stopped with the pollers
     failures = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert failures == []

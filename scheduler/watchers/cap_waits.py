@@ -6,6 +6,7 @@ stretch calls for (core/cap_waits.py) in the transaction that stores it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import sqlite_utils
@@ -31,7 +32,9 @@ async def check_cap_waits(
     if config.notifications.cap_wait_minutes <= 0 or snapshot.source("slurm").taken_at is None:
         return 0
     now = time.time() if now is None else now
-    usages = usage_of_labs(
+    # Off the loop: at 100,000 jobs this is tens of milliseconds that commands would wait.
+    usages = await asyncio.to_thread(
+        usage_of_labs,
         config.labs,
         snapshot.jobs,
         snapshot.cap_for,

@@ -1,0 +1,339 @@
+"""The heavy half of a Slurm poll: decode, parse and diff, run inside the poll worker.
+
+At 100,000 jobs `squeue --json` is half a gigabyte; decoding and parsing it takes seconds
+of CPU, which in the bot's process would hold the interpreter while slash commands wait
+(issue 17). So the poller's event loop only runs the Slurm commands (their output goes to
+files) and the worker process (scheduler/poll_worker.py) turns those files into what
+changed since the last poll the store committed: rows to upsert, ids to delete, the jobs
+that may be transitions, and each lab's usage. That is small in the steady state, and it is
+all the loop and the store's writer handle.
+
+The digester keeps the rows of the last poll it was told was committed (`base`): a poll
+whose write failed is diffed again from the older base, and a worker that restarted (no
+base) sends everything, which the store takes as a full replacement.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from core.lab_usage import LabUsage, usage_of_labs
+from core.records import FINAL_STATES, Job, Node
+from core.slurm_json import (
+    SlurmJsonError,
+    parse_sacct,
+    parse_sinfo,
+    parse_squeue,
+    sinfo_is_grouped,
+)
+from core.transitions import merge_observations
+from scheduler.slurm_commands import SlurmCommandError, raise_reported_errors, slurm_document
+from store.snapshots import JobRow, NodeRow, SlurmChanges, job_row, node_row
+
+# (this digester's random epoch, poll number): never the same for two worker processes, so
+# a restarted worker cannot mistake a base it never saw for one of its own.
+Generation = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class LabLimits:
+    """What lab usage needs besides the jobs: (name, account) per lab, caps, members."""
+
+    labs: tuple[tuple[str, str], ...]
+    caps: Mapping[str, int | None]
+    members: Mapping[str, frozenset[str]]
+    overcap_account: str
+
+
+@dataclass(frozen=True, slots=True)
+class DigestRequest:
+    """Files holding each command's output; `sacct` is None when sacct itself failed.
+
+    Without `states`, `squeue` holds every job (`squeue --json`). With `states` (24.x's
+    `squeue --only-job-state --json`: every job's id and state), `squeue` holds only the
+    records asked for (`squeue --json --jobs=…`, see `ChangedJobsRequest`); the others are
+    as in the base poll.
+    """
+
+    squeue: tuple[Path, ...]
+    nodes: Path
+    sacct: Path | None
+    limits: LabLimits
+    # The generation the store last committed, or None after a start.
+    base: Generation | None
+    states: Path | None = None
+    # What printed `nodes` (sinfo or scontrol), for its errors.
+    nodes_command: str = "sinfo"
+
+
+@dataclass(frozen=True, slots=True)
+class ChangedJobsRequest:
+    """Which jobs' full records a states-only poll must fetch: new ones and those whose
+    state changed since `base` (every job with `everything`, or without a base)."""
+
+    states: Path
+    base: Generation | None
+    everything: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PollDigest:
+    generation: Generation
+    changes: SlurmChanges
+    usages: list[LabUsage]
+    warnings: list[str]
+    # sacct's output could not be read (the command itself failing is the loop's to say).
+    accounting_error: str | None = None
+    # The node document was 23.02+'s grouped sinfo: nothing else was read.
+    nodes_grouped: bool = False
+    jobs: int = 0
+
+
+@dataclass(slots=True)
+class _Rows:
+    jobs: dict[int, JobRow] = field(default_factory=dict)
+    nodes: dict[str, NodeRow] = field(default_factory=dict)
+    # For states-only polls: each job as parsed, and its entry in the states document.
+    parsed: dict[int, Job] = field(default_factory=dict)
+    states: dict[str, bytes] = field(default_factory=dict)
+
+
+class PollDigester:
+    """Turns command outputs into changes against the last committed poll."""
+
+    def __init__(self) -> None:
+        self._epoch = os.urandom(8).hex()
+        self._generation: Generation = (self._epoch, 0)
+        # At most two: the base the loop last committed, and the newest, maybe committed next.
+        self._rows: dict[Generation, _Rows] = {}
+
+    def changed_jobs(self, request: ChangedJobsRequest) -> list[str]:
+        """What to pass to `squeue --jobs=`: jobs new or changed, and every array."""
+        base = self._base(request.base)
+        states = _job_states(request.states.read_bytes())
+        keys = {
+            _fetch_key(key)
+            for key, state in states.items()
+            if base is None
+            or request.everything
+            or not key.isdigit()
+            or base.states.get(key) != state
+        }
+        return sorted(keys, key=lambda key: (len(key), key))
+
+    def digest(self, request: DigestRequest) -> PollDigest:
+        nodes_document = slurm_document(request.nodes_command, request.nodes.read_bytes())
+        if sinfo_is_grouped(nodes_document):
+            return PollDigest(self._generation, _no_changes(), [], [], nodes_grouped=True)
+        base = self._base(request.base)
+        try:
+            nodes = parse_sinfo(nodes_document)
+            del nodes_document
+            fetched: list[Job] = []
+            warnings = list(nodes.warnings)
+            for path in request.squeue:
+                parsed = parse_squeue(slurm_document("squeue", path.read_bytes()))
+                fetched.extend(parsed.records)
+                warnings.extend(parsed.warnings)
+        except SlurmJsonError as error:
+            raise SlurmCommandError(str(error)) from None
+        states: dict[str, bytes] = {}
+        if request.states is None:
+            live = fetched
+        else:
+            states = _job_states(request.states.read_bytes())
+            live, states = _merged_live(base, states, fetched)
+        accounted: list[Job] = []
+        accounting_error = None
+        if request.sacct is not None:
+            try:
+                parsed_sacct = parse_sacct(slurm_document("sacct", request.sacct.read_bytes()))
+            except (SlurmCommandError, SlurmJsonError) as error:
+                accounting_error = str(error)
+            else:
+                accounted = parsed_sacct.records
+                warnings.extend(parsed_sacct.warnings)
+        changes, rows = _changes(base, live, accounted, nodes.records)
+        rows.states = states
+        self._generation = (self._epoch, self._generation[1] + 1)
+        self._rows = {self._generation: rows}
+        if base is not None and request.base is not None:
+            self._rows[request.base] = base
+        return PollDigest(
+            generation=self._generation,
+            changes=changes,
+            usages=_usages(live, request.limits),
+            warnings=warnings,
+            accounting_error=accounting_error,
+            jobs=len(live),
+        )
+
+    def handle(self, request: DigestRequest | ChangedJobsRequest) -> PollDigest | list[str]:
+        if isinstance(request, ChangedJobsRequest):
+            return self.changed_jobs(request)
+        return self.digest(request)
+
+    def _base(self, generation: Generation | None) -> _Rows | None:
+        return self._rows.get(generation) if generation is not None else None
+
+
+class _StateEntry(msgspec.Struct, gc=False):
+    job_id: Any = None
+    state: Any = None  # 24.11 (and job_state, in case a later one renames it)
+    job_state: Any = None
+
+
+class _StatesDocument(msgspec.Struct, gc=False):
+    jobs: list[msgspec.Raw] = msgspec.field(default_factory=list)
+    errors: Any = None
+
+
+_states_decoder = msgspec.json.Decoder(_StatesDocument)
+_state_entry_decoder = msgspec.json.Decoder(_StateEntry)
+
+
+def _job_states(raw: bytes) -> dict[str, bytes]:
+    """Each job's entry in `squeue --only-job-state --json`, as bytes, by the id it prints
+    (24.11: a string, "1613", or "6_1" for an array's task): a job whose entry is the same as
+    last time has the same state, and its record is not fetched again.
+
+    Ended jobs are left out, as squeue leaves them out of its default listing (this query
+    lists them until MinJobAge); sacct reports their ends."""
+    try:
+        document = _states_decoder.decode(raw)
+    except msgspec.DecodeError as error:
+        raise SlurmCommandError(f"squeue printed something that is not JSON: {error}") from None
+    raise_reported_errors("squeue", document.errors)
+    states: dict[str, bytes] = {}
+    for entry in document.jobs:
+        text = bytes(entry)
+        try:
+            decoded = _state_entry_decoder.decode(text)
+        except msgspec.DecodeError:
+            continue  # not an object: the full record, when fetched, is judged by the parser
+        key = decoded.job_id.get("number") if isinstance(decoded.job_id, dict) else decoded.job_id
+        if isinstance(key, int) and not isinstance(key, bool):
+            key = str(key)
+        if not isinstance(key, str) or not key:
+            continue
+        words = decoded.state if decoded.state is not None else decoded.job_state
+        words = [words] if isinstance(words, str) else words if isinstance(words, list) else []
+        if "COMPLETING" not in words and any(word in _GONE_STATES for word in words):
+            continue
+        states[key] = states.get(key, b"") + text
+    return states
+
+
+# Ended for good: squeue's default listing leaves these out. PREEMPTED stays: under
+# PreemptMode=REQUEUE the same job runs again, and its requeue must be seen.
+_GONE_STATES = FINAL_STATES - {"PREEMPTED"}
+
+
+def _fetch_key(key: str) -> str:
+    """What to ask `squeue --jobs=` for: the job, or for an array's task (`6_1`, `6_[0-3]`)
+    the whole array, whose records are fetched every poll (they cannot be matched to a
+    task's entry here)."""
+    return key if key.isdigit() else key.split("_", 1)[0]
+
+
+def _merged_live(
+    base: _Rows | None, states: dict[str, bytes], fetched: Sequence[Job]
+) -> tuple[list[Job], dict[str, bytes]]:
+    """The jobs squeue lists now: fetched records, and the base's for jobs whose state did
+    not change. A job listed but neither fetched nor known keeps no state entry, so that
+    the next poll asks for it again."""
+    by_id = {job.job_id: job for job in fetched}
+    live: dict[int, Job] = {}
+    kept_states: dict[str, bytes] = {}
+    for key, state in states.items():
+        if not key.isdigit():
+            continue  # an array task: its array's records are among those fetched
+        job = by_id.get(int(key))
+        if job is None and base is not None and base.states.get(key) == state:
+            job = base.parsed.get(int(key))
+        if job is not None:
+            live[job.job_id] = job
+            kept_states[key] = state
+    for job in fetched:
+        # Records for what was asked by array id, and arrays' tasks.
+        if job.state not in _GONE_STATES:
+            live.setdefault(job.job_id, job)
+    return list(live.values()), kept_states
+
+
+def _changes(
+    base: _Rows | None, live: Sequence[Job], accounted: Sequence[Job], nodes: Sequence[Node]
+) -> tuple[SlurmChanges, _Rows]:
+    merged = merge_observations(live, accounted)
+    rows = _Rows()
+    changed_jobs: list[JobRow] = []
+    for job in live:
+        before = base.jobs.get(job.job_id) if base is not None else None
+        if before is not None and base is not None and base.parsed.get(job.job_id) is job:
+            row = before  # carried over from the base poll: not even encoded again
+        else:
+            row = job_row(job)
+            if before == row:
+                row = before  # keep one copy of an unchanged record
+            else:
+                changed_jobs.append(row)
+        rows.jobs[job.job_id] = row
+        rows.parsed[job.job_id] = job
+    changed_nodes: list[NodeRow] = []
+    for node in nodes:
+        node_entry = node_row(node)
+        old = base.nodes.get(node.name) if base is not None else None
+        if old == node_entry:
+            node_entry = old
+        else:
+            changed_nodes.append(node_entry)
+        rows.nodes[node.name] = node_entry
+    if base is None:
+        observed = merged
+        gone_jobs: list[int] = []
+        gone_nodes: list[str] = []
+    else:
+        # An unchanged squeue record is what the store already holds: no transition.
+        maybe_new = {row[0] for row in changed_jobs} | {job.job_id for job in accounted}
+        observed = {job_id: merged[job_id] for job_id in maybe_new if job_id in merged}
+        gone_jobs = [job_id for job_id in base.jobs if job_id not in rows.jobs]
+        gone_nodes = [name for name in base.nodes if name not in rows.nodes]
+    changes = SlurmChanges(
+        full=base is None,
+        job_rows=changed_jobs,
+        gone_job_ids=gone_jobs,
+        node_rows=changed_nodes,
+        gone_nodes=gone_nodes,
+        observed=observed,
+    )
+    return changes, rows
+
+
+def _usages(live: Sequence[Job], limits: LabLimits) -> list[LabUsage]:
+    usages = usage_of_labs(
+        [LabName(name, account) for name, account in limits.labs],
+        live,
+        limits.caps.get,
+        limits.members,
+        limits.overcap_account,
+    )
+    # The history keeps figures only: the waiting jobs need not cross the process line.
+    return [replace(usage, pending_at_cap=()) for usage in usages]
+
+
+@dataclass(frozen=True, slots=True)
+class LabName:
+    name: str
+    account: str
+
+
+def _no_changes() -> SlurmChanges:
+    return SlurmChanges(
+        full=False, job_rows=(), gone_job_ids=(), node_rows=(), gone_nodes=(), observed={}
+    )

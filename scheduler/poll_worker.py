@@ -1,0 +1,162 @@
+"""The poll worker: one long-lived child process that digests each poll's Slurm output.
+
+Decoding and parsing `squeue --json` holds the interpreter for seconds at 100,000 jobs; in
+the bot's process that stalls every slash command's answer (issue 17). The child does it
+instead, and sends back only what changed (scheduler/poll_digest.py). It is a plain
+`python -c` child speaking length-prefixed pickles over its stdin and stdout, rather than a
+multiprocessing pool: it imports only the parsing code (multiprocessing's spawn would
+re-import the bot's `__main__`), the loop reads its answers without a thread, and a stuck
+or dead child is killed and replaced by its pid.
+
+A child that dies or does not answer in time fails that poll like a Slurm error would; the
+next poll starts a new child, whose first digest is a full one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import pickle
+import struct
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from scheduler.poll_digest import ChangedJobsRequest, DigestRequest, PollDigest, PollDigester
+from scheduler.slurm_commands import SlurmCommandError
+
+log = logging.getLogger(__name__)
+
+_LENGTH = struct.Struct("!Q")
+# Answers bigger than this are unpickled on a thread (a first, full digest of 100,000 jobs
+# is tens of MB); a steady-state answer is unpickled right away.
+_UNPICKLE_INLINE_BYTES = 1 << 20
+_NICENESS = 10
+_ROOT = str(Path(__file__).resolve().parent.parent)
+_CHILD = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from scheduler.poll_worker import serve; serve()"
+)
+
+
+class PollWorkerError(Exception):
+    """The worker died, or did not answer in time; it is replaced on the next call."""
+
+
+class PollWorker:
+    """The loop's handle on the child: `await worker.digest(request, timeout)`."""
+
+    def __init__(self) -> None:
+        self._process: asyncio.subprocess.Process | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    async def digest(self, request: DigestRequest, timeout: float) -> PollDigest:
+        digest = await self._call(request, timeout)
+        assert isinstance(digest, PollDigest)
+        return digest
+
+    async def changed_jobs(self, request: ChangedJobsRequest, timeout: float) -> list[str]:
+        job_ids = await self._call(request, timeout)
+        assert isinstance(job_ids, list)
+        return job_ids
+
+    async def _call(self, request: DigestRequest | ChangedJobsRequest, timeout: float) -> object:
+        async with self._lock:
+            process = await self._started()
+            assert process.stdin is not None and process.stdout is not None
+            try:
+                message = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+                process.stdin.write(_LENGTH.pack(len(message)) + message)
+                await process.stdin.drain()
+                header = await asyncio.wait_for(process.stdout.readexactly(_LENGTH.size), timeout)
+                (length,) = _LENGTH.unpack(header)
+                payload = await asyncio.wait_for(process.stdout.readexactly(length), timeout)
+            except TimeoutError:
+                await self._stop(kill=True)
+                raise PollWorkerError(f"poll worker gave no answer in {timeout:g} s") from None
+            except (asyncio.IncompleteReadError, ConnectionError) as error:
+                code = await self._stop(kill=True)
+                raise PollWorkerError(f"poll worker died (exit status {code})") from error
+            except asyncio.CancelledError:
+                await self._stop(kill=True)
+                raise
+        if length > _UNPICKLE_INLINE_BYTES:
+            ok, value = await asyncio.to_thread(pickle.loads, payload)
+        else:
+            ok, value = pickle.loads(payload)
+        if not ok:
+            raise value
+        return value
+
+    async def close(self) -> None:
+        """Ask the child to exit (end of its input); kill it if it does not, promptly."""
+        async with self._lock:
+            await self._stop(kill=False)
+
+    async def _started(self) -> asyncio.subprocess.Process:
+        if self._process is None or self._process.returncode is not None:
+            self._process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-c",
+                _CHILD,
+                _ROOT,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                # Its tracebacks, if any, go where the bot's own go.
+                stderr=None,
+                # Large answers: read them in big chunks.
+                limit=1 << 20,
+            )
+            log.info("poll worker started (pid %d)", self._process.pid)
+        return self._process
+
+    async def _stop(self, kill: bool) -> int | None:
+        process, self._process = self._process, None
+        if process is None:
+            return None
+        if process.stdin is not None:
+            process.stdin.close()
+        if kill:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+        try:
+            return await asyncio.wait_for(process.wait(), 2.0)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            return await process.wait()
+
+
+def serve(requests: BinaryIO | None = None, answers: BinaryIO | None = None) -> None:
+    """The child's main loop: one request in, one answer out, until its input ends."""
+    if answers is None:
+        # The protocol owns the real stdout; anything printed goes to stderr instead.
+        answers = os.fdopen(os.dup(1), "wb")
+        os.dup2(2, 1)
+    requests = requests or sys.stdin.buffer
+    # A poll can wait; an answer cannot. On a small host, the bot's own process gets the CPU
+    # first while the worker digests.
+    os.nice(_NICENESS)
+    digester = PollDigester()
+    while header := requests.read(_LENGTH.size):
+        if len(header) < _LENGTH.size:
+            return
+        (length,) = _LENGTH.unpack(header)
+        request = pickle.loads(requests.read(length))
+        answer: tuple[bool, Any]
+        try:
+            answer = (True, digester.handle(request))
+        except SlurmCommandError as error:
+            answer = (False, error)
+        except Exception as error:  # a bug: the poll fails, the traceback goes to the log
+            traceback.print_exc()
+            answer = (False, PollWorkerError(f"poll worker failed: {error!r}"))
+        message = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+        answers.write(_LENGTH.pack(len(message)) + message)
+        answers.flush()

@@ -1,0 +1,159 @@
+"""Where squeue has --only-job-state (24.05+), a poll fetches full records only for jobs
+that are new or changed state, and the snapshot is the same as a full poll's.
+
+No cluster: slurm.bin_dir holds a stand-in squeue that answers from a v0.0.42 document as
+24.11's does: ids and states for --only-job-state, the listed jobs for --jobs=.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from msgspec.structs import replace
+
+from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
+from core.slurm_decode import decode_slurm_json
+from core.slurm_json import parse_squeue
+from scheduler.slurm_poller import SlurmPoller
+from store.snapshots import load_snapshot
+from store.writer import StoreWriter
+
+FIXTURES = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.42"
+
+# Answers like 24.11's squeue from the document in squeue.json beside it.
+SQUEUE = """
+import json, sys
+from pathlib import Path
+here = Path(sys.argv[0]).parent
+with open(here / "calls.log", "a") as log:
+    log.write(" ".join(sys.argv[1:]) + "\\n")
+document = json.loads((here / "squeue.json").read_text())
+jobs = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--jobs=")]
+def key(job):
+    # As 24.11 prints it: a string; an array's task as ARRAY_TASK, a pending array's rest
+    # as ARRAY_[TASKS].
+    array, task = job["array_job_id"]["number"], job["array_task_id"]
+    if not array:
+        return str(job["job_id"])
+    return f"{array}_{task['number']}" if task["set"] else f"{array}_[{job['array_task_string']}]"
+if "--only-job-state" in sys.argv:
+    # Ended jobs too, until MinJobAge, unlike the default listing.
+    document["jobs"] = [{"job_id": key(j), "state": j["job_state"]} for j in document["jobs"]]
+    document["jobs"].append({"job_id": "99", "state": ["CANCELLED"]})
+elif jobs:
+    wanted = {int(i) for i in jobs[0].split(",")}
+    document["jobs"] = [
+        j for j in document["jobs"]
+        if j["job_id"] in wanted or j["array_job_id"]["number"] in wanted
+    ]
+print(json.dumps(document))
+"""
+
+
+def _slurm(bin_dir: Path) -> None:
+    bin_dir.mkdir()
+    (bin_dir / "squeue.json").write_text((FIXTURES / "squeue.json").read_text())
+    script = bin_dir / "squeue"
+    script.write_text(f"#!{sys.executable}\n{SQUEUE}")
+    script.chmod(0o755)
+    for command, name in (("sinfo", "nodes.json"), ("sacct", "sacct.json")):
+        (bin_dir / name).write_text((FIXTURES / name).read_text())
+        program = bin_dir / command
+        program.write_text(f"#!/bin/sh\nexec cat {shlex.quote(str(bin_dir / name))}\n")
+        program.chmod(0o755)
+
+
+def _config(tmp_path: Path, bin_dir: Path) -> Config:
+    return replace(
+        load_config(None),
+        slurm=SlurmConfig(bin_dir=str(bin_dir), command_timeout_seconds=10),
+        database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
+    )
+
+
+def _fetches(bin_dir: Path) -> list[str]:
+    """The --jobs= lists squeue was asked for, oldest first; then forgotten."""
+    log = bin_dir / "calls.log"
+    calls = log.read_text().splitlines()
+    log.write_text("")
+    return [a.split("=", 1)[1] for c in calls for a in c.split() if a.startswith("--jobs=")]
+
+
+def _set_state(document: dict[str, Any], job_id: int, state: str) -> None:
+    for job in document["jobs"]:
+        if job["job_id"] == job_id:
+            job["job_state"] = [state]
+
+
+async def test_only_new_and_changed_jobs_are_fetched(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    _slurm(bin_dir)
+    writer = StoreWriter(tmp_path / "skybot.db")
+    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
+    document = json.loads((bin_dir / "squeue.json").read_text())
+    ids = [job["job_id"] for job in document["jobs"]]
+    try:
+        plain = [j["job_id"] for j in document["jobs"] if not j["array_job_id"]["number"]]
+        arrays = sorted({j["array_job_id"]["number"] for j in document["jobs"]} - {0})
+        assert await poller.poll_jobs()
+        assert [sorted(int(i) for i in f.split(",")) for f in _fetches(bin_dir)] == [
+            sorted(plain + arrays)
+        ]
+        assert len((await writer.run(load_snapshot)).jobs) == len(ids)
+
+        assert await poller.poll_jobs()
+        # Nothing changed: only the arrays are read again (their tasks' ids cannot be told).
+        assert [sorted(int(i) for i in f.split(",")) for f in _fetches(bin_dir)] == [arrays]
+
+        changed = ids[0]
+        _set_state(document, changed, "COMPLETING")
+        (bin_dir / "squeue.json").write_text(json.dumps(document))
+        assert await poller.poll_jobs()
+        assert _fetches(bin_dir) == [",".join(str(i) for i in [changed, *arrays])]
+
+        snapshot = await writer.run(load_snapshot)
+        expected = parse_squeue(decode_slurm_json(json.dumps(document))).records
+        assert sorted(snapshot.jobs, key=lambda j: j.job_id) == sorted(
+            expected, key=lambda j: j.job_id
+        )
+
+        gone = ids[1]
+        document["jobs"] = [job for job in document["jobs"] if job["job_id"] != gone]
+        (bin_dir / "squeue.json").write_text(json.dumps(document))
+        assert await poller.poll_jobs()
+        assert [sorted(int(i) for i in f.split(",")) for f in _fetches(bin_dir)] == [arrays]
+        snapshot = await writer.run(load_snapshot)
+        assert gone not in {job.job_id for job in snapshot.jobs}
+        assert len(snapshot.jobs) == len(ids) - 1
+    finally:
+        await poller.close()
+        writer.close()
+
+
+async def test_a_squeue_without_only_job_state_gets_full_polls(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    _slurm(bin_dir)
+    script = bin_dir / "squeue"
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\n"
+        "if '--only-job-state' in sys.argv:\n"
+        "    sys.exit(\"squeue: unrecognized option '--only-job-state'\")\n" + SQUEUE
+    )
+    writer = StoreWriter(tmp_path / "skybot.db")
+    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
+    try:
+        for _ in range(2):
+            assert await poller.poll_jobs()
+        snapshot = await writer.run(load_snapshot)
+    finally:
+        await poller.close()
+        writer.close()
+    expected = parse_squeue(decode_slurm_json((FIXTURES / "squeue.json").read_bytes())).records
+    assert len(snapshot.jobs) == len(expected)
+    # Asked once (refused, and not logged as a call), then never again: full reads only.
+    calls = (bin_dir / "calls.log").read_text().splitlines()
+    assert calls == ["--all --json", "--all --json"]

@@ -1,0 +1,189 @@
+"""The poll worker: what it sends back is the same snapshot and transitions as a full poll,
+and a worker that dies, hangs or is told to stop never takes the bot with it.
+
+No cluster: the commands' output is the recorded fixtures, written to files as the poller's
+commands write theirs.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.slurm_decode import decode_slurm_json
+from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
+from scheduler.poll_digest import DigestRequest, Generation, LabLimits, PollDigester
+from scheduler.poll_worker import PollWorker, PollWorkerError
+from store.db import open_db
+from store.snapshots import save_slurm_changes, save_slurm_poll
+
+FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
+LIMITS = LabLimits((("hoffman-lab", "hoffman-lab"),), {"hoffman-lab": 4}, {}, "overcap")
+
+
+def _load(version: str, name: str) -> Any:
+    return json.loads((FIXTURES / version / name).read_text())
+
+
+def _nodes_document(version: str) -> Any:
+    # 23.02+ sinfo groups nodes; the poller reads them from scontrol there.
+    return _load(version, "nodes.json" if version == "v0.0.42" else "sinfo.json")
+
+
+def _set_state(record: dict[str, Any], state: str) -> None:
+    record["job_state"] = [state] if isinstance(record["job_state"], list) else state
+
+
+def _polls(version: str) -> list[tuple[Any, Any, Any]]:
+    """(squeue, nodes, sacct or None) for successive polls: a job ends, one leaves squeue,
+    one is renamed, a node goes; then nothing changes; then everything comes back."""
+    squeue, nodes, sacct = _load(version, "squeue.json"), _nodes_document(version), None
+    first = (squeue, nodes, sacct)
+    changed = copy.deepcopy(squeue)
+    _set_state(changed["jobs"][0], "COMPLETED")
+    del changed["jobs"][1]
+    changed["jobs"][1]["name"] = "renamed"
+    fewer_nodes = copy.deepcopy(nodes)
+    fewer_nodes["nodes"] = fewer_nodes["nodes"][1:]
+    second = (changed, fewer_nodes, _load(version, "sacct.json"))
+    return [first, second, second, first]
+
+
+def _write(folder: Path, squeue: Any, nodes: Any, sacct: Any) -> DigestRequest:
+    folder.mkdir(exist_ok=True)
+    (folder / "squeue.json").write_text(json.dumps(squeue))
+    (folder / "nodes.json").write_text(json.dumps(nodes))
+    if sacct is not None:
+        (folder / "sacct.json").write_text(json.dumps(sacct))
+    return DigestRequest(
+        squeue=(folder / "squeue.json",),
+        nodes=folder / "nodes.json",
+        sacct=folder / "sacct.json" if sacct is not None else None,
+        limits=LIMITS,
+        base=None,
+    )
+
+
+def _tables(db: Any) -> dict[str, list[Any]]:
+    return {
+        "jobs": db.execute("SELECT * FROM jobs ORDER BY job_id").fetchall(),
+        "nodes": db.execute("SELECT * FROM nodes ORDER BY name").fetchall(),
+        "job_states": db.execute(
+            "SELECT job_id, state, restarts FROM job_states ORDER BY job_id"
+        ).fetchall(),
+        "transitions": db.execute(
+            "SELECT job_id, user, from_state, to_state, restarts, record FROM job_transitions "
+            "ORDER BY id"
+        ).fetchall(),
+    }
+
+
+@pytest.mark.parametrize("version", ["v0.0.38", "v0.0.42"])
+def test_digested_polls_leave_the_store_as_full_polls_do(tmp_path: Path, version: str) -> None:
+    full_db = open_db(tmp_path / "full.db")
+    digest_db = open_db(tmp_path / "digest.db")
+    digester = PollDigester()
+    committed: Generation | None = None
+    for number, (squeue, nodes, sacct) in enumerate(_polls(version)):
+        at = 1000.0 + 15 * number
+        request = _write(tmp_path / "out", squeue, nodes, sacct)
+        live = parse_squeue(decode_slurm_json(json.dumps(squeue))).records
+        accounted = parse_sacct(decode_slurm_json(json.dumps(sacct))).records if sacct else []
+        node_records = parse_sinfo(decode_slurm_json(json.dumps(nodes))).records
+        full_transitions = save_slurm_poll(full_db, live, accounted, node_records, at)
+
+        digest = digester.digest(DigestRequest(**{**_fields(request), "base": committed}))
+        digest_transitions = save_slurm_changes(digest_db, digest.changes, at)
+        committed = digest.generation
+
+        assert digest_transitions == full_transitions, f"poll {number}"
+        assert _tables(digest_db) == _tables(full_db), f"poll {number}"
+        if number == 2:
+            # Nothing changed since the last poll: nothing to write, however many jobs.
+            assert not digest.changes.job_rows and not digest.changes.node_rows
+            assert not digest.changes.gone_job_ids and not digest_transitions
+    assert digest.jobs == len(live)
+
+
+def _fields(request: DigestRequest) -> dict[str, Any]:
+    return {name: getattr(request, name) for name in DigestRequest.__slots__}
+
+
+def test_a_poll_whose_write_failed_is_diffed_again_from_the_committed_one(
+    tmp_path: Path,
+) -> None:
+    digester = PollDigester()
+    first, second, _, _ = _polls("v0.0.38")
+    base = digester.digest(_write(tmp_path / "a", *first)).generation
+    request = _write(tmp_path / "b", *second)
+    uncommitted = digester.digest(DigestRequest(**{**_fields(request), "base": base}))
+    again = digester.digest(DigestRequest(**{**_fields(request), "base": base}))
+    assert again.changes == uncommitted.changes
+    assert again.changes.job_rows and not again.changes.full
+    # A base this digester never made (a worker that restarted) means a full replacement.
+    unknown = digester.digest(DigestRequest(**{**_fields(request), "base": ("other", 1)}))
+    assert unknown.changes.full
+
+
+async def test_a_dead_worker_fails_that_poll_and_the_next_one_starts_anew(tmp_path: Path) -> None:
+    worker = PollWorker()
+    request = _write(tmp_path / "out", *_polls("v0.0.38")[0])
+    try:
+        first = await worker.digest(request, timeout=60)
+        assert worker.pid is not None
+        os.kill(worker.pid, signal.SIGKILL)
+        with pytest.raises(PollWorkerError, match="died"):
+            await worker.digest(
+                DigestRequest(**{**_fields(request), "base": first.generation}), timeout=60
+            )
+        again = await worker.digest(
+            DigestRequest(**{**_fields(request), "base": first.generation}), timeout=60
+        )
+        # A new process: it never saw that base, so it sends everything.
+        assert again.changes.full and again.changes.job_rows
+    finally:
+        await worker.close()
+
+
+async def test_a_worker_that_stops_answering_is_killed(tmp_path: Path) -> None:
+    worker = PollWorker()
+    request = _write(tmp_path / "out", *_polls("v0.0.38")[0])
+    try:
+        await worker.digest(request, timeout=60)
+        stuck = worker.pid
+        assert stuck is not None
+        os.kill(stuck, signal.SIGSTOP)
+        with pytest.raises(PollWorkerError, match="no answer"):
+            await worker.digest(request, timeout=0.5)
+        assert not Path(f"/proc/{stuck}").exists()  # killed and reaped
+        assert (await worker.digest(request, timeout=60)).jobs
+    finally:
+        await worker.close()
+
+
+async def test_slurm_errors_in_the_output_come_back_as_slurm_errors(tmp_path: Path) -> None:
+    from scheduler.slurm_commands import SlurmCommandError
+
+    worker = PollWorker()
+    squeue, nodes, _ = _polls("v0.0.38")[0]
+    broken = {**squeue, "errors": [{"description": "Unable to contact slurm controller"}]}
+    try:
+        with pytest.raises(SlurmCommandError, match="Unable to contact slurm controller"):
+            await worker.digest(_write(tmp_path / "out", broken, nodes, None), timeout=60)
+    finally:
+        await worker.close()
+
+
+async def test_close_ends_the_worker(tmp_path: Path) -> None:
+    worker = PollWorker()
+    await worker.digest(_write(tmp_path / "out", *_polls("v0.0.38")[0]), timeout=60)
+    pid = worker.pid
+    await worker.close()
+    assert pid is not None and not Path(f"/proc/{pid}").exists()
+    assert worker.pid is None
