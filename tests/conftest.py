@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from store.writer import StoreWriter
 from tests.cluster import scancel_everything, slurm_answers
 from tests.lane_2411 import LANE_KEY, LANE_TEST, Lane
 
@@ -40,6 +41,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     lane = config.stash.get(LANE_KEY, None)
     if lane is not None:
         lane.close()  # a session that ended before the lane's test: no lane outlives it
+
+
+@pytest.fixture
+def writer(tmp_path: Path) -> Iterator[StoreWriter]:
+    """A store in the test's own directory, written to on its own thread."""
+    w = StoreWriter(tmp_path / "skybot.db")
+    yield w
+    w.close()
 
 
 @pytest.fixture(scope="session")

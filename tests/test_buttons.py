@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from bot.config import IdentityConfig, load_config
 from handlers.actions import cancel_block, cancel_clicked
@@ -14,13 +10,6 @@ from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from store.writer import StoreWriter
 from tests.factories import job, make_snapshot, make_view
-
-
-@pytest.fixture
-def writer(tmp_path: Path) -> Iterator[StoreWriter]:
-    w = StoreWriter(tmp_path / "skybot.db")
-    yield w
-    w.close()
 
 
 class Runner:

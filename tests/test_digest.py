@@ -4,9 +4,7 @@ rerun or a late start never posts twice or posts stale news."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -119,13 +117,6 @@ def test_digest_config_is_checked() -> None:
 
 
 # ----------------------------------------------------------------- scheduled posting
-
-
-@pytest.fixture
-def writer(tmp_path: Path) -> Iterator[StoreWriter]:
-    w = StoreWriter(tmp_path / "skybot.db")
-    yield w
-    w.close()
 
 
 async def subscribe(writer: StoreWriter, channel: str, added_at: float) -> None:

@@ -10,11 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from scheduler.watchers import process_transitions
 from store.alerts import save_log_tails_wanted, save_preference
@@ -25,13 +21,6 @@ from tests.factories import job
 from tests.test_outbox import TEAM, Links, config_with
 
 PATHS = {"std_out": "/o/%x-%j.out", "std_err": "/o/%x-%j.err", "work_dir": "/home/alice"}
-
-
-@pytest.fixture
-def writer(tmp_path: Path) -> Iterator[StoreWriter]:
-    w = StoreWriter(tmp_path / "skybot.db")
-    yield w
-    w.close()
 
 
 class Runner:

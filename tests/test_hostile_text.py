@@ -164,13 +164,6 @@ def hostile_view(h: str) -> ClusterView:
     return make_view(snapshot, labs)
 
 
-@pytest.fixture
-def writer(tmp_path: Path) -> Iterator[StoreWriter]:
-    w = StoreWriter(tmp_path / "skybot.db")
-    yield w
-    w.close()
-
-
 class Queue:
     def wake(self) -> None:
         pass

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,13 +15,6 @@ from handlers.services import Services
 from store.alerts import load_preference, log_tails_wanted
 from store.writer import StoreWriter
 from tests.factories import make_snapshot, make_view
-
-
-@pytest.fixture
-def writer(tmp_path: Path) -> Iterator[StoreWriter]:
-    w = StoreWriter(tmp_path / "skybot.db")
-    yield w
-    w.close()
 
 
 async def no_runner(user: str, request: dict[str, Any]) -> dict[str, Any]:

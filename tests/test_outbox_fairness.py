@@ -8,9 +8,8 @@ stand-in.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -34,13 +33,6 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def writer(tmp_path: Path) -> Iterator[StoreWriter]:
-    w = StoreWriter(tmp_path / "skybot.db")
-    yield w
-    w.close()
 
 
 @pytest.fixture
