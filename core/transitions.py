@@ -197,5 +197,18 @@ def detect_transitions(
     return transitions
 
 
+def ended_before(transition: Transition, history_start: float) -> bool:
+    """Whether this is a job first seen already ended, before skybot watched Slurm: nobody's
+    news. A fresh store's first squeue still lists jobs that ended minutes ago (MinJobAge),
+    and their ends must not be announced as if they had just happened."""
+    job = transition.job
+    return (
+        transition.from_state is None
+        and job.is_final
+        and job.end_time is not None
+        and 0 < job.end_time < history_start
+    )
+
+
 # PREEMPTED is left out: under PreemptMode=REQUEUE the same job id runs again.
 _TERMINAL = FINAL_STATES - {"PREEMPTED"}

@@ -7,6 +7,7 @@ and reload it only when something new was committed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -30,6 +31,7 @@ from core.transitions import (
     Transition,
     awaiting_gpus,
     detect_transitions,
+    ended_before,
     ending_without_squeue,
     merge_observations,
     with_gaps_filled,
@@ -116,7 +118,8 @@ def save_slurm_changes(
         missing_gpus = awaiting_gpus(known, observed)
         if missing_gpus:
             observed = with_gpus(observed, last_allocated_gpus(db, missing_gpus))
-        transitions = detect_transitions(known, observed)
+        start = history_start(db, at)
+        transitions = [t for t in detect_transitions(known, observed) if not ended_before(t, start)]
         # Plain executemany: at 10,000 jobs per poll, sqlite-utils' per-batch column
         # detection costs more than the inserts themselves.
         if changes.full:
@@ -401,11 +404,14 @@ def load_source_status(db: sqlite_utils.Database, source: str) -> SourceStatus:
 
 def history_start(db: sqlite_utils.Database, now: float) -> float:
     """When this store first watched Slurm (set on first call). Nothing that ended before
-    then is reported: a fresh install must not DM people about last week's jobs."""
+    then is reported: a fresh install must not DM people about last week's jobs.
+
+    Rounded up: sacct's window is in whole seconds, and a job that ended in the second
+    before the first poll ended before skybot watched (it raced the start in tests)."""
     with db.atomic():
         db.execute(
             "INSERT OR IGNORE INTO counters (name, value) VALUES ('history_start', ?)",
-            [int(now)],
+            [math.ceil(now)],
         )
         return float(
             db.execute("SELECT value FROM counters WHERE name = 'history_start'").fetchone()[0]

@@ -168,6 +168,14 @@ def test_history_starts_at_the_first_poll_and_stays(db_path: Path) -> None:
     assert history_start(db, now=5000.0) == 1000.0
 
 
+def test_history_starts_after_the_second_of_the_first_poll(tmp_path: Path) -> None:
+    """sacct's window is in whole seconds: a job that ended at 1000.2, before a first poll
+    at 1000.6, must not be inside it."""
+    from store.snapshots import history_start
+
+    assert history_start(open_db(tmp_path / "s.db"), now=1000.6) == 1001.0
+
+
 def test_a_preempted_job_ends_once_after_sacct_forgets_the_preemption(db_path: Path) -> None:
     """22.05's sacct counts restarts from the runs in its window: once the window slides past
     the preempted run the job seems to have restarted 0 times. Its end is still one event."""
@@ -229,3 +237,17 @@ def test_an_ended_job_keeps_the_output_paths_squeue_listed(db_path: Path) -> Non
     save_slurm_poll(db, [job(7, std_out="/o/%j.out")], [], [], at=175.0)
     own = save_slurm_poll(db, [], [job(7, state="FAILED", std_out="/o/7.out")], [], at=190.0)
     assert [t.job.std_out for t in own] == ["/o/7.out"]
+
+
+def test_a_fresh_store_does_not_announce_jobs_that_ended_before_it_watched(
+    db_path: Path,
+) -> None:
+    """squeue still lists a job for MinJobAge after it ended: on a brand-new store's first
+    poll that is history, not news; a job that ends after the first poll is news."""
+    db = open_db(db_path)
+    ended_earlier = job(1, state="COMPLETED", start_time=900, end_time=990)
+    first = save_slurm_poll(db, [ended_earlier, job(2)], [], [], at=1000.0)
+    assert [(t.job.job_id, t.to_state) for t in first] == [(2, "RUNNING")]
+    ended_now = job(2, state="COMPLETED", start_time=995, end_time=1010)
+    second = save_slurm_poll(db, [ended_earlier, ended_now], [], [], at=1015.0)
+    assert [(t.job.job_id, t.to_state) for t in second] == [(2, "COMPLETED")]
