@@ -7,7 +7,6 @@ and reload it only when something new was committed.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -406,12 +405,12 @@ def history_start(db: sqlite_utils.Database, now: float) -> float:
     """When this store first watched Slurm (set on first call). Nothing that ended before
     then is reported: a fresh install must not DM people about last week's jobs.
 
-    Rounded up: sacct's window is in whole seconds, and a job that ended in the second
-    before the first poll ended before skybot watched (it raced the start in tests)."""
+    Whole seconds, rounded down as Slurm's times are: a job that ends in the same second as
+    the first poll (it may have started just after the poll did) is news."""
     with db.atomic():
         db.execute(
             "INSERT OR IGNORE INTO counters (name, value) VALUES ('history_start', ?)",
-            [math.ceil(now)],
+            [int(now)],
         )
         return float(
             db.execute("SELECT value FROM counters WHERE name = 'history_start'").fetchone()[0]

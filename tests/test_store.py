@@ -168,14 +168,6 @@ def test_history_starts_at_the_first_poll_and_stays(db_path: Path) -> None:
     assert history_start(db, now=5000.0) == 1000.0
 
 
-def test_history_starts_after_the_second_of_the_first_poll(tmp_path: Path) -> None:
-    """sacct's window is in whole seconds: a job that ended at 1000.2, before a first poll
-    at 1000.6, must not be inside it."""
-    from store.snapshots import history_start
-
-    assert history_start(open_db(tmp_path / "s.db"), now=1000.6) == 1001.0
-
-
 def test_a_preempted_job_ends_once_after_sacct_forgets_the_preemption(db_path: Path) -> None:
     """22.05's sacct counts restarts from the runs in its window: once the window slides past
     the preempted run the job seems to have restarted 0 times. Its end is still one event."""
