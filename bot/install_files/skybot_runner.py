@@ -335,16 +335,21 @@ def effective_limits(
     return roots, partitions, min([*caps, HARD_MAX_SCRIPT_BYTES])
 
 
+def check_path_text(raw: str, what: str) -> None:
+    """Refuse a path that is too long or holds a control character, naming it as `what`."""
+    if len(raw) > MAX_PATH_CHARS:
+        raise Refusal(f"That {what} is too long.")
+    bad = first_control_char(raw)
+    if bad is not None:
+        raise Refusal(f"The {what} contains {describe_char(bad)}.")
+
+
 def candidate_paths(raw: object, user: pwd.struct_passwd, roots: list[str]) -> list[str]:
     """Where the script the user named could be: absolute, ~-relative, or relative to the home
     directory and then to the user's own directory under each storage root."""
     if not isinstance(raw, str) or not raw.strip():
         raise Refusal("Say which batch script to submit (a path to a file).")
-    if len(raw) > MAX_PATH_CHARS:
-        raise Refusal("That script path is too long.")
-    bad = first_control_char(raw)
-    if bad is not None:
-        raise Refusal(f"The script path contains {describe_char(bad)}.")
+    check_path_text(raw, "script path")
     if ".." in raw.split("/"):
         raise Refusal(f"The script path {raw!r} contains '..'; give the path without it.")
     home = user.pw_dir
@@ -768,11 +773,7 @@ def bounded_int(request: dict[str, Any], key: str, low: int, high: int, default:
 def output_file_path(raw: Any) -> str:
     if not isinstance(raw, str) or not raw.startswith("/"):
         raise Refusal("'path' must be the absolute path of the job's output file.")
-    if len(raw) > MAX_PATH_CHARS:
-        raise Refusal("That output path is too long.")
-    bad = first_control_char(raw)
-    if bad is not None:
-        raise Refusal(f"The output path contains {describe_char(bad)}.")
+    check_path_text(raw, "output path")
     return raw
 
 
