@@ -84,7 +84,9 @@ def config_path(given: str | None) -> Path | None:
 
 def _doctor(path: Path | None, service_user: str | None) -> int:
     """Print the checklist; 0 if everything passed, 1 otherwise (a bad config is a failure)."""
-    from bot.doctor import ServiceUser, format_check, passed, redact, run_doctor
+    from bot.doctor import run_doctor
+    from bot.doctor.checklist import format_check, passed, redact
+    from bot.doctor.service_user import ServiceUser
 
     secrets = Secrets.from_environment()
     user = ServiceUser(service_user) if service_user else ServiceUser.current()

@@ -14,7 +14,7 @@ REQUIRED_SCOPES: dict[str, str] = {
     "files:write": "files_upload_v2 for `--chart` and the weekly digest's chart",
     "im:write": "conversations.open: a chart is shared in the user's DM by its channel id",
     "channels:read": "conversations.info/list: skybot doctor checks the bot is in the alert "
-    "channel (bot/doctor.py)",
+    "channel (bot/doctor/slack.py)",
     "groups:read": "the same check when the alert channel is private",
 }
 

@@ -117,6 +117,8 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         writer,
         sender_client(secrets.bot_token, secrets.api_url or DEFAULT_SLACK_API_URL),
         per_channel_per_second=config.notifications.messages_per_second_per_channel,
+        token_probe_seconds=config.notifications.token_probe_seconds,
+        token_probe_max_seconds=config.notifications.token_probe_max_seconds,
         charts=ChartMaker(config, writer),
         observe=metrics.observe_send,
     )

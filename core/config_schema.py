@@ -143,8 +143,17 @@ class NotificationsConfig(Section, frozen=True):
     # Job-end DMs of jobs that ran at least this long show CPU efficiency, peak memory and
     # time used against what was requested, with advice when far off.
     efficiency_min_minutes: NonNegative = 5.0
+    # While Slack refuses the bot token, the paused outbox checks it with auth.test after this
+    # long, then twice as long each time, at most token_probe_max_seconds apart.
+    token_probe_seconds: Seconds = 5.0
+    token_probe_max_seconds: Seconds = 60.0
 
     def __post_init__(self) -> None:
+        if self.token_probe_max_seconds < self.token_probe_seconds:
+            raise ValueError(
+                f"token_probe_max_seconds ({self.token_probe_max_seconds:g}) must be at least "
+                f"token_probe_seconds ({self.token_probe_seconds:g})"
+            )
         if self.default_preference not in PREFERENCES:
             raise ValueError(
                 "default_preference must be one of "

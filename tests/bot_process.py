@@ -6,14 +6,17 @@ import asyncio
 import os
 import re
 import socket
+import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO, Any
 
 import aiohttp
+import sqlite_utils
 from msgspec.structs import replace
 
 from bot.config import (
@@ -26,6 +29,8 @@ from bot.config import (
     load_config,
 )
 from bot.service import run_bot
+from store.snapshots import load_source_status
+from tests.cluster import wait_for
 from tests.slack_standin import SlackStandIn, SlackUser
 
 # The test users in the stand-in's one workspace, each linked to their cluster account, so
@@ -132,6 +137,63 @@ def linked_bot_config(tmp_path: Path, slurm: SlurmConfig | None = None, **overri
         ),
         **overrides,
     )
+
+
+def _last_slurm_poll(database: Path) -> float | None:
+    """When the last Slurm poll the bot stored started (None: none yet), from its database,
+    read-only: the bot may be another process."""
+    try:
+        connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+        try:
+            return load_source_status(sqlite_utils.Database(connection), "slurm").taken_at
+        finally:
+            connection.close()
+    except sqlite3.OperationalError:  # no database, or not migrated yet: the bot is starting
+        return None
+
+
+async def wait_for_slurm_poll(
+    database: Path | str, after: float | None = None, *, acted_on: bool = False, timeout: float = 30
+) -> float:
+    """Wait until the bot has stored a Slurm poll that started after `after` (default: now):
+    it has seen the queue as it is now, and the next poll's transitions are measured against
+    that. With `acted_on`, also until its snapshot is what commands answer from and its
+    watchers have run: polls run one at a time, each followed by the cache refresh and the
+    watchers, so that is when the next poll is stored. Returns when the (first) poll started.
+    """
+    since = time.time() if after is None else after
+
+    def stored_after(moment: float) -> float | None:
+        taken_at = _last_slurm_poll(Path(database))
+        return taken_at if taken_at is not None and taken_at > moment else None
+
+    what = "the bot to store a Slurm poll"
+    first = await wait_for(lambda: stored_after(since), timeout, what, interval=0.1)
+    if acted_on:
+        await wait_for(lambda: stored_after(first), timeout, f"{what} after it", interval=0.1)
+    return first
+
+
+@asynccontextmanager
+async def linked_bot(
+    config: Config, signing_secret: str = "", stop_timeout: float = 30
+) -> AsyncIterator[SlackStandIn]:
+    """The bot with `config` (usually `linked_bot_config`'s) against a stand-in that knows every
+    test user, connected to Slack, its first Slurm poll stored and acted on: what every test
+    of job DMs and buttons starts from."""
+    started = time.time()
+    async with (
+        SlackStandIn(users=linked_users()) as slack,
+        running_bot(config, slack, signing_secret, stop_timeout),
+    ):
+        if config.slack.mode == "socket":
+            await slack.wait_for_socket_connection(timeout=15)
+        else:
+            slack_config = config.slack
+            url = f"http://{slack_config.http_host}:{slack_config.http_port}/slack/events"
+            await wait_until_listening(url)
+        await wait_for_slurm_poll(config.database.path, after=started, acted_on=True)
+        yield slack
 
 
 def dms_about(slack: SlackStandIn, job_id: int) -> list[str]:

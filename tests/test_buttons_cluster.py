@@ -13,15 +13,9 @@ import pytest
 from msgspec.structs import replace
 
 from bot.config import SlackConfig
-from tests.bot_process import (
-    SLACK_IDS,
-    free_port,
-    linked_bot_config,
-    linked_users,
-    running_bot,
-)
+from tests.bot_process import SLACK_IDS, free_port, linked_bot, linked_bot_config
 from tests.cluster import sbatch, squeue_state, wait_until
-from tests.slack_standin import SlackStandIn, signed_block_action
+from tests.slack_standin import signed_block_action
 
 pytestmark = pytest.mark.cluster
 
@@ -38,11 +32,7 @@ async def test_cancel_button_acts_as_the_clicker_only(
     )
     port = free_port()
     config = replace(linked_bot_config(tmp_path), slack=SlackConfig(mode=mode, http_port=port))
-    async with (
-        SlackStandIn(users=linked_users()) as slack,
-        running_bot(config, slack, SECRET),
-        aiohttp.ClientSession() as session,
-    ):
+    async with linked_bot(config, SECRET) as slack, aiohttp.ClientSession() as session:
 
         async def click(user: str, job_id: int) -> str:
             payload = slack.block_action_payload(
@@ -61,9 +51,6 @@ async def test_cancel_button_acts_as_the_clicker_only(
             assert post.body.get("replace_original") is True
             return str(post.body["text"])
 
-        if mode == "socket":
-            await slack.wait_for_socket_connection(timeout=15)
-        await asyncio.sleep(3)  # a poll has seen the job (and HTTP is listening)
         if mode == "socket":
             # /sky jobs offers alice the button, with a confirm dialog, on her own job.
             answer = await slack.send_slash_command(command="/sky", text="jobs", user_id="UALICE")

@@ -50,6 +50,14 @@ def test_example_file_is_valid() -> None:
             },
             "labs[1].name: duplicate lab name 'a'",
         ),
+        (
+            {"notifications": {"token_probe_seconds": 0}},
+            "notifications.token_probe_seconds must be greater than 0",
+        ),
+        (
+            {"notifications": {"token_probe_seconds": 90}},
+            "notifications.token_probe_max_seconds (60) must be at least token_probe_seconds (90)",
+        ),
     ],
 )
 def test_bad_config_names_the_key(data: dict, message: str) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bot_process import SLACK_IDS, TEAM, linked_users, start_bot
+from tests.bot_process import SLACK_IDS, TEAM, linked_users, start_bot, wait_for_slurm_poll
 from tests.cluster import sbatch_async, squeue_json, wait_for
 from tests.slack_standin import SlackStandIn
 
@@ -47,11 +47,13 @@ async def test_200_job_ends_across_a_sigkill_are_all_delivered(
         def start() -> subprocess.Popen[bytes]:
             return start_bot(config_file, slack)
 
+        started = time.time()
         bot = start()
         restarted: subprocess.Popen[bytes] | None = None
         try:
             await slack.wait_for_socket_connection(timeout=20)
-            await asyncio.sleep(3)
+            # The bot is a process here (to be SIGKILLed), so not `linked_bot`; its opening.
+            await wait_for_slurm_poll(tmp_path / "skybot.db", after=started, acted_on=True)
             names = list(SLACK_IDS)
             submitted = []
             for i in range(JOBS):

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from bot import __version__
-from bot.doctor import judge_sudo_rules, parse_sudo_rules
+from bot.doctor.sudo_rule import judge_sudo_rules, parse_sudo_rules
 from tests.doctor_process import REPO, run_doctor
 from tests.slack_standin import SlackStandIn
 
@@ -47,7 +47,9 @@ def test_the_package_check_names_a_module_the_install_left_out(tmp_path: Path) -
         shutil.copytree(REPO / package, tmp_path / package)
     shutil.rmtree(tmp_path / "handlers" / "commands")
     check = (
-        "from bot.doctor import check_package, format_check; print(format_check(check_package()))"
+        "from bot.doctor.checklist import format_check\n"
+        "from bot.doctor.package import check_package\n"
+        "print(format_check(check_package()))"
     )
     result = subprocess.run(
         [sys.executable, "-c", check],

@@ -24,9 +24,8 @@ from msgspec.structs import replace
 
 from bot.config import RunnerConfig, load_config
 from core.efficiency import format_gb, usage_from_sacct
-from tests.bot_process import dms_about, linked_bot_config, linked_users, running_bot
+from tests.bot_process import dms_about, linked_bot, linked_bot_config
 from tests.cluster import sacct_json, sbatch
-from tests.slack_standin import SlackStandIn
 
 pytestmark = pytest.mark.cluster
 
@@ -94,8 +93,7 @@ async def test_failure_dms_show_the_owners_output_and_refuse_what_is_not_hers(
     # Each job runs long enough for a poll to see it (and its --output/--error patterns).
     err = '"$D/$SLURM_JOB_NAME-$SLURM_JOB_ID.err"'
     out = '"$D/$SLURM_JOB_NAME-$SLURM_JOB_ID.out"'
-    async with SlackStandIn(users=linked_users()) as slack, running_bot(config, slack):
-        await slack.wait_for_socket_connection(timeout=15)
+    async with linked_bot(config) as slack:
         crash = submit(
             private_dir,
             "crash",
@@ -167,8 +165,7 @@ async def test_a_job_that_asked_for_far_more_memory_gets_the_advice_with_saccts_
 ) -> None:
     notifications = replace(load_config(None).notifications, efficiency_min_minutes=0.1)
     config = linked_bot_config(tmp_path, notifications=notifications)
-    async with SlackStandIn(users=linked_users()) as slack, running_bot(config, slack):
-        await slack.wait_for_socket_connection(timeout=15)
+    async with linked_bot(config) as slack:
         hog = sbatch(
             "alice",
             "-p",

@@ -22,7 +22,7 @@ from bot.config import (
     NotificationsConfig,
     StorageConfig,
 )
-from tests.bot_process import linked_bot_config, linked_users, running_bot
+from tests.bot_process import linked_bot, linked_bot_config
 from tests.cluster import sbatch, sbatch_async
 from tests.slack_standin import SlackStandIn
 from tests.tmpfs import mounted_tmpfs
@@ -85,12 +85,7 @@ async def test_a_bad_job_name_and_a_huge_disk_report_blind_nobody_else(
     raw_squeue = (await _squeue_bytes()).split(b'"name"')
     assert any(b"bad\xffname" in part for part in raw_squeue), "squeue should pass the byte on"
 
-    async with (
-        SlackStandIn(users=linked_users()) as slack,
-        running_bot(config, slack, stop_timeout=30),
-    ):
-        await slack.wait_for_socket_connection(timeout=15)
-        await asyncio.sleep(3)  # a poll has seen the queue, held job included
+    async with linked_bot(config) as slack:  # a poll has seen the queue, held job included
         fine = await sbatch_async("dave", "-p", "kira-lab", "-A", "kira-lab", "-J", "fine",
                                   "--wrap", "sleep 2")  # fmt: skip
         broken = await sbatch_async("bob", "-p", "hoffman-lab", "-A", "hoffman-lab",

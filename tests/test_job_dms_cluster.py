@@ -8,21 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.bot_process import dms_about, linked_bot_config, linked_users, running_bot
+from tests.bot_process import dms_about, linked_bot, linked_bot_config, wait_for_slurm_poll
 from tests.cluster import sbatch_async, squeue_state, wait_for
-from tests.slack_standin import SlackStandIn
 
 pytestmark = pytest.mark.cluster
 
 
 async def test_each_job_end_gets_exactly_one_correct_dm(tmp_path: Path, clean_queue: None) -> None:
     config = linked_bot_config(tmp_path)
-    async with (
-        SlackStandIn(users=linked_users()) as slack,
-        running_bot(config, slack, stop_timeout=30),
-    ):
-        await slack.wait_for_socket_connection(timeout=15)
-        await asyncio.sleep(3)  # the bot has seen the empty queue
+    async with linked_bot(config) as slack:
         timeout_job = await sbatch_async(
             "bob",
             "-p",
@@ -64,7 +58,7 @@ async def test_each_job_end_gets_exactly_one_correct_dm(tmp_path: Path, clean_qu
             "sleep 300",
         )
         await wait_for(lambda: squeue_state(overcap) == "RUNNING", 30, "the overcap job to run")
-        await asyncio.sleep(3)  # one poll sees it running
+        await wait_for_slurm_poll(config.database.path)  # the bot has seen it running
         await sbatch_async(
             "carol",
             "-p",

@@ -19,9 +19,8 @@ from bot.config import (
     SlurmConfig,
 )
 from store.snapshots import decode_job
-from tests.bot_process import dms_about, linked_bot_config, linked_users, running_bot
+from tests.bot_process import dms_about, linked_bot, linked_bot_config, wait_for_slurm_poll
 from tests.cluster import sbatch_async, scancel_async, squeue_state, wait_for
-from tests.slack_standin import SlackStandIn
 
 pytestmark = pytest.mark.cluster
 
@@ -62,16 +61,12 @@ async def test_preempted_job_cancelled_past_the_look_back_ends_once(
     config = linked_bot_config(
         tmp_path, SlurmConfig(poll_seconds=2, sacct_overlap_seconds=LOOK_BACK)
     )
-    async with (
-        SlackStandIn(users=linked_users()) as slack,
-        running_bot(config, slack, stop_timeout=30),
-    ):
-        await slack.wait_for_socket_connection(timeout=15)
+    async with linked_bot(config) as slack:
         overcap = await sbatch_async("alice", "-p", "overcap", "-A", "overcap", "-w", "baymax",
                                      "--gpus-per-node=4", "-J", "sweep",
                                      "--wrap", "sleep 600")  # fmt: skip
         await wait_for(lambda: squeue_state(overcap) == "RUNNING", 30, "the overcap job to run")
-        await asyncio.sleep(3)  # a poll sees it running
+        await wait_for_slurm_poll(config.database.path)  # the bot has seen it running
         await sbatch_async("carol", "-p", "kira-lab", "-A", "kira-lab", "-w", "baymax",
                            "--gpus-per-node=2080_ti:2", "-J", "urgent",
                            "--wrap", "sleep 600")  # fmt: skip
@@ -100,12 +95,7 @@ async def test_exit_code_and_signal_are_what_sacct_shows(tmp_path: Path, clean_q
         tmp_path, SlurmConfig(poll_seconds=2, sacct_overlap_seconds=LOOK_BACK)
     )
     common = ("-p", "debug", "-A", "hoffman-lab")
-    async with (
-        SlackStandIn(users=linked_users()) as slack,
-        running_bot(config, slack, stop_timeout=30),
-    ):
-        await slack.wait_for_socket_connection(timeout=15)
-        await asyncio.sleep(3)
+    async with linked_bot(config) as slack:
         jobs = {
             # An output file that cannot be created: the job fails at launch.
             "launch": await sbatch_async("bob", *common, "-J", "launch",
@@ -122,7 +112,7 @@ async def test_exit_code_and_signal_are_what_sacct_shows(tmp_path: Path, clean_q
             "cancel": await sbatch_async("bob", *common, "-J", "cancel", "--wrap", "sleep 600"),
         }  # fmt: skip
         await wait_for(lambda: squeue_state(jobs["cancel"]) == "RUNNING", 30, "a job to run")
-        await asyncio.sleep(3)
+        await wait_for_slurm_poll(config.database.path)  # the bot has seen it running
         await scancel_async(str(jobs["cancel"]))
         started = time.monotonic()
         while time.monotonic() - started < 180:

@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from store.snapshots import decode_job
-from tests.bot_process import dms_about, linked_bot_config, linked_users, running_bot
+from tests.bot_process import dms_about, linked_bot, linked_bot_config, wait_for_slurm_poll
 from tests.cluster import sbatch_async, scancel_async, squeue_state, wait_for
-from tests.slack_standin import SlackStandIn
 
 pytestmark = pytest.mark.cluster
 
@@ -76,18 +75,13 @@ async def test_job_ends_match_sacct_and_a_restarted_overcap_job_gets_two_dms(
     tmp_path: Path, clean_queue: None
 ) -> None:
     config = linked_bot_config(tmp_path)
-    async with (
-        SlackStandIn(users=linked_users()) as slack,
-        running_bot(config, slack, stop_timeout=30),
-    ):
-        await slack.wait_for_socket_connection(timeout=15)
-        await asyncio.sleep(3)  # the bot has seen the empty queue
+    async with linked_bot(config) as slack:
         overcap = await sbatch_async(
             "alice", "-p", "overcap", "-A", "overcap", "-w", "baymax", "--gpus-per-node=4",
             "-J", "resumable", "--wrap", RESUMABLE,
         )  # fmt: skip
         await wait_for(lambda: squeue_state(overcap) == "RUNNING", 30, "the overcap job to run")
-        await asyncio.sleep(3)  # one poll sees it running
+        await wait_for_slurm_poll(config.database.path)  # the bot has seen it running
         # Takes half of baymax for 20 s: the overcap job can only restart once it is done.
         await sbatch_async(
             "carol", "-p", "kira-lab", "-A", "kira-lab", "-w", "baymax",

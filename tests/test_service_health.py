@@ -85,6 +85,17 @@ async def test_an_account_inactive_storm_pauses_the_outbox_and_loses_nothing(
 ) -> None:
     # No Slurm here: this is about Slack only.
     config = bot_config(tmp_path, SlurmConfig(bin_dir=str(tmp_path / "no-slurm"), poll_seconds=60))
+    # Token checks every 0.2-0.5 s instead of 5 s, 10 s, ..., and no pacing between
+    # messages: the storm is the same, minus 15 s of waiting.
+    config = replace(
+        config,
+        notifications=replace(
+            config.notifications,
+            token_probe_seconds=0.2,
+            token_probe_max_seconds=0.5,
+            messages_per_second_per_channel=20,
+        ),
+    )
     messages = [OutboxMessage(f"m{i}", USERS[i % 3].id, f"message {i}") for i in range(20)]
     writer = StoreWriter(config.database.path)
     await writer.run(enqueue, messages, time.time())
@@ -104,6 +115,8 @@ async def test_an_account_inactive_storm_pauses_the_outbox_and_loses_nothing(
             )
             # It keeps checking the token, and sends nothing meanwhile.
             await slack.wait_for_call("auth.test", timeout=30, predicate=lambda c: not c.ok)
+            # At the configured pace: with the default 5 s, 10 s, ... this takes over 30 s.
+            await slack.wait_for_calls("auth.test", 5, timeout=15, predicate=lambda c: not c.ok)
             _, metrics = await get(config, "/metrics")
             assert "skybot_outbox_sender_paused 1.0" in metrics
             assert 'skybot_slack_sends_total{result="account_inactive"} 1.0' in metrics

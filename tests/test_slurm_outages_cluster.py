@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import SlurmConfig
-from tests.bot_process import SLACK_IDS, dms_about, linked_bot_config, linked_users, running_bot
+from tests.bot_process import SLACK_IDS, dms_about, linked_bot, linked_bot_config
 from tests.cluster import cluster_script, sbatch, squeue_state
 from tests.slack_standin import SlackStandIn
 
@@ -75,8 +75,7 @@ async def test_a_hung_controller_is_named_and_skybot_is_current_one_poll_after_i
     )
     database = Path(config.database.path)
     running = sbatch("alice", "-p", "hoffman-lab", "-A", "hoffman-lab", "--wrap", "sleep 600")
-    async with SlackStandIn(users=linked_users()) as slack, running_bot(config, slack):
-        await slack.wait_for_socket_connection(timeout=15)
+    async with linked_bot(config) as slack:
         await _eventually(lambda: squeue_state(running) == "RUNNING", 30, "alice's job to run")
         await asyncio.sleep(POLL_SECONDS + 1)  # one poll has seen it running
         assert f"`{running}`" in await _ask(slack, "alice", "jobs")
@@ -107,9 +106,7 @@ async def test_accounting_down_keeps_the_live_view_and_every_end_is_told_once_af
 ) -> None:
     config = linked_bot_config(tmp_path, slurm=SlurmConfig(poll_seconds=POLL_SECONDS))
     database = Path(config.database.path)
-    async with SlackStandIn(users=linked_users()) as slack, running_bot(config, slack):
-        await slack.wait_for_socket_connection(timeout=15)
-        await asyncio.sleep(POLL_SECONDS + 1)  # the bot has seen the empty queue
+    async with linked_bot(config) as slack:
         await asyncio.to_thread(cluster_script, "stop-accounting")
         try:
             await _eventually(

@@ -197,7 +197,9 @@ def test_install_and_doctor_work_from_the_installed_wheel(
 
     python = installed.skybot.parent / "python3"
     check = (
-        "from bot.doctor import check_package, format_check; print(format_check(check_package()))"
+        "from bot.doctor.checklist import format_check\n"
+        "from bot.doctor.package import check_package\n"
+        "print(format_check(check_package()))"
     )
     result = subprocess.run(
         [str(python), "-c", check],
