@@ -16,9 +16,10 @@ Phases: before, the full poll every interval (`squeue --all --json`: the poller 
 squeue without --only-job-state, as 22.05's is); after, the poller as it runs on this
 Slurm: on 24.05+ every job's id and state (`--only-job-state`), and full records only for
 jobs that are new or changed state, quiet (nothing changed) and with 2% of the jobs
-cancelled before each poll. Then the cheaper ways one might learn "nothing changed", each
-command alone, sdiag reset before it. Every held job is cancelled at the end, also on
-failure or Ctrl-C. Hold the cluster lock for the whole run (a few minutes at 20,000):
+changed before each poll (1% cancelled, 1% new). Then the cheaper ways one might learn
+"nothing changed", each command alone, sdiag reset before it. Every held job is cancelled
+at the end, also on failure or Ctrl-C. Hold the cluster lock for the whole run (4-5 min
+at 20,000):
 
     flock /tmp/skybot-cluster.lock python3 benchmarks/controller_cost.py --jobs 20000
     flock /tmp/skybot-cluster.lock deploy/testcluster-24.11.sh run \\
@@ -221,8 +222,8 @@ def command_times(runs: Path) -> list[tuple[str, float]]:
 async def poll_phase(
     title: str, full_only: bool, quiet_polls: int, changed_polls: int
 ) -> list[Poll]:
-    """A fresh poller and store: its first poll, then quiet polls, then polls after 2% of the
-    held jobs were cancelled."""
+    """A fresh poller and store: its first poll, then quiet polls, then polls after 1% of the
+    held jobs were cancelled and as many new ones queued."""
     polls = []
     with tempfile.TemporaryDirectory(prefix="skybot-cost-") as tmp:
         bin_dir, runs = Path(tmp) / "bin", Path(tmp) / "runs.log"
@@ -239,8 +240,10 @@ async def poll_phase(
             plan = ["first"] + ["quiet"] * quiet_polls + ["2% changed"] * changed_polls
             for label in plan:
                 if label == "2% changed":
-                    held = held_job_ids()
-                    cancel(held[: int(len(held) * CHANGED_SHARE)])
+                    # Half ended, half new: what a busy queue's interval brings.
+                    changed = int(len(held_job_ids()) * CHANGED_SHARE)
+                    cancel(held_job_ids()[: changed // 2])
+                    submit(changed - changed // 2)
                 reset_stats()
                 started = time.perf_counter()
                 if not await poller.poll_jobs():
