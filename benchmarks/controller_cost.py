@@ -111,6 +111,21 @@ def held_job_ids() -> list[str]:
     return out.split()
 
 
+def all_job_ids() -> list[str]:
+    out = subprocess.run(
+        ["squeue", "--all", "-h", "-t", "all", "-o", "%i"], capture_output=True, text=True
+    ).stdout
+    return out.split()
+
+
+def max_job_count() -> int:
+    config = subprocess.run(
+        ["scontrol", "show", "config"], capture_output=True, text=True, check=True
+    ).stdout
+    match = re.search(r"^MaxJobCount\s*=\s*(\d+)", config, re.M)
+    return int(match[1]) if match else 10_000
+
+
 def cancel_all() -> None:
     """Cancel every job this benchmark queued and wait until none is pending."""
     for user in USER_ACCOUNTS:
@@ -353,6 +368,11 @@ async def run(args: argparse.Namespace) -> int:
     version = subprocess.run(["squeue", "--version"], capture_output=True, text=True).stdout
     print(f"{version.strip()}: {args.jobs:,} held jobs wanted")
     cancel_all()
+    room = max_job_count() - len(all_job_ids())
+    if room < args.jobs * 1.05:
+        # sbatch would retry forever at the limit: say so instead.
+        print(f"slurmctld has room for {room:,} more jobs (MaxJobCount): too few; run `up`")
+        return 1
     took = submit(args.jobs)
     ids = held_job_ids()
     print(f"{len(ids):,} held jobs listed by squeue (submitted in {took:.0f} s)")
