@@ -1,99 +1,410 @@
-"""Benchmark: what one poll's job query costs the real controller, before and after.
+"""Benchmark: what skybot's poll costs the real controller with 20,000 held jobs, before and after.
 
 Against the cluster this runs on (the host's 22.05 one, or the 24.11 sandbox through
-`deploy/testcluster-24.11.sh run`): submit N held jobs as alice, then for each way of
-asking for the jobs, reset `sdiag`, run the query --reads times, and report slurmctld's own
-RPC time per poll (sdiag's total_time / count for the RPC), the wall time of the command,
-its output size, and that wall time as a share of a 15 s poll interval. Then every held
-job is cancelled. Before: `squeue --all --json` (every record). After, where squeue has it
-(24.05+): `squeue --all --only-job-state --json` (ids and states; records are then fetched
-only for the jobs that changed). Needs the cluster lock and MaxJobCount above N:
+`deploy/testcluster-24.11.sh run`): the four test users queue --jobs held jobs (individual
+jobs: a pending array would be one record), then skybot's own poller (SlurmPoller, the
+commands of scheduler/slurm_commands.py, as the `skybot` user) polls them, and each poll
+reports:
 
+  * slurmctld's RPC time for it (sdiag, reset before each poll: count and total time per
+    message type, and everything the `skybot` user asked), slurmdbd's for its sacct
+    (`sacctmgr show stats`, cleared before each poll);
+  * the poll's wall time, each command's, and the poll's share of the interval (the default
+    `[slurm] poll_seconds`).
+
+Phases: before, the full poll every interval (`squeue --all --json`: the poller is shown a
+squeue without --only-job-state, as 22.05's is); after, the poller as it runs on this
+Slurm: on 24.05+ every job's id and state (`--only-job-state`), and full records only for
+jobs that are new or changed state, quiet (nothing changed) and with 2% of the jobs
+changed before each poll (1% cancelled, 1% new). Then the cheaper ways one might learn
+"nothing changed", each command alone, sdiag reset before it. Every held job is cancelled
+at the end, also on failure or Ctrl-C. Hold the cluster lock for the whole run (4-5 min
+at 20,000):
+
+    flock /tmp/skybot-cluster.lock python3 benchmarks/controller_cost.py --jobs 20000
     flock /tmp/skybot-cluster.lock deploy/testcluster-24.11.sh run \\
-        python benchmarks/controller_cost.py --jobs 2000
+        python benchmarks/controller_cost.py --jobs 20000
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 import re
+import signal
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from msgspec.structs import replace
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bot.config import DatabaseConfig, SlurmConfig, load_config  # noqa: E402
+from scheduler.slurm_poller import SlurmPoller  # noqa: E402
+from store.writer import StoreWriter  # noqa: E402
+from tests.slurm_wrappers import COMMANDS, as_user, write_wrappers  # noqa: E402
 
 NAME = "skybot-controller-cost"
-WAYS = {
-    "before: squeue --all --json": ["squeue", "--all", "--json"],
-    "after: squeue --all --only-job-state --json": [
-        "squeue",
-        "--all",
-        "--only-job-state",
-        "--json",
-    ],
+USER_ACCOUNTS = {
+    "alice": "hoffman-lab",
+    "bob": "hoffman-lab",
+    "carol": "kira-lab",
+    "dave": "kira-lab",
 }
-INTERVAL = 15.0
+SBATCH_PER_USER = 3
+POLL_USER = "skybot"
+INTERVAL = SlurmConfig().poll_seconds
+# What a poll or a "what changed" query asks slurmctld for; the rest of sdiag's table is
+# submissions, cancels, slurmd traffic and sdiag itself.
+READ_RPCS = (
+    "REQUEST_JOB_INFO",
+    "REQUEST_JOB_INFO_SINGLE",
+    "REQUEST_JOB_USER_INFO",
+    "REQUEST_JOB_STATE",
+    "REQUEST_NODE_INFO",
+    "REQUEST_PARTITION_INFO",
+    "REQUEST_FED_INFO",
+)
+CHANGED_SHARE = 0.02
+# The squeue as 22.05's looks to the poller: --only-job-state is refused before any RPC.
+NO_STATES_ONLY = (
+    'case " $* " in *" --only-job-state "*)\n'
+    "  echo \"squeue: unrecognized option '--only-job-state'\" >&2; exit 1;;\nesac\n"
+)
 
 
-def submit(jobs: int) -> None:
-    script = (
-        f"seq {jobs} | xargs -P 4 -I{{}} sbatch --hold --parsable -p hoffman-lab "
-        f"-A hoffman-lab -J {NAME} --output=/dev/null --chdir=/tmp --wrap true > /dev/null"
-    )
-    subprocess.run(["runuser", "-u", "alice", "--", "sh", "-c", script], check=True)
+# --------------------------------------------------------------------------------------------
+# The held jobs.
 
 
-def rpc_stats() -> dict[str, tuple[int, int]]:
-    """sdiag's (count, total microseconds) per RPC message type."""
-    out = subprocess.run(["sdiag"], capture_output=True, text=True, check=True).stdout
-    section = out.split("Remote Procedure Call statistics by message type", 1)[-1]
-    section = section.split("Remote Procedure Call statistics by user", 1)[0]
-    return {
-        m.group(1): (int(m.group(2)), int(m.group(3)))
-        for m in re.finditer(
-            r"^\s*(\w+)\s+\(\s*\d+\) count:(\d+)\s+ave_time:\d+\s+total_time:(\d+)", section, re.M
+def submit(jobs: int) -> float:
+    """Queue `jobs` held jobs, split between the test users; returns the seconds it took."""
+    started = time.perf_counter()
+    share = -(-jobs // len(USER_ACCOUNTS))
+    processes = []
+    for index, (user, account) in enumerate(USER_ACCOUNTS.items()):
+        count = min(share, jobs - index * share)
+        script = (
+            f"seq {count} | xargs -P {SBATCH_PER_USER} -I{{}} sbatch --hold --parsable "
+            f"-p {account} -A {account} -J {NAME} --output=/dev/null --chdir=/tmp "
+            "--wrap true > /dev/null"
         )
+        processes.append(subprocess.Popen(["runuser", "-u", user, "--", "sh", "-c", script]))
+    for process in processes:
+        process.wait()  # a refused sbatch or two shows in the count below, not as a failure
+    return time.perf_counter() - started
+
+
+def held_job_ids() -> list[str]:
+    out = subprocess.run(
+        ["squeue", "--all", "-h", "-n", NAME, "-t", "PENDING", "-o", "%i"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return out.split()
+
+
+def all_job_ids() -> list[str]:
+    out = subprocess.run(
+        ["squeue", "--all", "-h", "-t", "all", "-o", "%i"], capture_output=True, text=True
+    ).stdout
+    return out.split()
+
+
+def max_job_count() -> int:
+    config = subprocess.run(
+        ["scontrol", "show", "config"], capture_output=True, text=True, check=True
+    ).stdout
+    match = re.search(r"^MaxJobCount\s*=\s*(\d+)", config, re.M)
+    return int(match[1]) if match else 10_000
+
+
+def cancel_all() -> None:
+    """Cancel every job this benchmark queued and wait until none is pending."""
+    for user in USER_ACCOUNTS:
+        subprocess.run(["scancel", "-u", user, "-n", NAME], check=False)
+    deadline = time.monotonic() + 120
+    while held_job_ids() and time.monotonic() < deadline:
+        time.sleep(1)
+
+
+def cancel(job_ids: list[str]) -> None:
+    for start in range(0, len(job_ids), 1000):
+        subprocess.run(["scancel", *job_ids[start : start + 1000]], check=True)
+
+
+# --------------------------------------------------------------------------------------------
+# slurmctld's and slurmdbd's own statistics.
+
+
+@dataclass
+class Rpcs:
+    by_type: dict[str, tuple[int, int]] = field(default_factory=dict)  # (count, µs)
+    poll_user: tuple[int, int] = (0, 0)
+    dbd: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def ctld_ms(self) -> float:
+        return sum(self.by_type.get(t, (0, 0))[1] for t in READ_RPCS) / 1000
+
+    def ctld_summary(self) -> str:
+        parts = [
+            f"{t.removeprefix('REQUEST_')} {c}x {us / 1000:.1f}"
+            for t, (c, us) in self.by_type.items()
+            if t in READ_RPCS and c
+        ]
+        return ", ".join(parts)
+
+    def dbd_ms(self) -> float:
+        return self.dbd.get("DBD_GET_JOBS_COND", (0, 0))[1] / 1000
+
+
+_RPC_LINE = re.compile(
+    r"^\s*(\w+)\s+\(\s*\d+\)\s+count:(\d+)\s+ave_time:\d+\s+total_time:(\d+)", re.M
+)
+
+
+def _rpc_table(text: str, start: str, end: str) -> dict[str, tuple[int, int]]:
+    section = text.split(start, 1)[-1].split(end, 1)[0]
+    return {m[1]: (int(m[2]), int(m[3])) for m in _RPC_LINE.finditer(section)}
+
+
+def reset_stats() -> None:
+    subprocess.run(["sdiag", "--reset"], capture_output=True, check=True)
+    subprocess.run(["sacctmgr", "-i", "clear", "stats"], capture_output=True, check=False)
+
+
+def read_stats() -> Rpcs:
+    ctld = subprocess.run(["sdiag"], capture_output=True, text=True, check=True).stdout
+    by_type = _rpc_table(ctld, "statistics by message type", "statistics by user")
+    by_user = _rpc_table(ctld, "statistics by user", "Pending RPC")
+    dbd = subprocess.run(
+        ["sacctmgr", "show", "stats"], capture_output=True, text=True, check=False
+    ).stdout
+    return Rpcs(
+        by_type,
+        by_user.get(POLL_USER, (0, 0)),
+        _rpc_table(dbd, "statistics by message type", "statistics by user"),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# skybot's poll.
+
+
+@dataclass
+class Poll:
+    label: str
+    wall: float
+    rpcs: Rpcs
+    commands: list[tuple[str, float]]
+
+
+def write_poll_wrappers(directory: Path, runs: Path, full_only: bool) -> None:
+    """The real commands as the poll user, each run's kind and wall time logged."""
+    bodies = {}
+    for command in COMMANDS:
+        refuse = NO_STATES_ONLY if full_only and command == "squeue" else ""
+        # What kind of read it was: the job list can be 100,000 characters long.
+        body = as_user(POLL_USER, command).removeprefix("exec ")
+        bodies[command] = (
+            f"{refuse}kind={command}\n"
+            'case " $* " in *" --only-job-state "*) kind="$kind states";;'
+            ' *" --jobs="*) kind="$kind records";; esac\n'
+            "start=$(date +%s%N)\n"
+            f"{body}\nrc=$?\n"
+            f'echo "$kind $start $(date +%s%N)" >> {runs}\n'
+            "exit $rc"
+        )
+    write_wrappers(directory, bodies)
+
+
+def command_times(runs: Path) -> list[tuple[str, float]]:
+    times = []
+    for line in runs.read_text().splitlines():
+        *kind, start, end = line.split()
+        times.append((" ".join(kind), (int(end) - int(start)) / 1e9))
+    runs.write_text("")
+    return times
+
+
+async def poll_phase(
+    title: str, full_only: bool, quiet_polls: int, changed_polls: int
+) -> list[Poll]:
+    """A fresh poller and store: its first poll, then quiet polls, then polls after 1% of the
+    held jobs were cancelled and as many new ones queued."""
+    polls = []
+    with tempfile.TemporaryDirectory(prefix="skybot-cost-") as tmp:
+        bin_dir, runs = Path(tmp) / "bin", Path(tmp) / "runs.log"
+        write_poll_wrappers(bin_dir, runs, full_only)
+        runs.write_text("")
+        config = replace(
+            load_config(None),
+            slurm=SlurmConfig(bin_dir=str(bin_dir), command_timeout_seconds=300),
+            database=DatabaseConfig(path=f"{tmp}/skybot.db"),
+        )
+        writer = StoreWriter(config.database.path)
+        poller = SlurmPoller(config, writer)
+        try:
+            plan = ["first"] + ["quiet"] * quiet_polls + ["2% changed"] * changed_polls
+            for label in plan:
+                if label == "2% changed":
+                    # Half ended, half new: what a busy queue's interval brings.
+                    changed = int(len(held_job_ids()) * CHANGED_SHARE)
+                    cancel(held_job_ids()[: changed // 2])
+                    submit(changed - changed // 2)
+                reset_stats()
+                started = time.perf_counter()
+                if not await poller.poll_jobs():
+                    raise RuntimeError(f"{title}: a poll failed (see the log above)")
+                wall = time.perf_counter() - started
+                polls.append(Poll(f"{title}, {label}", wall, read_stats(), command_times(runs)))
+        finally:
+            await poller.close()
+            writer.close()
+    return polls
+
+
+# --------------------------------------------------------------------------------------------
+# Each "what changed" query alone.
+
+
+def query_ways(some_ids: list[str]) -> dict[str, list[str]]:
+    return {
+        "squeue --all --json": ["squeue", "--all", "--json"],
+        "squeue --all -h -o '%i %T' (text)": ["squeue", "--all", "-h", "-o", "%i %T"],
+        "squeue --all --only-job-state --json": ["squeue", "--all", "--only-job-state", "--json"],
+        f"squeue --json --jobs=<{len(some_ids)} ids>": [
+            "squeue",
+            "--json",
+            f"--jobs={','.join(some_ids)}",
+        ],
+        "squeue --json --jobs=<1 id>": ["squeue", "--json", f"--jobs={some_ids[0]}"],
+        "scontrol show jobs --json": ["scontrol", "show", "jobs", "--json"],
     }
 
 
-def measure(command: list[str], reads: int) -> dict[str, float] | None:
-    subprocess.run(["sdiag", "--reset"], capture_output=True, check=True)
+def measure_query(command: list[str], reads: int) -> tuple[float, Rpcs, int] | None:
+    """(wall s per read, RPCs over all reads, output bytes), or None if this Slurm refuses it."""
+    reset_stats()
     started = time.perf_counter()
     size = 0
     for _ in range(reads):
         done = subprocess.run(command, capture_output=True)
         if done.returncode != 0:
-            return None  # this squeue does not have it
+            return None
         size = len(done.stdout)
     wall = (time.perf_counter() - started) / reads
-    stats = {k: v for k, v in rpc_stats().items() if k.startswith("REQUEST_JOB")}
-    rpc_us = sum(total for _, total in stats.values()) / reads
-    return {"wall_s": wall, "rpc_ms": rpc_us / 1000, "mb": size / 1e6, "rpcs": ",".join(stats)}
+    return wall, read_stats(), size
+
+
+def measure_iterate(seconds: float) -> Rpcs:
+    """`squeue --iterate=1` sends the previous answer's update time with each read after its
+    first, and slurmctld answers "no change" without packing a record if nothing changed:
+    the one way a client command uses that. Counted from its second read on."""
+    process = subprocess.Popen(
+        ["squeue", "--all", "-h", "-o", "%i", "--iterate=1"], stdout=subprocess.DEVNULL
+    )
+    try:
+        time.sleep(3.0)  # its first (full) read is done, and printed
+        reset_stats()
+        time.sleep(seconds)
+        return read_stats()
+    finally:
+        process.kill()
+        process.wait()
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def print_polls(polls: list[Poll]) -> None:
+    print(
+        f"\nskybot's poll (SlurmPoller.poll_jobs, commands as {POLL_USER!r}); share of the "
+        f"default {INTERVAL:g} s interval; RPC ms = slurmctld's read RPCs (sdiag total_time)"
+    )
+    print(f"{'':36}{'wall s':>8}{'share':>7}{'ctld ms':>9}{'user ms':>9}{'dbd ms':>8}  detail")
+    for poll in polls:
+        user_count, user_us = poll.rpcs.poll_user
+        commands = ", ".join(f"{kind} {wall:.2f}s" for kind, wall in poll.commands)
+        print(
+            f"{poll.label:36}{poll.wall:>8.2f}{poll.wall / INTERVAL:>7.1%}"
+            f"{poll.rpcs.ctld_ms():>9.1f}{user_us / 1000:>9.1f}{poll.rpcs.dbd_ms():>8.1f}"
+            f"  RPCs ms: {poll.rpcs.ctld_summary()} ({user_count} from {POLL_USER});"
+            f" commands: {commands}"
+        )
+
+
+def print_queries(rows: dict[str, tuple[float, Rpcs, int] | None], reads: int) -> None:
+    print(f"\nEach query alone, {reads} reads, per read:")
+    print(f"{'':40}{'wall s':>8}{'ctld ms':>9}{'MB':>8}  RPCs ms")
+    for name, row in rows.items():
+        if row is None:
+            print(f"{name:40}  (not in this Slurm)")
+            continue
+        wall, rpcs, size = row
+        print(
+            f"{name:40}{wall:>8.3f}{rpcs.ctld_ms() / reads:>9.2f}{size / 1e6:>8.2f}"
+            f"  {rpcs.ctld_summary()} (over {reads})"
+        )
+
+
+def print_iterate(rpcs: Rpcs) -> None:
+    count, total = rpcs.by_type.get("REQUEST_JOB_INFO", (0, 0))
+    each = total / count / 1000 if count else 0.0
+    print(
+        f"\nsqueue --iterate=1 after its first read: {count} REQUEST_JOB_INFO, "
+        f"{total / 1000:.2f} ms in all, {each:.3f} ms each (its previous update time sent)"
+    )
+
+
+async def run(args: argparse.Namespace) -> int:
+    version = subprocess.run(["squeue", "--version"], capture_output=True, text=True).stdout
+    print(f"{version.strip()}: {args.jobs:,} held jobs wanted")
+    cancel_all()
+    room = max_job_count() - len(all_job_ids())
+    if room < args.jobs * 1.05:
+        # sbatch would retry forever at the limit: say so instead.
+        print(f"slurmctld has room for {room:,} more jobs (MaxJobCount): too few; run `up`")
+        return 1
+    took = submit(args.jobs)
+    ids = held_job_ids()
+    print(f"{len(ids):,} held jobs listed by squeue (submitted in {took:.0f} s)")
+    if len(ids) < args.jobs * 0.99:
+        raise RuntimeError("too few jobs were queued: is MaxJobCount above --jobs?")
+    polls = await poll_phase("before: full poll", True, args.polls, 0)
+    polls += await poll_phase("after: as skybot polls now", False, args.polls, args.polls)
+    print_polls(polls)
+    some = held_job_ids()
+    rows = {
+        name: measure_query(command, args.reads)
+        for name, command in query_ways(some[: int(len(some) * CHANGED_SHARE)]).items()
+    }
+    print_queries(rows, args.reads)
+    print_iterate(measure_iterate(5.0))
+    return 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=20_000)
-    parser.add_argument("--reads", type=int, default=5)
+    parser.add_argument("--polls", type=int, default=3, help="steady polls of each kind")
+    parser.add_argument("--reads", type=int, default=3, help="reads of each query alone")
     args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # A kill (a timeout around the lock) still cancels the jobs.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:
-        submit(args.jobs)
-        listed = subprocess.run(
-            ["squeue", "--all", "-h", "-n", NAME], capture_output=True, text=True, check=True
-        ).stdout.count("\n")
-        rows = {name: measure(command, args.reads) for name, command in WAYS.items()}
+        return asyncio.run(run(args))
     finally:
-        subprocess.run(["scancel", "-n", NAME], check=False)
-    print(f"{listed:,} held jobs; {args.reads} reads each; share of a {INTERVAL:g} s interval")
-    print(f"{'':46}{'wall s':>9}{'RPC ms':>9}{'MB':>8}{'share':>8}  RPC")
-    for name, row in rows.items():
-        if row is None:
-            print(f"{name:46}  (not in this Slurm)")
-            continue
-        print(
-            f"{name:46}{row['wall_s']:>9.3f}{row['rpc_ms']:>9.2f}{row['mb']:>8.2f}"
-            f"{row['wall_s'] / INTERVAL:>8.1%}  {row['rpcs']}"
-        )
-    return 0
+        cancel_all()
+        print(f"cancelled; {len(held_job_ids())} held jobs left")
 
 
 if __name__ == "__main__":

@@ -75,11 +75,10 @@ class DigestRequest:
 @dataclass(frozen=True, slots=True)
 class ChangedJobsRequest:
     """Which jobs' full records a states-only poll must fetch: new ones and those whose
-    state changed since `base` (every job with `everything`, or without a base)."""
+    state changed since `base` (every job without a base)."""
 
     states: Path
     base: Generation | None
-    everything: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,10 +119,7 @@ class PollDigester:
         keys = {
             _fetch_key(key)
             for key, state in states.items()
-            if base is None
-            or request.everything
-            or not key.isdigit()
-            or base.states.get(key) != state
+            if base is None or not key.isdigit() or base.states.get(key) != state
         }
         return sorted(keys, key=lambda key: (len(key), key))
 

@@ -18,7 +18,7 @@ from msgspec.structs import replace
 from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_squeue
-from scheduler.slurm_poller import SlurmPoller
+from scheduler.slurm_poller import FULL_RECORDS_EVERY, SlurmPoller
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
 
@@ -75,11 +75,17 @@ def _config(tmp_path: Path, bin_dir: Path) -> Config:
     )
 
 
-def _fetches(bin_dir: Path) -> list[str]:
-    """The --jobs= lists squeue was asked for, oldest first; then forgotten."""
+def _calls(bin_dir: Path) -> list[str]:
+    """squeue's arguments in each call, oldest first; then forgotten."""
     log = bin_dir / "calls.log"
     calls = log.read_text().splitlines()
     log.write_text("")
+    return calls
+
+
+def _fetches(bin_dir: Path) -> list[str]:
+    """The --jobs= lists squeue was asked for, oldest first; then forgotten."""
+    calls = _calls(bin_dir)
     return [a.split("=", 1)[1] for c in calls for a in c.split() if a.startswith("--jobs=")]
 
 
@@ -97,12 +103,10 @@ async def test_only_new_and_changed_jobs_are_fetched(tmp_path: Path) -> None:
     document = json.loads((bin_dir / "squeue.json").read_text())
     ids = [job["job_id"] for job in document["jobs"]]
     try:
-        plain = [j["job_id"] for j in document["jobs"] if not j["array_job_id"]["number"]]
         arrays = sorted({j["array_job_id"]["number"] for j in document["jobs"]} - {0})
         assert await poller.poll_jobs()
-        assert [sorted(int(i) for i in f.split(",")) for f in _fetches(bin_dir)] == [
-            sorted(plain + arrays)
-        ]
+        # The first poll reads every record at once, without a --jobs= list.
+        assert _calls(bin_dir) == ["--all --only-job-state --json", "--all --json"]
         assert len((await writer.run(load_snapshot)).jobs) == len(ids)
 
         assert await poller.poll_jobs()
@@ -132,6 +136,24 @@ async def test_only_new_and_changed_jobs_are_fetched(tmp_path: Path) -> None:
     finally:
         await poller.close()
         writer.close()
+
+
+async def test_every_record_is_read_again_every_so_many_polls(tmp_path: Path) -> None:
+    """A pending reason or start estimate can change without the state: the first poll and
+    every FULL_RECORDS_EVERY polls after it read every record, in one plain squeue call."""
+    bin_dir = tmp_path / "bin"
+    _slurm(bin_dir)
+    writer = StoreWriter(tmp_path / "skybot.db")
+    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
+    full_reads = []
+    try:
+        for _ in range(FULL_RECORDS_EVERY + 2):
+            assert await poller.poll_jobs()
+            full_reads.append("--all --json" in _calls(bin_dir))
+    finally:
+        await poller.close()
+        writer.close()
+    assert full_reads == [True] + [False] * FULL_RECORDS_EVERY + [True]
 
 
 async def test_a_squeue_without_only_job_state_gets_full_polls(tmp_path: Path) -> None:
