@@ -298,7 +298,8 @@ class SlackStandIn:
             action_id=action_id,
             value=value,
             response_url=self.new_response_url(),
-            **({"channel_id": channel_id, "ephemeral": False} if channel_id else {}),
+            channel_id=channel_id or "C1",
+            ephemeral=channel_id is None,
         )
 
     def home_block_action_payload(
