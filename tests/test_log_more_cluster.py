@@ -55,7 +55,9 @@ def shown_lines(text: str) -> list[str]:
     return text.split("```\n", 1)[1].split("\n```", 1)[0].split("\n") if "```" in text else []
 
 
+@pytest.mark.parametrize("mode", ["http", "socket"])
 async def test_show_more_walks_back_through_stderr_as_its_owner_only(
+    mode: str,
     tmp_path: Path,
     clean_queue: None,
     checkout_runner: None,
@@ -68,7 +70,7 @@ async def test_show_more_walks_back_through_stderr_as_its_owner_only(
     config = replace(
         linked_bot_config(tmp_path),
         runner=RunnerConfig(sudo=str(as_skybot)),
-        slack=SlackConfig(mode="http", http_port=port),
+        slack=SlackConfig(mode=mode, http_port=port),
     )
     url = f"http://127.0.0.1:{port}/slack/events"
     async with (
@@ -76,7 +78,10 @@ async def test_show_more_walks_back_through_stderr_as_its_owner_only(
         running_bot(config, slack, SECRET),
         aiohttp.ClientSession() as session,
     ):
-        await wait_until_listening(url)
+        if mode == "http":
+            await wait_until_listening(url)
+        else:
+            await slack.wait_for_socket_connection(timeout=15)
 
         async def click(user: str, button: dict[str, Any]) -> dict[str, Any]:
             payload = slack.block_action_payload(
@@ -85,11 +90,14 @@ async def test_show_more_walks_back_through_stderr_as_its_owner_only(
                 value=button["value"],
                 channel_id=slack.dm_channel_for("UALICE"),
             )
-            signed = signed_block_action(SECRET, payload)
-            started = time.monotonic()
-            async with session.post(url, data=signed.body, headers=signed.headers) as r:
-                assert r.status == 200
-            assert time.monotonic() - started < ACK_SECONDS
+            if mode == "socket":
+                await slack.send_block_action(payload, timeout=ACK_SECONDS)
+            else:
+                signed = signed_block_action(SECRET, payload)
+                started = time.monotonic()
+                async with session.post(url, data=signed.body, headers=signed.headers) as r:
+                    assert r.status == 200
+                assert time.monotonic() - started < ACK_SECONDS
             post = await slack.wait_for_response_url_post(url=payload["response_url"], timeout=60)
             return post.body
 
