@@ -16,8 +16,10 @@ when the job starts. `expand_output_pattern` does the same filling in, following
   is: a batch job's file does not use them, and a guess would name someone else's file.
 
 The tail itself is read by skybot-runner as the job's owner (never as the bot); it arrives as
-bytes, and `tail_text` turns them into lines fit for a fenced block: any encoding, progress
+bytes, and `shown_lines` turns them into lines fit for a fenced block: any encoding, progress
 bars redrawn with carriage returns, and a cut through the middle of a line are all handled.
+It also says at which byte the first shown line begins, so "Show more of the log"
+(core/log_more.py) asks for exactly the chunk before: walking back, every line is shown once.
 """
 
 from __future__ import annotations
@@ -90,8 +92,8 @@ def stderr_path(job: Job) -> str:
 class OutputTail:
     """The end of one output file as the runner read it, or why it could not be read.
 
-    `start` is the byte offset where `data` begins (for "show more": the next chunk ends
-    there), `size` the file's size.
+    `start` is the byte offset where `data` begins, `size` the file's size ("show more"
+    asks for the chunk ending where the first line shown begins: `shown_lines`).
     """
 
     path: str

@@ -6,7 +6,8 @@ the job, as skybot recorded it (ended jobs are kept with their transitions for
 `database.history_days`); the file is the one Slurm reported for that job, never a path from
 the button; and it is read by the runner as that account, with the same limits as the DM
 (`log_tail_lines`, the bytes those lines may take, `log_tail_seconds`). Someone else clicking
-a forwarded DM reads nothing.
+a forwarded DM reads nothing. A read counts against the same per-user limit as the commands
+that start the runner; refused clicks cost nothing.
 
 The click is acked at once; the chunk follows as a NEW message in the DM, through the click's
 response_url, with its own button for the chunk before it. A follow-up rather than a
