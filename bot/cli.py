@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
         from bot.install import install, show
 
         if args.command == "show":
-            return show(args.name)
+            return show(args.name, args.http_url)
         unknown = sorted(set(args.targets) - set(TARGETS))
         if unknown:
             print(
@@ -190,6 +190,12 @@ def _parser() -> argparse.ArgumentParser:
         help="print a file shipped with skybot (e.g. the Slack app manifest to paste)",
     )
     show.add_argument("name", choices=sorted(SHIPPED), help="which file")
+    show.add_argument(
+        "--http-url",
+        metavar="URL",
+        help="the manifest for HTTP mode: Socket Mode off, and commands, button clicks and "
+        "events sent to URL (https://HOST/slack/events)",
+    )
     return parser
 
 

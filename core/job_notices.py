@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 from core.blocks import Block, context, section
 from core.efficiency import EfficiencyPolicy, efficiency_lines
-from core.job_output import OutputTail, stdout_path, tail_sections
+from core.job_output import OutputTail, stdout_path, tail_parts
+from core.log_more import more_block
 from core.notice_text import format_duration, format_gpus
 from core.records import FINAL_STATES, Job
 from core.slack_text import literal
@@ -196,14 +197,15 @@ def compose_job_notice(
     advice = _ADVICE.get(kind)
     if kind == PREEMPTED:
         advice = PREEMPT_HINT
-    tails = (
-        tail_sections(output, tail_lines) if output and tail_lines and kind in TAIL_KINDS else []
-    )
+    parts = tail_parts(output, tail_lines) if output and tail_lines and kind in TAIL_KINDS else []
+    tails = [part.markdown for part in parts]
     text = "\n".join(lines + ([advice] if advice else []) + tails)
     blocks = [section("\n".join(lines))]
     if advice:
         blocks.append(context(advice))
     blocks.extend(section(tail) for tail in tails)
+    # "Show more of the log": the chunk before what is shown, read as the clicker on click.
+    blocks.extend(more_block(job.job_id, parts))
     return JobNotice(kind, notice_key(cluster, transition, kind), text, blocks, job)
 
 

@@ -16,14 +16,18 @@ when the job starts. `expand_output_pattern` does the same filling in, following
   is: a batch job's file does not use them, and a guess would name someone else's file.
 
 The tail itself is read by skybot-runner as the job's owner (never as the bot); it arrives as
-bytes, and `tail_text` turns them into lines fit for a fenced block: any encoding, progress
+bytes, and `shown_lines` turns them into lines fit for a fenced block: any encoding, progress
 bars redrawn with carriage returns, and a cut through the middle of a line are all handled.
+It also says at which byte the first shown line begins, so "Show more of the log"
+(core/log_more.py) asks for exactly the chunk before: walking back, every line is shown once.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from core.notice_text import format_bytes
@@ -35,6 +39,8 @@ _PATTERN = re.compile(r"%(\d{0,9})([%AajxuN])")
 _NUMERIC = frozenset("Aaj")
 # ANSI escape sequences (colours, cursor moves) that tqdm and friends write to stderr.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+# Slack shows a few dozen lines well; a line longer than this is cut anyway.
+BYTES_PER_LINE = 512
 
 
 def expand_output_pattern(pattern: str, job: Job) -> str:
@@ -86,8 +92,8 @@ def stderr_path(job: Job) -> str:
 class OutputTail:
     """The end of one output file as the runner read it, or why it could not be read.
 
-    `start` is the byte offset where `data` begins (for "show more": the next chunk ends
-    there), `size` the file's size.
+    `start` is the byte offset where `data` begins, `size` the file's size ("show more"
+    asks for the chunk ending where the first line shown begins: `shown_lines`).
     """
 
     path: str
@@ -97,60 +103,169 @@ class OutputTail:
     error: str | None = None
 
 
-def tail_text(data: bytes, *, from_start: bool, max_lines: int, max_chars: int) -> str:
-    """The last `max_lines` lines of `data`, at most `max_chars` characters, as plain text.
+@dataclass(frozen=True, slots=True)
+class ShownLines:
+    """The lines of a chunk that are shown, and where in the file the first of them begins.
+
+    `begins_at` is where the chunk before this one ends ("show more" asks for the bytes before
+    it); 0 means the file's beginning is shown: there is nothing earlier.
+    """
+
+    text: str
+    begins_at: int
+
+
+def shown_lines(
+    data: bytes,
+    start: int,
+    *,
+    max_lines: int,
+    max_chars: int,
+    measure: Callable[[str], int] = len,
+) -> ShownLines:
+    """The last `max_lines` lines of `data` (which begins at byte `start` of its file) that
+    fit in `max_chars` as `measure` counts them, as plain text, and the offset of the first.
 
     Bytes that are not UTF-8 become U+FFFD; a line redrawn with carriage returns (a progress
     bar) shows only its last drawing; colour codes and NULs are dropped. Unless the chunk starts
     at the beginning of the file, its first line is a fragment and is dropped (unless it is all
-    there is: the end of one enormous line). The caller escapes the
-    result (core.slack_text.fenced_code): nothing here makes it safe for Slack.
+    there is: the end of one enormous line), so the chunk before it ends with that line whole.
+    Lines that do not fit are dropped whole from the top, so that chunk shows them; only a
+    single line too long for a message is cut, keeping its end. The caller escapes the result
+    (core.slack_text.fenced_code): nothing here makes it safe for Slack.
     """
-    # NULs are a sparse file's holes (or a binary's padding): nothing to show.
-    text = _ANSI.sub("", data.decode("utf-8", "replace")).replace("\x00", "")
-    lines = text.split("\n")
-    if not from_start and any(line.strip() for line in lines[1:]):
-        lines = lines[1:]
-    while lines and not lines[-1].strip():
-        lines.pop()
-    shown = [line.rstrip("\r").rsplit("\r", 1)[-1].rstrip() for line in lines[-max_lines:]]
-    result = "\n".join(shown)
-    if len(result) > max_chars:
-        result = "…" + result[len(result) - max_chars + 1 :]
-    return result
+    pieces = data.split(b"\n")
+    offsets = []
+    at = start
+    for piece in pieces:
+        offsets.append(at)
+        at += len(piece) + 1
+    # UTF-8 never uses the newline byte inside a character, nor an escape sequence a newline.
+    lines = [_ANSI.sub("", p.decode("utf-8", "replace")).replace("\x00", "") for p in pieces]
+    first = 1 if start > 0 and any(line.strip() for line in lines[1:]) else 0
+    last = len(lines)
+    while last > first and not lines[last - 1].strip():
+        last -= 1
+    first = max(first, last - max_lines)
+    shown = [line.rstrip("\r").rsplit("\r", 1)[-1].rstrip() for line in lines[first:last]]
+    while len(shown) > 1 and measure("\n".join(shown)) > max_chars:
+        shown.pop(0)
+        first += 1
+    if not shown:
+        return ShownLines("", start)
+    text = "\n".join(shown)
+    keep = max_chars - 1
+    while measure(text) > max_chars and keep > 0:
+        # One line too long for a message: its end, shorter until it fits once escaped.
+        text = "…" + shown[0][len(shown[0]) - keep :]
+        keep -= max(1, measure(text) - max_chars)
+    return ShownLines(text, offsets[first])
+
+
+def tail_text(data: bytes, *, from_start: bool, max_lines: int, max_chars: int) -> str:
+    """The last `max_lines` lines of `data`, at most `max_chars` characters, as plain text
+    (`shown_lines`, for a chunk that does or does not start at the file's beginning)."""
+    return shown_lines(data, 0 if from_start else 1, max_lines=max_lines, max_chars=max_chars).text
+
+
+def tail_bytes(max_lines: int) -> int:
+    """How many bytes one read of `max_lines` lines asks for: enough for lines of a few
+    hundred characters, never more than the runner's 64 KiB."""
+    return min(64 * 1024, max(4096, max_lines * BYTES_PER_LINE))
+
+
+def tail_from_reply(path: str, reply: Mapping[str, object]) -> OutputTail:
+    """The runner's answer to `tail` for `path`, or its refusal as a one-line reason."""
+    if not reply.get("ok"):
+        return OutputTail(path, error=str(reply.get("error") or "the runner refused"))
+    try:
+        data = base64.b64decode(str(reply.get("data", "")), validate=True)
+        start, size = int(str(reply["start"])), int(str(reply["size"]))
+    except (KeyError, TypeError, ValueError, binascii.Error):
+        return OutputTail(path, error="the runner's answer could not be read")
+    if not 0 <= start <= size:
+        return OutputTail(path, error="the runner's answer could not be read")
+    return OutputTail(path, data, start, size)
 
 
 # A section block holds 3000 characters; a tail's own text gets this much of it, escaped.
 TAIL_BLOCK_CHARS = 2400
 
 
-def tail_sections(tails: Sequence[OutputTail], max_lines: int) -> list[str]:
-    """One mrkdwn paragraph per output file: its last lines in a ``` block, or one line
-    saying why they cannot be shown. `tails` holds stderr first, then stdout if it is
-    another file (one entry when both went to the same file)."""
-    labels = ["Output"] if len(tails) == 1 else ["stderr", "stdout"]
+# Which output file a tail is of: the job's stderr or its stdout (one file for both: "out").
+STDERR, STDOUT = "err", "out"
+STREAM_LABELS = {STDERR: "stderr", STDOUT: "stdout"}
+
+
+@dataclass(frozen=True, slots=True)
+class TailPart:
+    """One output file's paragraph of a message, and where the lines before it end.
+
+    `begins_at` is None when there is nothing earlier to show: the file's beginning is shown,
+    or nothing could be read.
+    """
+
+    stream: str
+    label: str
+    markdown: str
+    begins_at: int | None
+
+
+def tail_parts(tails: Sequence[OutputTail], max_lines: int) -> list[TailPart]:
+    """One part per output file: its last lines in a ``` block, or one line saying why they
+    cannot be shown. `tails` holds stderr first, then stdout if it is another file (one
+    entry when both went to the same file)."""
+    named = [(STDOUT, "Output")] if len(tails) == 1 else [(STDERR, "stderr"), (STDOUT, "stdout")]
     return [
-        _tail_section(label, tail, max_lines)
-        for label, tail in zip(labels, tails[:2], strict=False)
+        tail_part(stream, label, tail, max_lines)
+        for (stream, label), tail in zip(named, tails[:2], strict=False)
     ]
 
 
-def _tail_section(label: str, tail: OutputTail, max_lines: int) -> str:
+def tail_sections(tails: Sequence[OutputTail], max_lines: int) -> list[str]:
+    """The mrkdwn of `tail_parts`."""
+    return [part.markdown for part in tail_parts(tails, max_lines)]
+
+
+def tail_part(
+    stream: str, label: str, tail: OutputTail, max_lines: int, *, earlier: bool = False
+) -> TailPart:
+    """A tail's paragraph; `earlier`: it is a chunk from before what a message showed."""
     where = literal(tail.path, 200)
     if tail.error is not None:
-        return f"*{label}* {where}: not shown: {literal(tail.error, 200)}"
-    text = tail_text(
-        tail.data, from_start=tail.start == 0, max_lines=max_lines, max_chars=TAIL_BLOCK_CHARS
+        return TailPart(
+            stream, label, f"*{label}* {where}: not shown: {literal(tail.error, 200)}", None
+        )
+    lines = shown_lines(
+        tail.data,
+        tail.start,
+        max_lines=max_lines,
+        max_chars=TAIL_BLOCK_CHARS,
+        measure=lambda text: len(fenced_code(text)),
     )
-    if not text:
-        return f"*{label}* {where} is empty." if tail.size == 0 else f"*{label}* {where}: blank."
-    escaped = fenced_code(text)
-    if len(escaped) > TAIL_BLOCK_CHARS:
-        # Entities made it longer: keep the end, from a whole line.
-        escaped = escaped[-TAIL_BLOCK_CHARS:]
-        escaped = escaped.split("\n", 1)[1] if "\n" in escaped else escaped
-    shown = len(text.split("\n"))
-    return (
-        f"*{label}* {where}, last {shown} line{'s' if shown != 1 else ''} "
-        f"of {format_bytes(tail.size)}:\n```\n{escaped}\n```"
+    more = lines.begins_at if lines.begins_at > 0 else None
+    if not lines.text:
+        if tail.size == 0:
+            return TailPart(stream, label, f"*{label}* {where} is empty.", None)
+        return TailPart(
+            stream, label, f"*{label}* {where}: blank{' here' if earlier else ''}.", more
+        )
+    shown = len(lines.text.split("\n"))
+    plural = "s" if shown != 1 else ""
+    which = (
+        f"the {shown} line{plural} before those above, from byte {lines.begins_at:,}"
+        if earlier
+        else f"last {shown} line{plural}"
     )
+    return TailPart(
+        stream,
+        label,
+        f"*{label}* {where}, {which} of {format_bytes(tail.size)}:\n"
+        f"```\n{fenced_code(lines.text)}\n```",
+        more,
+    )
+
+
+def stream_path(job: Job, stream: str) -> str:
+    """The file of `stream` (STDERR or STDOUT) for `job`, as Slurm reported it, filled in."""
+    return stderr_path(job) if stream == STDERR else stdout_path(job)

@@ -92,8 +92,19 @@ def verify_link_request(code: str) -> RunnerRequest:
     return {"action": "verify-link", "code": code}
 
 
-def tail_request(path: str, max_lines: int, max_bytes: int) -> RunnerRequest:
-    return {"action": "tail", "path": path, "max_lines": max_lines, "max_bytes": max_bytes}
+def tail_request(
+    path: str, max_lines: int, max_bytes: int, end: int | None = None
+) -> RunnerRequest:
+    """The last lines of `path`, or (with `end`) the last lines before byte `end`."""
+    request: RunnerRequest = {
+        "action": "tail",
+        "path": path,
+        "max_lines": max_lines,
+        "max_bytes": max_bytes,
+    }
+    if end is not None:
+        request["end"] = end
+    return request
 
 
 def is_reply(value: object) -> TypeGuard[dict[str, Any]]:

@@ -5,7 +5,8 @@ the Slack user who clicked must be linked to a cluster account, the job must sti
 running or pending in the latest snapshot, and it must belong to that account (a forwarded
 or shared message gives nobody else's rights). The click is acknowledged at once, within
 Slack's 3 s (the runner works in a task of its own); its answer then replaces the message
-through the click's response_url.
+through the click's response_url, or, for a click on the Home tab (which has none), appears
+at the top of the tab, published again.
 
 `ACTION_IDS` lists every action this module handles; the app manifest's interactivity
 setting is tested against it (tests/test_deploy_files.py), as the scopes are.
@@ -16,9 +17,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_sdk.web.async_client import AsyncWebClient
 
 from core.job_notices import job_label
 from core.records import Job
@@ -34,6 +37,9 @@ CANCEL_JOB = "skybot_cancel_job"
 CANCEL_PATTERN = re.compile(rf"^{CANCEL_JOB}(:[0-9_]+)?$")
 ACTION_IDS = frozenset({CANCEL_JOB})
 ACTION_PATTERNS = (CANCEL_PATTERN,)
+# Answers a click on the Home tab (client, team, user, outcome): Slack gives such a click no
+# response_url, so the tab is published again with the outcome on top (handlers/home.py).
+HomeAnswer = Callable[[AsyncWebClient, str, str, str], Awaitable[None]]
 # What a button may carry: a job id as scancel takes it. Slurm's array task text can be
 # anything ("1-3%2", or worse), and a button's id and value are not escaped by Slack.
 BUTTON_JOB = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,7})?")
@@ -106,13 +112,17 @@ async def cancel_clicked(
     return f"Slurm did not cancel job {literal(label)}: {literal(reply.get('error', 'unknown'))}"
 
 
-def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) -> None:
+def register_listeners(
+    app: AsyncApp, cache: SnapshotCache, services: Services, home: HomeAnswer | None = None
+) -> None:
     # Bolt answers Slack only when a listener returns (process_before_response), so the
     # runner's work goes on in a task of its own and the click is acked at once.
     working: set[asyncio.Task[None]] = set()
 
     @app.action(CANCEL_PATTERN)
-    async def cancel(ack: AsyncAck, respond: AsyncRespond, body: dict[str, Any]) -> None:
+    async def cancel(
+        ack: AsyncAck, respond: AsyncRespond, body: dict[str, Any], client: AsyncWebClient
+    ) -> None:
         await ack()
         action = (body.get("actions") or [{}])[0]
         label = str(action.get("value", ""))
@@ -126,7 +136,13 @@ def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) 
             except Exception:
                 log.exception("cancel button failed")
                 outcome = "skybot could not act on that click; try `/sky cancel` instead."
-            await respond(text=outcome, replace_original=True)
+            if body.get("response_url"):
+                await respond(text=outcome, replace_original=True)
+            elif home is not None:
+                # A click on the Home tab comes without a response_url: the tab shows it.
+                await home(client, team_id, user_id, outcome)
+            else:
+                log.warning("no way to answer a cancel click from %s: %s", user_id, outcome)
 
         task = asyncio.create_task(act())
         working.add(task)

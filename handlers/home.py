@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from slack_bolt.async_app import AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from core.view import ClusterView
+from handlers.actions import cancel_block
 from handlers.commands import command_table
 from handlers.commands.common import (
     SOURCE_LABELS,
@@ -49,7 +50,7 @@ View = dict[str, Any]
 
 
 def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) -> None:
-    table = command_table()
+    publish = home_publisher(cache, services)
 
     @app.event("app_home_opened")
     async def home_opened(
@@ -57,19 +58,44 @@ def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) 
     ) -> None:
         if event.get("tab") != "home":
             return  # the Messages tab: nothing to publish
-        user_id = str(event.get("user") or "")
-        view = await _home_or_error(cache, services, table, context.team_id or "", user_id)
+        await publish(client, context.team_id or "", str(event.get("user") or ""), None)
+
+
+class HomePublisher(Protocol):
+    async def __call__(
+        self, client: AsyncWebClient, team_id: str, user_id: str, notice: str | None, /
+    ) -> None: ...
+
+
+def home_publisher(cache: SnapshotCache, services: Services) -> HomePublisher:
+    """Publishes a user's Home tab from the current snapshot, with `notice` (the outcome of a
+    click on the tab: a click there has no response_url to answer through) at its top."""
+    table = command_table()
+
+    async def publish(
+        client: AsyncWebClient, team_id: str, user_id: str, notice: str | None
+    ) -> None:
+        view = await _home_or_error(cache, services, table, team_id, user_id, notice)
         try:
             await client.views_publish(user_id=user_id, view=view)
         except Exception:
             log.exception("views.publish of the Home tab for %s failed", user_id)
 
+    return publish
+
 
 async def _home_or_error(
-    cache: SnapshotCache, services: Services, table: CommandTable, team_id: str, user_id: str
+    cache: SnapshotCache,
+    services: Services,
+    table: CommandTable,
+    team_id: str,
+    user_id: str,
+    notice: str | None = None,
 ) -> View:
     try:
-        return await home_view(cache.current(), services, table, team_id, user_id, time.time())
+        return await home_view(
+            cache.current(), services, table, team_id, user_id, time.time(), notice
+        )
     except Exception:
         log.exception("building the Home tab for %s failed", user_id)
         return error_view()
@@ -82,13 +108,14 @@ async def home_view(
     team_id: str,
     user_id: str,
     now: float,
+    notice: str | None = None,
 ) -> View:
     """The Home tab for one Slack user: their cluster page if linked, else how to link."""
     user = await services.identity.resolve(team_id, user_id)
     if user is None:
-        return home(unlinked_blocks(table))
+        return home(([section(notice)] if notice else []) + unlinked_blocks(table))
     pref, chosen = await current_preference(services, team_id, user_id)
-    return home(linked_blocks(view, user, pref, chosen, now))
+    return home(linked_blocks(view, user, pref, chosen, now, notice))
 
 
 def home(blocks: list[Block]) -> View:
@@ -109,19 +136,28 @@ def fit(blocks: list[Block], limit: int = MAX_HOME_BLOCKS) -> list[Block]:
 # ------------------------------------------------------------------------------- linked user
 
 
-def linked_blocks(view: ClusterView, user: str, pref: str, chosen: bool, now: float) -> list[Block]:
+def linked_blocks(
+    view: ClusterView, user: str, pref: str, chosen: bool, now: float, notice: str | None = None
+) -> list[Block]:
     warnings, _ = freshness_lines(view, now, "slurm", also=("caps", "storage"))
     blocks: list[Block] = [header(f"skybot — {user}"), *(section(w) for w in warnings)]
-    parts = (
-        ("Your jobs", job_part(view, user, now)),
-        ("Your lab's GPUs", lab_part(view, user)),
-        ("Your largest directories", disk_part(view, user)),
-        ("Job DMs", [preference_part(user, pref, chosen)]),
+    if notice:
+        blocks.append(section(notice))
+    parts: tuple[tuple[str, list[str], list[Block]], ...] = (
+        ("Your jobs", job_part(view, user, now), job_buttons(view, user)),
+        ("Your lab's GPUs", lab_part(view, user), []),
+        ("Your largest directories", disk_part(view, user), []),
+        ("Job DMs", [preference_part(user, pref, chosen)], []),
     )
-    for title, lines in parts:
-        blocks += [{"type": "divider"}, header(title), *lines_to_sections(lines)]
+    for title, lines, buttons in parts:
+        blocks += [{"type": "divider"}, header(title), *lines_to_sections(lines), *buttons]
     blocks.append(context(ages_line(view, now)))
     return blocks
+
+
+def job_buttons(view: ClusterView, user: str) -> list[Block]:
+    """Cancel, as on `/sky jobs`: the click is checked again (handlers/actions.py)."""
+    return cancel_block(active_jobs(view, user))
 
 
 def job_part(view: ClusterView, user: str, now: float) -> list[str]:

@@ -13,20 +13,15 @@ runner refuses files the owner does not own, symbolic links, FIFOs and devices i
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from core.job_output import OutputTail, stderr_path, stdout_path
+from core.job_output import OutputTail, stderr_path, stdout_path, tail_bytes, tail_from_reply
 from core.records import Job
 from core.runner_contract import RunnerCall, tail_request
 
 log = logging.getLogger(__name__)
-
-# Slack shows a few dozen lines well; a line longer than this is cut by the core anyway.
-BYTES_PER_LINE = 512
 
 
 @dataclass(frozen=True)
@@ -40,7 +35,7 @@ class TailSettings:
 
     @property
     def max_bytes(self) -> int:
-        return min(64 * 1024, max(4096, self.lines * BYTES_PER_LINE))
+        return tail_bytes(self.lines)
 
 
 async def fetch_output_tails(
@@ -88,11 +83,4 @@ async def _tail(runner: RunnerCall, user: str, path: str, settings: TailSettings
     if not path.startswith("/"):
         return OutputTail(path, error="Slurm did not say which directory the job ran in")
     reply = await runner(user, tail_request(path, settings.lines, settings.max_bytes))
-    if not reply.get("ok"):
-        return OutputTail(path, error=str(reply.get("error") or "the runner refused"))
-    try:
-        data = base64.b64decode(str(reply.get("data", "")), validate=True)
-        start, size = int(reply["start"]), int(reply["size"])
-    except (KeyError, TypeError, ValueError, binascii.Error):
-        return OutputTail(path, error="the runner's answer could not be read")
-    return OutputTail(path, data, start, size)
+    return tail_from_reply(path, reply)

@@ -54,3 +54,12 @@ def earlier_job_records(
         [job_id, before_id, restarts_below, limit],
     ).fetchall()
     return [decode_job(record) for (record,) in rows]
+
+
+def last_job_record(db: sqlite_utils.Database, job_id: int) -> Job | None:
+    """The job as its latest transition recorded it (kept `history.keep_days`, ended jobs
+    included), or None if skybot has no record of it."""
+    row = db.execute(
+        "SELECT record FROM job_transitions WHERE job_id = ? ORDER BY id DESC LIMIT 1", [job_id]
+    ).fetchone()
+    return decode_job(row[0]) if row else None

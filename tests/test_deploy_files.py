@@ -4,18 +4,23 @@ sudoers rule parses."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import re
 import shutil
 import subprocess
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
 from slack_sdk.web.async_client import AsyncWebClient
 
+import handlers
 from bot.cli import EXIT_CONFIG
 from bot.config import DatabaseConfig
+from bot.install import http_manifest
 from bot.scopes import scopes_needed
 from bot.startup import EXIT_ALREADY_RUNNING, EXIT_PORT_UNAVAILABLE
 
@@ -299,13 +304,77 @@ def test_unit_does_not_restart_what_a_restart_cannot_fix() -> None:
     assert "WatchdogSec" in settings
 
 
+def action_modules() -> dict[str, ModuleType]:
+    """Every module of handlers/ that handles button clicks (it exports ACTION_IDS)."""
+    found = {}
+    for info in pkgutil.walk_packages(handlers.__path__, "handlers."):
+        module = importlib.import_module(info.name)
+        if hasattr(module, "ACTION_IDS"):
+            found[info.name] = module
+    return found
+
+
+def action_patterns() -> list[re.Pattern[str]]:
+    return [p for m in action_modules().values() for p in m.ACTION_PATTERNS]
+
+
+def action_ids() -> set[str]:
+    return {i for m in action_modules().values() for i in m.ACTION_IDS}
+
+
+def test_every_registered_action_is_a_pattern_a_module_exports() -> None:
+    """Each `@app.action(NAME)` in the code names one of the ACTION_PATTERNS the manifest test
+    below counts, and each exported pattern has a listener: a new button cannot be left out."""
+    registered = []
+    for path, text in source_text().items():
+        for name in re.findall(r"@app\.action\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)", text):
+            module = importlib.import_module(".".join(path.relative_to(REPO).with_suffix("").parts))
+            registered.append(getattr(module, name))
+    assert len(registered) == len(listeners("action")), "an @app.action() not by a name"
+    patterns = action_patterns()
+    assert sorted(p.pattern for p in registered) == sorted(p.pattern for p in patterns)
+    # Every id a module lists is the stem of the ids its pattern takes.
+    for module in action_modules().values():
+        for stem in module.ACTION_IDS:
+            assert any(p.pattern.startswith(f"^{stem}") for p in module.ACTION_PATTERNS), stem
+
+
 def test_every_button_the_code_builds_has_a_handler(manifest: dict[str, Any]) -> None:
-    from handlers.actions import ACTION_IDS, ACTION_PATTERNS, cancel_buttons
+    from core.job_output import STDERR, STDOUT, TailPart
+    from core.log_more import more_block
+    from handlers.actions import cancel_buttons
     from tests.factories import job
 
-    assert manifest["settings"]["interactivity"]["is_enabled"] is bool(ACTION_IDS)
+    assert {"handlers.actions", "handlers.log_button"} <= set(action_modules())
+    assert manifest["settings"]["interactivity"]["is_enabled"] is bool(action_ids())
     block = cancel_buttons([job(12), job(13, array_job_id=9, array_task="4")])
     ids = [element["action_id"] for element in block["elements"]]
     assert ids == ["skybot_cancel_job:12", "skybot_cancel_job:9_4"]
-    assert all(any(p.fullmatch(i) for p in ACTION_PATTERNS) for i in ids)
+    (more,) = more_block(
+        4294967295, [TailPart(STDERR, "stderr", "", 9), TailPart(STDOUT, "stdout", "", 2**40)]
+    )
+    ids += [element["action_id"] for element in more["elements"]]
+    patterns = action_patterns()
+    assert all(any(p.fullmatch(i) for p in patterns) for i in ids), ids
     assert len(set(ids)) == len(ids)  # unique within the message, as Block Kit requires
+
+
+def test_the_manifest_for_http_mode_sends_everything_to_skybot(manifest: dict[str, Any]) -> None:
+    """Socket Mode by default; `skybot show manifest --http-url URL` for HTTP mode: Socket
+    Mode off, and the slash command, the button clicks and the events all sent to URL."""
+    url = "https://skybot.example.org/slack/events"
+    http = yaml.safe_load(http_manifest(MANIFEST.read_text(encoding="utf-8"), url))
+    for mode in (manifest, http):
+        assert mode["settings"]["interactivity"]["is_enabled"] is bool(action_ids())
+        assert mode["oauth_config"] == manifest["oauth_config"]
+        assert mode["features"]["app_home"] == manifest["features"]["app_home"]
+    assert manifest["settings"]["socket_mode_enabled"] is True
+    assert "request_url" not in manifest["settings"]["interactivity"]
+    assert http["settings"]["socket_mode_enabled"] is False
+    assert http["settings"]["interactivity"]["request_url"] == url
+    assert http["settings"]["event_subscriptions"]["request_url"] == url
+    assert [c["url"] for c in http["features"]["slash_commands"]] == [url]
+    assert sorted(http["settings"]["event_subscriptions"]["bot_events"]) == sorted(event_names())
+    for bad in ("http://skybot.example.org/slack/events", "https://x y", "https://a\nb: c"):
+        with pytest.raises(ValueError, match="not an https URL"):
+            http_manifest(MANIFEST.read_text(encoding="utf-8"), bad)

@@ -11,6 +11,7 @@ a module starts building messages that this file does not exercise.
 
 from __future__ import annotations
 
+import base64
 import re
 import shlex
 from collections.abc import Iterator
@@ -31,7 +32,9 @@ from core.job_notices import (
     compose_job_notice,
     digest_notice,
 )
+from core.job_output import OutputTail
 from core.lab_usage import lab_usage
+from core.log_more import LOG_MORE
 from core.records import FINAL_STATES, DirectoryUsage, FilesystemUsage
 from core.slack_text import literal
 from core.storage_alerts import FillPolicy, HoardPolicy, filesystem_alerts, hoarding_alerts
@@ -41,6 +44,7 @@ from handlers.charts import ChartRequests, chart_caption
 from handlers.commands import command_table
 from handlers.home import linked_blocks, unlinked_blocks
 from handlers.identity import IdentityDirectory
+from handlers.log_button import more_clicked
 from handlers.reply import Reply
 from handlers.router import dispatch, dispatch_action_or_read
 from handlers.services import Services
@@ -49,6 +53,7 @@ from scheduler.outbox_sender import to_whoever_asked
 from scheduler.submit_worker import report_text
 from store.digests import DigestChannel
 from store.outbox import QueuedMessage
+from store.snapshots import save_slurm_poll
 from store.submissions import Submission
 from store.writer import StoreWriter
 from tests.factories import directory_usage, job, make_snapshot, make_view, node
@@ -349,6 +354,48 @@ def test_home_tab_keeps_hostile_text_inert(hostile: str) -> None:
     assert_all_inert(blocks, unlinked_blocks(TABLE))
 
 
+@pytest.mark.parametrize("hostile", HOSTILE, ids=range(len(HOSTILE)))
+async def test_show_more_of_the_log_keeps_hostile_text_inert(
+    writer: StoreWriter, hostile: str
+) -> None:
+    """A job named and logging anything, to a path with anything in it (as the store recorded
+    it, long after it ended), read or refused by the runner with any sentence; and someone
+    else's job, whose owner's name is shown in the refusal."""
+    h = hostile
+    ended = job(7, name=h, state="FAILED", std_err=f"/o/{h}", std_out=h, work_dir=f"/w/{h}")
+    bobs = job(8, user=h, name=h, state="FAILED")
+    await writer.run(save_slurm_poll, [], [ended, bobs], [], NOW)
+    line = (h.encode() + b"\n") * 3
+    content = base64.b64encode(b"x" + line * 40).decode()
+
+    async def reads(user: str, request: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": True, "data": content, "start": 900, "size": 5000}
+
+    answers = []
+    for runner in (reads, hostile_services(writer, make_view(make_snapshot()), h).runner):
+        services = hostile_services(writer, make_view(make_snapshot()), h)
+        services.runner = runner
+        for action_id, value in (
+            (f"{LOG_MORE}:7:err", "7:err:4000"),
+            (f"{LOG_MORE}:7:out", "7:out:4000"),
+            (f"{LOG_MORE}:8:err", "8:err:4000"),
+        ):
+            answers.append(
+                await more_clicked(
+                    make_view(make_snapshot()), services, "T1", "UALICE", action_id, value
+                )
+            )
+    assert [a.refused for a in answers] == [False, False, True] * 2
+    for answer in answers:
+        assert_all_inert(answer.text, answer.blocks)
+    tail = OutputTail(f"/o/{h}", b"x" + line * 40, 900, 5000)
+    notice = compose_job_notice(
+        Transition(ended, "RUNNING", "FAILED", 0), "FAILED", now=NOW, output=[tail], tail_lines=15
+    )
+    assert notice.blocks[-1]["type"] == "actions"
+    assert_all_inert(notice.text, notice.blocks)
+
+
 # Modules that build what skybot posts; each is exercised above (commands through the table).
 COVERED = {
     "core/job_notices.py",
@@ -364,6 +411,7 @@ COVERED = {
     "scheduler/watchers/cap_waits.py",
     "handlers/charts.py",
     "handlers/home.py",
+    "handlers/log_button.py",
     "handlers/router.py",
     "handlers/reply.py",
     "core/blocks.py",  # the block helpers themselves

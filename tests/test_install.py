@@ -141,3 +141,15 @@ def test_show_prints_the_shipped_files_and_version_is_single_sourced() -> None:
     assert 'version = { attr = "bot.__version__" }' in pyproject
     assert "MIT License" in (REPO / "LICENSE").read_text()
     assert 'license = { text = "MIT" }' in pyproject
+
+
+def test_show_manifest_for_http_mode() -> None:
+    url = "https://skybot.example.org/slack/events"
+    http = skybot("show", "manifest", "--http-url", url)
+    assert http.returncode == 0, http.stderr
+    settings = yaml.safe_load(http.stdout)["settings"]
+    assert settings["socket_mode_enabled"] is False
+    assert settings["interactivity"]["request_url"] == url
+    wrong = skybot("show", "manifest", "--http-url", "http://insecure/slack/events")
+    assert wrong.returncode == 2 and "is not an https URL" in wrong.stderr
+    assert skybot("show", "sudoers", "--http-url", url).returncode == 2

@@ -161,18 +161,54 @@ def block_actions_payload(
     value: str,
     response_url: str,
     channel_id: str = "C1",
+    ephemeral: bool = True,
 ) -> dict[str, Any]:
-    """A button click (`block_actions`) on an ephemeral message, as Slack sends it."""
+    """A button click (`block_actions`) on a message (an ephemeral answer, or a DM the bot
+    posted), as Slack sends it."""
     return {
         "type": "block_actions",
         "team": {"id": team_id, "domain": "standin"},
         "user": {"id": user_id, "username": user_name, "name": user_name, "team_id": team_id},
         "api_app_id": api_app_id,
         "token": "standin-verification-token",
-        "container": {"type": "message", "is_ephemeral": True, "channel_id": channel_id},
+        "container": {"type": "message", "is_ephemeral": ephemeral, "channel_id": channel_id},
         "trigger_id": new_trigger_id(),
         "channel": {"id": channel_id, "name": "general"},
         "response_url": response_url,
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": uuid.uuid4().hex[:5],
+                "value": value,
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+
+
+def home_block_actions_payload(
+    *,
+    team_id: str,
+    user_id: str,
+    user_name: str,
+    api_app_id: str,
+    action_id: str,
+    value: str,
+    view: dict[str, Any],
+) -> dict[str, Any]:
+    """A button click on the user's Home tab, as Slack sends it: the container is the view,
+    the published view comes along, and there is NO response_url (Slack gives one only for
+    clicks in messages) and no channel."""
+    return {
+        "type": "block_actions",
+        "team": {"id": team_id, "domain": "standin"},
+        "user": {"id": user_id, "username": user_name, "name": user_name, "team_id": team_id},
+        "api_app_id": api_app_id,
+        "token": "standin-verification-token",
+        "container": {"type": "view", "view_id": view.get("id", "")},
+        "trigger_id": new_trigger_id(),
+        "view": view,
         "actions": [
             {
                 "type": "button",

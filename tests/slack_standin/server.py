@@ -20,6 +20,7 @@ from .payloads import (
     app_home_opened_event,
     block_actions_payload,
     events_api_envelope,
+    home_block_actions_payload,
     interactive_envelope,
     slash_command_payload,
     slash_commands_envelope,
@@ -284,8 +285,11 @@ class SlackStandIn:
         user = self.workspace.users.get(user_id)
         return user.name if user else user_id.lower()
 
-    def block_action_payload(self, *, user_id: str, action_id: str, value: str) -> dict[str, Any]:
-        """A button click by `user_id` in this workspace, with a fresh response_url here."""
+    def block_action_payload(
+        self, *, user_id: str, action_id: str, value: str, channel_id: str | None = None
+    ) -> dict[str, Any]:
+        """A button click by `user_id` in this workspace, with a fresh response_url here: on
+        an ephemeral answer, or (`channel_id`) on a message the bot posted there, e.g. a DM."""
         return block_actions_payload(
             team_id=self.workspace.team_id,
             user_id=user_id,
@@ -294,6 +298,23 @@ class SlackStandIn:
             action_id=action_id,
             value=value,
             response_url=self.new_response_url(),
+            channel_id=channel_id or "C1",
+            ephemeral=channel_id is None,
+        )
+
+    def home_block_action_payload(
+        self, *, user_id: str, action_id: str, value: str, viewer: str | None = None
+    ) -> dict[str, Any]:
+        """A click on a Home tab button: no response_url. The view is the one published for
+        `viewer` (default: the clicker)."""
+        return home_block_actions_payload(
+            team_id=self.workspace.team_id,
+            user_id=user_id,
+            user_name=self._user_name(user_id),
+            api_app_id=self.workspace.app_id,
+            action_id=action_id,
+            value=value,
+            view=self.home_views.get(viewer or user_id, {}),
         )
 
     async def send_block_action(self, payload: dict[str, Any], *, timeout: float = 3.0) -> Delivery:

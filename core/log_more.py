@@ -1,0 +1,89 @@
+"""The "Show more of the log" button on failure DMs: what it carries, and what it shows.
+
+A button carries only what is safe to come back: the job's id, which of its output files
+(stderr or stdout) and the byte offset the next chunk ends at, as `JOB:STREAM:END`. Slack
+does not escape a button's id or value, and anyone who can see a message can send any value
+back, so `parse_more_value` accepts nothing else; the click handler (handlers/log_button.py)
+checks who clicked, finds the job and its output path in what skybot stored, and reads the
+chunk as the job's owner. No path ever travels in a button.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from core.job_output import STDERR, STDOUT, STREAM_LABELS, OutputTail, TailPart, tail_part
+
+LOG_MORE = "skybot_log_more"
+# Block Kit wants action ids unique within a message: the id names the job and the file.
+LOG_MORE_PATTERN = re.compile(rf"^{LOG_MORE}:[0-9]{{1,10}}:(?:{STDERR}|{STDOUT})$")
+_VALUE = re.compile(rf"([1-9][0-9]{{0,9}}):({STDERR}|{STDOUT}):([1-9][0-9]{{0,18}})")
+# The runner takes offsets below 2**63; a larger one is forged.
+MAX_OFFSET = 2**63 - 1
+BEGINNING = "That is the beginning of the file."
+
+
+@dataclass(frozen=True, slots=True)
+class MoreRequest:
+    """One click's worth: the chunk of `stream` of job `job_id` that ends at byte `end`."""
+
+    job_id: int
+    stream: str
+    end: int
+
+    @property
+    def action_id(self) -> str:
+        return f"{LOG_MORE}:{self.job_id}:{self.stream}"
+
+    @property
+    def value(self) -> str:
+        return f"{self.job_id}:{self.stream}:{self.end}"
+
+
+def parse_more_value(action_id: str, value: str) -> MoreRequest | None:
+    """The request a click carries, or None unless id and value are exactly what skybot
+    builds, and agree."""
+    match = _VALUE.fullmatch(value)
+    if match is None:
+        return None
+    request = MoreRequest(int(match[1]), match[2], int(match[3]))
+    if request.end > MAX_OFFSET or request.job_id >= 2**32 or action_id != request.action_id:
+        return None
+    return request
+
+
+def more_button(request: MoreRequest, label: str) -> dict[str, Any]:
+    return {
+        "type": "button",
+        "action_id": request.action_id,
+        "text": {"type": "plain_text", "text": f"Show more of {label}"},
+        "value": request.value,
+    }
+
+
+def more_block(job_id: int, parts: Sequence[TailPart]) -> list[dict[str, Any]]:
+    """An actions block with a "Show more" button per file with earlier lines, or nothing."""
+    elements = [
+        more_button(MoreRequest(job_id, part.stream, part.begins_at), _what(part))
+        for part in parts
+        if part.begins_at is not None
+    ]
+    return [{"type": "actions", "elements": elements}] if elements else []
+
+
+def earlier_chunk(
+    request: MoreRequest, tail: OutputTail, one_file: bool, max_lines: int
+) -> TailPart:
+    """What a click shows: the lines before those a message showed, and whether more exist."""
+    label = "Output" if one_file else STREAM_LABELS[request.stream]
+    part = tail_part(request.stream, label, tail, max_lines, earlier=True)
+    if part.begins_at is None and tail.error is None and tail.size > 0:
+        return TailPart(part.stream, part.label, f"{part.markdown}\n{BEGINNING}", None)
+    return part
+
+
+def _what(part: TailPart) -> str:
+    return "the log" if part.label == "Output" else part.label
