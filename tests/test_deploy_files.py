@@ -309,3 +309,18 @@ def test_every_button_the_code_builds_has_a_handler(manifest: dict[str, Any]) ->
     assert ids == ["skybot_cancel_job:12", "skybot_cancel_job:9_4"]
     assert all(any(p.fullmatch(i) for p in ACTION_PATTERNS) for i in ids)
     assert len(set(ids)) == len(ids)  # unique within the message, as Block Kit requires
+
+
+def test_the_move_to_overcap_button_has_a_handler(manifest: dict[str, Any]) -> None:
+    from handlers import actions, overcap_button
+    from tests.factories import job, make_snapshot, make_view
+
+    assert manifest["settings"]["interactivity"]["is_enabled"] is bool(overcap_button.ACTION_IDS)
+    view = make_view(make_snapshot())
+    (block,) = overcap_button.move_to_overcap_block(view, job(12, state="PENDING"))
+    ids = [element["action_id"] for element in block["elements"]]
+    assert ids == ["skybot_move_to_overcap:12"]
+    assert all(any(p.fullmatch(i) for p in overcap_button.ACTION_PATTERNS) for i in ids)
+    # Its clicks reach its own listener and no other.
+    assert not any(p.fullmatch(i) for p in actions.ACTION_PATTERNS for i in ids)
+    assert "MOVE_PATTERN" in [argument.strip() for argument in listeners("action")]
