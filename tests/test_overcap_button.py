@@ -87,10 +87,16 @@ def test_not_offered_when_the_idle_gpus_are_outside_overcap() -> None:
 # ----------------------------------------------------------------------------- /sky why
 
 
+POINTER = "*Move to overcap* below moves it there as it is, with the same job id."
+
+
 def buttons(view: ClusterView, text: str, cluster_user: str | None) -> list[dict[str, Any]]:
     reply = dispatch(command_table(), view, text, team_id="T1", user_id="U1",
                      cluster_user=cluster_user, now=1_010.0)  # fmt: skip
-    return [e for b in reply.blocks if b["type"] == "actions" for e in b["elements"]]
+    found = [e for b in reply.blocks if b["type"] == "actions" for e in b["elements"]]
+    # The answer's words point at the button exactly when there is one.
+    assert (POINTER in reply.text) is bool(found)
+    return found
 
 
 def test_why_shows_the_button_with_a_confirm_that_says_preemptible() -> None:

@@ -62,9 +62,14 @@ def run(request: CommandRequest, view: ClusterView) -> Reply:
     job_id, task = int(match[1]), match[2]
     job = _find(view, job_id, task)
     if job is not None:
-        reply = answer(view, request, explain(view, job, request.now), "slurm", also=("caps",))
-        if request.here or not offers_move_to_overcap(view, job, request.cluster_user):
-            return reply  # the button only in the owner's own (private) answer
+        lines = explain(view, job, request.now)
+        # The button only in the owner's own (private) answer.
+        offer = not request.here and offers_move_to_overcap(view, job, request.cluster_user)
+        if offer:
+            lines.append("*Move to overcap* below moves it there as it is, with the same job id.")
+        reply = answer(view, request, lines, "slurm", also=("caps",))
+        if not offer:
+            return reply
         return replace(reply, blocks=[*reply.blocks, *move_to_overcap_block(view, job)])
     tasks = [j for j in view.snapshot.jobs if j.array_job_id == job_id] if task is None else []
     label = f"{job_id}_{task}" if task is not None else str(job_id)
