@@ -10,7 +10,7 @@ A request is one JSON object: "action", the action's own fields, and "bot_versio
 action but "version"; the bot's client adds it). A reply is always {"ok": true, ...} or
 {"ok": false, "error": SENTENCE}; an ok reply carries what the runner's docstring lists per
 action (submit: "job_id", "cluster", "script", maybe "warning"; cancel: "job_id";
-verify-link: "user"; version: "version").
+verify-link: "user"; version: "version"; move-to-overcap: "job_id", "partition", "account").
 Which user the runner acts as is sudo's choice, not a field: core/user_names.py says which
 names the bot asks for.
 """
@@ -39,6 +39,8 @@ REQUEST_FIELDS: Mapping[str, frozenset[str]] = {
     "verify-link": frozenset({"code"}),
     # The end of the user's own job output file (failure DMs): read from `end` backwards.
     "tail": frozenset({"path", "max_bytes", "max_lines", "end"}),
+    # The user's own pending job to the overcap partition (and account), with scontrol update.
+    "move-to-overcap": frozenset({"job_id", "partition", "account"}),
 }
 
 # The sbatch options a submission may carry, by the runner's names (`job_name` is --job-name).
@@ -50,6 +52,8 @@ FORBIDDEN_OPTION_CHARS = frozenset(";&|$`<>(){}[]*!'\"\\#~ \t")
 
 # A job (or array task) id as `cancel` takes it.
 JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,7})?")
+# A job id as `move-to-overcap` takes it: one job, not an array task.
+PLAIN_JOB_ID = re.compile(r"[0-9]{1,10}")
 # The bot's id for a submission; the runner puts COMMENT_PREFIX + tag in the job's comment, so
 # after a crash between sbatch and recording its answer the bot can find the job in Slurm.
 SUBMISSION_TAG = re.compile(r"[0-9a-f]{16,32}")
@@ -105,6 +109,16 @@ def tail_request(
     if end is not None:
         request["end"] = end
     return request
+
+
+def move_to_overcap_request(job_id: str, partition: str, account: str) -> RunnerRequest:
+    """`account` "" when the site's overcap partition needs no account of its own."""
+    return {
+        "action": "move-to-overcap",
+        "job_id": job_id,
+        "partition": partition,
+        "account": account or None,
+    }
 
 
 def is_reply(value: object) -> TypeGuard[dict[str, Any]]:

@@ -329,6 +329,89 @@ async def test_cancel_reports_unknown_jobs_and_refuses_bad_ids() -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+# Moving a pending job to overcap
+
+
+def squeue_row(job_id: int) -> str:
+    return sh("squeue", "-h", "-j", str(job_id), "-o", "%i|%u|%T|%P|%a").stdout.strip()
+
+
+def move(job_id: int | str, **fields: Any) -> dict[str, Any]:
+    return {
+        "action": "move-to-overcap",
+        "job_id": str(job_id),
+        "partition": "overcap",
+        "account": "overcap",
+        **fields,
+    }
+
+
+async def test_only_the_owners_pending_job_moves_to_overcap(
+    cancel_afterwards: list[int],
+) -> None:
+    def alice_sbatch(*args: str) -> int:
+        result = sh(
+            "/usr/sbin/runuser",
+            "-u",
+            "alice",
+            "--",
+            "sbatch",
+            "--parsable",
+            "--chdir=/tmp",
+            "-o",
+            "/dev/null",
+            "-A",
+            "hoffman-lab",
+            *args,
+        )
+        assert result.returncode == 0, result.stderr
+        cancel_afterwards.append(int(result.stdout.split(";")[0]))
+        return cancel_afterwards[-1]
+
+    # Held: it stays pending whatever the partition, so each refusal can be seen to change nothing.
+    held = alice_sbatch("-p", "hoffman-lab", "--hold", "--wrap", "sleep 300")
+    before = f"{held}|alice|PENDING|hoffman-lab|hoffman-lab"
+    assert squeue_row(held) == before
+
+    refused = await ask("bob", move(held))
+    assert refused == {
+        "ok": False,
+        "error": f"Job {held} belongs to alice, not to bob; skybot moves only your own jobs.",
+    }
+    refused = await ask("alice", move(held, qos="high"))
+    assert refused == {
+        "ok": False,
+        "error": "The move-to-overcap request has unexpected field(s): qos.",
+    }
+    refused = await ask("alice", move(f"{held}_1"))
+    assert refused["error"] == "job_id must be a plain job number like 123 (not an array task)."
+    assert squeue_row(held) == before
+
+    array = alice_sbatch("-p", "hoffman-lab", "--hold", "--array=1-3", "--wrap", "true")
+    assert (await ask("alice", move(array)))["error"] == (
+        f"Job {array} is a job array or a heterogeneous job; skybot moves single jobs only."
+    )
+    running = alice_sbatch("-p", "debug", "--wrap", "sleep 300")
+    assert wait_for(lambda: job_state(running) == "RUNNING", 30), job_state(running)
+    assert await ask("alice", move(running)) == {
+        "ok": False,
+        "error": f"Job {running} is running, not pending: only a job that has not started can "
+        "move to overcap.",
+    }
+    assert (await ask("alice", move(987654321)))["error"] == (
+        "Job 987654321 is not in the queue (it ended, or never existed)."
+    )
+
+    # Alice's own pending job moves, as alice, keeping its id.
+    moved = await ask("alice", move(held))
+    assert moved == {"ok": True, "job_id": str(held), "partition": "overcap", "account": "overcap"}
+    assert squeue_row(held) == f"{held}|alice|PENDING|overcap|overcap"
+    assert (await ask("alice", move(held)))["error"] == (
+        f"Job {held} is already in the overcap partition."
+    )
+
+
+# ----------------------------------------------------------------------------------------------
 # Refused scripts: a clear message, and nothing submitted
 
 

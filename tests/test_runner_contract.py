@@ -46,6 +46,7 @@ def test_the_bots_requests_are_ones_the_runner_accepts(runner: ModuleType) -> No
         contract.cancel_request("123_4"),
         contract.verify_link_request("ABC123"),
         contract.tail_request("/srv/alice/slurm-1.out", max_lines=15, max_bytes=65536),
+        contract.move_to_overcap_request("123", "overcap", "overcap"),
     ]
     assert {r["action"] for r in requests} == set(runner.ACTIONS)
     for request in requests:
@@ -82,3 +83,4 @@ def test_the_submission_tag_and_job_comment_agree(runner: ModuleType, tmp_path: 
 
 def test_job_ids_are_read_alike(runner: ModuleType) -> None:
     assert runner.JOB_ID.pattern == contract.JOB_ID.pattern
+    assert runner.PLAIN_JOB_ID.pattern == contract.PLAIN_JOB_ID.pattern

@@ -44,6 +44,13 @@ version refuses it, before acting, so bot and runner never disagree about the pr
                The end of the user's OWN job output file: a regular file they own, opened
                without following a symbolic link, read with one pread from the end (a sparse
                1 GB file costs what its last chunk costs), bounded in bytes, lines and time.
+  move-to-overcap {"action": "move-to-overcap", "job_id": "123", "partition": NAME,
+                "account": NAME-or-null}
+               -> {"ok": true, "job_id": "123", "partition": NAME, "account": NAME-or-null}
+               The user's OWN PENDING job (a plain job id: no array, no heterogeneous job) goes
+               to the overcap partition, and to its account when the site's overcap needs one,
+               with `scontrol update` as the user. runner.toml's overcap_partition and
+               overcap_account win over the request's.
 
 /etc/skybot/runner.toml (optional, root-owned, not group/world-writable) overrides the
 request's roots, partitions and limits, so a site can pin them regardless of what the bot sends:
@@ -55,6 +62,10 @@ request's roots, partitions and limits, so a site can pin them regardless of wha
     min_uid = 1000
     sbatch = "/usr/bin/sbatch"
     scancel = "/usr/bin/scancel"
+    squeue = "/usr/bin/squeue"
+    scontrol = "/usr/bin/scontrol"
+    overcap_partition = "overcap"  # where move-to-overcap sends a job
+    overcap_account = "overcap"    # and under which account ("" when overcap needs none)
     command_timeout_seconds = 30
     cluster = "skynet"           # reported when sbatch does not name the cluster
 """
@@ -96,10 +107,19 @@ DEFAULTS: dict[str, Any] = {
     "min_uid": 1000,
     "sbatch": "/usr/bin/sbatch",
     "scancel": "/usr/bin/scancel",
+    "squeue": "/usr/bin/squeue",
+    "scontrol": "/usr/bin/scontrol",
     "command_timeout_seconds": 30.0,
     "cluster": None,
 }
-CONFIG_KEYS = {*DEFAULTS, "roots", "partitions", "max_script_bytes"}
+CONFIG_KEYS = {
+    *DEFAULTS,
+    "roots",
+    "partitions",
+    "max_script_bytes",
+    "overcap_partition",
+    "overcap_account",
+}
 
 # Keys each action accepts; anything else is refused so a confused bot is noticed.
 REQUEST_KEYS: dict[str, set[str]] = {
@@ -117,6 +137,7 @@ REQUEST_KEYS: dict[str, set[str]] = {
     "cancel": {"action", "bot_version", "job_id"},
     "verify-link": {"action", "bot_version", "code"},
     "tail": {"action", "bot_version", "path", "max_bytes", "max_lines", "end"},
+    "move-to-overcap": {"action", "bot_version", "job_id", "partition", "account"},
 }
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
@@ -154,6 +175,9 @@ OPTIONS: dict[str, tuple[re.Pattern[str], str, str]] = {
 SUBMISSION_TAG = re.compile(r"[0-9a-f]{16,32}")
 COMMENT_PREFIX = "skybot:"
 JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,7})?")
+# A job that is neither an array nor a heterogeneous job, as move-to-overcap takes it.
+PLAIN_JOB_ID = re.compile(r"[0-9]{1,10}")
+SLURM_NAME = re.compile(_NAME)
 LINK_CODE = re.compile(r"[A-Za-z0-9_-]{4,128}")
 # Characters no option value may contain: shell metacharacters, quotes and whitespace.
 FORBIDDEN_CHARS = set(";&|$`<>(){}[]*!'\"\\#~ \t")
@@ -246,6 +270,10 @@ def load_config() -> dict[str, Any]:
         "min_uid": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
         "sbatch": lambda v: isinstance(v, str) and v.startswith("/"),
         "scancel": lambda v: isinstance(v, str) and v.startswith("/"),
+        "squeue": lambda v: isinstance(v, str) and v.startswith("/"),
+        "scontrol": lambda v: isinstance(v, str) and v.startswith("/"),
+        "overcap_partition": lambda v: isinstance(v, str) and SLURM_NAME.fullmatch(v),
+        "overcap_account": lambda v: isinstance(v, str) and (v == "" or SLURM_NAME.fullmatch(v)),
         "command_timeout_seconds": lambda v: isinstance(v, (int, float)) and 0 < v <= 600,
         "cluster": lambda v: isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9._-]+", v),
     }
@@ -842,6 +870,82 @@ def do_tail(
 
 
 # ----------------------------------------------------------------------------------------------
+# move-to-overcap
+
+
+def overcap_target(request: dict[str, Any], config: dict[str, Any]) -> tuple[str, str | None]:
+    """The partition and account (None: keep the job's) a job moves to; runner.toml wins."""
+    partition = config.get("overcap_partition", request.get("partition"))
+    if not isinstance(partition, str) or not SLURM_NAME.fullmatch(partition):
+        raise Refusal("'partition' must name the overcap partition (letters, digits, . _ -).")
+    account = config.get("overcap_account", request.get("account"))
+    if account in (None, ""):
+        return partition, None
+    if not isinstance(account, str) or not SLURM_NAME.fullmatch(account):
+        raise Refusal("'account' must name the overcap account (letters, digits, . _ -), or null.")
+    return partition, account
+
+
+def queued_job(job_id: str, user: pwd.struct_passwd, config: dict[str, Any]) -> list[str]:
+    """squeue's [id, owner, state, partition] for the job, refusing what cannot be moved."""
+    argv = [setting(config, "squeue"), "--noheader", f"--jobs={job_id}", "--format=%i|%u|%T|%P"]
+    result = run(argv, user, config)
+    output = (result.stderr + result.stdout).decode("utf-8", "replace")
+    if result.returncode != 0:
+        if "invalid job id" in output.lower():
+            raise Refusal(f"Job {job_id} is not in the queue (it ended, or never existed).")
+        failed = f"squeue failed with exit status {result.returncode}."
+        raise Refusal(clean_output(output) or failed)
+    rows = [line.split("|") for line in result.stdout.decode("utf-8", "replace").splitlines()]
+    if not rows:
+        raise Refusal(f"Job {job_id} is not in the queue (it ended, or never existed).")
+    if len(rows) != 1 or len(rows[0]) != 4 or rows[0][0] != job_id:
+        # squeue lists an array's tasks (123_[4-9], 123_2) or a heterogeneous job's components
+        # (123+0) under their own ids.
+        raise Refusal(
+            f"Job {job_id} is a job array or a heterogeneous job; skybot moves single jobs only."
+        )
+    return rows[0]
+
+
+def do_move_to_overcap(
+    request: dict[str, Any], user: pwd.struct_passwd, config: dict[str, Any]
+) -> dict[str, Any]:
+    job_id = request.get("job_id")
+    if isinstance(job_id, int) and not isinstance(job_id, bool):
+        job_id = str(job_id)
+    if not isinstance(job_id, str) or not PLAIN_JOB_ID.fullmatch(job_id):
+        raise Refusal("job_id must be a plain job number like 123 (not an array task).")
+    partition, account = overcap_target(request, config)
+    # Slurm would refuse another user's job too ("Invalid user id"), but a job the user could
+    # update that is no longer pending, or is already there, deserves a plainer answer.
+    _, owner, state, current = queued_job(job_id, user, config)
+    if owner != user.pw_name:
+        raise Refusal(
+            f"Job {job_id} belongs to {owner}, not to {user.pw_name}; skybot moves only "
+            "your own jobs."
+        )
+    if state != "PENDING":
+        raise Refusal(
+            f"Job {job_id} is {state.lower()}, not pending: only a job that has not started "
+            "can move to overcap."
+        )
+    if current == partition:
+        raise Refusal(f"Job {job_id} is already in the {partition} partition.")
+    argv = [setting(config, "scontrol"), "update", f"JobId={job_id}", f"Partition={partition}"]
+    if account is not None:
+        argv.append(f"Account={account}")
+    result = run(argv, user, config)
+    if result.returncode != 0:
+        message = clean_output((result.stderr + result.stdout).decode("utf-8", "replace"))
+        return {
+            "ok": False,
+            "error": message or f"scontrol update failed with exit status {result.returncode}.",
+        }
+    return {"ok": True, "job_id": job_id, "partition": partition, "account": account}
+
+
+# ----------------------------------------------------------------------------------------------
 
 
 ACTIONS = {
@@ -849,6 +953,7 @@ ACTIONS = {
     "cancel": do_cancel,
     "verify-link": do_verify_link,
     "tail": do_tail,
+    "move-to-overcap": do_move_to_overcap,
 }
 
 

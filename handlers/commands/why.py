@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from dataclasses import replace
 
+from core.overcap_move import offers_move_to_overcap, overcap_nodes_that_fit
 from core.records import Job
 from core.view import ClusterView, LabInfo
 from handlers.commands.common import (
@@ -22,6 +24,7 @@ from handlers.commands.common import (
 )
 from handlers.commands.gpus import cap_phrase
 from handlers.commands.reasons import is_capacity, is_gpu_cap, long_reason, reason_code
+from handlers.overcap_button import move_to_overcap_block
 from handlers.reply import Reply, truncate
 from handlers.router import Command, CommandRequest, UsageError
 
@@ -59,7 +62,15 @@ def run(request: CommandRequest, view: ClusterView) -> Reply:
     job_id, task = int(match[1]), match[2]
     job = _find(view, job_id, task)
     if job is not None:
-        return answer(view, request, explain(view, job, request.now), "slurm", also=("caps",))
+        lines = explain(view, job, request.now)
+        # The button only in the owner's own (private) answer.
+        offer = not request.here and offers_move_to_overcap(view, job, request.cluster_user)
+        if offer:
+            lines.append("*Move to overcap* below moves it there as it is, with the same job id.")
+        reply = answer(view, request, lines, "slurm", also=("caps",))
+        if not offer:
+            return reply
+        return replace(reply, blocks=[*reply.blocks, *move_to_overcap_block(view, job)])
     tasks = [j for j in view.snapshot.jobs if j.array_job_id == job_id] if task is None else []
     label = f"{job_id}_{task}" if task is not None else str(job_id)
     lines = (
@@ -175,20 +186,13 @@ def _cap_sentence(view: ClusterView, lab: LabInfo, job: Job) -> str:
 
 def _overcap_hint(view: ClusterView, job: Job) -> list[str]:
     """Nodes reachable through overcap whose idle GPUs would fit the job's request now."""
-    if not job.gpus:
-        return []
-    idle_by_node: dict[str, dict[str, int]] = defaultdict(dict)
-    for item in view.idle:
-        if view.overcap_partition in item.partitions:
-            idle_by_node[item.node][item.gpu_type] = item.count
-    wanted = {t: n for t, n in job.gpus_by_type.items() if t}
     fits = [
         f"{literal(node)} ({format_counts(idle)})"
-        for node, idle in idle_by_node.items()
-        if all(idle.get(t, 0) >= n for t, n in wanted.items()) and sum(idle.values()) >= job.gpus
+        for node, idle in overcap_nodes_that_fit(view, job)
     ]
     if not fits:
         return []
+    wanted = {t: n for t, n in job.gpus_by_type.items() if t}
     where = ", ".join(fits[:3]) + (f" and {len(fits) - 3} more nodes" if len(fits) > 3 else "")
     kind = " ".join(literal(gpu_type_name(t)) for t in wanted) or "GPUs"
     return [

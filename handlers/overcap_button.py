@@ -1,0 +1,142 @@
+"""*Move to overcap*: a job waiting at its lab's cap moves to idle overcap GPUs, as its owner.
+
+`/sky why` offers the button to the job's owner when core/overcap_move.py says it fits. Like
+Cancel (handlers/actions.py), the button only names a job and grants nothing: every click is
+checked again against the latest snapshot (the clicking Slack user's own linked account, the
+job still pending, theirs), the click is acked at once and the runner's work goes on in a
+task, and the outcome replaces the message through the click's response_url. The runner
+checks ownership and state again with squeue, and Slurm once more when it updates the job.
+
+`ACTION_IDS` lists the actions this module handles; the app manifest's interactivity setting
+is tested against it (tests/test_deploy_files.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+
+from core.blocks import Block
+from core.records import Job
+from core.runner_contract import PLAIN_JOB_ID, move_to_overcap_request
+from core.slack_text import literal
+from core.view import ClusterView
+from handlers.services import Services
+from store.reader import SnapshotCache
+
+log = logging.getLogger(__name__)
+
+MOVE_TO_OVERCAP = "skybot_move_to_overcap"
+# Block Kit wants action ids unique within a message, so the button's id names its job.
+MOVE_PATTERN = re.compile(rf"^{MOVE_TO_OVERCAP}(:[0-9]+)?$")
+ACTION_IDS = frozenset({MOVE_TO_OVERCAP})
+ACTION_PATTERNS = (MOVE_PATTERN,)
+
+
+def where_to(partition: str, account: str) -> str:
+    """ "partition `overcap`, account `overcap`" (no account when overcap needs none)."""
+    account_part = f", account {literal(account)}" if account else ""
+    return f"partition {literal(partition)}{account_part}"
+
+
+def move_to_overcap_block(view: ClusterView, job: Job) -> list[Block]:
+    """An actions block with the button and its confirm dialog (which says what it costs)."""
+    label = str(job.job_id)
+    target = where_to(view.overcap_partition, view.overcap_account)
+    return [
+        {
+            "type": "actions",
+            "elements": [
+                {
+                    "type": "button",
+                    "action_id": f"{MOVE_TO_OVERCAP}:{label}",
+                    "text": {"type": "plain_text", "text": "Move to overcap"},
+                    "value": label,
+                    "style": "primary",
+                    "confirm": {
+                        "title": {"type": "plain_text", "text": "Move this job to overcap?"},
+                        "text": {
+                            "type": "mrkdwn",
+                            "text": f"Job {literal(label)} {literal(job.name, 40)} moves to "
+                            f"{target} (as you), keeping its job id. There it is *preemptible*: "
+                            "when a lab needs those GPUs, Slurm stops it and requeues it. "
+                            "Save checkpoints.",
+                        },
+                        "confirm": {"type": "plain_text", "text": "Move it"},
+                        "deny": {"type": "plain_text", "text": "Keep it waiting"},
+                    },
+                }
+            ],
+        }
+    ]
+
+
+async def move_clicked(
+    view: ClusterView, services: Services, team_id: str, user_id: str, label: str
+) -> str:
+    """What a click on Move to overcap did, in a sentence, after every check."""
+    if not PLAIN_JOB_ID.fullmatch(label):
+        return "That button does not name a job skybot can move."
+    identity = services.identity.lookup(team_id, user_id)
+    if identity is None:
+        return "skybot acts only as your own cluster account: link it first with `/sky link USER`."
+    me = identity.cluster_user
+    job = view.jobs_by_id.get(int(label))
+    if job is None or job.state != "PENDING":
+        return (
+            f"Job {literal(label)} is no longer pending (it started, ended or was cancelled): "
+            "nothing was moved."
+        )
+    if job.user != me:
+        return (
+            f"Job {literal(label)} belongs to {literal(job.user)}, not to you ({literal(me)}): "
+            "skybot acts only as you, so nothing was done."
+        )
+    slurm = services.config.slurm
+    request = move_to_overcap_request(label, slurm.overcap_partition, slurm.overcap_account)
+    reply = await services.runner(me, request)
+    if not reply.get("ok"):
+        error = literal(reply.get("error", "unknown"))
+        return f"Slurm did not move job {literal(label)}: {error}"
+    target = where_to(slurm.overcap_partition, slurm.overcap_account)
+    return (
+        f"Moved job {literal(label)} {literal(job.name, 60)} to {target} (as {literal(me)}), "
+        "with the same job id: it starts on idle GPUs there, and is requeued when a lab "
+        "needs them."
+    )
+
+
+def _click(body: dict[str, Any]) -> tuple[str, str, str]:
+    """(team id, Slack user id, the button's value) of a block_actions payload."""
+    action = (body.get("actions") or [{}])[0]
+    user = body.get("user") or {}
+    team_id = str((body.get("team") or {}).get("id") or user.get("team_id", ""))
+    return team_id, str(user.get("id", "")), str(action.get("value", ""))
+
+
+def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) -> None:
+    # Bolt answers Slack only when a listener returns (process_before_response), so the
+    # runner's work goes on in a task of its own and the click is acked at once.
+    working: set[asyncio.Task[None]] = set()
+
+    @app.action(MOVE_PATTERN)
+    async def move(ack: AsyncAck, respond: AsyncRespond, body: dict[str, Any]) -> None:
+        await ack()
+        team_id, user_id, label = _click(body)
+
+        async def act() -> None:
+            try:
+                outcome = await move_clicked(cache.current(), services, team_id, user_id, label)
+            except Exception:
+                log.exception("move-to-overcap button failed")
+                shown = literal(f"/sky why {label}")
+                outcome = f"skybot could not act on that click; {shown} shows where the job is."
+            await respond(text=outcome, replace_original=True)
+
+        task = asyncio.create_task(act())
+        working.add(task)
+        task.add_done_callback(working.discard)
