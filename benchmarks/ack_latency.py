@@ -379,7 +379,7 @@ def main() -> int:
         "--baseline-jobs",
         type=int,
         default=9000,
-        help="held jobs to give the real controller for the baseline (MaxJobCount is 10,000)",
+        help="held jobs to give the real controller for the baseline (clusters here allow 50,000)",
     )
     parser.add_argument("--http", help=argparse.SUPPRESS)
     parser.add_argument("--socket-mode", action="store_true", help=argparse.SUPPRESS)
