@@ -14,7 +14,6 @@ setting is tested against it (tests/test_deploy_files.py), as the scopes are.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -27,6 +26,7 @@ from core.job_notices import job_label
 from core.records import Job
 from core.slack_text import literal
 from core.view import ClusterView
+from handlers.clicks import BackgroundWork, click_of
 from handlers.services import Services
 from store.reader import SnapshotCache
 
@@ -115,35 +115,29 @@ async def cancel_clicked(
 def register_listeners(
     app: AsyncApp, cache: SnapshotCache, services: Services, home: HomeAnswer | None = None
 ) -> None:
-    # Bolt answers Slack only when a listener returns (process_before_response), so the
-    # runner's work goes on in a task of its own and the click is acked at once.
-    working: set[asyncio.Task[None]] = set()
+    working = BackgroundWork()
 
     @app.action(CANCEL_PATTERN)
     async def cancel(
         ack: AsyncAck, respond: AsyncRespond, body: dict[str, Any], client: AsyncWebClient
     ) -> None:
         await ack()
-        action = (body.get("actions") or [{}])[0]
-        label = str(action.get("value", ""))
-        user = body.get("user") or {}
-        team_id = str((body.get("team") or {}).get("id") or user.get("team_id", ""))
-        user_id = str(user.get("id", ""))
+        click = click_of(body)
 
         async def act() -> None:
             try:
-                outcome = await cancel_clicked(cache.current(), services, team_id, user_id, label)
+                outcome = await cancel_clicked(
+                    cache.current(), services, click.team_id, click.user_id, click.value
+                )
             except Exception:
                 log.exception("cancel button failed")
                 outcome = "skybot could not act on that click; try `/sky cancel` instead."
-            if body.get("response_url"):
+            if click.has_response_url:
                 await respond(text=outcome, replace_original=True)
             elif home is not None:
                 # A click on the Home tab comes without a response_url: the tab shows it.
-                await home(client, team_id, user_id, outcome)
+                await home(client, click.team_id, click.user_id, outcome)
             else:
-                log.warning("no way to answer a cancel click from %s: %s", user_id, outcome)
+                log.warning("no way to answer a cancel click from %s: %s", click.user_id, outcome)
 
-        task = asyncio.create_task(act())
-        working.add(task)
-        task.add_done_callback(working.discard)
+        working.start(act())

@@ -42,6 +42,7 @@ from core.records import Job
 from core.runner_contract import tail_request
 from core.slack_text import literal
 from core.view import ClusterView
+from handlers.clicks import BackgroundWork, click_of
 from handlers.services import Services
 from store.reader import SnapshotCache
 from store.transitions import last_job_record
@@ -130,23 +131,22 @@ async def _read_chunk(services: Services, user: str, path: str, end: int, lines:
 
 
 def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) -> None:
-    # Acked at once (Bolt answers Slack when the listener returns); the runner's read goes on
-    # in a task of its own.
-    working: set[asyncio.Task[None]] = set()
+    working = BackgroundWork()
 
     @app.action(LOG_MORE_PATTERN)
     async def show_more(ack: AsyncAck, respond: AsyncRespond, body: dict[str, Any]) -> None:
         await ack()
-        action = (body.get("actions") or [{}])[0]
-        user = body.get("user") or {}
-        team_id = str((body.get("team") or {}).get("id") or user.get("team_id", ""))
-        user_id = str(user.get("id", ""))
-        action_id, value = str(action.get("action_id", "")), str(action.get("value", ""))
+        click = click_of(body)
 
         async def act() -> None:
             try:
                 answer = await more_clicked(
-                    cache.current(), services, team_id, user_id, action_id, value
+                    cache.current(),
+                    services,
+                    click.team_id,
+                    click.user_id,
+                    click.action_id,
+                    click.value,
                 )
             except Exception:
                 log.exception("show-more button failed")
@@ -158,6 +158,4 @@ def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) 
                 replace_original=False,
             )
 
-        task = asyncio.create_task(act())
-        working.add(task)
-        task.add_done_callback(working.discard)
+        working.start(act())

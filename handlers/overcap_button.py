@@ -13,7 +13,6 @@ is tested against it (tests/test_deploy_files.py).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from typing import Any
@@ -25,6 +24,7 @@ from core.records import Job
 from core.runner_contract import PLAIN_JOB_ID, move_to_overcap_request
 from core.slack_text import literal
 from core.view import ClusterView
+from handlers.clicks import BackgroundWork, click_of
 from handlers.services import Services
 from store.reader import SnapshotCache
 
@@ -110,33 +110,23 @@ async def move_clicked(
     )
 
 
-def _click(body: dict[str, Any]) -> tuple[str, str, str]:
-    """(team id, Slack user id, the button's value) of a block_actions payload."""
-    action = (body.get("actions") or [{}])[0]
-    user = body.get("user") or {}
-    team_id = str((body.get("team") or {}).get("id") or user.get("team_id", ""))
-    return team_id, str(user.get("id", "")), str(action.get("value", ""))
-
-
 def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) -> None:
-    # Bolt answers Slack only when a listener returns (process_before_response), so the
-    # runner's work goes on in a task of its own and the click is acked at once.
-    working: set[asyncio.Task[None]] = set()
+    working = BackgroundWork()
 
     @app.action(MOVE_PATTERN)
     async def move(ack: AsyncAck, respond: AsyncRespond, body: dict[str, Any]) -> None:
         await ack()
-        team_id, user_id, label = _click(body)
+        click = click_of(body)
 
         async def act() -> None:
             try:
-                outcome = await move_clicked(cache.current(), services, team_id, user_id, label)
+                outcome = await move_clicked(
+                    cache.current(), services, click.team_id, click.user_id, click.value
+                )
             except Exception:
                 log.exception("move-to-overcap button failed")
-                shown = literal(f"/sky why {label}")
+                shown = literal(f"/sky why {click.value}")
                 outcome = f"skybot could not act on that click; {shown} shows where the job is."
             await respond(text=outcome, replace_original=True)
 
-        task = asyncio.create_task(act())
-        working.add(task)
-        task.add_done_callback(working.discard)
+        working.start(act())

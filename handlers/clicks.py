@@ -1,0 +1,49 @@
+"""What every button listener shares: who clicked what, and work that outlives the ack.
+
+Bolt answers Slack only when a listener returns (process_before_response), so a listener
+acks, hands the runner's work to `BackgroundWork`, and returns within Slack's 3 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Click:
+    """One block_actions payload, reduced to what skybot checks again on every click."""
+
+    team_id: str
+    user_id: str
+    action_id: str
+    value: str
+    # Slack sends none for a click on the Home tab: only message clicks can be answered there.
+    has_response_url: bool
+
+
+def click_of(body: dict[str, Any]) -> Click:
+    action = (body.get("actions") or [{}])[0]
+    user = body.get("user") or {}
+    return Click(
+        team_id=str((body.get("team") or {}).get("id") or user.get("team_id", "")),
+        user_id=str(user.get("id", "")),
+        action_id=str(action.get("action_id", "")),
+        value=str(action.get("value", "")),
+        has_response_url=bool(body.get("response_url")),
+    )
+
+
+class BackgroundWork:
+    """Tasks started after an ack, kept referenced until they finish (asyncio holds only weak
+    references to running tasks)."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def start(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
