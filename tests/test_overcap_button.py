@@ -4,6 +4,7 @@ tests/test_overcap_button_cluster.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from core.overcap_move import offers_move_to_overcap, overcap_nodes_that_fit
 from core.records import Job, LabCap
 from core.view import ClusterView
 from handlers.commands import command_table
+from handlers.commands.common import overcap_flags
 from handlers.identity import IdentityDirectory
 from handlers.overcap_button import move_clicked
 from handlers.router import dispatch
@@ -187,3 +189,9 @@ async def test_slurms_refusal_is_shown_escaped(writer: StoreWriter) -> None:
     assert await click(writer, runner, "UALICE", "7", cluster(WAITING)) == (
         "Slurm did not move job `7`: `Job is no longer pending &lt;!channel&gt;`"
     )
+
+
+def test_a_site_whose_overcap_needs_no_account_is_told_only_the_partition() -> None:
+    view = make_view(make_snapshot())
+    assert overcap_flags(view) == "`--partition=overcap --account=overcap`"
+    assert overcap_flags(replace(view, overcap_account="")) == "`--partition=overcap`"

@@ -225,7 +225,10 @@ def lab_for_account(view: ClusterView, account: str) -> LabInfo | None:
 
 
 def overcap_flags(view: ClusterView) -> str:
-    return literal(f"--partition={view.overcap_partition} --account={view.overcap_account}")
+    """The sbatch options that send a job to overcap; a site whose overcap needs no account of
+    its own (`overcap_account = ""`) is told only the partition."""
+    account = f" --account={view.overcap_account}" if view.overcap_account else ""
+    return literal(f"--partition={view.overcap_partition}{account}")
 
 
 def check_user_name(typed: str) -> str:
