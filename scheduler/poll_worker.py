@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import pickle
@@ -143,6 +144,12 @@ def serve(requests: BinaryIO | None = None, answers: BinaryIO | None = None) -> 
     # A poll can wait; an answer cannot. On a small host, the bot's own process gets the CPU
     # first while the worker digests.
     os.nice(_NICENESS)
+    # What the digester keeps (100,000 jobs: some 300,000 tracked objects) holds no cycles.
+    # Left to the collector, full collections over it cost a second of every steady poll
+    # at that size; instead, a poll runs with no collection at all, and after its answer
+    # the poll's cyclic garbage (if any) is collected and what survives is frozen, out of
+    # every later collection's reach. A poll's garbage without cycles is freed as usual.
+    gc.disable()
     digester = PollDigester()
     while header := requests.read(_LENGTH.size):
         if len(header) < _LENGTH.size:
@@ -160,3 +167,6 @@ def serve(requests: BinaryIO | None = None, answers: BinaryIO | None = None) -> 
         message = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
         answers.write(_LENGTH.pack(len(message)) + message)
         answers.flush()
+        del request, answer, message
+        gc.collect()
+        gc.freeze()
