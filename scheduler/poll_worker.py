@@ -72,12 +72,10 @@ class PollWorker:
             process = await self._started()
             assert process.stdin is not None and process.stdout is not None
             try:
-                message = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
-                process.stdin.write(_LENGTH.pack(len(message)) + message)
+                asked = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+                process.stdin.write(_LENGTH.pack(len(asked)) + asked)
                 await process.stdin.drain()
-                header = await asyncio.wait_for(process.stdout.readexactly(_LENGTH.size), timeout)
-                (length,) = _LENGTH.unpack(header)
-                payload = await asyncio.wait_for(process.stdout.readexactly(length), timeout)
+                frames = await asyncio.wait_for(_read_frames(process.stdout), timeout)
             except TimeoutError:
                 await self._stop(kill=True)
                 raise PollWorkerError(f"poll worker gave no answer in {timeout:g} s") from None
@@ -87,10 +85,11 @@ class PollWorker:
             except asyncio.CancelledError:
                 await self._stop(kill=True)
                 raise
-        if length > _UNPICKLE_INLINE_BYTES:
-            ok, value = await asyncio.to_thread(pickle.loads, payload)
+        message, buffers = frames[0], frames[1:]
+        if len(message) > _UNPICKLE_INLINE_BYTES:
+            ok, value = await asyncio.to_thread(pickle.loads, message, buffers=buffers)
         else:
-            ok, value = pickle.loads(payload)
+            ok, value = pickle.loads(message, buffers=buffers)
         if not ok:
             raise value
         return value
@@ -134,6 +133,31 @@ class PollWorker:
             return await process.wait()
 
 
+async def _read_frames(stream: asyncio.StreamReader) -> list[bytearray]:
+    """An answer: its pickle, then the out-of-band buffers it refers to (see serve)."""
+    (count,) = _LENGTH.unpack(await stream.readexactly(_LENGTH.size))
+    frames = []
+    for _ in range(1 + count):
+        (length,) = _LENGTH.unpack(await stream.readexactly(_LENGTH.size))
+        frames.append(await _read_into(stream, length))
+    return frames
+
+
+async def _read_into(stream: asyncio.StreamReader, length: int) -> bytearray:
+    """`length` bytes from the stream, in one buffer of that size: `readexactly` would hold a
+    first, full digest (100 MB at 100,000 jobs) twice, in its buffer and in its copy."""
+    payload = bytearray(length)
+    view = memoryview(payload)
+    filled = 0
+    while filled < length:
+        chunk = await stream.read(min(length - filled, 1 << 20))
+        if not chunk:
+            raise asyncio.IncompleteReadError(bytes(view[:filled]), length)
+        view[filled : filled + len(chunk)] = chunk
+        filled += len(chunk)
+    return payload
+
+
 def serve(requests: BinaryIO | None = None, answers: BinaryIO | None = None) -> None:
     """The child's main loop: one request in, one answer out, until its input ends."""
     if answers is None:
@@ -164,9 +188,16 @@ def serve(requests: BinaryIO | None = None, answers: BinaryIO | None = None) -> 
         except Exception as error:  # a bug: the poll fails, the traceback goes to the log
             traceback.print_exc()
             answer = (False, PollWorkerError(f"poll worker failed: {error!r}"))
-        message = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
-        answers.write(_LENGTH.pack(len(message)) + message)
+        # Large parts (PackedRows' chunks) go out of band: written as they are, not copied
+        # into the pickle. Each frame is written apart from its length: joined, a 100 MB
+        # answer would be copied once more.
+        buffers: list[pickle.PickleBuffer] = []
+        message = pickle.dumps(answer, protocol=5, buffer_callback=buffers.append)
+        answers.write(_LENGTH.pack(len(buffers)))
+        for frame in (memoryview(message), *(buffer.raw() for buffer in buffers)):
+            answers.write(_LENGTH.pack(frame.nbytes))
+            answers.write(frame)
         answers.flush()
-        del request, answer, message
+        del request, answer, message, buffers
         gc.collect()
         gc.freeze()
