@@ -10,9 +10,10 @@ all the loop and the store's writer handle.
 
 The digester keeps what it needs of the last poll it was told was committed (`base`): a
 poll whose write failed is diffed again from the older base, and a worker that restarted (no
-base) sends everything, which the store takes as a full replacement. It keeps each job as
-parsed, and only a fingerprint of each row it sent: at 100,000 jobs the rows' JSON alone is
-50 MB, which the worker would otherwise hold twice (base and newest).
+base) sends everything, which the store takes as a full replacement. It keeps only a
+fingerprint of each row it sent (at 100,000 jobs the rows' JSON alone is 50 MB, which the
+worker would otherwise hold twice, base and newest), and for states-only polls each job as
+parsed, to stand for the jobs whose state did not change.
 """
 
 from __future__ import annotations
@@ -109,12 +110,10 @@ class _Rows:
     # id and node name: an equal one means the store holds this row already.
     jobs: dict[int, int] = field(default_factory=dict)
     nodes: dict[str, int] = field(default_factory=dict)
-    # Each job as parsed (for states-only polls and lab usage).
-    parsed: dict[int, Job] = field(default_factory=dict)
-    # For states-only polls: each state key's state, for the keys whose records are known;
-    # for an array's keys ("6_1", "6_[2-5]"), the id of the job whose record it is.
+    # For states-only polls: by the id squeue's states listing prints ("1613"; "6_1" and
+    # "6_[2-5]" for an array's records), each job's state and its record as parsed.
     states: dict[str, JobState] = field(default_factory=dict)
-    array_keys: dict[str, int] = field(default_factory=dict)
+    known: dict[str, Job] = field(default_factory=dict)
 
 
 class PollDigester:
@@ -166,13 +165,14 @@ class PollDigester:
         except SlurmJsonError as error:
             raise SlurmCommandError(str(error)) from None
         states: dict[str, JobState] = {}
-        array_keys: dict[str, int] = {}
+        known: dict[str, Job] = {}
+        carried: set[int] = set()
         if request.states is None:
             live = fetched
         else:
             states = self._states(request.states)
             self._states_read = None
-            live, states, array_keys = _merged_live(base, states, fetched)
+            live, states, known, carried = _merged_live(base, states, fetched)
         accounted: list[Job] = []
         accounting_error = None
         if request.sacct is not None:
@@ -183,9 +183,9 @@ class PollDigester:
             else:
                 accounted = parsed_sacct.records
                 warnings.extend(parsed_sacct.warnings)
-        changes, rows = _changes(base, live, accounted, nodes.records)
+        changes, rows = _changes(base, live, carried, accounted, nodes.records)
         rows.states = states
-        rows.array_keys = array_keys
+        rows.known = known
         self._generation = (self._epoch, self._generation[1] + 1)
         self._rows = {self._generation: rows}
         if base is not None and request.base is not None:
@@ -332,45 +332,48 @@ def _array_key(job: Job) -> str | None:
 
 def _merged_live(
     base: _Rows | None, states: dict[str, JobState], fetched: Sequence[Job]
-) -> tuple[list[Job], dict[str, JobState], dict[str, int]]:
+) -> tuple[list[Job], dict[str, JobState], dict[str, Job], set[int]]:
     """The jobs squeue lists now: fetched records, and the base's for jobs whose state did
-    not change; with the states and array keys whose records are known. A job listed but
-    neither fetched nor known keeps no state, so that the next poll asks for it again."""
-    by_id = {job.job_id: job for job in fetched}
-    by_array_key = {key: job for job in fetched if (key := _array_key(job)) is not None}
+    not change; the states and records of the keys whose records are known; the ids of the
+    jobs carried over from the base. A job listed but neither fetched nor known keeps no
+    state, so that the next poll asks for it again."""
+    fetched_by_key = {_array_key(job) or str(job.job_id): job for job in fetched}
+    base_states = base.states if base is not None else {}
+    base_known = base.known if base is not None else {}
     live: dict[int, Job] = {}
     kept_states: dict[str, JobState] = {}
-    array_keys: dict[str, int] = {}
+    known: dict[str, Job] = {}
+    carried: set[int] = set()
     for key, state in states.items():
-        if key.isdigit():
-            job = by_id.get(int(key))
-            if job is None and base is not None and base.states.get(key) == state:
-                job = base.parsed.get(int(key))
-        else:
-            job = by_array_key.get(key)
-            if job is None and base is not None and base.states.get(key) == state:
-                known = base.array_keys.get(key)
-                job = base.parsed.get(known) if known is not None else None
-            if job is not None:
-                array_keys[key] = job.job_id
-        if job is not None:
-            live[job.job_id] = by_id.get(job.job_id, job)
-            kept_states[key] = state
+        job = fetched_by_key.get(key)
+        if job is None:
+            if base_states.get(key) != state or (job := base_known.get(key)) is None:
+                continue
+            carried.add(job.job_id)
+        live[job.job_id] = job
+        kept_states[key] = state
+        known[key] = job
     for job in fetched:
-        # Records for what was asked by array id whose keys were not found.
-        if job.state not in _GONE_STATES:
-            live.setdefault(job.job_id, job)
-    return list(live.values()), kept_states, array_keys
+        if job.job_id in live:
+            live[job.job_id] = job  # a fetched record wins over the base's
+            carried.discard(job.job_id)
+        elif job.state not in _GONE_STATES:
+            live[job.job_id] = job  # fetched, not found by its key: asked for again next poll
+    return list(live.values()), kept_states, known, carried
 
 
 def _changes(
-    base: _Rows | None, live: Sequence[Job], accounted: Sequence[Job], nodes: Sequence[Node]
+    base: _Rows | None,
+    live: Sequence[Job],
+    carried: set[int],
+    accounted: Sequence[Job],
+    nodes: Sequence[Node],
 ) -> tuple[SlurmChanges, _Rows]:
     rows = _Rows()
     changed_jobs = _RowPacker()
     for job in live:
         before = base.jobs.get(job.job_id) if base is not None else None
-        if before is not None and base is not None and base.parsed.get(job.job_id) is job:
+        if before is not None and job.job_id in carried:
             fingerprint = before  # carried over from the base poll: not even encoded again
         else:
             row = job_row(job)
@@ -378,7 +381,6 @@ def _changes(
             if before != fingerprint:
                 changed_jobs.add(row)
         rows.jobs[job.job_id] = fingerprint
-        rows.parsed[job.job_id] = job
     changed_nodes: list[NodeRow] = []
     for node in nodes:
         node_entry = node_row(node)
@@ -479,9 +481,12 @@ class _RowPacker:
 
 
 def _usages(live: Sequence[Job], limits: LabLimits) -> list[LabUsage]:
+    # Lab usage reads only the labs' accounts' jobs and overcap's: the rest are not passed,
+    # rather than looked at once per lab.
+    accounts = {account for _, account in limits.labs} | {limits.overcap_account}
     usages = usage_of_labs(
         [LabName(name, account) for name, account in limits.labs],
-        live,
+        [job for job in live if job.account in accounts],
         limits.caps.get,
         limits.members,
         limits.overcap_account,
