@@ -57,6 +57,11 @@ class PollWorker:
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
 
+    async def start(self) -> None:
+        """Start the child now rather than at the first call (its start costs ~0.3 s)."""
+        async with self._lock:
+            await self._started()
+
     async def digest(self, request: DigestRequest, timeout: float) -> PollDigest:
         digest = await self._call(request, timeout)
         assert isinstance(digest, PollDigest)
