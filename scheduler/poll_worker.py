@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import gc
 import logging
 import os
@@ -206,3 +207,23 @@ def serve(requests: BinaryIO | None = None, answers: BinaryIO | None = None) -> 
         del request, answer, message, buffers
         gc.collect()
         gc.freeze()
+        _return_free_memory()
+
+
+def _return_free_memory() -> None:
+    """Give the C allocator's free pages back to the system (glibc's malloc_trim): a poll's
+    documents and decoded records are freed after it, but left in the heap they keep the
+    worker's resting RSS 40-50 MB higher at 100,000 jobs, which the next poll then adds
+    its own to. Elsewhere than glibc, nothing to do."""
+    if _malloc_trim is not None:
+        _malloc_trim(0)
+
+
+def _find_malloc_trim() -> Any:
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+_malloc_trim = _find_malloc_trim()
