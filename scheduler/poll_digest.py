@@ -449,6 +449,8 @@ class PackedRows(Sequence[JobRow]):
     __hash__ = None  # type: ignore[assignment]
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
+        if int(protocol) < 5:  # copy.copy, older picklers: in band
+            return (PackedRows, ([bytes(chunk) for chunk in self._chunks], self._length))
         chunks = [pickle.PickleBuffer(chunk) for chunk in self._chunks]
         return (PackedRows, (chunks, self._length))
 
