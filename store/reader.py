@@ -84,7 +84,10 @@ class SnapshotCache:
                     self._decoder.next_snapshot()
                     # Warmed here, on this thread: the loop gets a view it can answer from.
                     self._view = self._make_view(snapshot).warm()
-                _exempt_from_full_collections()
+                    # Before collections resume: resumed first, they would set off one young
+                    # collection over all the reload made (40-60 ms at 100,000 jobs) before
+                    # this one made another.
+                    _exempt_from_full_collections()
             return self._view
 
     def _make_view(self, snapshot: ClusterSnapshot) -> ClusterView:
