@@ -14,6 +14,10 @@ Targets (issue 17): no ack over 50 ms; p99 with polling within 1.5x of p99 pause
 
     python3 benchmarks/poll_ack_latency.py [--jobs 100000] [--nodes 10000] [--seconds 60]
     python3 benchmarks/poll_ack_latency.py --quick      # 10,000 jobs, 20 s per row
+    python3 benchmarks/poll_ack_latency.py --probe --logs DIR   # what the slow acks waited
+        for: the bots run with benchmarks/pause_probe (a watchdog logging, with wall-clock
+        times, when the bot's interpreter was held and by which thread), and the slow acks'
+        times are printed to set beside those lines in DIR/bot-*.log
 """
 
 from __future__ import annotations
@@ -136,12 +140,14 @@ async def measure_row(
     poll_seconds: float,
     seconds: float,
     logs: Path,
+    probe: bool = False,
 ) -> dict[str, float]:
     http, metrics = free_port(), free_port()
     config = write_config(folder, bin_dir, poll_seconds, http, metrics)
     metrics_url = f"http://127.0.0.1:{metrics}"
     with (logs / f"bot-{int(poll_seconds)}.log").open("wb") as log:
-        bot = start_bot(config, slack, signing_secret=SECRET, log=log)
+        extra_env = {"PYTHONPATH": str(REPO / "benchmarks" / "pause_probe")} if probe else None
+        bot = start_bot(config, slack, signing_secret=SECRET, log=log, extra_env=extra_env)
         try:
             await wait_ready(metrics_url, timeout=600)
             polls_before, poll_seconds_before = await poll_figures(metrics_url)
@@ -159,7 +165,11 @@ async def measure_row(
         finally:
             bot.terminate()
             bot.wait(timeout=30)
-    latencies = json.loads(out)
+    sent = json.loads(out)
+    latencies = [latency for _, latency in sent]
+    slow = [f"{at:.3f} ({latency:.0f} ms)" for at, latency in sent if latency > SLOW_MS]
+    if probe:
+        print(f"poll every {poll_seconds:g} s: acks over {SLOW_MS:.0f} ms sent at {slow}")
     polls = polls_after - polls_before
     return {
         **summary(latencies),
@@ -184,8 +194,9 @@ def summary(latencies_ms: list[float]) -> dict[str, float]:
     }
 
 
-async def load(url: str, seconds: float) -> list[float]:
-    """The load generator (its own process): one command after another for `seconds`."""
+async def load(url: str, seconds: float) -> list[tuple[float, float]]:
+    """The load generator (its own process): one command after another for `seconds`;
+    (wall-clock time sent, latency in ms) of each."""
     async with aiohttp.ClientSession() as session:
         send = http_sender(session, url, "gpus hoffman-lab")
         for _ in range(20):
@@ -193,7 +204,8 @@ async def load(url: str, seconds: float) -> list[float]:
         latencies = []
         end = time.monotonic() + seconds
         while time.monotonic() < end:
-            latencies.append(await send() * 1000)
+            sent_at = time.time()
+            latencies.append((sent_at, await send() * 1000))
     return latencies
 
 
@@ -212,10 +224,10 @@ async def run(args: argparse.Namespace) -> int:
             logs = Path(args.logs) if args.logs else folder
             logs.mkdir(parents=True, exist_ok=True)
             rows["polling paused"] = await measure_row(
-                slack, folder, folder / "bin", 3600, args.seconds, logs
+                slack, folder, folder / "bin", 3600, args.seconds, logs, args.probe
             )
             rows[f"polling every {args.poll_seconds:g} s"] = await measure_row(
-                slack, folder, folder / "bin", args.poll_seconds, args.seconds, logs
+                slack, folder, folder / "bin", args.poll_seconds, args.seconds, logs, args.probe
             )
     print(
         f"/sky gpus hoffman-lab acks over HTTP, one at a time for {args.seconds:g} s, "
@@ -246,6 +258,7 @@ def main() -> int:
     parser.add_argument("--version", default="v0.0.42", choices=("v0.0.38", "v0.0.42"))
     parser.add_argument("--quick", action="store_true", help="10,000 jobs, 20 s per row")
     parser.add_argument("--logs", help="keep the bots' logs in this directory")
+    parser.add_argument("--probe", action="store_true", help="log what the slow acks waited for")
     parser.add_argument("--load", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.load:

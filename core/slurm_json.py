@@ -26,6 +26,7 @@ the `ParseResult`, so one odd job cannot blind the bot to the whole queue.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -703,11 +704,13 @@ def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Jo
     return Job(
         job_id=job_id,
         name=f.text("name"),
-        user=f.text("user_name"),
-        account=f.text("account"),
-        partition=f.text("partition"),
+        # Interned: at 100,000 jobs a few hundred users, accounts and partitions would
+        # otherwise be 100,000 copies each in the poll worker's memory.
+        user=sys.intern(f.text("user_name")),
+        account=sys.intern(f.text("account")),
+        partition=sys.intern(f.text("partition")),
         state=state,
-        reason=_reason(f.text("state_reason")),
+        reason=sys.intern(_reason(f.text("state_reason"))),
         gpus_by_type=gpus,
         nodes=_nodes_text(f.text("nodes")),
         array_job_id=array_job_id,
@@ -720,7 +723,7 @@ def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Jo
         exit_code=exit_code,
         exit_signal=exit_signal,
         std_out=f.text("standard_output"),
-        work_dir=f.text("current_working_directory"),
+        work_dir=sys.intern(f.text("current_working_directory")),
         std_err=f.text("standard_error"),
         comment=_comment(f),
     )

@@ -8,18 +8,22 @@ changed since the last poll the store committed: rows to upsert, ids to delete, 
 that may be transitions, and each lab's usage. That is small in the steady state, and it is
 all the loop and the store's writer handle.
 
-The digester keeps the rows of the last poll it was told was committed (`base`): a poll
-whose write failed is diffed again from the older base, and a worker that restarted (no
-base) sends everything, which the store takes as a full replacement.
+The digester keeps what it needs of the last poll it was told was committed (`base`): a
+poll whose write failed is diffed again from the older base, and a worker that restarted (no
+base) sends everything, which the store takes as a full replacement. It keeps only a
+fingerprint of each row it sent (at 100,000 jobs the rows' JSON alone is 50 MB, which the
+worker would otherwise hold twice, base and newest), and for states-only polls each job as
+parsed, to stand for the jobs whose state did not change.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import pickle
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsIndex, overload
 
 import msgspec
 
@@ -94,13 +98,21 @@ class PollDigest:
     jobs: int = 0
 
 
+# A job's state words in the states document, e.g. ("PENDING",): one shared tuple per
+# distinct value, so 100,000 jobs cost 100,000 pointers.
+JobState = tuple[str, ...]
+
+
 @dataclass(slots=True)
 class _Rows:
-    jobs: dict[int, JobRow] = field(default_factory=dict)
-    nodes: dict[str, NodeRow] = field(default_factory=dict)
-    # For states-only polls: each job as parsed, and its entry in the states document.
-    parsed: dict[int, Job] = field(default_factory=dict)
-    states: dict[str, bytes] = field(default_factory=dict)
+    # Each row's fingerprint (`hash` of the row: 64 bits, within one worker's life) by job
+    # id and node name: an equal one means the store holds this row already.
+    jobs: dict[int, int] = field(default_factory=dict)
+    nodes: dict[str, int] = field(default_factory=dict)
+    # For states-only polls: by the id squeue's states listing prints ("1613"; "6_1" and
+    # "6_[2-5]" for an array's records), each job's state and its record as parsed.
+    states: dict[str, JobState] = field(default_factory=dict)
+    known: dict[str, Job] = field(default_factory=dict)
 
 
 class PollDigester:
@@ -111,17 +123,29 @@ class PollDigester:
         self._generation: Generation = (self._epoch, 0)
         # At most two: the base the loop last committed, and the newest, maybe committed next.
         self._rows: dict[Generation, _Rows] = {}
+        # The states document read by `changed_jobs`, kept for the `digest` of the same poll
+        # (decoding it is a third of a steady poll's work at 100,000 jobs).
+        self._states_read: tuple[Path, tuple[int, ...], dict[str, JobState]] | None = None
 
     def changed_jobs(self, request: ChangedJobsRequest) -> list[str]:
-        """What to pass to `squeue --jobs=`: jobs new or changed, and every array."""
+        """What to pass to `squeue --jobs=`: jobs new or changed, and the arrays with a task
+        new or changed."""
         base = self._base(request.base)
-        states = _job_states(request.states.read_bytes())
+        states = self._states(request.states)
         keys = {
             _fetch_key(key)
             for key, state in states.items()
-            if base is None or not key.isdigit() or base.states.get(key) != state
+            if base is None or base.states.get(key) != state
         }
         return sorted(keys, key=lambda key: (len(key), key))
+
+    def _states(self, path: Path) -> dict[str, JobState]:
+        signature = _file_signature(path)
+        if self._states_read is not None and self._states_read[:2] == (path, signature):
+            return self._states_read[2]
+        states = _job_states(path.read_bytes())
+        self._states_read = (path, signature, states)
+        return states
 
     def digest(self, request: DigestRequest) -> PollDigest:
         nodes_document = slurm_document(request.nodes_command, request.nodes.read_bytes())
@@ -139,12 +163,15 @@ class PollDigester:
                 warnings.extend(parsed.warnings)
         except SlurmJsonError as error:
             raise SlurmCommandError(str(error)) from None
-        states: dict[str, bytes] = {}
+        states: dict[str, JobState] = {}
+        known: dict[str, Job] = {}
+        carried: set[int] = set()
         if request.states is None:
             live = fetched
         else:
-            states = _job_states(request.states.read_bytes())
-            live, states = _merged_live(base, states, fetched)
+            states = self._states(request.states)
+            self._states_read = None
+            live, states, known, carried = _merged_live(base, states, fetched)
         accounted: list[Job] = []
         accounting_error = None
         if request.sacct is not None:
@@ -155,8 +182,9 @@ class PollDigester:
             else:
                 accounted = parsed_sacct.records
                 warnings.extend(parsed_sacct.warnings)
-        changes, rows = _changes(base, live, accounted, nodes.records)
+        changes, rows = _changes(base, live, carried, accounted, nodes.records)
         rows.states = states
+        rows.known = known
         self._generation = (self._epoch, self._generation[1] + 1)
         self._rows = {self._generation: rows}
         if base is not None and request.base is not None:
@@ -186,44 +214,98 @@ class _StateEntry(msgspec.Struct, gc=False):
 
 
 class _StatesDocument(msgspec.Struct, gc=False):
-    jobs: list[msgspec.Raw] = msgspec.field(default_factory=list)
+    # Anything that is not an object decodes as itself and is skipped: the full record,
+    # when fetched, is judged by the parser.
+    jobs: list[_StateEntry | bool | int | float | str | list[Any] | None] = msgspec.field(
+        default_factory=list
+    )
     errors: Any = None
 
 
 _states_decoder = msgspec.json.Decoder(_StatesDocument)
-_state_entry_decoder = msgspec.json.Decoder(_StateEntry)
 
 
-def _job_states(raw: bytes) -> dict[str, bytes]:
-    """Each job's entry in `squeue --only-job-state --json`, as bytes, by the id it prints
-    (24.11: a string, "1613", or "6_1" for an array's task): a job whose entry is the same as
-    last time has the same state, and its record is not fetched again.
+class _PlainStateEntry(msgspec.Struct, gc=False):
+    """24.11's entry exactly: `{"job_id": "1613", "state": ["RUNNING"]}`."""
+
+    job_id: str
+    state: tuple[str, ...]
+
+
+class _PlainStatesDocument(msgspec.Struct, gc=False):
+    jobs: list[_PlainStateEntry]
+    errors: Any = None
+
+
+# At 100,000 jobs, decoding every entry into exact types is a tenth of the general
+# decoder's time; any other shape falls back to it.
+_plain_states_decoder = msgspec.json.Decoder(_PlainStatesDocument)
+
+
+def _job_states(raw: bytes) -> dict[str, JobState]:
+    """Each job's state in `squeue --only-job-state --json`, by the id it prints (24.11: a
+    string, "1613", or "6_1" for an array's task, "6_[2-5]" for its pending rest): a job
+    whose state is the same as last time is not fetched again.
 
     Ended jobs are left out, as squeue leaves them out of its default listing (this query
     lists them until MinJobAge); sacct reports their ends."""
+    try:
+        plain = _plain_states_decoder.decode(raw)
+    except msgspec.DecodeError:
+        pass  # not the plain shape (or not JSON): the general decoder says which
+    else:
+        raise_reported_errors("squeue", plain.errors)
+        read = _plain_job_states(plain.jobs)
+        if read is not None:
+            return read
     try:
         document = _states_decoder.decode(raw)
     except msgspec.DecodeError as error:
         raise SlurmCommandError(f"squeue printed something that is not JSON: {error}") from None
     raise_reported_errors("squeue", document.errors)
-    states: dict[str, bytes] = {}
+    states: dict[str, JobState] = {}
+    shared: dict[JobState, JobState] = {}
     for entry in document.jobs:
-        text = bytes(entry)
-        try:
-            decoded = _state_entry_decoder.decode(text)
-        except msgspec.DecodeError:
-            continue  # not an object: the full record, when fetched, is judged by the parser
-        key = decoded.job_id.get("number") if isinstance(decoded.job_id, dict) else decoded.job_id
+        if not isinstance(entry, _StateEntry):
+            continue
+        key = entry.job_id.get("number") if isinstance(entry.job_id, dict) else entry.job_id
         if isinstance(key, int) and not isinstance(key, bool):
             key = str(key)
         if not isinstance(key, str) or not key:
             continue
-        words = decoded.state if decoded.state is not None else decoded.job_state
+        words = entry.state if entry.state is not None else entry.job_state
         words = [words] if isinstance(words, str) else words if isinstance(words, list) else []
-        if "COMPLETING" not in words and any(word in _GONE_STATES for word in words):
+        state = tuple(word if isinstance(word, str) else repr(word) for word in words)
+        if "COMPLETING" not in state and any(word in _GONE_STATES for word in state):
             continue
-        states[key] = states.get(key, b"") + text
+        if key in states:  # listed twice: both entries must stay the same
+            state = states[key] + state
+        states[key] = shared.setdefault(state, state)
     return states
+
+
+def _plain_job_states(entries: list[_PlainStateEntry]) -> dict[str, JobState] | None:
+    """`_job_states` for entries of the plain shape; None if a job is listed twice."""
+    # Each distinct state once: the shared tuple, or None for ended.
+    verdicts: dict[JobState, JobState | None] = {}
+    states: dict[str, JobState] = {}
+    listed = 0
+    for entry in entries:
+        state = entry.state
+        try:
+            shared = verdicts[state]
+        except KeyError:
+            gone = "COMPLETING" not in state and any(word in _GONE_STATES for word in state)
+            shared = verdicts[state] = None if gone else state
+        if shared is not None and entry.job_id:
+            states[entry.job_id] = shared
+            listed += 1
+    return states if len(states) == listed else None
+
+
+def _file_signature(path: Path) -> tuple[int, ...]:
+    status = path.stat()
+    return (status.st_ino, status.st_size, status.st_mtime_ns)
 
 
 # Ended for good: squeue's default listing leaves these out. PREEMPTED stays: under
@@ -233,76 +315,93 @@ _GONE_STATES = FINAL_STATES - {"PREEMPTED"}
 
 def _fetch_key(key: str) -> str:
     """What to ask `squeue --jobs=` for: the job, or for an array's task (`6_1`, `6_[0-3]`)
-    the whole array, whose records are fetched every poll (they cannot be matched to a
-    task's entry here)."""
+    the whole array."""
     return key if key.isdigit() else key.split("_", 1)[0]
 
 
+def _array_key(job: Job) -> str | None:
+    """The id squeue's states listing prints for an array's record: "6_1" for a task,
+    "6_[2-5]" for the pending rest. A record whose key is not found there is fetched again
+    on the next poll, as before arrays were matched."""
+    if job.array_job_id is None or job.array_task is None:
+        return None
+    task = job.array_task
+    return f"{job.array_job_id}_{task}" if task.isdigit() else f"{job.array_job_id}_[{task}]"
+
+
 def _merged_live(
-    base: _Rows | None, states: dict[str, bytes], fetched: Sequence[Job]
-) -> tuple[list[Job], dict[str, bytes]]:
+    base: _Rows | None, states: dict[str, JobState], fetched: Sequence[Job]
+) -> tuple[list[Job], dict[str, JobState], dict[str, Job], set[int]]:
     """The jobs squeue lists now: fetched records, and the base's for jobs whose state did
-    not change. A job listed but neither fetched nor known keeps no state entry, so that
-    the next poll asks for it again."""
-    by_id = {job.job_id: job for job in fetched}
+    not change; the states and records of the keys whose records are known; the ids of the
+    jobs carried over from the base. A job listed but neither fetched nor known keeps no
+    state, so that the next poll asks for it again."""
+    fetched_by_key = {_array_key(job) or str(job.job_id): job for job in fetched}
+    base_states = base.states if base is not None else {}
+    base_known = base.known if base is not None else {}
     live: dict[int, Job] = {}
-    kept_states: dict[str, bytes] = {}
+    kept_states: dict[str, JobState] = {}
+    known: dict[str, Job] = {}
+    carried: set[int] = set()
     for key, state in states.items():
-        if not key.isdigit():
-            continue  # an array task: its array's records are among those fetched
-        job = by_id.get(int(key))
-        if job is None and base is not None and base.states.get(key) == state:
-            job = base.parsed.get(int(key))
-        if job is not None:
-            live[job.job_id] = job
-            kept_states[key] = state
+        job = fetched_by_key.get(key)
+        if job is None:
+            if base_states.get(key) != state or (job := base_known.get(key)) is None:
+                continue
+            carried.add(job.job_id)
+        live[job.job_id] = job
+        kept_states[key] = state
+        known[key] = job
     for job in fetched:
-        # Records for what was asked by array id, and arrays' tasks.
-        if job.state not in _GONE_STATES:
-            live.setdefault(job.job_id, job)
-    return list(live.values()), kept_states
+        if job.job_id in live:
+            live[job.job_id] = job  # a fetched record wins over the base's
+            carried.discard(job.job_id)
+        elif job.state not in _GONE_STATES:
+            live[job.job_id] = job  # fetched, not found by its key: asked for again next poll
+    return list(live.values()), kept_states, known, carried
 
 
 def _changes(
-    base: _Rows | None, live: Sequence[Job], accounted: Sequence[Job], nodes: Sequence[Node]
+    base: _Rows | None,
+    live: Sequence[Job],
+    carried: set[int],
+    accounted: Sequence[Job],
+    nodes: Sequence[Node],
 ) -> tuple[SlurmChanges, _Rows]:
-    merged = merge_observations(live, accounted)
     rows = _Rows()
-    changed_jobs: list[JobRow] = []
+    changed_jobs = _RowPacker()
     for job in live:
         before = base.jobs.get(job.job_id) if base is not None else None
-        if before is not None and base is not None and base.parsed.get(job.job_id) is job:
-            row = before  # carried over from the base poll: not even encoded again
+        if before is not None and job.job_id in carried:
+            fingerprint = before  # carried over from the base poll: not even encoded again
         else:
             row = job_row(job)
-            if before == row:
-                row = before  # keep one copy of an unchanged record
-            else:
-                changed_jobs.append(row)
-        rows.jobs[job.job_id] = row
-        rows.parsed[job.job_id] = job
+            fingerprint = hash(row)
+            if before != fingerprint:
+                changed_jobs.add(row)
+        rows.jobs[job.job_id] = fingerprint
     changed_nodes: list[NodeRow] = []
     for node in nodes:
         node_entry = node_row(node)
-        old = base.nodes.get(node.name) if base is not None else None
-        if old == node_entry:
-            node_entry = old
-        else:
+        fingerprint = hash(node_entry)
+        if base is None or base.nodes.get(node.name) != fingerprint:
             changed_nodes.append(node_entry)
-        rows.nodes[node.name] = node_entry
+        rows.nodes[node.name] = fingerprint
     if base is None:
-        observed = merged
+        observed = merge_observations(live, accounted)
         gone_jobs: list[int] = []
         gone_nodes: list[str] = []
     else:
-        # An unchanged squeue record is what the store already holds: no transition.
-        maybe_new = {row[0] for row in changed_jobs} | {job.job_id for job in accounted}
+        # An unchanged squeue record is what the store already holds: no transition. Only
+        # the jobs that may be one are merged, not every job listed.
+        maybe_new = set(changed_jobs.job_ids) | {job.job_id for job in accounted}
+        merged = merge_observations((job for job in live if job.job_id in maybe_new), accounted)
         observed = {job_id: merged[job_id] for job_id in maybe_new if job_id in merged}
         gone_jobs = [job_id for job_id in base.jobs if job_id not in rows.jobs]
         gone_nodes = [name for name in base.nodes if name not in rows.nodes]
     changes = SlurmChanges(
         full=base is None,
-        job_rows=changed_jobs,
+        job_rows=changed_jobs.packed(),
         gone_job_ids=gone_jobs,
         node_rows=changed_nodes,
         gone_nodes=gone_nodes,
@@ -311,10 +410,84 @@ def _changes(
     return changes, rows
 
 
+class PackedRows(Sequence[JobRow]):
+    """Job rows kept pickled, a chunk of them per buffer.
+
+    A first, full digest at 100,000 jobs has 100,000 rows: as objects, 60 MB in the worker
+    and as much again in the bot, and unpickling them in one call holds the bot's
+    interpreter for a third of a second (no Python code runs in between to let the event
+    loop in). Packed, they cross the pipe as pickle protocol 5's out-of-band buffers
+    (scheduler/poll_worker.py), and the store's writer unpacks one chunk at a time as it
+    iterates."""
+
+    __slots__ = ("_chunks", "_length")
+
+    def __init__(self, chunks: Sequence[bytes | bytearray | memoryview], length: int) -> None:
+        self._chunks = chunks
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self) -> Iterator[JobRow]:
+        for chunk in self._chunks:
+            yield from pickle.loads(chunk)
+
+    @overload
+    def __getitem__(self, index: int) -> JobRow: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[JobRow]: ...
+    def __getitem__(self, index: int | slice) -> JobRow | Sequence[JobRow]:
+        return list(self)[index]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PackedRows):
+            return NotImplemented
+        return list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
+        if int(protocol) < 5:  # copy.copy, older picklers: in band
+            return (PackedRows, ([bytes(chunk) for chunk in self._chunks], self._length))
+        chunks = [pickle.PickleBuffer(chunk) for chunk in self._chunks]
+        return (PackedRows, (chunks, self._length))
+
+
+_ROWS_PER_CHUNK = 2_000
+
+
+class _RowPacker:
+    """Collects rows into `PackedRows`, never holding more than a chunk of them unpacked."""
+
+    def __init__(self) -> None:
+        self.job_ids: list[int] = []
+        self._chunks: list[bytes] = []
+        self._pending: list[JobRow] = []
+
+    def add(self, row: JobRow) -> None:
+        self.job_ids.append(row[0])
+        self._pending.append(row)
+        if len(self._pending) >= _ROWS_PER_CHUNK:
+            self._pack()
+
+    def packed(self) -> PackedRows:
+        self._pack()
+        return PackedRows(self._chunks, len(self.job_ids))
+
+    def _pack(self) -> None:
+        if self._pending:
+            self._chunks.append(pickle.dumps(self._pending, protocol=pickle.HIGHEST_PROTOCOL))
+            self._pending = []
+
+
 def _usages(live: Sequence[Job], limits: LabLimits) -> list[LabUsage]:
+    # Lab usage reads only the labs' accounts' jobs and overcap's: the rest are not passed,
+    # rather than looked at once per lab.
+    accounts = {account for _, account in limits.labs} | {limits.overcap_account}
     usages = usage_of_labs(
         [LabName(name, account) for name, account in limits.labs],
-        live,
+        [job for job in live if job.account in accounts],
         limits.caps.get,
         limits.members,
         limits.overcap_account,

@@ -18,6 +18,7 @@ from msgspec.structs import replace
 from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_squeue
+from scheduler.poll_digest import ChangedJobsRequest, PollDigester
 from scheduler.slurm_poller import FULL_RECORDS_EVERY, SlurmPoller
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
@@ -103,33 +104,37 @@ async def test_only_new_and_changed_jobs_are_fetched(tmp_path: Path) -> None:
     document = json.loads((bin_dir / "squeue.json").read_text())
     ids = [job["job_id"] for job in document["jobs"]]
     try:
-        arrays = sorted({j["array_job_id"]["number"] for j in document["jobs"]} - {0})
+        plain = [j["job_id"] for j in document["jobs"] if not j["array_job_id"]["number"]]
         assert await poller.poll_jobs()
         # The first poll reads every record at once, without a --jobs= list.
         assert _calls(bin_dir) == ["--all --only-job-state --json", "--all --json"]
         assert len((await writer.run(load_snapshot)).jobs) == len(ids)
 
         assert await poller.poll_jobs()
-        # Nothing changed: only the arrays are read again (their tasks' ids cannot be told).
-        assert [sorted(int(i) for i in f.split(",")) for f in _fetches(bin_dir)] == [arrays]
+        # Nothing changed: nothing is read again, arrays included (their tasks' records are
+        # matched to the "6_1" and "6_[2-5]" keys squeue's states listing prints).
+        assert _fetches(bin_dir) == []
 
-        changed = ids[0]
+        changed = plain[0]
         _set_state(document, changed, "COMPLETING")
         (bin_dir / "squeue.json").write_text(json.dumps(document))
         assert await poller.poll_jobs()
-        assert _fetches(bin_dir) == [",".join(str(i) for i in [changed, *arrays])]
+        assert _fetches(bin_dir) == [str(changed)]
+        assert await _snapshot_is(writer, document)
 
-        snapshot = await writer.run(load_snapshot)
-        expected = parse_squeue(decode_slurm_json(json.dumps(document))).records
-        assert sorted(snapshot.jobs, key=lambda j: j.job_id) == sorted(
-            expected, key=lambda j: j.job_id
-        )
+        # One task of an array changes state: that array's records are read, no other's.
+        task = next(j for j in document["jobs"] if j["array_task_id"]["set"])
+        _set_state(document, task["job_id"], "COMPLETING")
+        (bin_dir / "squeue.json").write_text(json.dumps(document))
+        assert await poller.poll_jobs()
+        assert _fetches(bin_dir) == [str(task["array_job_id"]["number"])]
+        assert await _snapshot_is(writer, document)
 
         gone = ids[1]
         document["jobs"] = [job for job in document["jobs"] if job["job_id"] != gone]
         (bin_dir / "squeue.json").write_text(json.dumps(document))
         assert await poller.poll_jobs()
-        assert [sorted(int(i) for i in f.split(",")) for f in _fetches(bin_dir)] == [arrays]
+        assert _fetches(bin_dir) == []
         snapshot = await writer.run(load_snapshot)
         assert gone not in {job.job_id for job in snapshot.jobs}
         assert len(snapshot.jobs) == len(ids) - 1
@@ -156,6 +161,13 @@ async def test_every_record_is_read_again_every_so_many_polls(tmp_path: Path) ->
     assert full_reads == [True] + [False] * FULL_RECORDS_EVERY + [True]
 
 
+async def _snapshot_is(writer: StoreWriter, document: dict[str, Any]) -> bool:
+    """The stored jobs are those a full parse of the squeue document gives."""
+    snapshot = await writer.run(load_snapshot)
+    expected = parse_squeue(decode_slurm_json(json.dumps(document))).records
+    return sorted(snapshot.jobs, key=lambda j: j.job_id) == sorted(expected, key=lambda j: j.job_id)
+
+
 async def test_a_squeue_without_only_job_state_gets_full_polls(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     _slurm(bin_dir)
@@ -179,3 +191,26 @@ async def test_a_squeue_without_only_job_state_gets_full_polls(tmp_path: Path) -
     # Asked once (refused, and not logged as a call), then never again: full reads only.
     calls = (bin_dir / "calls.log").read_text().splitlines()
     assert calls == ["--all --json", "--all --json"]
+
+
+def test_odd_states_listings_are_read_as_the_plain_one_is(tmp_path: Path) -> None:
+    """24.11's exact shape is read on a fast path; any other (numeric ids, a job listed
+    twice, a stray entry) by the general one, which must ask for the same jobs."""
+    plain = [
+        {"job_id": "7", "state": ["RUNNING"]},
+        {"job_id": "8", "state": ["PENDING"]},
+        {"job_id": "9", "state": ["COMPLETED"]},
+        {"job_id": "6_1", "state": ["RUNNING"]},
+        {"job_id": "6_[2-5]", "state": ["PENDING"]},
+    ]
+    odd = [{**entry, "job_id": 7} if entry["job_id"] == "7" else entry for entry in plain]
+    twice = [*plain, {"job_id": "8", "state": ["PENDING"]}]
+    stray = [*plain, "not a job"]
+    digester = PollDigester()
+    committed = None
+    asked = []
+    for entries in (plain, odd, twice, stray, plain):
+        states = tmp_path / f"states-{len(asked)}.json"
+        states.write_text(json.dumps({"jobs": entries, "errors": []}))
+        asked.append(digester.changed_jobs(ChangedJobsRequest(states, committed)))
+    assert asked == [["6", "7", "8"]] * len(asked)
