@@ -15,6 +15,9 @@ from tests.slurm_wrappers import write_wrappers
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.38"
 POLL = 5.0
+NO_STATES_ONLY = """case "$*" in *--only-job-state*)
+  echo "squeue: unrecognized option '--only-job-state'" >&2; exit 1;;
+esac"""
 
 
 class FakeSlurm:
@@ -28,7 +31,8 @@ class FakeSlurm:
         self.struggling = root / "struggling"  # pings answer, the poll fails
         fail_poll = f"[ -e {self.down} ] || [ -e {self.struggling} ] && exit 1"
         scripts = {
-            "squeue": f"{fail_poll}\ncat {FIXTURES / 'squeue.json'}",
+            # 22.05's squeue, as the fixtures are: no states-only listing.
+            "squeue": f"{fail_poll}\n{NO_STATES_ONLY}\ncat {FIXTURES / 'squeue.json'}",
             "sinfo": f"{fail_poll}\ncat {FIXTURES / 'sinfo.json'}",
             "sacct": f"cat {FIXTURES / 'sacct.json'}",
             "scontrol": f"[ -e {self.down} ] && exit 1\necho 'Slurmctld(primary) at c is UP'",
