@@ -26,7 +26,7 @@ from core.job_notices import job_label
 from core.records import Job
 from core.slack_text import literal
 from core.view import ClusterView
-from handlers.clicks import BackgroundWork, click_of
+from handlers.clicks import LINK_FIRST, BackgroundWork, click_of, not_yours
 from handlers.services import Services
 from store.reader import SnapshotCache
 
@@ -96,16 +96,13 @@ async def cancel_clicked(
         return "That button does not name a job skybot can act on."
     identity = services.identity.lookup(team_id, user_id)
     if identity is None:
-        return "skybot acts only as your own cluster account: link it first with `/sky link USER`."
+        return LINK_FIRST
     me = identity.cluster_user
     job = find_job(view, label)
     if job is None or not job.is_active:
         return f"Job {literal(label)} is no longer running or pending: there is nothing to cancel."
     if job.user != me:
-        return (
-            f"Job {literal(label)} belongs to {literal(job.user)}, not to you ({literal(me)}): "
-            "skybot acts only as you, so nothing was done."
-        )
+        return not_yours(label, job.user, me)
     reply = await services.runner(me, {"action": "cancel", "job_id": label})
     if reply.get("ok"):
         return f"Cancelled job {literal(label)} {literal(job.name, 60)} (as {literal(me)})."

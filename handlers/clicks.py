@@ -11,6 +11,18 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from core.slack_text import literal
+
+LINK_FIRST = "skybot acts only as your own cluster account: link it first with `/sky link USER`."
+
+
+def not_yours(label: str, owner: str, me: str) -> str:
+    """The answer to a click on someone else's job (a forwarded or shared message)."""
+    return (
+        f"Job {literal(label)} belongs to {literal(owner)}, not to you ({literal(me)}): "
+        "skybot acts only as you, so nothing was done."
+    )
+
 
 @dataclass(frozen=True, slots=True)
 class Click:

@@ -24,7 +24,7 @@ from core.records import Job
 from core.runner_contract import PLAIN_JOB_ID, move_to_overcap_request
 from core.slack_text import literal
 from core.view import ClusterView
-from handlers.clicks import BackgroundWork, click_of
+from handlers.clicks import LINK_FIRST, BackgroundWork, click_of, not_yours
 from handlers.services import Services
 from store.reader import SnapshotCache
 
@@ -83,7 +83,7 @@ async def move_clicked(
         return "That button does not name a job skybot can move."
     identity = services.identity.lookup(team_id, user_id)
     if identity is None:
-        return "skybot acts only as your own cluster account: link it first with `/sky link USER`."
+        return LINK_FIRST
     me = identity.cluster_user
     job = view.jobs_by_id.get(int(label))
     if job is None or job.state != "PENDING":
@@ -92,10 +92,7 @@ async def move_clicked(
             "nothing was moved."
         )
     if job.user != me:
-        return (
-            f"Job {literal(label)} belongs to {literal(job.user)}, not to you ({literal(me)}): "
-            "skybot acts only as you, so nothing was done."
-        )
+        return not_yours(label, job.user, me)
     slurm = services.config.slurm
     request = move_to_overcap_request(label, slurm.overcap_partition, slurm.overcap_account)
     reply = await services.runner(me, request)
