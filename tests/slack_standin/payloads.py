@@ -166,24 +166,10 @@ def block_actions_payload(
     """A button click (`block_actions`) on a message (an ephemeral answer, or a DM the bot
     posted), as Slack sends it."""
     return {
-        "type": "block_actions",
-        "team": {"id": team_id, "domain": "standin"},
-        "user": {"id": user_id, "username": user_name, "name": user_name, "team_id": team_id},
-        "api_app_id": api_app_id,
-        "token": "standin-verification-token",
+        **_button_click(team_id, user_id, user_name, api_app_id, action_id, value),
         "container": {"type": "message", "is_ephemeral": ephemeral, "channel_id": channel_id},
-        "trigger_id": new_trigger_id(),
         "channel": {"id": channel_id, "name": "general"},
         "response_url": response_url,
-        "actions": [
-            {
-                "type": "button",
-                "action_id": action_id,
-                "block_id": uuid.uuid4().hex[:5],
-                "value": value,
-                "action_ts": f"{time.time():.6f}",
-            }
-        ],
     }
 
 
@@ -201,14 +187,23 @@ def home_block_actions_payload(
     the published view comes along, and there is NO response_url (Slack gives one only for
     clicks in messages) and no channel."""
     return {
+        **_button_click(team_id, user_id, user_name, api_app_id, action_id, value),
+        "container": {"type": "view", "view_id": view.get("id", "")},
+        "view": view,
+    }
+
+
+def _button_click(
+    team_id: str, user_id: str, user_name: str, api_app_id: str, action_id: str, value: str
+) -> dict[str, Any]:
+    """What every `block_actions` payload of one button click holds, wherever the button is."""
+    return {
         "type": "block_actions",
         "team": {"id": team_id, "domain": "standin"},
         "user": {"id": user_id, "username": user_name, "name": user_name, "team_id": team_id},
         "api_app_id": api_app_id,
         "token": "standin-verification-token",
-        "container": {"type": "view", "view_id": view.get("id", "")},
         "trigger_id": new_trigger_id(),
-        "view": view,
         "actions": [
             {
                 "type": "button",
