@@ -50,6 +50,7 @@ __all__ = [
     "parse_sacct",
     "parse_sinfo",
     "parse_squeue",
+    "parse_squeue_pieces",
     "sinfo_is_grouped",
 ]
 
@@ -852,10 +853,20 @@ _JobParser = Callable[[dict[str, Any], str, list[str]], Job | None]
 
 
 def _parse_jobs(data: object, what: str, parse_one: _JobParser) -> ParseResult[Job]:
+    result: ParseResult[Job] = ParseResult()
+    _parse_piece(data, what, parse_one, result, 0)
+    return result
+
+
+def _parse_piece(
+    data: object, what: str, parse_one: _JobParser, result: ParseResult[Job], start: int
+) -> int:
+    """The jobs of one document, or of one piece of it (core/slurm_stream.py), added to
+    `result`, numbering its records from `start` (for their labels); the next number."""
     _, raw_jobs = _document_list(data, ("jobs",), what)
     assert isinstance(data, dict)
-    result: ParseResult[Job] = ParseResult(warnings=_slurm_messages(data))
-    for index, raw in enumerate(raw_jobs):
+    result.warnings.extend(_slurm_messages(data))
+    for index, raw in enumerate(raw_jobs, start):
         if not isinstance(raw, dict):
             result.warnings.append(f"job record #{index} skipped: not an object ({raw!r:.60})")
             continue
@@ -867,7 +878,7 @@ def _parse_jobs(data: object, what: str, parse_one: _JobParser) -> ParseResult[J
             continue
         if job is not None:
             result.records.append(job)
-    return result
+    return start + len(raw_jobs)
 
 
 def _latest_run_key(job: Job) -> tuple[int, int]:
@@ -901,7 +912,16 @@ def parse_squeue(data: dict[str, Any]) -> ParseResult[Job]:
     until MinJobAge). A pending job array is one record with array_task like "0-9". For a
     pending job, start_time is Slurm's estimate (if it has one), not a start that happened.
     """
-    parsed = _parse_jobs(data, "squeue", _job_from_squeue)
+    return parse_squeue_pieces([data])
+
+
+def parse_squeue_pieces(pieces: Iterable[dict[str, Any]]) -> ParseResult[Job]:
+    """`parse_squeue` of a document read in pieces (core/slurm_stream.py): each piece a
+    document holding some of the records, or the rest of the document."""
+    parsed: ParseResult[Job] = ParseResult()
+    numbered = 0
+    for piece in pieces:
+        numbered = _parse_piece(piece, "squeue", _job_from_squeue, parsed, numbered)
     by_id = _one_record_per_job(parsed.records, parsed.warnings, "squeue")
     if len(by_id) != len(parsed.records):
         parsed.records = [runs[-1] for runs in by_id.values()]

@@ -82,6 +82,11 @@ def slurm_document(command: str, raw: bytes) -> dict[str, Any]:
         document = decode_slurm_json(raw)
     except SlurmDecodeError as error:
         raise SlurmCommandError(f"{command} printed something that is not JSON: {error}") from None
+    return without_reported_errors(command, document)
+
+
+def without_reported_errors(command: str, document: dict[str, Any]) -> dict[str, Any]:
+    """The document, or SlurmCommandError if it reports an error that is not "no results"."""
     raise_reported_errors(command, document.get("errors"))
     # Only "no results" can be left: not an error, so nothing downstream may report it (the
     # parsers pass Slurm's errors on as warnings; sacct says it on most quiet polls).
