@@ -48,6 +48,7 @@ __all__ = [
     "ParseResult",
     "SlurmJsonError",
     "parse_sacct",
+    "parse_sacct_pieces",
     "parse_sinfo",
     "parse_squeue",
     "parse_squeue_pieces",
@@ -852,12 +853,6 @@ def _means_nothing_found(item: object) -> bool:
 _JobParser = Callable[[dict[str, Any], str, list[str]], Job | None]
 
 
-def _parse_jobs(data: object, what: str, parse_one: _JobParser) -> ParseResult[Job]:
-    result: ParseResult[Job] = ParseResult()
-    _parse_piece(data, what, parse_one, result, 0)
-    return result
-
-
 def _parse_piece(
     data: object, what: str, parse_one: _JobParser, result: ParseResult[Job], start: int
 ) -> int:
@@ -942,7 +937,15 @@ def parse_sacct(data: dict[str, Any]) -> ParseResult[Job]:
     not restarted yet is PREEMPTED here (the old run) while squeue lists it PENDING with
     restarts >= 1: where both are known, squeue's view of a job is the live one.
     """
-    parsed = _parse_jobs(data, "sacct", _job_from_sacct)
+    return parse_sacct_pieces([data])
+
+
+def parse_sacct_pieces(pieces: Iterable[dict[str, Any]]) -> ParseResult[Job]:
+    """`parse_sacct` of a document read in pieces (core/slurm_stream.py)."""
+    parsed: ParseResult[Job] = ParseResult()
+    numbered = 0
+    for piece in pieces:
+        numbered = _parse_piece(piece, "sacct", _job_from_sacct, parsed, numbered)
     records = []
     for runs in _one_record_per_job(parsed.records, parsed.warnings, "").values():
         job = runs[-1]

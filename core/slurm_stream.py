@@ -24,8 +24,8 @@ from typing import Any
 
 from core.slurm_decode import SlurmDecodeError, decode_slurm_json
 
-# About 1,500 records of 24.x's squeue per slice.
-SLICE_BYTES = 8 << 20
+# About 400 records of 24.x's squeue per slice.
+SLICE_BYTES = 2 << 20
 # Where the record list must have started (22.05 prints `meta` and `errors` first: a few KB).
 _HEAD_LIMIT = 4 << 20
 # Text this large with no record boundary found in it: the caller reads the document whole.

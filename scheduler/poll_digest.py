@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import pickle
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, SupportsIndex, overload
@@ -32,9 +32,8 @@ from core.records import FINAL_STATES, Job, Node
 from core.slurm_json import (
     ParseResult,
     SlurmJsonError,
-    parse_sacct,
+    parse_sacct_pieces,
     parse_sinfo,
-    parse_squeue,
     parse_squeue_pieces,
     sinfo_is_grouped,
 )
@@ -184,7 +183,7 @@ class PollDigester:
         accounting_error = None
         if request.sacct is not None:
             try:
-                parsed_sacct = parse_sacct(slurm_document("sacct", request.sacct.read_bytes()))
+                parsed_sacct = _sacct_jobs(request.sacct)
             except (SlurmCommandError, SlurmJsonError) as error:
                 accounting_error = str(error)
             else:
@@ -217,15 +216,28 @@ class PollDigester:
 
 def _squeue_jobs(path: Path) -> ParseResult[Job]:
     """Every job in a `squeue --json` file, decoded a slice of records at a time: at
-    100,000 jobs the file is 600 MB, which read whole held the worker near 1 GB. A file
-    whose layout is not recognised is read whole, as before (core/slurm_stream.py)."""
+    100,000 jobs the file is 600 MB, which read whole held the worker near 1 GB."""
+    return _jobs_in(path, "squeue", parse_squeue_pieces)
+
+
+def _sacct_jobs(path: Path) -> ParseResult[Job]:
+    return _jobs_in(path, "sacct", parse_sacct_pieces)
+
+
+def _jobs_in(
+    path: Path,
+    command: str,
+    parse_pieces: Callable[[Iterable[dict[str, Any]]], ParseResult[Job]],
+) -> ParseResult[Job]:
+    """A command's jobs, read a slice at a time; a file whose layout is not recognised is
+    read whole, as before, and judged as before (core/slurm_stream.py)."""
     try:
         with path.open("rb") as output:
-            return parse_squeue_pieces(
-                without_reported_errors("squeue", piece) for piece in record_slices(output.read)
+            return parse_pieces(
+                without_reported_errors(command, piece) for piece in record_slices(output.read)
             )
     except NotStreamable:
-        return parse_squeue(slurm_document("squeue", path.read_bytes()))
+        return parse_pieces([slurm_document(command, path.read_bytes())])
 
 
 class _StateEntry(msgspec.Struct, gc=False):

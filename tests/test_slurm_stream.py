@@ -19,7 +19,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.slurm_decode import decode_slurm_json
-from core.slurm_json import ParseResult, parse_squeue, parse_squeue_pieces
+from core.slurm_json import (
+    ParseResult,
+    parse_sacct,
+    parse_sacct_pieces,
+    parse_squeue,
+    parse_squeue_pieces,
+)
 from core.slurm_stream import NotStreamable, record_slices
 from scheduler.poll_digest import _squeue_jobs
 from scheduler.slurm_commands import SlurmCommandError
@@ -64,6 +70,25 @@ def test_every_version_and_layout_parses_as_the_whole_document(
     version: str, layout: str, slice_bytes: int
 ) -> None:
     assert_same(layouts(fixture(version))[layout], slice_bytes)
+
+
+@pytest.mark.parametrize(
+    ("version", "name"),
+    [(version, "sacct.json") for version in VERSIONS] + [("v0.0.42", "sacct_duplicates.json")],
+)
+@pytest.mark.parametrize("slice_bytes", [200, 5000])
+def test_sacct_in_slices_parses_as_the_whole_document(
+    version: str, name: str, slice_bytes: int
+) -> None:
+    """sacct's records (steps nested in each) and its runs of a requeued job, which are
+    folded into one job only once every piece is read."""
+    raw = (FIXTURES / version / name).read_bytes()
+    pieces = list(record_slices(io.BytesIO(raw).read, slice_bytes=slice_bytes))
+    assert len(pieces) > 2
+    by_slices = parse_sacct_pieces(pieces)
+    at_once = parse_sacct(decode_slurm_json(raw))
+    assert by_slices.records == at_once.records
+    assert sorted(by_slices.warnings) == sorted(at_once.warnings)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
