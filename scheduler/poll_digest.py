@@ -23,7 +23,7 @@ import pickle
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, SupportsIndex, overload
+from typing import Any, Generic, SupportsIndex, TypeVar, overload
 
 import msgspec
 
@@ -46,6 +46,8 @@ from scheduler.slurm_commands import (
     without_reported_errors,
 )
 from store.snapshots import JobRow, NodeRow, SlurmChanges, job_row, node_row
+
+T = TypeVar("T")
 
 # (this digester's random epoch, poll number): never the same for two worker processes, so
 # a restarted worker cannot mistake a base it never saw for one of its own.
@@ -402,7 +404,8 @@ def _changes(
     nodes: Sequence[Node],
 ) -> tuple[SlurmChanges, _Rows]:
     rows = _Rows()
-    changed_jobs = _RowPacker()
+    changed_jobs: _Packer[JobRow] = _Packer()
+    changed_ids: list[int] = []
     for job in live:
         before = base.jobs.get(job.job_id) if base is not None else None
         if before is not None and job.job_id in carried:
@@ -412,6 +415,7 @@ def _changes(
             fingerprint = hash(row)
             if before != fingerprint:
                 changed_jobs.add(row)
+                changed_ids.append(job.job_id)
         rows.jobs[job.job_id] = fingerprint
     changed_nodes: list[NodeRow] = []
     for node in nodes:
@@ -420,16 +424,17 @@ def _changes(
         if base is None or base.nodes.get(node.name) != fingerprint:
             changed_nodes.append(node_entry)
         rows.nodes[node.name] = fingerprint
+    observed: Iterable[Job]
     if base is None:
-        observed = merge_observations(live, accounted)
+        observed = merge_observations(live, accounted).values()
         gone_jobs: list[int] = []
         gone_nodes: list[str] = []
     else:
         # An unchanged squeue record is what the store already holds: no transition. Only
         # the jobs that may be one are merged, not every job listed.
-        maybe_new = set(changed_jobs.job_ids) | {job.job_id for job in accounted}
+        maybe_new = set(changed_ids) | {job.job_id for job in accounted}
         merged = merge_observations((job for job in live if job.job_id in maybe_new), accounted)
-        observed = {job_id: merged[job_id] for job_id in maybe_new if job_id in merged}
+        observed = [merged[job_id] for job_id in maybe_new if job_id in merged]
         gone_jobs = [job_id for job_id in base.jobs if job_id not in rows.jobs]
         gone_nodes = [name for name in base.nodes if name not in rows.nodes]
     changes = SlurmChanges(
@@ -438,20 +443,21 @@ def _changes(
         gone_job_ids=gone_jobs,
         node_rows=changed_nodes,
         gone_nodes=gone_nodes,
-        observed=observed,
+        observed=packed(observed),
     )
     return changes, rows
 
 
-class PackedRows(Sequence[JobRow]):
-    """Job rows kept pickled, a chunk of them per buffer.
+class Packed(Sequence[T]):
+    """Items (job rows, jobs) kept pickled, a chunk of them per buffer.
 
-    A first, full digest at 100,000 jobs has 100,000 rows: as objects, 60 MB in the worker
-    and as much again in the bot, and unpickling them in one call holds the bot's
-    interpreter for a third of a second (no Python code runs in between to let the event
-    loop in). Packed, they cross the pipe as pickle protocol 5's out-of-band buffers
-    (scheduler/poll_worker.py), and the store's writer unpacks one chunk at a time as it
-    iterates."""
+    A first, full digest at 100,000 jobs has 100,000 rows and as many jobs observed: as
+    objects, 60 MB in the worker and as much again in the bot. Pickled in one call, the
+    pickler's memo of every object held the worker 90 MB above its peak, and unpickling
+    them in one call holds the bot's interpreter for a third of a second (no Python code
+    runs in between to let the event loop in). Packed, they cross the pipe as pickle
+    protocol 5's out-of-band buffers (scheduler/poll_worker.py), and the store's writer
+    unpacks one chunk at a time as it iterates."""
 
     __slots__ = ("_chunks", "_length")
 
@@ -462,19 +468,19 @@ class PackedRows(Sequence[JobRow]):
     def __len__(self) -> int:
         return self._length
 
-    def __iter__(self) -> Iterator[JobRow]:
+    def __iter__(self) -> Iterator[T]:
         for chunk in self._chunks:
             yield from pickle.loads(chunk)
 
     @overload
-    def __getitem__(self, index: int) -> JobRow: ...
+    def __getitem__(self, index: int) -> T: ...
     @overload
-    def __getitem__(self, index: slice) -> Sequence[JobRow]: ...
-    def __getitem__(self, index: int | slice) -> JobRow | Sequence[JobRow]:
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
         return list(self)[index]
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, PackedRows):
+        if not isinstance(other, Packed):
             return NotImplemented
         return list(self) == list(other)
 
@@ -482,36 +488,43 @@ class PackedRows(Sequence[JobRow]):
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
         if int(protocol) < 5:  # copy.copy, older picklers: in band
-            return (PackedRows, ([bytes(chunk) for chunk in self._chunks], self._length))
+            return (Packed, ([bytes(chunk) for chunk in self._chunks], self._length))
         chunks = [pickle.PickleBuffer(chunk) for chunk in self._chunks]
-        return (PackedRows, (chunks, self._length))
+        return (Packed, (chunks, self._length))
 
 
-_ROWS_PER_CHUNK = 2_000
+_ITEMS_PER_CHUNK = 2_000
 
 
-class _RowPacker:
-    """Collects rows into `PackedRows`, never holding more than a chunk of them unpacked."""
+class _Packer(Generic[T]):
+    """Collects items into `Packed`, never holding more than a chunk of them unpacked."""
 
     def __init__(self) -> None:
-        self.job_ids: list[int] = []
+        self._length = 0
         self._chunks: list[bytes] = []
-        self._pending: list[JobRow] = []
+        self._pending: list[T] = []
 
-    def add(self, row: JobRow) -> None:
-        self.job_ids.append(row[0])
-        self._pending.append(row)
-        if len(self._pending) >= _ROWS_PER_CHUNK:
+    def add(self, item: T) -> None:
+        self._length += 1
+        self._pending.append(item)
+        if len(self._pending) >= _ITEMS_PER_CHUNK:
             self._pack()
 
-    def packed(self) -> PackedRows:
+    def packed(self) -> Packed[T]:
         self._pack()
-        return PackedRows(self._chunks, len(self.job_ids))
+        return Packed(self._chunks, self._length)
 
     def _pack(self) -> None:
         if self._pending:
             self._chunks.append(pickle.dumps(self._pending, protocol=pickle.HIGHEST_PROTOCOL))
             self._pending = []
+
+
+def packed(items: Iterable[T]) -> Packed[T]:
+    packer: _Packer[T] = _Packer()
+    for item in items:
+        packer.add(item)
+    return packer.packed()
 
 
 def _usages(live: Sequence[Job], limits: LabLimits) -> list[LabUsage]:
@@ -537,5 +550,5 @@ class LabName:
 
 def _no_changes() -> SlurmChanges:
     return SlurmChanges(
-        full=False, job_rows=(), gone_job_ids=(), node_rows=(), gone_nodes=(), observed={}
+        full=False, job_rows=(), gone_job_ids=(), node_rows=(), gone_nodes=(), observed=()
     )

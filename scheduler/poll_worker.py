@@ -209,9 +209,9 @@ def serve(requests: BinaryIO | None = None, answers: BinaryIO | None = None) -> 
         except Exception as error:  # a bug: the poll fails, the traceback goes to the log
             traceback.print_exc()
             answer = (False, PollWorkerError(f"poll worker failed: {error!r}"))
-        # Large parts (PackedRows' chunks) go out of band: written as they are, not copied
-        # into the pickle. Each frame is written apart from its length: joined, a 100 MB
-        # answer would be copied once more.
+        # Large parts (Packed chunks of rows and jobs) go out of band: written as they are,
+        # not copied into the pickle. Each frame is written apart from its length: joined, a
+        # 100 MB answer would be copied once more.
         buffers: list[pickle.PickleBuffer] = []
         message = pickle.dumps(answer, protocol=5, buffer_callback=buffers.append)
         answers.write(_LENGTH.pack(len(buffers)))

@@ -7,7 +7,7 @@ and reload it only when something new was committed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -47,7 +47,8 @@ class SlurmChanges:
     `full` replaces the job and node tables with the rows given (the first poll after a
     start, or after the poll worker restarted); otherwise rows are upserted and `gone_*`
     deleted. `observed` holds only the jobs whose record may have changed (squeue's changed
-    records and everything sacct reported): an unchanged record cannot be a transition.
+    records and everything sacct reported), one per job id: an unchanged record cannot be
+    a transition.
     """
 
     full: bool
@@ -55,7 +56,7 @@ class SlurmChanges:
     gone_job_ids: Sequence[int]
     node_rows: Sequence[NodeRow]
     gone_nodes: Sequence[str]
-    observed: Mapping[int, Job]
+    observed: Collection[Job]
 
 
 # (job_id, user, account, partition, state, record) and (name, record), as stored.
@@ -91,7 +92,7 @@ def save_slurm_poll(
         gone_job_ids=(),
         node_rows=[node_row(n) for n in nodes],
         gone_nodes=(),
-        observed=merge_observations(live, accounted),
+        observed=merge_observations(live, accounted).values(),
     )
     return save_slurm_changes(db, changes, at, accounting_answered)
 
@@ -106,7 +107,7 @@ def save_slurm_changes(
     transaction; the same tables as a full replacement would leave."""
     conn = db.conn
     with db.atomic():
-        observed = dict(changes.observed)
+        observed = {job.job_id: job for job in changes.observed}
         known = _known_states(conn, None if changes.full else list(observed))
         observed = with_known_restarts(known, observed)
         ended = ending_without_squeue(known, observed, live_ids=())

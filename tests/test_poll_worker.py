@@ -19,7 +19,7 @@ import pytest
 
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
-from scheduler.poll_digest import DigestRequest, Generation, LabLimits, PollDigester, _RowPacker
+from scheduler.poll_digest import DigestRequest, Generation, LabLimits, PollDigester, packed
 from scheduler.poll_worker import PollWorker, PollWorkerError
 from store.db import open_db
 from store.snapshots import save_slurm_changes, save_slurm_poll
@@ -192,14 +192,12 @@ async def test_close_ends_the_worker(tmp_path: Path) -> None:
 
 def test_packed_rows_read_back_as_the_rows_in_band_and_out_of_band() -> None:
     rows = [(i, "alice", "lab", "gpu", "RUNNING", f'{{"job_id": {i}}}') for i in range(4_500)]
-    packer = _RowPacker()
-    for row in rows:
-        packer.add(row)
-    packed = packer.packed()
-    assert len(packed) == len(rows) and list(packed) == rows and packed[4_499] == rows[-1]
+    rows_packed = packed(rows)
+    assert len(rows_packed) == len(rows) and list(rows_packed) == rows
+    assert rows_packed[4_499] == rows[-1]
     buffers: list[pickle.PickleBuffer] = []
-    message = pickle.dumps(packed, protocol=5, buffer_callback=buffers.append)
+    message = pickle.dumps(rows_packed, protocol=5, buffer_callback=buffers.append)
     assert len(buffers) == 3  # chunks of 2,000 rows, not copied into the pickle
     received = [bytearray(buffer.raw()) for buffer in buffers]
     assert list(pickle.loads(message, buffers=received)) == rows
-    assert list(copy.deepcopy(packed)) == rows
+    assert list(copy.deepcopy(rows_packed)) == rows
