@@ -67,6 +67,16 @@ DIGEST_TIMEOUT_SECONDS = 120.0
 # every record is fetched again every this many polls.
 FULL_RECORDS_EVERY = 20
 _MAX_JOBS_ARGUMENT = 100_000
+# 24.11's slurmctld answers a `--jobs=` list with a read of every job (REQUEST_JOB_INFO;
+# squeue filters on the client) but a single id with one REQUEST_JOB_INFO_SINGLE: at 20,000
+# held jobs (benchmarks/controller_cost.py, sdiag) a list cost it 51-56 ms, a single id
+# under 2 ms. Up to this many new or changed jobs are fetched one id at a time.
+ONE_BY_ONE_MAX = 20
+# Single fetches in flight at once: each is a squeue process on the bot's host.
+ONE_BY_ONE_AT_ONCE = 4
+# What squeue says, exiting 1, for an id slurmctld no longer holds: a job that ended and
+# was purged (MinJobAge) between the states listing and its fetch. An answer, not an outage.
+_UNKNOWN_JOB = "Invalid job id specified"
 
 SINFO_NODES = ("sinfo", ["--json"])
 SCONTROL_NODES = ("scontrol", ["show", "nodes", "--json"])
@@ -220,12 +230,47 @@ class SlurmPoller:
         job_ids = await self._worker.changed_jobs(
             ChangedJobsRequest(states, self._committed), DIGEST_TIMEOUT_SECONDS
         )
+        if len(job_ids) <= ONE_BY_ONE_MAX:
+            return await self._records_one_by_one(spool, job_ids)
         paths = []
         for number, chunk in enumerate(_job_id_lists(job_ids)):
             path = spool / f"squeue-{number}.json"
             await self._run_into(path, "squeue", ["--all", "--json", f"--jobs={chunk}"])
             paths.append(path)
         return tuple(paths)
+
+    async def _records_one_by_one(self, spool: Path, job_ids: list[str]) -> tuple[Path, ...]:
+        """Each job's (an array's: all its records) with its own `squeue --json --jobs=ID`,
+        a few at a time; a job slurmctld no longer knows has no file, as if not listed now
+        (the digest asks for it again if it is still listed next poll)."""
+        pending = iter(enumerate(job_ids))
+        found: dict[int, Path] = {}
+
+        async def fetch_until_done() -> None:
+            for number, job_id in pending:
+                path = spool / f"squeue-{number}.json"
+                if await self._record_of(path, job_id):
+                    found[number] = path
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for _ in range(min(ONE_BY_ONE_AT_ONCE, len(job_ids))):
+                    group.create_task(fetch_until_done())
+        except* SlurmCommandError as failed:
+            # The first failure, as the one list fetch would have raised it.
+            raise failed.exceptions[0] from None
+        return tuple(found[number] for number in sorted(found))
+
+    async def _record_of(self, path: Path, job_id: str) -> bool:
+        """`squeue --all --json --jobs=ID` into `path`; False if slurmctld has no such job."""
+        try:
+            # --all as in every other read: a job in a hidden partition is listed too.
+            await self._run_into(path, "squeue", ["--all", "--json", f"--jobs={job_id}"])
+        except SlurmCommandError as error:
+            if _UNKNOWN_JOB in error.stderr:
+                return False
+            raise
+        return True
 
     async def _controller_outputs(self, spool: Path) -> Path | None:
         """squeue's and the nodes' output, in files. Where squeue has --only-job-state
