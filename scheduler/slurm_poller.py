@@ -68,11 +68,16 @@ DIGEST_TIMEOUT_SECONDS = 120.0
 FULL_RECORDS_EVERY = 20
 _MAX_JOBS_ARGUMENT = 100_000
 # 24.11's slurmctld answers a `--jobs=` list with a read of every job (REQUEST_JOB_INFO;
-# squeue filters on the client) but a single id with one REQUEST_JOB_INFO_SINGLE: at 20,000
-# held jobs (benchmarks/controller_cost.py, sdiag) a list cost it 51-56 ms, a single id
-# under 2 ms. Up to this many new or changed jobs are fetched one id at a time.
+# squeue filters on the client), a single id with REQUEST_JOB_INFO_SINGLE and FED_INFO.
+# benchmarks/controller_cost.py at 20,000 held jobs (sdiag): a list 51-56 ms however few it
+# names, a single id 0.1-0.2 ms, so singles stay below one list up to hundreds of ids (and
+# at any count from about 1,300 jobs in the queue). What bounds them is the bot's host: each
+# is a squeue process of about 40 ms: with 5 the poll took 0.27 s (the list's: 0.34 s),
+# with 50 0.9-1.1 s (0.4 s). Up to this many new or changed jobs are fetched one id at a
+# time, which spares the controller nearly all of a quiet cluster's poll.
 ONE_BY_ONE_MAX = 20
-# Single fetches in flight at once: each is a squeue process on the bot's host.
+# Single fetches in flight at once: enough to wait on slurmctld in parallel, not a process
+# per id on a small host.
 ONE_BY_ONE_AT_ONCE = 4
 # What squeue says, exiting 1, for an id slurmctld no longer holds: a job that ended and
 # was purged (MinJobAge) between the states listing and its fetch. An answer, not an outage.
