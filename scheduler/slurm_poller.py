@@ -221,8 +221,9 @@ class SlurmPoller:
         return digest
 
     async def _changed_records(self, spool: Path, states: Path) -> tuple[Path, ...]:
-        """The full records of the jobs that are new or changed state, in as few squeue
-        calls as the command line allows; every job's, every FULL_RECORDS_EVERY polls."""
+        """The full records of the jobs that are new or changed state: one squeue each for
+        up to ONE_BY_ONE_MAX of them, else in as few `--jobs=` lists as the command line
+        allows; every job's, every FULL_RECORDS_EVERY polls."""
         if self._committed is None or self._polls_since_everything >= FULL_RECORDS_EVERY:
             self._polls_since_everything = 0
             # One plain read: `--jobs=` costs slurmctld a read of every job all the same
@@ -240,8 +241,9 @@ class SlurmPoller:
         paths = []
         for number, chunk in enumerate(_job_id_lists(job_ids)):
             path = spool / f"squeue-{number}.json"
-            await self._run_into(path, "squeue", ["--all", "--json", f"--jobs={chunk}"])
-            paths.append(path)
+            # The last list can hold a single id, which squeue asks for as one job.
+            if await self._records_into(path, chunk):
+                paths.append(path)
         return tuple(paths)
 
     async def _records_one_by_one(self, spool: Path, job_ids: list[str]) -> tuple[Path, ...]:
@@ -254,7 +256,7 @@ class SlurmPoller:
         async def fetch_until_done() -> None:
             for number, job_id in pending:
                 path = spool / f"squeue-{number}.json"
-                if await self._record_of(path, job_id):
+                if await self._records_into(path, job_id):
                     found[number] = path
 
         try:
@@ -266,11 +268,12 @@ class SlurmPoller:
             raise failed.exceptions[0] from None
         return tuple(found[number] for number in sorted(found))
 
-    async def _record_of(self, path: Path, job_id: str) -> bool:
-        """`squeue --all --json --jobs=ID` into `path`; False if slurmctld has no such job."""
+    async def _records_into(self, path: Path, job_ids: str) -> bool:
+        """`squeue --all --json --jobs=IDS` into `path`; False if squeue, asked for one id,
+        says slurmctld holds no such job (for a list it leaves unknown ids out)."""
         try:
             # --all as in every other read: a job in a hidden partition is listed too.
-            await self._run_into(path, "squeue", ["--all", "--json", f"--jobs={job_id}"])
+            await self._run_into(path, "squeue", ["--all", "--json", f"--jobs={job_ids}"])
         except SlurmCommandError as error:
             if _UNKNOWN_JOB in error.stderr:
                 return False

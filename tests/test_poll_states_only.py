@@ -26,6 +26,7 @@ from scheduler.slurm_poller import (
     ONE_BY_ONE_AT_ONCE,
     ONE_BY_ONE_MAX,
     SlurmPoller,
+    _job_id_lists,
 )
 from store.snapshots import load_snapshot, load_source_status
 from store.writer import StoreWriter
@@ -256,6 +257,31 @@ async def test_a_job_purged_before_its_fetch_is_not_listed_and_the_poll_succeeds
         # Still listed: asked for again, as any job listed but not fetched is.
         assert await poller.poll_jobs()
         assert _fetches(bin_dir) == ["4242"]
+    finally:
+        await poller.close()
+        writer.close()
+
+
+async def test_a_purged_job_alone_in_the_last_list_does_not_fail_the_poll(
+    tmp_path: Path,
+) -> None:
+    """Lists are cut at the command line's limit, so the last may name one id, which squeue
+    asks for as a single job: purged, it is not listed now, as in a longer list."""
+    bin_dir = tmp_path / "bin"
+    _slurm(bin_dir)
+    writer = StoreWriter(tmp_path / "skybot.db")
+    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
+    purged = [str(job_id) for job_id in range(1_000_000, 1_012_501)]
+    assert "," not in _job_id_lists(purged)[-1]
+    try:
+        assert await poller.poll_jobs()
+        _calls(bin_dir)
+        (bin_dir / "states-extra.json").write_text(
+            json.dumps([{"job_id": job_id, "state": ["PENDING"]} for job_id in purged])
+        )
+        assert await poller.poll_jobs()
+        assert len(_fetches(bin_dir)) == 2
+        assert await _snapshot_is(writer, json.loads((bin_dir / "squeue.json").read_text()))
     finally:
         await poller.close()
         writer.close()
