@@ -21,7 +21,7 @@ new jobs (as many held ones cancelled) before each poll, fetched alternately as 
 `--jobs=` list and one id at a time (`squeue --json --jobs=ID` each), whatever
 ONE_BY_ONE_MAX says. Then the cheaper ways one might learn "nothing changed", each command
 alone, sdiag reset before it. Every held job is cancelled at the end, also on failure or
-Ctrl-C. Hold the cluster lock for the whole run (5-6 min at 20,000):
+Ctrl-C. Hold the cluster lock for the whole run (4-5 min at 20,000):
 
     flock /tmp/skybot-cluster.lock python3 benchmarks/controller_cost.py --jobs 20000
     flock /tmp/skybot-cluster.lock deploy/testcluster-24.11.sh run \\
