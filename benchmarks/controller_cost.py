@@ -16,10 +16,12 @@ Phases: before, the full poll every interval (`squeue --all --json`: the poller 
 squeue without --only-job-state, as 22.05's is); after, the poller as it runs on this
 Slurm: on 24.05+ every job's id and state (`--only-job-state`), and full records only for
 jobs that are new or changed state, quiet (nothing changed) and with 2% of the jobs
-changed before each poll (1% cancelled, 1% new). Then the cheaper ways one might learn
-"nothing changed", each command alone, sdiag reset before it. Every held job is cancelled
-at the end, also on failure or Ctrl-C. Hold the cluster lock for the whole run (4-5 min
-at 20,000):
+changed before each poll (1% cancelled, 1% new). On 24.05+, then a few changed: 5 and 50
+new jobs (as many held ones cancelled) before each poll, fetched alternately as one
+`--jobs=` list and one id at a time (`squeue --json --jobs=ID` each), whatever
+ONE_BY_ONE_MAX says. Then the cheaper ways one might learn "nothing changed", each command
+alone, sdiag reset before it. Every held job is cancelled at the end, also on failure or
+Ctrl-C. Hold the cluster lock for the whole run (4-5 min at 20,000):
 
     flock /tmp/skybot-cluster.lock python3 benchmarks/controller_cost.py --jobs 20000
     flock /tmp/skybot-cluster.lock deploy/testcluster-24.11.sh run \\
@@ -46,7 +48,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bot.config import DatabaseConfig, SlurmConfig, load_config  # noqa: E402
-from scheduler.slurm_poller import SlurmPoller  # noqa: E402
+from scheduler import slurm_poller  # noqa: E402
+from scheduler.slurm_poller import FULL_RECORDS_EVERY, SlurmPoller  # noqa: E402
 from store.writer import StoreWriter  # noqa: E402
 from tests.slurm_wrappers import COMMANDS, as_user, write_wrappers  # noqa: E402
 
@@ -72,6 +75,9 @@ READ_RPCS = (
     "REQUEST_FED_INFO",
 )
 CHANGED_SHARE = 0.02
+FEW_CHANGED = (5, 50)
+# How the few changed jobs' records are fetched: ONE_BY_ONE_MAX forced either way.
+FETCH_WAYS = {"one list": -1, "one by one": 1 << 30}
 # The squeue as 22.05's looks to the poller: --only-job-state is refused before any RPC.
 NO_STATES_ONLY = (
     'case " $* " in *" --only-job-state "*)\n'
@@ -216,7 +222,7 @@ def write_poll_wrappers(directory: Path, runs: Path, full_only: bool) -> None:
         bodies[command] = (
             f"{refuse}kind={command}\n"
             'case " $* " in *" --only-job-state "*) kind="$kind states";;'
-            ' *" --jobs="*) kind="$kind records";; esac\n'
+            ' *" --jobs="*,*) kind="$kind list";; *" --jobs="*) kind="$kind id";; esac\n'
             "start=$(date +%s%N)\n"
             f"{body}\nrc=$?\n"
             f'echo "$kind $start $(date +%s%N)" >> {runs}\n'
@@ -234,6 +240,34 @@ def command_times(runs: Path) -> list[tuple[str, float]]:
     return times
 
 
+class PollRun:
+    """A fresh poller and store with the commands as POLL_USER, each run's wall time logged."""
+
+    def __init__(self, tmp: str, full_only: bool) -> None:
+        bin_dir, self.runs = Path(tmp) / "bin", Path(tmp) / "runs.log"
+        write_poll_wrappers(bin_dir, self.runs, full_only)
+        self.runs.write_text("")
+        config = replace(
+            load_config(None),
+            slurm=SlurmConfig(bin_dir=str(bin_dir), command_timeout_seconds=300),
+            database=DatabaseConfig(path=f"{tmp}/skybot.db"),
+        )
+        self.writer = StoreWriter(config.database.path)
+        self.poller = SlurmPoller(config, self.writer)
+
+    async def poll(self, label: str) -> Poll:
+        reset_stats()
+        started = time.perf_counter()
+        if not await self.poller.poll_jobs():
+            raise RuntimeError(f"{label}: a poll failed (see the log above)")
+        wall = time.perf_counter() - started
+        return Poll(label, wall, read_stats(), command_times(self.runs))
+
+    async def close(self) -> None:
+        await self.poller.close()
+        self.writer.close()
+
+
 async def poll_phase(
     title: str, full_only: bool, quiet_polls: int, changed_polls: int
 ) -> list[Poll]:
@@ -241,16 +275,7 @@ async def poll_phase(
     held jobs were cancelled and as many new ones queued."""
     polls = []
     with tempfile.TemporaryDirectory(prefix="skybot-cost-") as tmp:
-        bin_dir, runs = Path(tmp) / "bin", Path(tmp) / "runs.log"
-        write_poll_wrappers(bin_dir, runs, full_only)
-        runs.write_text("")
-        config = replace(
-            load_config(None),
-            slurm=SlurmConfig(bin_dir=str(bin_dir), command_timeout_seconds=300),
-            database=DatabaseConfig(path=f"{tmp}/skybot.db"),
-        )
-        writer = StoreWriter(config.database.path)
-        poller = SlurmPoller(config, writer)
+        run = PollRun(tmp, full_only)
         try:
             plan = ["first"] + ["quiet"] * quiet_polls + ["2% changed"] * changed_polls
             for label in plan:
@@ -259,15 +284,36 @@ async def poll_phase(
                     changed = int(len(held_job_ids()) * CHANGED_SHARE)
                     cancel(held_job_ids()[: changed // 2])
                     submit(changed - changed // 2)
-                reset_stats()
-                started = time.perf_counter()
-                if not await poller.poll_jobs():
-                    raise RuntimeError(f"{title}: a poll failed (see the log above)")
-                wall = time.perf_counter() - started
-                polls.append(Poll(f"{title}, {label}", wall, read_stats(), command_times(runs)))
+                polls.append(await run.poll(f"{title}, {label}"))
         finally:
-            await poller.close()
-            writer.close()
+            await run.close()
+    return polls
+
+
+async def few_changed_phase(rounds: int) -> list[Poll]:
+    """After a first poll, `count` new jobs before each poll (as many held ones cancelled,
+    which are not fetched: ended), fetched as one list and one by one in turn."""
+    polls = []
+    if 1 + rounds * len(FEW_CHANGED) * len(FETCH_WAYS) >= FULL_RECORDS_EVERY:
+        raise ValueError(f"too many polls: the {FULL_RECORDS_EVERY}th reads every record")
+    saved = slurm_poller.ONE_BY_ONE_MAX
+    with tempfile.TemporaryDirectory(prefix="skybot-cost-") as tmp:
+        run = PollRun(tmp, full_only=False)
+        try:
+            first = await run.poll("few changed, first")
+            if "squeue states" not in _by_kind(first.commands):
+                print("\nfew changed: this squeue has no --only-job-state; skipped")
+                return []
+            for count in FEW_CHANGED:
+                for _ in range(rounds):
+                    for way, most in FETCH_WAYS.items():
+                        cancel(held_job_ids()[:count])
+                        submit(count)
+                        slurm_poller.ONE_BY_ONE_MAX = most
+                        polls.append(await run.poll(f"{count} new, {way}"))
+        finally:
+            slurm_poller.ONE_BY_ONE_MAX = saved
+            await run.close()
     return polls
 
 
@@ -332,13 +378,54 @@ def print_polls(polls: list[Poll]) -> None:
     print(f"{'':36}{'wall s':>8}{'share':>7}{'ctld ms':>9}{'user ms':>9}{'dbd ms':>8}  detail")
     for poll in polls:
         user_count, user_us = poll.rpcs.poll_user
-        commands = ", ".join(f"{kind} {wall:.2f}s" for kind, wall in poll.commands)
+        commands = ", ".join(
+            f"{kind}{f' {count}x' if count > 1 else ''} {wall:.2f}s"
+            for kind, (count, wall) in _by_kind(poll.commands).items()
+        )
         print(
             f"{poll.label:36}{poll.wall:>8.2f}{poll.wall / INTERVAL:>7.1%}"
             f"{poll.rpcs.ctld_ms():>9.1f}{user_us / 1000:>9.1f}{poll.rpcs.dbd_ms():>8.1f}"
             f"  RPCs ms: {poll.rpcs.ctld_summary()} ({user_count} from {POLL_USER});"
             f" commands: {commands}"
         )
+
+
+def _by_kind(commands: list[tuple[str, float]]) -> dict[str, tuple[int, float]]:
+    """(runs, wall s in all) by kind of command, in order of first run."""
+    kinds: dict[str, tuple[int, float]] = {}
+    for kind, wall in commands:
+        count, total = kinds.get(kind, (0, 0.0))
+        kinds[kind] = (count + 1, total + wall)
+    return kinds
+
+
+def print_few_changed(polls: list[Poll]) -> None:
+    """Side by side: the same number of new jobs fetched as a list and one id at a time."""
+    if not polls:
+        return
+    print(
+        f"\nA few jobs new per poll (as many cancelled), {INTERVAL:g} s interval: slurmctld ms"
+        " per poll (sdiag), min-max over the polls"
+    )
+    print(f"{'':12}{'one list':>40}{'one by one':>40}")
+    print(f"{'':12}" + f"{'ctld ms':>12}{'of which job reads':>19}{'wall s':>11}" * 2)
+    for count in FEW_CHANGED:
+        row = f"{f'{count} new':12}"
+        for way in FETCH_WAYS:
+            mine = [p for p in polls if p.label == f"{count} new, {way}"]
+            ctld = [p.rpcs.ctld_ms() for p in mine]
+            info = [sum(p.rpcs.by_type.get(t, (0, 0))[1] for t in _JOB_INFO) / 1000 for p in mine]
+            wall = [p.wall for p in mine]
+            row += f"{_span(ctld, 1):>12}{_span(info, 1):>19}{_span(wall, 2):>11}"
+        print(row)
+
+
+_JOB_INFO = ("REQUEST_JOB_INFO", "REQUEST_JOB_INFO_SINGLE")
+
+
+def _span(values: list[float], digits: int) -> str:
+    low, high = (f"{value:.{digits}f}" for value in (min(values), max(values)))
+    return low if low == high else f"{low}-{high}"
 
 
 def print_queries(rows: dict[str, tuple[float, Rpcs, int] | None], reads: int) -> None:
@@ -380,7 +467,9 @@ async def run(args: argparse.Namespace) -> int:
         raise RuntimeError("too few jobs were queued: is MaxJobCount above --jobs?")
     polls = await poll_phase("before: full poll", True, args.polls, 0)
     polls += await poll_phase("after: as skybot polls now", False, args.polls, args.polls)
-    print_polls(polls)
+    few = await few_changed_phase(args.few_polls)
+    print_polls(polls + few)
+    print_few_changed(few)
     some = held_job_ids()
     rows = {
         name: measure_query(command, args.reads)
@@ -396,6 +485,9 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--polls", type=int, default=3, help="steady polls of each kind")
     parser.add_argument("--reads", type=int, default=3, help="reads of each query alone")
+    parser.add_argument(
+        "--few-polls", type=int, default=2, help="polls of each few-changed count and way"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # A kill (a timeout around the lock) still cancels the jobs.

@@ -67,6 +67,21 @@ DIGEST_TIMEOUT_SECONDS = 120.0
 # every record is fetched again every this many polls.
 FULL_RECORDS_EVERY = 20
 _MAX_JOBS_ARGUMENT = 100_000
+# 24.11's slurmctld answers a `--jobs=` list with a read of every job (REQUEST_JOB_INFO;
+# squeue filters on the client), a single id with REQUEST_JOB_INFO_SINGLE and FED_INFO.
+# benchmarks/controller_cost.py at 20,000 held jobs (sdiag): a list 51-56 ms however few it
+# names, a single id 0.1-0.2 ms, so singles stay below one list up to hundreds of ids (and
+# at any count from about 1,300 jobs in the queue). What bounds them is the bot's host: each
+# is a squeue process of about 40 ms: with 5 the poll took 0.27 s (the list's: 0.34 s),
+# with 50 0.9-1.1 s (0.4 s). Up to this many new or changed jobs are fetched one id at a
+# time, which spares the controller nearly all of a quiet cluster's poll.
+ONE_BY_ONE_MAX = 20
+# Single fetches in flight at once: enough to wait on slurmctld in parallel, not a process
+# per id on a small host.
+ONE_BY_ONE_AT_ONCE = 4
+# What squeue says, exiting 1, for an id slurmctld no longer holds: a job that ended and
+# was purged (MinJobAge) between the states listing and its fetch. An answer, not an outage.
+_UNKNOWN_JOB = "Invalid job id specified"
 
 SINFO_NODES = ("sinfo", ["--json"])
 SCONTROL_NODES = ("scontrol", ["show", "nodes", "--json"])
@@ -206,8 +221,9 @@ class SlurmPoller:
         return digest
 
     async def _changed_records(self, spool: Path, states: Path) -> tuple[Path, ...]:
-        """The full records of the jobs that are new or changed state, in as few squeue
-        calls as the command line allows; every job's, every FULL_RECORDS_EVERY polls."""
+        """The full records of the jobs that are new or changed state: one squeue each for
+        up to ONE_BY_ONE_MAX of them, else in as few `--jobs=` lists as the command line
+        allows; every job's, every FULL_RECORDS_EVERY polls."""
         if self._committed is None or self._polls_since_everything >= FULL_RECORDS_EVERY:
             self._polls_since_everything = 0
             # One plain read: `--jobs=` costs slurmctld a read of every job all the same
@@ -220,12 +236,49 @@ class SlurmPoller:
         job_ids = await self._worker.changed_jobs(
             ChangedJobsRequest(states, self._committed), DIGEST_TIMEOUT_SECONDS
         )
+        if len(job_ids) <= ONE_BY_ONE_MAX:
+            return await self._records_one_by_one(spool, job_ids)
         paths = []
         for number, chunk in enumerate(_job_id_lists(job_ids)):
             path = spool / f"squeue-{number}.json"
-            await self._run_into(path, "squeue", ["--all", "--json", f"--jobs={chunk}"])
-            paths.append(path)
+            # The last list can hold a single id, which squeue asks for as one job.
+            if await self._records_into(path, chunk):
+                paths.append(path)
         return tuple(paths)
+
+    async def _records_one_by_one(self, spool: Path, job_ids: list[str]) -> tuple[Path, ...]:
+        """Each job's (an array's: all its records) with its own `squeue --json --jobs=ID`,
+        a few at a time; a job slurmctld no longer knows has no file, as if not listed now
+        (the digest asks for it again if it is still listed next poll)."""
+        pending = iter(enumerate(job_ids))
+        found: dict[int, Path] = {}
+
+        async def fetch_until_done() -> None:
+            for number, job_id in pending:
+                path = spool / f"squeue-{number}.json"
+                if await self._records_into(path, job_id):
+                    found[number] = path
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for _ in range(min(ONE_BY_ONE_AT_ONCE, len(job_ids))):
+                    group.create_task(fetch_until_done())
+        except* SlurmCommandError as failed:
+            # The first failure, as the one list fetch would have raised it.
+            raise failed.exceptions[0] from None
+        return tuple(found[number] for number in sorted(found))
+
+    async def _records_into(self, path: Path, job_ids: str) -> bool:
+        """`squeue --all --json --jobs=IDS` into `path`; False if squeue, asked for one id,
+        says slurmctld holds no such job (for a list it leaves unknown ids out)."""
+        try:
+            # --all as in every other read: a job in a hidden partition is listed too.
+            await self._run_into(path, "squeue", ["--all", "--json", f"--jobs={job_ids}"])
+        except SlurmCommandError as error:
+            if _UNKNOWN_JOB in error.stderr:
+                return False
+            raise
+        return True
 
     async def _controller_outputs(self, spool: Path) -> Path | None:
         """squeue's and the nodes' output, in files. Where squeue has --only-job-state

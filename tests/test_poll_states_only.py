@@ -2,11 +2,13 @@
 that are new or changed state, and the snapshot is the same as a full poll's.
 
 No cluster: slurm.bin_dir holds a stand-in squeue that answers from a v0.0.42 document as
-24.11's does: ids and states for --only-job-state, the listed jobs for --jobs=.
+24.11's does: ids and states for --only-job-state, the listed jobs for --jobs=, and for a
+single id slurmctld no longer holds, exit 1 and "Invalid job id specified" (24.11.5).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import shlex
 import sys
@@ -19,21 +21,40 @@ from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_squeue
 from scheduler.poll_digest import ChangedJobsRequest, PollDigester
-from scheduler.slurm_poller import FULL_RECORDS_EVERY, SlurmPoller
-from store.snapshots import load_snapshot
+from scheduler.slurm_poller import (
+    FULL_RECORDS_EVERY,
+    ONE_BY_ONE_AT_ONCE,
+    ONE_BY_ONE_MAX,
+    SlurmPoller,
+    _job_id_lists,
+)
+from store.snapshots import load_snapshot, load_source_status
 from store.writer import StoreWriter
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.42"
 
 # Answers like 24.11's squeue from the document in squeue.json beside it.
 SQUEUE = """
-import json, sys
+import json, os, sys, time
 from pathlib import Path
 here = Path(sys.argv[0]).parent
 with open(here / "calls.log", "a") as log:
     log.write(" ".join(sys.argv[1:]) + "\\n")
 document = json.loads((here / "squeue.json").read_text())
 jobs = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--jobs=")]
+if jobs and (here / "down").exists():
+    sys.exit("slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
+if jobs:
+    # How many fetches run at once, as each sees it: every run leaves a file while it lasts.
+    running = here / "running"
+    running.mkdir(exist_ok=True)
+    mine = running / str(os.getpid())
+    mine.touch()
+    with open(here / "at-once.log", "a") as log:
+        log.write(f"{len(os.listdir(running))}\\n")
+    slow = here / "fetch-seconds"
+    time.sleep(float(slow.read_text()) if slow.exists() else 0)
+    mine.unlink()
 def key(job):
     # As 24.11 prints it: a string; an array's task as ARRAY_TASK, a pending array's rest
     # as ARRAY_[TASKS].
@@ -45,12 +66,18 @@ if "--only-job-state" in sys.argv:
     # Ended jobs too, until MinJobAge, unlike the default listing.
     document["jobs"] = [{"job_id": key(j), "state": j["job_state"]} for j in document["jobs"]]
     document["jobs"].append({"job_id": "99", "state": ["CANCELLED"]})
+    # Jobs listed here that slurmctld purges before they are fetched.
+    extra = here / "states-extra.json"
+    document["jobs"] += json.loads(extra.read_text()) if extra.exists() else []
 elif jobs:
     wanted = {int(i) for i in jobs[0].split(",")}
     document["jobs"] = [
         j for j in document["jobs"]
         if j["job_id"] in wanted or j["array_job_id"]["number"] in wanted
     ]
+    if len(wanted) == 1 and not document["jobs"]:
+        # As 24.11.5's, for a job slurmctld does not hold (REQUEST_JOB_INFO_SINGLE).
+        sys.exit("slurm_load_jobs error: Invalid job id specified")
 print(json.dumps(document))
 """
 
@@ -138,6 +165,145 @@ async def test_only_new_and_changed_jobs_are_fetched(tmp_path: Path) -> None:
         snapshot = await writer.run(load_snapshot)
         assert gone not in {job.job_id for job in snapshot.jobs}
         assert len(snapshot.jobs) == len(ids) - 1
+    finally:
+        await poller.close()
+        writer.close()
+
+
+def _add_pending_jobs(document: dict[str, Any], job_ids: range) -> None:
+    """New plain jobs, each a copy of the document's first pending one under a new id."""
+    model = next(j for j in document["jobs"] if j["job_state"] == ["PENDING"])
+    for job_id in job_ids:
+        document["jobs"].append({**copy.deepcopy(model), "job_id": job_id})
+
+
+async def test_a_few_changed_jobs_are_fetched_one_id_at_a_time(tmp_path: Path) -> None:
+    """Up to ONE_BY_ONE_MAX: one `squeue --json --jobs=ID` each (24.11: a cheap
+    REQUEST_JOB_INFO_SINGLE, where a list costs slurmctld a read of every job), an array by
+    its array id; the snapshot is the full parse's all the same."""
+    bin_dir = tmp_path / "bin"
+    _slurm(bin_dir)
+    writer = StoreWriter(tmp_path / "skybot.db")
+    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
+    document = json.loads((bin_dir / "squeue.json").read_text())
+    try:
+        assert await poller.poll_jobs()
+        _calls(bin_dir)
+        task = next(j for j in document["jobs"] if j["array_task_id"]["set"])
+        _set_state(document, task["job_id"], "COMPLETING")
+        _set_state(document, 8, "COMPLETING")
+        _add_pending_jobs(document, range(1000, 1000 + ONE_BY_ONE_MAX - 2))
+        (bin_dir / "squeue.json").write_text(json.dumps(document))
+        (bin_dir / "fetch-seconds").write_text("0.3")  # long enough to overlap, unbounded
+        assert await poller.poll_jobs()
+        fetched = [str(i) for i in range(1000, 1000 + ONE_BY_ONE_MAX - 2)]
+        array = str(task["array_job_id"]["number"])
+        states, *fetches = _calls(bin_dir)
+        assert states == "--all --only-job-state --json"
+        # In any order: a few run at once.
+        assert sorted(fetches) == sorted(f"--all --json --jobs={i}" for i in ["8", array, *fetched])
+        assert await _snapshot_is(writer, document)
+        # At most ONE_BY_ONE_AT_ONCE squeue processes at a time.
+        at_once = [int(n) for n in (bin_dir / "at-once.log").read_text().split()]
+        assert len(at_once) == ONE_BY_ONE_MAX and max(at_once) <= ONE_BY_ONE_AT_ONCE
+    finally:
+        await poller.close()
+        writer.close()
+
+
+async def test_more_changed_jobs_than_that_are_fetched_in_one_list(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    _slurm(bin_dir)
+    writer = StoreWriter(tmp_path / "skybot.db")
+    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
+    document = json.loads((bin_dir / "squeue.json").read_text())
+    try:
+        assert await poller.poll_jobs()
+        _calls(bin_dir)
+        new = range(1000, 1000 + ONE_BY_ONE_MAX + 1)
+        _add_pending_jobs(document, new)
+        (bin_dir / "squeue.json").write_text(json.dumps(document))
+        assert await poller.poll_jobs()
+        assert _fetches(bin_dir) == [",".join(str(i) for i in new)]
+        assert await _snapshot_is(writer, document)
+    finally:
+        await poller.close()
+        writer.close()
+
+
+async def test_a_job_purged_before_its_fetch_is_not_listed_and_the_poll_succeeds(
+    tmp_path: Path,
+) -> None:
+    """Listed by the states query, gone from slurmctld (MinJobAge) by its own fetch: 24.11's
+    squeue exits 1, "Invalid job id specified". That job is not listed now; the poll, and the
+    other jobs' fetches, stand."""
+    bin_dir = tmp_path / "bin"
+    _slurm(bin_dir)
+    writer = StoreWriter(tmp_path / "skybot.db")
+    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
+    document = json.loads((bin_dir / "squeue.json").read_text())
+    try:
+        assert await poller.poll_jobs()
+        _calls(bin_dir)
+        _set_state(document, 8, "COMPLETING")
+        (bin_dir / "squeue.json").write_text(json.dumps(document))
+        (bin_dir / "states-extra.json").write_text(
+            json.dumps([{"job_id": "4242", "state": ["RUNNING"]}])
+        )
+        assert await poller.poll_jobs()
+        assert sorted(_fetches(bin_dir)) == ["4242", "8"]
+        assert await _snapshot_is(writer, document)
+        assert not (await writer.run(load_source_status, "slurm")).failing
+        # Still listed: asked for again, as any job listed but not fetched is.
+        assert await poller.poll_jobs()
+        assert _fetches(bin_dir) == ["4242"]
+    finally:
+        await poller.close()
+        writer.close()
+
+
+async def test_a_purged_job_alone_in_the_last_list_does_not_fail_the_poll(
+    tmp_path: Path,
+) -> None:
+    """Lists are cut at the command line's limit, so the last may name one id, which squeue
+    asks for as a single job: purged, it is not listed now, as in a longer list."""
+    bin_dir = tmp_path / "bin"
+    _slurm(bin_dir)
+    writer = StoreWriter(tmp_path / "skybot.db")
+    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
+    purged = [str(job_id) for job_id in range(1_000_000, 1_012_501)]
+    assert "," not in _job_id_lists(purged)[-1]
+    try:
+        assert await poller.poll_jobs()
+        _calls(bin_dir)
+        (bin_dir / "states-extra.json").write_text(
+            json.dumps([{"job_id": job_id, "state": ["PENDING"]} for job_id in purged])
+        )
+        assert await poller.poll_jobs()
+        assert len(_fetches(bin_dir)) == 2
+        assert await _snapshot_is(writer, json.loads((bin_dir / "squeue.json").read_text()))
+    finally:
+        await poller.close()
+        writer.close()
+
+
+async def test_a_controller_failing_a_single_fetch_fails_the_poll(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    _slurm(bin_dir)
+    writer = StoreWriter(tmp_path / "skybot.db")
+    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
+    document = json.loads((bin_dir / "squeue.json").read_text())
+    try:
+        assert await poller.poll_jobs()
+        _set_state(document, 8, "COMPLETING")
+        _set_state(document, 9, "COMPLETING")
+        (bin_dir / "squeue.json").write_text(json.dumps(document))
+        (bin_dir / "down").touch()
+        assert await poller.poll_jobs() is False
+        status = await writer.run(load_source_status, "slurm")
+        assert status.failing and "Unable to contact slurm controller" in (status.error or "")
+        running = {job.job_id: job.state for job in (await writer.run(load_snapshot)).jobs}
+        assert running[8] == running[9] == "RUNNING", "the last good snapshot stays"
     finally:
         await poller.close()
         writer.close()

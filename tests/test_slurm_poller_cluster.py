@@ -16,6 +16,8 @@ from msgspec.structs import replace
 from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
 from bot.service import lab_infos
 from core.job_notices import compose_job_notice
+from core.slurm_decode import decode_slurm_json
+from core.slurm_json import parse_squeue
 from core.transitions import Transition
 from core.view import ClusterView
 from handlers.commands import command_table
@@ -24,7 +26,7 @@ from scheduler.slurm_poller import SlurmPoller
 from store.reader import SnapshotCache
 from store.snapshots import decode_job
 from store.writer import StoreWriter
-from tests.cluster import cluster_script, sbatch, squeue_state, wait_until
+from tests.cluster import cluster_script, sbatch, squeue_json, squeue_state, wait_until
 from tests.slurm_wrappers import COMMANDS, as_user, write_wrappers
 
 pytestmark = pytest.mark.cluster
@@ -461,3 +463,137 @@ async def test_free_counts_each_node_of_one_gpu_type_by_its_own_total(
     assert "*`a40`*: 4 idle" in free
     assert "`clippy`: 3 — partitions: `hoffman-lab" in free
     assert f"`{SPARE_NODE}`: 1 — partitions: `hoffman-lab" in free
+
+
+# 24.05+: a poll lists every job's id and state, then fetches the few new or changed jobs
+# one id at a time (`squeue --json --jobs=ID`: slurmctld reads that job alone).
+
+
+def _needs_only_job_state() -> None:
+    listing = subprocess.run(
+        ["squeue", "--all", "--only-job-state", "--json"], capture_output=True, timeout=30
+    )
+    if listing.returncode != 0:
+        pytest.skip("this squeue has no --only-job-state (22.05): every poll reads every job")
+
+
+def _logging_squeue(tmp_path: Path, before: str = "") -> tuple[Path, Path]:
+    """A bin_dir whose squeue runs `before` (shell), then logs its arguments and runs the real
+    one; the other commands are the real ones. Returns (bin_dir, log)."""
+    log = tmp_path / "squeue.log"
+    log.touch()
+    bodies = {c: f'exec /usr/bin/{c} "$@"' for c in COMMANDS}
+    bodies["squeue"] = f'{before}\necho "$*" >> {log}\nexec /usr/bin/squeue "$@"'
+    return write_wrappers(tmp_path / "bin", bodies), log
+
+
+def _fetched(log: Path) -> list[str]:
+    """The `--jobs=` values squeue was asked for since the last call."""
+    calls = log.read_text().split()
+    log.write_text("")
+    return [a.removeprefix("--jobs=") for a in calls if a.startswith("--jobs=")]
+
+
+async def test_a_job_changing_state_is_fetched_by_its_own_id(
+    tmp_path: Path, clean_queue: None
+) -> None:
+    _needs_only_job_state()
+    bin_dir, log = _logging_squeue(tmp_path)
+    h = Harness(_config(tmp_path, bin_dir=str(bin_dir)))
+    try:
+        hoffman = ("-p", "hoffman-lab", "-A", "hoffman-lab", "--hold", "--wrap", "sleep 300")
+        released = sbatch("alice", *hoffman)
+        still_held = sbatch("bob", *hoffman)
+        array = sbatch(
+            "carol", "-p", "kira-lab", "-A", "kira-lab", "--hold", "--array=0-2",
+            "--wrap", "sleep 300",
+        )  # fmt: skip
+        await h.poll()  # the first poll reads every record in one squeue
+        await h.poll()
+        _fetched(log)
+
+        subprocess.run(["scontrol", "release", str(released)], check=True, timeout=30)
+        wait_until(lambda: squeue_state(released) == "RUNNING", 30, "the released job to run")
+        view = await h.poll()
+        fetched = _fetched(log)
+        assert str(released) in fetched and str(still_held) not in fetched
+        assert all("," not in ids for ids in fetched), f"a list was fetched: {fetched}"
+        assert view.jobs_by_id[released].state == "RUNNING"
+        assert view.jobs_by_id[still_held].state == "PENDING"
+        assert (released, "RUNNING") in {(j, s) for j, s, _, _ in await h.transitions()}
+
+        # An array's tasks start: each fetched by one id, its records those a full read lists.
+        subprocess.run(["scontrol", "release", str(array)], check=True, timeout=30)
+
+        def tasks_running() -> set[int] | None:
+            jobs = squeue_json()["jobs"]
+            tasks = {j["job_id"] for j in jobs if j["array_job_id"]["number"] == array}
+            states = {j["job_state"] for j in jobs if j["job_id"] in tasks}
+            return tasks if len(tasks) == 3 and states == {"RUNNING"} else None
+
+        tasks = wait_until(tasks_running, 30, "the array's three tasks to run")
+        view = await h.poll()
+        fetched = _fetched(log)
+        assert fetched and all("," not in ids for ids in fetched), fetched
+        full = parse_squeue(
+            decode_slurm_json(subprocess.check_output(["squeue", "--all", "--json"]))
+        )
+        expected = {j.job_id: j for j in full.records if j.job_id in tasks}
+        assert {i: view.jobs_by_id[i] for i in tasks} == expected
+    finally:
+        h.close()
+
+
+async def test_a_job_gone_before_its_own_fetch_does_not_fail_the_poll(
+    tmp_path: Path, clean_queue: None
+) -> None:
+    """The states listing shows the job running; before its fetch it is cancelled and purged
+    (MinJobAge), so 24.11's squeue answers its id with exit 1, "Invalid job id specified".
+    That is a job no longer listed, not an outage; sacct still tells how it ended."""
+    _needs_only_job_state()
+    vanish = tmp_path / "vanish"
+    between = f"""case " $* " in *" --only-job-state "*)
+  listing=$(/usr/bin/squeue "$@") || exit $?
+  if [ -e {vanish} ]; then
+    job=$(cat {vanish}); rm {vanish}
+    /usr/bin/scancel "$job"
+    tries=0
+    while /usr/bin/squeue --jobs="$job" >/dev/null 2>&1 && [ $tries -lt 300 ]; do
+      sleep 0.5; tries=$((tries + 1))
+    done
+  fi
+  printf '%s\\n' "$listing"; exit 0;;
+esac"""
+    bin_dir, log = _logging_squeue(tmp_path, before=between)
+    config = _config(tmp_path, bin_dir=str(bin_dir))
+    # The listing waits for the purge: up to MinJobAge and slurmctld's purge cycle.
+    config = replace(config, slurm=replace(config.slurm, command_timeout_seconds=200))
+    h = Harness(config)
+    try:
+        job = sbatch(
+            "alice", "-p", "hoffman-lab", "-A", "hoffman-lab", "--hold", "--wrap", "sleep 300"
+        )
+        await h.poll()
+        await h.poll()
+        subprocess.run(["scontrol", "release", str(job)], check=True, timeout=30)
+        wait_until(lambda: squeue_state(job) == "RUNNING", 30, "the job to run")
+        _fetched(log)
+        vanish.write_text(str(job))
+        h.now = max(h.now, time.time())
+        assert await h.poller.poll_jobs() is True
+        assert not vanish.exists(), "the listing did not see the job go"
+        assert _fetched(log) == [str(job)]
+        gone = subprocess.run(["squeue", "--json", f"--jobs={job}"], capture_output=True)
+        assert (gone.returncode, b"Invalid job id specified") == (1, gone.stderr.strip()[-24:])
+        view = await h.cache.refresh()
+        assert not view.snapshot.source("slurm").failing
+        assert job not in view.jobs_by_id
+        for _ in range(20):  # slurmdbd lags the controller by a few seconds
+            await h.poll()
+            if (job, "CANCELLED") in {(j, s) for j, s, _, _ in await h.transitions()}:
+                break
+            await asyncio.sleep(1)
+        else:
+            pytest.fail("the vanished job's end was never recorded from sacct")
+    finally:
+        h.close()
