@@ -52,16 +52,21 @@ IDS_PER_CALL = 100_000 // 7
 STATES = ("RUNNING", "COMPLETING", "PENDING")
 
 
-def _state_entry(job: dict[str, Any]) -> dict[str, Any]:
-    """The job as 24.11's `squeue --only-job-state --json` lists it."""
-    array, task = job["array_job_id"]["number"], job["array_task_id"]
-    if not array:
-        key = str(job["job_id"])
+def _state_entries(job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The job as the real 24.11's `squeue --only-job-state --json` lists it: by its id; a
+    started array task as JOB_TASK; an array's pending record once per task, JOB_TASK."""
+    task = job["array_task_id"]
+    if not job["array_job_id"]["number"]:
+        keys = [str(job["job_id"])]
     elif task["set"]:
-        key = f"{array}_{task['number']}"
+        keys = [f"{job['job_id']}_{task['number']}"]
     else:
-        key = f"{array}_[{job['array_task_string']}]"
-    return {"job_id": key, "state": job["job_state"]}
+        tasks: list[int] = []
+        for part in job["array_task_string"].split("%")[0].split(","):
+            first, _, last = part.partition("-")
+            tasks += range(int(first), int(last or first) + 1)
+        keys = [f"{job['job_id']}_{number}" for number in tasks]
+    return [{"job_id": key, "state": job["job_state"]} for key in keys]
 
 
 def _own_arrays(jobs: list[dict[str, Any]]) -> None:
@@ -93,7 +98,7 @@ def write_polls(folder: Path, jobs: int, nodes: int, changed: float) -> None:
                 if job["job_id"] in wanted:
                     job["job_state"] = [rng.choice(STATES)]
         (poll_dir / "squeue.json").write_text(json.dumps(squeue))
-        states = {**squeue, "jobs": [_state_entry(job) for job in squeue["jobs"]]}
+        states = {**squeue, "jobs": [e for job in squeue["jobs"] for e in _state_entries(job)]}
         (poll_dir / "states.json").write_text(json.dumps(states))
         by_id = {job["job_id"]: job for job in squeue["jobs"]}
         for number, start in enumerate(range(0, len(fetched), IDS_PER_CALL)):

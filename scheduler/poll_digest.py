@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -146,6 +147,16 @@ class PollDigester:
             for key, state in states.items()
             if base is None or base.states.get(key) != state
         }
+        if base is not None:
+            # An array's pending record stands for several tasks. When one starts, it is
+            # listed under a job id of its own; the record's tasks changed, though none of
+            # the ones still listed did.
+            listed = {job.job_id for key, job in base.known.items() if key in states}
+            keys.update(
+                str(job.job_id)
+                for key, job in base.known.items()
+                if key not in states and job.job_id in listed
+            )
         return sorted(keys, key=lambda key: (len(key), key))
 
     def _states(self, path: Path) -> dict[str, JobState]:
@@ -349,19 +360,38 @@ _GONE_STATES = FINAL_STATES - {"PREEMPTED"}
 
 
 def _fetch_key(key: str) -> str:
-    """What to ask `squeue --jobs=` for: the job, or for an array's task (`6_1`, `6_[0-3]`)
-    the whole array."""
+    """What to ask `squeue --jobs=` for: the job, or for an array's key ("93108_0") the job
+    id before the task (a started task's own, or the array's for its pending record)."""
     return key if key.isdigit() else key.split("_", 1)[0]
 
 
-def _array_key(job: Job) -> str | None:
-    """The id squeue's states listing prints for an array's record: "6_1" for a task,
-    "6_[2-5]" for the pending rest. A record whose key is not found there is fetched again
-    on the next poll, as before arrays were matched."""
+# An array's pending record standing for more tasks than this is not matched to the states
+# listing's keys (it is fetched every poll instead): Slurm's MaxArraySize is 1,001 unless
+# raised.
+_MAX_TASKS_MATCHED = 10_000
+_TASK_RANGE = re.compile(r"(\d+)(?:-(\d+)(?::(\d+))?)?")
+
+
+def _listed_keys(job: Job) -> tuple[str, ...]:
+    """The ids the states listing prints for a record, as the real 24.11 cluster prints
+    them: the job's id ("1613"); for an array's record, "<record's job id>_<task>" for each
+    task it stands for. A task that started has its own job id ("93108_0" for task 0 of
+    array 93106); the array's pending record stands for each task still pending ("93105_0"
+    to "93105_3" for "0-3"; "93107_7" and "93107_9" for "7,9%1"). A record none of whose
+    keys is listed is fetched again on the next poll, as before arrays were matched."""
     if job.array_job_id is None or job.array_task is None:
-        return None
-    task = job.array_task
-    return f"{job.array_job_id}_{task}" if task.isdigit() else f"{job.array_job_id}_[{task}]"
+        return (str(job.job_id),)
+    tasks: list[int] = []
+    for part in job.array_task.split("%", 1)[0].split(","):
+        found = _TASK_RANGE.fullmatch(part)
+        if found is None:
+            return ()
+        first, last, step = found.group(1), found.group(2), found.group(3)
+        end = int(last) if last is not None else int(first)
+        tasks.extend(range(int(first), end + 1, max(1, int(step or 1))))
+        if len(tasks) > _MAX_TASKS_MATCHED:
+            return ()
+    return tuple(f"{job.job_id}_{task}" for task in tasks)
 
 
 def _merged_live(
@@ -371,7 +401,7 @@ def _merged_live(
     not change; the states and records of the keys whose records are known; the ids of the
     jobs carried over from the base. A job listed but neither fetched nor known keeps no
     state, so that the next poll asks for it again."""
-    fetched_by_key = {_array_key(job) or str(job.job_id): job for job in fetched}
+    fetched_by_key = {key: job for job in fetched for key in _listed_keys(job)}
     base_states = base.states if base is not None else {}
     base_known = base.known if base is not None else {}
     live: dict[int, Job] = {}

@@ -55,16 +55,24 @@ if jobs:
     slow = here / "fetch-seconds"
     time.sleep(float(slow.read_text()) if slow.exists() else 0)
     mine.unlink()
-def key(job):
-    # As 24.11 prints it: a string; an array's task as ARRAY_TASK, a pending array's rest
-    # as ARRAY_[TASKS].
+def keys(job):
+    # As the real 24.11 prints them: a string; a started array task under its own job id
+    # as JOB_TASK; an array's pending record as JOB_TASK for each task it stands for.
     array, task = job["array_job_id"]["number"], job["array_task_id"]
     if not array:
-        return str(job["job_id"])
-    return f"{array}_{task['number']}" if task["set"] else f"{array}_[{job['array_task_string']}]"
+        return [str(job["job_id"])]
+    if task["set"]:
+        return [f"{job['job_id']}_{task['number']}"]
+    tasks = []
+    for part in job["array_task_string"].split("%")[0].split(","):
+        first, _, last = part.partition("-")
+        tasks += range(int(first), int(last or first) + 1)
+    return [f"{job['job_id']}_{n}" for n in tasks]
 if "--only-job-state" in sys.argv:
     # Ended jobs too, until MinJobAge, unlike the default listing.
-    document["jobs"] = [{"job_id": key(j), "state": j["job_state"]} for j in document["jobs"]]
+    document["jobs"] = [
+        {"job_id": key, "state": j["job_state"]} for j in document["jobs"] for key in keys(j)
+    ]
     document["jobs"].append({"job_id": "99", "state": ["CANCELLED"]})
     # Jobs listed here that slurmctld purges before they are fetched.
     extra = here / "states-extra.json"
@@ -138,8 +146,8 @@ async def test_only_new_and_changed_jobs_are_fetched(tmp_path: Path) -> None:
         assert len((await writer.run(load_snapshot)).jobs) == len(ids)
 
         assert await poller.poll_jobs()
-        # Nothing changed: nothing is read again, arrays included (their tasks' records are
-        # matched to the "6_1" and "6_[2-5]" keys squeue's states listing prints).
+        # Nothing changed: nothing is read again, arrays included (their records are matched
+        # to the "14_0", "13_1" ... "13_3" keys squeue's states listing prints).
         assert _fetches(bin_dir) == []
 
         changed = plain[0]
@@ -149,12 +157,13 @@ async def test_only_new_and_changed_jobs_are_fetched(tmp_path: Path) -> None:
         assert _fetches(bin_dir) == [str(changed)]
         assert await _snapshot_is(writer, document)
 
-        # One task of an array changes state: that array's records are read, no other's.
+        # A started task of an array changes state: its own record is read (under the job
+        # id it was given when it started), no other's.
         task = next(j for j in document["jobs"] if j["array_task_id"]["set"])
         _set_state(document, task["job_id"], "COMPLETING")
         (bin_dir / "squeue.json").write_text(json.dumps(document))
         assert await poller.poll_jobs()
-        assert _fetches(bin_dir) == [str(task["array_job_id"]["number"])]
+        assert _fetches(bin_dir) == [str(task["job_id"])]
         assert await _snapshot_is(writer, document)
 
         gone = ids[1]
@@ -165,6 +174,39 @@ async def test_only_new_and_changed_jobs_are_fetched(tmp_path: Path) -> None:
         snapshot = await writer.run(load_snapshot)
         assert gone not in {job.job_id for job in snapshot.jobs}
         assert len(snapshot.jobs) == len(ids) - 1
+    finally:
+        await poller.close()
+        writer.close()
+
+
+async def test_a_task_leaving_an_arrays_pending_record_refetches_that_record(
+    tmp_path: Path,
+) -> None:
+    """Task 1 of pending array 13 ("1-3") starts as job 19: 24.11 lists it as "19_1"
+    instead of "13_1", and "13_2", "13_3" stay PENDING. The pending record now says "2-3"
+    although none of its listed tasks changed state: it is fetched again with the new task,
+    and nothing else is; once read, a quiet poll fetches nothing."""
+    bin_dir = tmp_path / "bin"
+    _slurm(bin_dir)
+    writer = StoreWriter(tmp_path / "skybot.db")
+    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
+    document = json.loads((bin_dir / "squeue.json").read_text())
+    try:
+        assert await poller.poll_jobs()
+        pending = next(j for j in document["jobs"] if j["job_id"] == 13)
+        assert pending["array_task_string"] == "1-3"
+        started = copy.deepcopy(next(j for j in document["jobs"] if j["job_id"] == 14))
+        started["job_id"] = 19
+        started["array_task_id"] = {"set": True, "infinite": False, "number": 1}
+        pending["array_task_string"] = "2-3"
+        document["jobs"].append(started)
+        (bin_dir / "squeue.json").write_text(json.dumps(document))
+        _calls(bin_dir)
+        assert await poller.poll_jobs()
+        assert sorted(_fetches(bin_dir)) == ["13", "19"]
+        assert await _snapshot_is(writer, document)
+        assert await poller.poll_jobs()
+        assert _fetches(bin_dir) == []
     finally:
         await poller.close()
         writer.close()
@@ -197,7 +239,7 @@ async def test_a_few_changed_jobs_are_fetched_one_id_at_a_time(tmp_path: Path) -
         (bin_dir / "fetch-seconds").write_text("0.3")  # long enough to overlap, unbounded
         assert await poller.poll_jobs()
         fetched = [str(i) for i in range(1000, 1000 + ONE_BY_ONE_MAX - 2)]
-        array = str(task["array_job_id"]["number"])
+        array = str(task["job_id"])
         states, *fetches = _calls(bin_dir)
         assert states == "--all --only-job-state --json"
         # In any order: a few run at once.
