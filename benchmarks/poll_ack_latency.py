@@ -16,8 +16,8 @@ Targets (issue 17): no ack over 50 ms; p99 with polling within 1.5x of p99 pause
     python3 benchmarks/poll_ack_latency.py --quick      # 10,000 jobs, 20 s per row
     python3 benchmarks/poll_ack_latency.py --probe --logs DIR   # what the slow acks waited
         for: the bots run with benchmarks/pause_probe (a watchdog logging, with wall-clock
-        times, when the bot's interpreter was held and by which thread), and the slow acks'
-        times are printed to set beside those lines in DIR/bot-*.log
+        times, when the bot's interpreter was held and by which thread), and each slow
+        ack is printed with the reports made while it was out (all in DIR/bot-*.log)
 """
 
 from __future__ import annotations
@@ -167,15 +167,38 @@ async def measure_row(
             bot.wait(timeout=30)
     sent = json.loads(out)
     latencies = [latency for _, latency in sent]
-    slow = [f"{at:.3f} ({latency:.0f} ms)" for at, latency in sent if latency > SLOW_MS]
     if probe:
-        print(f"poll every {poll_seconds:g} s: acks over {SLOW_MS:.0f} ms sent at {slow}")
+        slow = [(at, latency) for at, latency in sent if latency > SLOW_MS]
+        print(f"poll every {poll_seconds:g} s: {len(slow)} acks over {SLOW_MS:.0f} ms")
+        probed = probe_lines((logs / f"bot-{int(poll_seconds)}.log").read_text(errors="replace"))
+        for at, latency in slow:
+            print(f"  sent at {at:.3f}, took {latency:.0f} ms; the probe meanwhile:")
+            for line in during(probed, at, at + latency / 1000):
+                print(f"    {line}")
     polls = polls_after - polls_before
     return {
         **summary(latencies),
         "polls": polls,
         "poll_s": (poll_seconds_after - poll_seconds_before) / polls if polls else 0.0,
     }
+
+
+def probe_lines(log: str) -> list[tuple[float, str]]:
+    """(wall-clock time, first line) of each benchmarks/pause_probe report in a bot's log.
+    The probe stamps a report when it is written: a stall ends then, and began its length
+    before (a collection's or a late wake-up's, in the line)."""
+    return [
+        (float(match.group(1)), match.group(0))
+        for match in re.finditer(r"^probe (\d+\.\d+) .*$", log, re.M)
+    ]
+
+
+def during(probed: list[tuple[float, str]], start: float, end: float) -> list[str]:
+    """The reports stamped while an ack was out, or up to 0.2 s after (a stall that held
+    it may end, and be written, after the ack went out); none at all means the bot was
+    not held for as long as the probe reports (see benchmarks/pause_probe)."""
+    lines = [line for at, line in probed if start <= at <= end + 0.2]
+    return lines or ["(nothing: no stall of the bot's interpreter it reports)"]
 
 
 def summary(latencies_ms: list[float]) -> dict[str, float]:
