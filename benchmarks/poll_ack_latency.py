@@ -16,15 +16,17 @@ Targets (issue 17): no ack over 50 ms; p99 with polling within 1.5x of p99 pause
     python3 benchmarks/poll_ack_latency.py --quick      # 10,000 jobs, 20 s per row
     python3 benchmarks/poll_ack_latency.py --probe --logs DIR   # what the slow acks waited
         for: the bots run with benchmarks/pause_probe (a watchdog logging, with wall-clock
-        times, when the bot's interpreter was held and by which thread), and the slow acks'
-        times are printed to set beside those lines in DIR/bot-*.log
+        times, when the bot's interpreter was held and by which thread), and each slow
+        ack is printed with the reports made while it was out (all in DIR/bot-*.log)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
+import os
 import re
 import shlex
 import statistics
@@ -151,31 +153,64 @@ async def measure_row(
         try:
             await wait_ready(metrics_url, timeout=600)
             polls_before, poll_seconds_before = await poll_figures(metrics_url)
-            load = await asyncio.create_subprocess_exec(
-                sys.executable,
-                __file__,
-                "--load",
-                f"http://127.0.0.1:{http}/slack/events",
-                "--seconds",
-                str(seconds),
-                stdout=asyncio.subprocess.PIPE,
-            )
-            out, _ = await load.communicate()
+            # Probed too: an ack can also be slow because the load generator was held.
+            with (logs / f"load-{int(poll_seconds)}.log").open("wb") as load_log:
+                load = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    __file__,
+                    "--load",
+                    f"http://127.0.0.1:{http}/slack/events",
+                    "--seconds",
+                    str(seconds),
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=load_log,
+                    env={**os.environ, **extra_env} if extra_env else None,
+                )
+                out, _ = await load.communicate()
             polls_after, poll_seconds_after = await poll_figures(metrics_url)
         finally:
             bot.terminate()
             bot.wait(timeout=30)
     sent = json.loads(out)
     latencies = [latency for _, latency in sent]
-    slow = [f"{at:.3f} ({latency:.0f} ms)" for at, latency in sent if latency > SLOW_MS]
     if probe:
-        print(f"poll every {poll_seconds:g} s: acks over {SLOW_MS:.0f} ms sent at {slow}")
+        slow = [(at, latency) for at, latency in sent if latency > SLOW_MS]
+        print(f"poll every {poll_seconds:g} s: {len(slow)} acks over {SLOW_MS:.0f} ms")
+        probed = [
+            (at, f"{who}: {line}")
+            for who, name in (("bot", "bot"), ("load generator", "load"))
+            for at, line in probe_lines(
+                (logs / f"{name}-{int(poll_seconds)}.log").read_text(errors="replace")
+            )
+        ]
+        for at, latency in slow:
+            print(f"  sent at {at:.3f}, took {latency:.0f} ms; the probe meanwhile:")
+            for line in during(probed, at, at + latency / 1000):
+                print(f"    {line}")
     polls = polls_after - polls_before
     return {
         **summary(latencies),
         "polls": polls,
         "poll_s": (poll_seconds_after - poll_seconds_before) / polls if polls else 0.0,
     }
+
+
+def probe_lines(log: str) -> list[tuple[float, str]]:
+    """(wall-clock time, first line) of each benchmarks/pause_probe report in a bot's log.
+    The probe stamps a report when it is written: a stall ends then, and began its length
+    before (a collection's or a late wake-up's, in the line)."""
+    return [
+        (float(match.group(1)), match.group(0))
+        for match in re.finditer(r"^probe (\d+\.\d+) .*$", log, re.M)
+    ]
+
+
+def during(probed: list[tuple[float, str]], start: float, end: float) -> list[str]:
+    """The reports stamped while an ack was out, or up to 0.2 s after (a stall that held
+    it may end, and be written, after the ack went out); none at all means neither the bot
+    nor the load generator was held (interpreter or host) as long as the probe reports."""
+    lines = [line for at, line in probed if start <= at <= end + 0.2]
+    return lines or ["(nothing: neither process was held 15 ms or more)"]
 
 
 def summary(latencies_ms: list[float]) -> dict[str, float]:
@@ -202,10 +237,15 @@ async def load(url: str, seconds: float) -> list[tuple[float, float]]:
         for _ in range(20):
             await send()  # warm-up
         latencies = []
+        # No collections here while it measures: with --probe, a full collection of 48 ms
+        # in this process (over the growing list of latencies) was the one ack over 50 ms
+        # of a run, counted as the bot's. A minute's garbage fits in memory.
+        gc.disable()
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             sent_at = time.time()
             latencies.append((sent_at, await send() * 1000))
+        gc.enable()
     return latencies
 
 

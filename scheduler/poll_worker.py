@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from scheduler.poll_digest import ChangedJobsRequest, DigestRequest, PollDigest, PollDigester
-from scheduler.slurm_commands import SlurmCommandError
+from scheduler.slurm_commands import POLL_NICENESS, SlurmCommandError
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,6 @@ _LENGTH = struct.Struct("!Q")
 # Answers bigger than this are unpickled on a thread (a first, full digest of 100,000 jobs
 # is tens of MB); a steady-state answer is unpickled right away.
 _UNPICKLE_INLINE_BYTES = 1 << 20
-_NICENESS = 10
 _ROOT = str(Path(__file__).resolve().parent.parent)
 _CHILD = (
     "import sys; sys.path.insert(0, sys.argv[1]); from scheduler.poll_worker import serve; serve()"
@@ -188,7 +187,7 @@ def serve(requests: BinaryIO | None = None, answers: BinaryIO | None = None) -> 
     requests = requests or sys.stdin.buffer
     # A poll can wait; an answer cannot. On a small host, the bot's own process gets the CPU
     # first while the worker digests.
-    os.nice(_NICENESS)
+    os.nice(POLL_NICENESS)
     # What the digester keeps (100,000 jobs: some 300,000 tracked objects) holds no cycles.
     # Left to the collector, full collections over it cost a second of every steady poll
     # at that size; instead, a poll runs with no collection at all, and after its answer

@@ -3,6 +3,7 @@
 Never through a shell, so nothing from a job name or a config value is ever interpreted.
 Output goes to a temporary file rather than a pipe: `squeue --json` for 10,000 jobs is tens
 of megabytes, and a pipe read would hold it twice (the chunks, then the joined bytes).
+The commands run at POLL_NICENESS, as the poll worker does.
 """
 
 from __future__ import annotations
@@ -15,6 +16,12 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from core.slurm_decode import SlurmDecodeError, decode_slurm_json
+
+# How much nicer than the bot the poll's own work runs: the poll worker, and the Slurm
+# client commands it digests the output of. A poll can wait; an answer cannot. On a small
+# host, a Slurm client building a large document (24.x squeue spends seconds of CPU on
+# 100,000 jobs) at the bot's own priority takes the CPU from the event loop's answers.
+POLL_NICENESS = 10
 
 
 class SlurmCommandError(Exception):
@@ -54,6 +61,7 @@ async def run_slurm_into(
         )
     except OSError as error:
         raise SlurmCommandError(f"cannot start {program}: {error.strerror}") from None
+    _renice(process.pid)
     try:
         _, stderr = await asyncio.wait_for(process.communicate(), timeout)
     except TimeoutError:
@@ -112,6 +120,18 @@ _EMPTY_RESULT = 9003
 
 def _means_no_results(error: Any) -> bool:
     return isinstance(error, dict) and error.get("error_number") == _EMPTY_RESULT
+
+
+def _renice(pid: int) -> None:
+    """The started command, POLL_NICENESS nicer than the bot (as the worker's os.nice).
+    Set from here, just after the start: a `preexec_fn` would make Python fork the whole
+    bot (hundreds of MB) on the event loop instead of using vfork. The command has run
+    for a few microseconds at the bot's priority by then, which does not matter."""
+    niceness = min(19, os.getpriority(os.PRIO_PROCESS, 0) + POLL_NICENESS)
+    # Gone already (a quick command), or not ours to change (a setuid wrapper): it just
+    # runs at the bot's priority.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.setpriority(os.PRIO_PROCESS, pid, niceness)
 
 
 async def _reap(process: asyncio.subprocess.Process) -> None:

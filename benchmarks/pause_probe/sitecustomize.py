@@ -1,9 +1,9 @@
 """Diagnostics for benchmarks/poll_ack_latency.py --probe: what holds the bot's process.
 
 Put on the bot's PYTHONPATH only by that option. A watchdog thread wakes every 5 ms; when
-it wakes late (the interpreter lock was held elsewhere, or the process got no CPU), it logs
-how late, every thread's CPU time in that gap (from /proc: which thread ran), and the main
-thread's stack. Full collections over 10 ms are logged with their duration. Lines start
+it wakes over 15 ms late (the interpreter lock was held elsewhere, or the process got no
+CPU), it logs how late, every thread's CPU time in that gap (from /proc: which thread ran),
+and the main thread's stack. Collections over 10 ms are logged with their duration. Lines start
 with the wall-clock time, to set beside the load generator's slow acks.
 """
 
@@ -17,7 +17,7 @@ import time
 import traceback
 
 _TICK = 0.005
-_LATE = 0.030
+_LATE = 0.015
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 

@@ -1,0 +1,54 @@
+"""Running Slurm's client commands: they run at the poll worker's niceness, not the bot's.
+
+No cluster: the commands are scripts in a temporary `bin_dir`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from scheduler.poll_worker import PollWorker
+from scheduler.slurm_commands import POLL_NICENESS, run_slurm
+
+# Its own niceness, once the bot has set it (it polls, so the test does not depend on how
+# soon after the start that happens; never set, it prints the bot's after 10 s).
+_PRINTS_ITS_NICENESS = """#!/bin/sh
+tries=0
+while [ "$(ps -o ni= -p $$)" -eq "$1" ] && [ "$tries" -lt 100 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+done
+ps -o ni= -p $$
+"""
+
+
+def _niceness(pid: int | str = "self") -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[16])
+
+
+def _expected() -> int:
+    return min(19, os.getpriority(os.PRIO_PROCESS, 0) + POLL_NICENESS)
+
+
+async def test_a_slurm_command_runs_at_the_poll_workers_niceness(tmp_path: Path) -> None:
+    squeue = tmp_path / "squeue"
+    squeue.write_text(_PRINTS_ITS_NICENESS)
+    squeue.chmod(0o755)
+    bots = os.getpriority(os.PRIO_PROCESS, 0)
+    out = await run_slurm(str(tmp_path), "squeue", [str(bots)], timeout=60)
+    assert int(out) == _expected() != bots
+
+
+async def test_the_poll_worker_runs_at_the_same_niceness(tmp_path: Path) -> None:
+    from tests.test_poll_worker import _polls, _write
+
+    worker = PollWorker()
+    try:
+        # After an answer, the worker has set its niceness (at the start of its loop).
+        await worker.digest(_write(tmp_path / "out", *_polls("v0.0.38")[0]), timeout=60)
+        assert worker.pid is not None
+        assert _niceness(worker.pid) == _expected()
+    finally:
+        await worker.close()
