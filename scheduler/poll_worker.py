@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 
 from scheduler.poll_digest import ChangedJobsRequest, DigestRequest, PollDigest, PollDigester
 from scheduler.slurm_commands import POLL_NICENESS, SlurmCommandError
+from store.gc_pauses import no_collections
 
 log = logging.getLogger(__name__)
 
@@ -141,16 +142,10 @@ class PollWorker:
 def _unpickled(message: bytearray, buffers: list[bytearray]) -> tuple[bool, Any]:
     """The answer, unpickled with no automatic collection: measured at 100,000 jobs
     (benchmarks/poll_ack_latency.py --probe), unpickling 5,000 observed jobs set off young
-    collections of 25-85 ms on the unpickling thread, which hold the event loop too. An
-    answer has no cycles; its objects are collected as usual once it is handled."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    collections of 25-85 ms on the unpickling thread, which hold the event loop too."""
+    with no_collections():
         answer: tuple[bool, Any] = pickle.loads(message, buffers=buffers)
-        return answer
-    finally:
-        if enabled:
-            gc.enable()
+    return answer
 
 
 async def _read_frames(stream: asyncio.StreamReader) -> list[bytearray]:

@@ -8,10 +8,8 @@ reloads it on a worker thread only when a newer snapshot was committed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import gc
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import sqlite_utils
@@ -20,33 +18,8 @@ from core.images import GUIDE_MIN_RELEASE
 from core.snapshot import ClusterSnapshot
 from core.view import ClusterView, LabInfo
 from store.db import open_db
+from store.gc_pauses import exempt_from_full_collections, no_collections
 from store.snapshots import JobDecoder, load_snapshot, snapshot_version
-
-
-def _exempt_from_full_collections() -> None:
-    """Move everything alive now, the new snapshot included, out of the garbage collector's
-    reach. At 100,000 jobs the snapshot is some 300,000 tracked objects, and a full
-    collection over them holds the interpreter for 100-200 ms: every slash command waits.
-    The price: cyclic garbage older than the young generations, alive when this runs, is
-    never collected (the young ones are collected first); the snapshot holds no cycles."""
-    gc.collect(1)
-    gc.freeze()
-
-
-@contextlib.contextmanager
-def _no_collections() -> Iterator[None]:
-    """No automatic collection while a snapshot loads. Measured at 100,000 jobs (benchmarks/
-    poll_ack_latency.py --probe): loading and warming it set off full collections of 40-70
-    ms on this thread, each holding every other thread, the loop's acks included, before
-    the freeze above could take the new snapshot out of reach. What it makes has no cycles;
-    the young collection before the freeze takes whatever garbage it left."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class SnapshotCache:
@@ -79,7 +52,9 @@ class SnapshotCache:
             if self._db is None:
                 self._db = open_db(self._path, any_thread=True)
             if snapshot_version(self._db) != self._view.snapshot.version:
-                with _no_collections():
+                # Loading and warming it set off collections of 40-70 ms on this thread
+                # before the freeze could take the new snapshot out of their reach.
+                with no_collections():
                     snapshot = load_snapshot(self._db, self._decoder)
                     self._decoder.next_snapshot()
                     # In two steps, each before collections resume (resumed first, they
@@ -87,10 +62,10 @@ class SnapshotCache:
                     # collection costs what its objects refer to: the snapshot's and the
                     # view's indexes each list all 100,000 jobs. One step held the loop for
                     # 25 ms on a quiet host and 40-70 ms on a busy one; two take half each.
-                    _exempt_from_full_collections()
+                    exempt_from_full_collections()
                     # Warmed here, on this thread: the loop gets a view it can answer from.
                     view = self._make_view(snapshot).warm()
-                    _exempt_from_full_collections()
+                    exempt_from_full_collections()
                     self._view = view
             return self._view
 

@@ -38,6 +38,7 @@ from core.transitions import (
     with_known_restarts,
     with_last_seen,
 )
+from store.gc_pauses import no_collections
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,9 @@ def save_slurm_changes(
     """Apply one poll's changes to the snapshot and record its transitions, in one
     transaction; the same tables as a full replacement would leave."""
     conn = db.conn
-    with db.atomic():
+    # A first poll's save of 100,000 jobs set off collections of 57-122 ms on the writer's
+    # thread, holding the loop's acks (benchmarks/poll_ack_latency.py --probe).
+    with no_collections(), db.atomic():
         observed = {job.job_id: job for job in changes.observed}
         known = _known_states(conn, None if changes.full else list(observed))
         observed = with_known_restarts(known, observed)
