@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -111,6 +110,9 @@ class PollDigest:
 # A job's state words in the states document, e.g. ("PENDING",): one shared tuple per
 # distinct value, so 100,000 jobs cost 100,000 pointers.
 JobState = tuple[str, ...]
+# A record's state in the listing: its job's, or a fingerprint of its array tasks' (and,
+# listed twice, both entries).
+ListedState = JobState | int | tuple[Any, ...]
 
 
 @dataclass(slots=True)
@@ -119,9 +121,9 @@ class _Rows:
     # id and node name: an equal one means the store holds this row already.
     jobs: dict[int, int] = field(default_factory=dict)
     nodes: dict[str, int] = field(default_factory=dict)
-    # For states-only polls: by the id squeue's states listing prints ("1613"; "6_1" and
-    # "6_[2-5]" for an array's records), each job's state and its record as parsed.
-    states: dict[str, JobState] = field(default_factory=dict)
+    # For states-only polls: by record id (see _states_by_record), each record's state in
+    # the listing and the record as parsed.
+    states: dict[str, ListedState] = field(default_factory=dict)
     known: dict[str, Job] = field(default_factory=dict)
 
 
@@ -135,31 +137,19 @@ class PollDigester:
         self._rows: dict[Generation, _Rows] = {}
         # The states document read by `changed_jobs`, kept for the `digest` of the same poll
         # (decoding it is a third of a steady poll's work at 100,000 jobs).
-        self._states_read: tuple[Path, tuple[int, ...], dict[str, JobState]] | None = None
+        self._states_read: tuple[Path, tuple[int, ...], dict[str, ListedState]] | None = None
 
     def changed_jobs(self, request: ChangedJobsRequest) -> list[str]:
-        """What to pass to `squeue --jobs=`: jobs new or changed, and the arrays with a task
-        new or changed."""
+        """What to pass to `squeue --jobs=`: the records new or changed (an array's pending
+        record when one of its tasks is new, gone or changed)."""
         base = self._base(request.base)
         states = self._states(request.states)
-        keys = {
-            _fetch_key(key)
-            for key, state in states.items()
-            if base is None or base.states.get(key) != state
-        }
-        if base is not None:
-            # An array's pending record stands for several tasks. When one starts, it is
-            # listed under a job id of its own; the record's tasks changed, though none of
-            # the ones still listed did.
-            listed = {job.job_id for key, job in base.known.items() if key in states}
-            keys.update(
-                str(job.job_id)
-                for key, job in base.known.items()
-                if key not in states and job.job_id in listed
-            )
+        keys = [
+            key for key, state in states.items() if base is None or base.states.get(key) != state
+        ]
         return sorted(keys, key=lambda key: (len(key), key))
 
-    def _states(self, path: Path) -> dict[str, JobState]:
+    def _states(self, path: Path) -> dict[str, ListedState]:
         signature = _file_signature(path)
         if self._states_read is not None and self._states_read[:2] == (path, signature):
             return self._states_read[2]
@@ -183,7 +173,7 @@ class PollDigester:
                 warnings.extend(parsed.warnings)
         except SlurmJsonError as error:
             raise SlurmCommandError(str(error)) from None
-        states: dict[str, JobState] = {}
+        states: dict[str, ListedState] = {}
         known: dict[str, Job] = {}
         carried: set[int] = set()
         if request.states is None:
@@ -288,10 +278,10 @@ class _PlainStatesDocument(msgspec.Struct, gc=False):
 _plain_states_decoder = msgspec.json.Decoder(_PlainStatesDocument)
 
 
-def _job_states(raw: bytes) -> dict[str, JobState]:
-    """Each job's state in `squeue --only-job-state --json`, by the id it prints (24.11: a
-    string, "1613", or "6_1" for an array's task, "6_[2-5]" for its pending rest): a job
-    whose state is the same as last time is not fetched again.
+def _job_states(raw: bytes) -> dict[str, ListedState]:
+    """Each record's state in `squeue --only-job-state --json`, by its job id (see
+    `_states_by_record`): a record whose state is the same as last time is not fetched
+    again.
 
     Ended jobs are left out, as squeue leaves them out of its default listing (this query
     lists them until MinJobAge); sacct reports their ends."""
@@ -301,17 +291,19 @@ def _job_states(raw: bytes) -> dict[str, JobState]:
         pass  # not the plain shape (or not JSON): the general decoder says which
     else:
         raise_reported_errors("squeue", plain.errors)
-        read = _plain_job_states(plain.jobs)
-        if read is not None:
-            return read
+        return _states_by_record(_plain_listed(plain.jobs))
     try:
         document = _states_decoder.decode(raw)
     except msgspec.DecodeError as error:
         raise SlurmCommandError(f"squeue printed something that is not JSON: {error}") from None
     raise_reported_errors("squeue", document.errors)
-    states: dict[str, JobState] = {}
+    return _states_by_record(_listed(document.jobs))
+
+
+def _listed(entries: list[Any]) -> Iterator[tuple[str, JobState]]:
+    """(id as printed, state) of each entry still in the queue, in any shape."""
     shared: dict[JobState, JobState] = {}
-    for entry in document.jobs:
+    for entry in entries:
         if not isinstance(entry, _StateEntry):
             continue
         key = entry.job_id.get("number") if isinstance(entry.job_id, dict) else entry.job_id
@@ -324,18 +316,12 @@ def _job_states(raw: bytes) -> dict[str, JobState]:
         state = tuple(word if isinstance(word, str) else repr(word) for word in words)
         if "COMPLETING" not in state and any(word in _GONE_STATES for word in state):
             continue
-        if key in states:  # listed twice: both entries must stay the same
-            state = states[key] + state
-        states[key] = shared.setdefault(state, state)
-    return states
+        yield key, shared.setdefault(state, state)
 
 
-def _plain_job_states(entries: list[_PlainStateEntry]) -> dict[str, JobState] | None:
-    """`_job_states` for entries of the plain shape; None if a job is listed twice."""
-    # Each distinct state once: the shared tuple, or None for ended.
-    verdicts: dict[JobState, JobState | None] = {}
-    states: dict[str, JobState] = {}
-    listed = 0
+def _plain_listed(entries: list[_PlainStateEntry]) -> Iterator[tuple[str, JobState]]:
+    """`_listed` for 24.11's exact shape, judging each distinct state once."""
+    verdicts: dict[JobState, JobState | None] = {}  # the shared tuple, or None for ended
     for entry in entries:
         state = entry.state
         try:
@@ -344,9 +330,33 @@ def _plain_job_states(entries: list[_PlainStateEntry]) -> dict[str, JobState] | 
             gone = "COMPLETING" not in state and any(word in _GONE_STATES for word in state)
             shared = verdicts[state] = None if gone else state
         if shared is not None and entry.job_id:
-            states[entry.job_id] = shared
-            listed += 1
-    return states if len(states) == listed else None
+            yield entry.job_id, shared
+
+
+def _states_by_record(listed: Iterable[tuple[str, JobState]]) -> dict[str, ListedState]:
+    """The listed states by the job id of the record each stands for.
+
+    As the real 24.11 lists them: a job by its id ("1613"); an array's tasks as
+    "<record's job id>_<task>". A task that started has a job id of its own ("93108_0",
+    task 0 of array 93106); the array's pending record is listed once per task it stands
+    for ("93105_0" to "93105_3" for "0-3"). A record's tasks are taken together, as a
+    fingerprint of its (task, state) pairs, so that a task starting, leaving or changing
+    state changes its record's value and the record is fetched again. An id listed twice
+    keeps both entries: both must stay the same."""
+    states: dict[str, ListedState] = {}
+    tasks: dict[str, list[tuple[str, JobState]]] = {}
+    for key, state in listed:
+        record, _, task = key.partition("_")
+        if task:
+            tasks.setdefault(record, []).append((task, state))
+        elif record in states:
+            states[record] = (states[record], state)
+        else:
+            states[record] = state
+    for record, pairs in tasks.items():
+        pairs.sort()
+        states[record] = hash((states.get(record), *pairs))
+    return states
 
 
 def _file_signature(path: Path) -> tuple[int, ...]:
@@ -359,53 +369,18 @@ def _file_signature(path: Path) -> tuple[int, ...]:
 _GONE_STATES = FINAL_STATES - {"PREEMPTED"}
 
 
-def _fetch_key(key: str) -> str:
-    """What to ask `squeue --jobs=` for: the job, or for an array's key ("93108_0") the job
-    id before the task (a started task's own, or the array's for its pending record)."""
-    return key if key.isdigit() else key.split("_", 1)[0]
-
-
-# An array's pending record standing for more tasks than this is not matched to the states
-# listing's keys (it is fetched every poll instead): Slurm's MaxArraySize is 1,001 unless
-# raised.
-_MAX_TASKS_MATCHED = 10_000
-_TASK_RANGE = re.compile(r"(\d+)(?:-(\d+)(?::(\d+))?)?")
-
-
-def _listed_keys(job: Job) -> tuple[str, ...]:
-    """The ids the states listing prints for a record, as the real 24.11 cluster prints
-    them: the job's id ("1613"); for an array's record, "<record's job id>_<task>" for each
-    task it stands for. A task that started has its own job id ("93108_0" for task 0 of
-    array 93106); the array's pending record stands for each task still pending ("93105_0"
-    to "93105_3" for "0-3"; "93107_7" and "93107_9" for "7,9%1"). A record none of whose
-    keys is listed is fetched again on the next poll, as before arrays were matched."""
-    if job.array_job_id is None or job.array_task is None:
-        return (str(job.job_id),)
-    tasks: list[int] = []
-    for part in job.array_task.split("%", 1)[0].split(","):
-        found = _TASK_RANGE.fullmatch(part)
-        if found is None:
-            return ()
-        first, last, step = found.group(1), found.group(2), found.group(3)
-        end = int(last) if last is not None else int(first)
-        tasks.extend(range(int(first), end + 1, max(1, int(step or 1))))
-        if len(tasks) > _MAX_TASKS_MATCHED:
-            return ()
-    return tuple(f"{job.job_id}_{task}" for task in tasks)
-
-
 def _merged_live(
-    base: _Rows | None, states: dict[str, JobState], fetched: Sequence[Job]
-) -> tuple[list[Job], dict[str, JobState], dict[str, Job], set[int]]:
+    base: _Rows | None, states: dict[str, ListedState], fetched: Sequence[Job]
+) -> tuple[list[Job], dict[str, ListedState], dict[str, Job], set[int]]:
     """The jobs squeue lists now: fetched records, and the base's for jobs whose state did
     not change; the states and records of the keys whose records are known; the ids of the
     jobs carried over from the base. A job listed but neither fetched nor known keeps no
     state, so that the next poll asks for it again."""
-    fetched_by_key = {key: job for job in fetched for key in _listed_keys(job)}
+    fetched_by_key = {str(job.job_id): job for job in fetched}
     base_states = base.states if base is not None else {}
     base_known = base.known if base is not None else {}
     live: dict[int, Job] = {}
-    kept_states: dict[str, JobState] = {}
+    kept_states: dict[str, ListedState] = {}
     known: dict[str, Job] = {}
     carried: set[int] = set()
     for key, state in states.items():
