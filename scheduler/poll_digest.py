@@ -344,18 +344,19 @@ def _states_by_record(listed: Iterable[tuple[str, JobState]]) -> dict[str, Liste
     state changes its record's value and the record is fetched again. An id listed twice
     keeps both entries: both must stay the same."""
     states: dict[str, ListedState] = {}
-    tasks: dict[str, list[tuple[str, JobState]]] = {}
+    # Per record, the sum of its (task, state) pairs' hashes: the same whatever order the
+    # tasks are listed in, with no list of them kept.
+    tasks: dict[str, int] = {}
     for key, state in listed:
-        record, _, task = key.partition("_")
-        if task:
-            tasks.setdefault(record, []).append((task, state))
-        elif record in states:
-            states[record] = (states[record], state)
+        if "_" in key:
+            record, _, task = key.partition("_")
+            tasks[record] = tasks.get(record, 0) + hash((task, state))
+        elif key in states:
+            states[key] = (states[key], state)
         else:
-            states[record] = state
-    for record, pairs in tasks.items():
-        pairs.sort()
-        states[record] = hash((states.get(record), *pairs))
+            states[key] = state
+    for record, fingerprint in tasks.items():
+        states[record] = hash((states.get(record), fingerprint))
     return states
 
 
