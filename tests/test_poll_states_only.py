@@ -12,9 +12,12 @@ import copy
 import json
 import shlex
 import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from msgspec.structs import replace
 
 from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
@@ -131,85 +134,94 @@ def _set_state(document: dict[str, Any], job_id: int, state: str) -> None:
             job["job_state"] = [state]
 
 
-async def test_only_new_and_changed_jobs_are_fetched(tmp_path: Path) -> None:
+@dataclass
+class FakeSlurm:
+    """A poller on a 24.11-like fake squeue (see _slurm), with its store and the squeue
+    document the fake prints (written back to change what it lists)."""
+
+    bin_dir: Path
+    writer: StoreWriter
+    poller: SlurmPoller
+    document: dict[str, Any]
+
+
+@pytest.fixture
+async def fake(tmp_path: Path) -> AsyncIterator[FakeSlurm]:
     bin_dir = tmp_path / "bin"
     _slurm(bin_dir)
     writer = StoreWriter(tmp_path / "skybot.db")
     poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
     document = json.loads((bin_dir / "squeue.json").read_text())
-    ids = [job["job_id"] for job in document["jobs"]]
     try:
-        plain = [j["job_id"] for j in document["jobs"] if not j["array_job_id"]["number"]]
-        assert await poller.poll_jobs()
-        # The first poll reads every record at once, without a --jobs= list.
-        assert _calls(bin_dir) == ["--all --only-job-state --json", "--all --json"]
-        assert len((await writer.run(load_snapshot)).jobs) == len(ids)
-
-        assert await poller.poll_jobs()
-        # Nothing changed: nothing is read again, arrays included (their records are matched
-        # to the "14_0", "13_1" ... "13_3" keys squeue's states listing prints).
-        assert _fetches(bin_dir) == []
-
-        changed = plain[0]
-        _set_state(document, changed, "COMPLETING")
-        (bin_dir / "squeue.json").write_text(json.dumps(document))
-        assert await poller.poll_jobs()
-        assert _fetches(bin_dir) == [str(changed)]
-        assert await _snapshot_is(writer, document)
-
-        # A started task of an array changes state: its own record is read (under the job
-        # id it was given when it started), no other's.
-        task = next(j for j in document["jobs"] if j["array_task_id"]["set"])
-        _set_state(document, task["job_id"], "COMPLETING")
-        (bin_dir / "squeue.json").write_text(json.dumps(document))
-        assert await poller.poll_jobs()
-        assert _fetches(bin_dir) == [str(task["job_id"])]
-        assert await _snapshot_is(writer, document)
-
-        gone = ids[1]
-        document["jobs"] = [job for job in document["jobs"] if job["job_id"] != gone]
-        (bin_dir / "squeue.json").write_text(json.dumps(document))
-        assert await poller.poll_jobs()
-        assert _fetches(bin_dir) == []
-        snapshot = await writer.run(load_snapshot)
-        assert gone not in {job.job_id for job in snapshot.jobs}
-        assert len(snapshot.jobs) == len(ids) - 1
+        yield FakeSlurm(bin_dir, writer, poller, document)
     finally:
         await poller.close()
         writer.close()
 
 
+async def test_only_new_and_changed_jobs_are_fetched(fake: FakeSlurm) -> None:
+    bin_dir, writer, poller, document = fake.bin_dir, fake.writer, fake.poller, fake.document
+    ids = [job["job_id"] for job in document["jobs"]]
+    plain = [j["job_id"] for j in document["jobs"] if not j["array_job_id"]["number"]]
+    assert await poller.poll_jobs()
+    # The first poll reads every record at once, without a --jobs= list.
+    assert _calls(bin_dir) == ["--all --only-job-state --json", "--all --json"]
+    assert len((await writer.run(load_snapshot)).jobs) == len(ids)
+
+    assert await poller.poll_jobs()
+    # Nothing changed: nothing is read again, arrays included (their records are matched
+    # to the "14_0", "13_1" ... "13_3" keys squeue's states listing prints).
+    assert _fetches(bin_dir) == []
+
+    changed = plain[0]
+    _set_state(document, changed, "COMPLETING")
+    (bin_dir / "squeue.json").write_text(json.dumps(document))
+    assert await poller.poll_jobs()
+    assert _fetches(bin_dir) == [str(changed)]
+    assert await _snapshot_is(writer, document)
+
+    # A started task of an array changes state: its own record is read (under the job
+    # id it was given when it started), no other's.
+    task = next(j for j in document["jobs"] if j["array_task_id"]["set"])
+    _set_state(document, task["job_id"], "COMPLETING")
+    (bin_dir / "squeue.json").write_text(json.dumps(document))
+    assert await poller.poll_jobs()
+    assert _fetches(bin_dir) == [str(task["job_id"])]
+    assert await _snapshot_is(writer, document)
+
+    gone = ids[1]
+    document["jobs"] = [job for job in document["jobs"] if job["job_id"] != gone]
+    (bin_dir / "squeue.json").write_text(json.dumps(document))
+    assert await poller.poll_jobs()
+    assert _fetches(bin_dir) == []
+    snapshot = await writer.run(load_snapshot)
+    assert gone not in {job.job_id for job in snapshot.jobs}
+    assert len(snapshot.jobs) == len(ids) - 1
+
+
 async def test_a_task_leaving_an_arrays_pending_record_refetches_that_record(
-    tmp_path: Path,
+    fake: FakeSlurm,
 ) -> None:
     """Task 1 of pending array 13 ("1-3") starts as job 19: 24.11 lists it as "19_1"
     instead of "13_1", and "13_2", "13_3" stay PENDING. The pending record now says "2-3"
     although none of its listed tasks changed state: it is fetched again with the new task,
     and nothing else is; once read, a quiet poll fetches nothing."""
-    bin_dir = tmp_path / "bin"
-    _slurm(bin_dir)
-    writer = StoreWriter(tmp_path / "skybot.db")
-    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
-    document = json.loads((bin_dir / "squeue.json").read_text())
-    try:
-        assert await poller.poll_jobs()
-        pending = next(j for j in document["jobs"] if j["job_id"] == 13)
-        assert pending["array_task_string"] == "1-3"
-        started = copy.deepcopy(next(j for j in document["jobs"] if j["job_id"] == 14))
-        started["job_id"] = 19
-        started["array_task_id"] = {"set": True, "infinite": False, "number": 1}
-        pending["array_task_string"] = "2-3"
-        document["jobs"].append(started)
-        (bin_dir / "squeue.json").write_text(json.dumps(document))
-        _calls(bin_dir)
-        assert await poller.poll_jobs()
-        assert sorted(_fetches(bin_dir)) == ["13", "19"]
-        assert await _snapshot_is(writer, document)
-        assert await poller.poll_jobs()
-        assert _fetches(bin_dir) == []
-    finally:
-        await poller.close()
-        writer.close()
+    bin_dir, writer, poller, document = fake.bin_dir, fake.writer, fake.poller, fake.document
+    assert await poller.poll_jobs()
+    pending = next(j for j in document["jobs"] if j["job_id"] == 13)
+    assert pending["array_task_string"] == "1-3"
+    started = copy.deepcopy(next(j for j in document["jobs"] if j["job_id"] == 14))
+    started["job_id"] = 19
+    started["array_task_id"] = {"set": True, "infinite": False, "number": 1}
+    pending["array_task_string"] = "2-3"
+    document["jobs"].append(started)
+    (bin_dir / "squeue.json").write_text(json.dumps(document))
+    _calls(bin_dir)
+    assert await poller.poll_jobs()
+    assert sorted(_fetches(bin_dir)) == ["13", "19"]
+    assert await _snapshot_is(writer, document)
+    assert await poller.poll_jobs()
+    assert _fetches(bin_dir) == []
 
 
 def _add_pending_jobs(document: dict[str, Any], job_ids: range) -> None:
@@ -219,89 +231,65 @@ def _add_pending_jobs(document: dict[str, Any], job_ids: range) -> None:
         document["jobs"].append({**copy.deepcopy(model), "job_id": job_id})
 
 
-async def test_a_few_changed_jobs_are_fetched_one_id_at_a_time(tmp_path: Path) -> None:
+async def test_a_few_changed_jobs_are_fetched_one_id_at_a_time(fake: FakeSlurm) -> None:
     """Up to ONE_BY_ONE_MAX: one `squeue --json --jobs=ID` each (24.11: a cheap
     REQUEST_JOB_INFO_SINGLE, where a list costs slurmctld a read of every job), an array by
     its array id; the snapshot is the full parse's all the same."""
-    bin_dir = tmp_path / "bin"
-    _slurm(bin_dir)
-    writer = StoreWriter(tmp_path / "skybot.db")
-    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
-    document = json.loads((bin_dir / "squeue.json").read_text())
-    try:
-        assert await poller.poll_jobs()
-        _calls(bin_dir)
-        task = next(j for j in document["jobs"] if j["array_task_id"]["set"])
-        _set_state(document, task["job_id"], "COMPLETING")
-        _set_state(document, 8, "COMPLETING")
-        _add_pending_jobs(document, range(1000, 1000 + ONE_BY_ONE_MAX - 2))
-        (bin_dir / "squeue.json").write_text(json.dumps(document))
-        (bin_dir / "fetch-seconds").write_text("0.3")  # long enough to overlap, unbounded
-        assert await poller.poll_jobs()
-        fetched = [str(i) for i in range(1000, 1000 + ONE_BY_ONE_MAX - 2)]
-        array = str(task["job_id"])
-        states, *fetches = _calls(bin_dir)
-        assert states == "--all --only-job-state --json"
-        # In any order: a few run at once.
-        assert sorted(fetches) == sorted(f"--all --json --jobs={i}" for i in ["8", array, *fetched])
-        assert await _snapshot_is(writer, document)
-        # At most ONE_BY_ONE_AT_ONCE squeue processes at a time.
-        at_once = [int(n) for n in (bin_dir / "at-once.log").read_text().split()]
-        assert len(at_once) == ONE_BY_ONE_MAX and max(at_once) <= ONE_BY_ONE_AT_ONCE
-    finally:
-        await poller.close()
-        writer.close()
+    bin_dir, writer, poller, document = fake.bin_dir, fake.writer, fake.poller, fake.document
+    assert await poller.poll_jobs()
+    _calls(bin_dir)
+    task = next(j for j in document["jobs"] if j["array_task_id"]["set"])
+    _set_state(document, task["job_id"], "COMPLETING")
+    _set_state(document, 8, "COMPLETING")
+    _add_pending_jobs(document, range(1000, 1000 + ONE_BY_ONE_MAX - 2))
+    (bin_dir / "squeue.json").write_text(json.dumps(document))
+    (bin_dir / "fetch-seconds").write_text("0.3")  # long enough to overlap, unbounded
+    assert await poller.poll_jobs()
+    fetched = [str(i) for i in range(1000, 1000 + ONE_BY_ONE_MAX - 2)]
+    array = str(task["job_id"])
+    states, *fetches = _calls(bin_dir)
+    assert states == "--all --only-job-state --json"
+    # In any order: a few run at once.
+    assert sorted(fetches) == sorted(f"--all --json --jobs={i}" for i in ["8", array, *fetched])
+    assert await _snapshot_is(writer, document)
+    # At most ONE_BY_ONE_AT_ONCE squeue processes at a time.
+    at_once = [int(n) for n in (bin_dir / "at-once.log").read_text().split()]
+    assert len(at_once) == ONE_BY_ONE_MAX and max(at_once) <= ONE_BY_ONE_AT_ONCE
 
 
-async def test_more_changed_jobs_than_that_are_fetched_in_one_list(tmp_path: Path) -> None:
-    bin_dir = tmp_path / "bin"
-    _slurm(bin_dir)
-    writer = StoreWriter(tmp_path / "skybot.db")
-    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
-    document = json.loads((bin_dir / "squeue.json").read_text())
-    try:
-        assert await poller.poll_jobs()
-        _calls(bin_dir)
-        new = range(1000, 1000 + ONE_BY_ONE_MAX + 1)
-        _add_pending_jobs(document, new)
-        (bin_dir / "squeue.json").write_text(json.dumps(document))
-        assert await poller.poll_jobs()
-        assert _fetches(bin_dir) == [",".join(str(i) for i in new)]
-        assert await _snapshot_is(writer, document)
-    finally:
-        await poller.close()
-        writer.close()
+async def test_more_changed_jobs_than_that_are_fetched_in_one_list(fake: FakeSlurm) -> None:
+    bin_dir, writer, poller, document = fake.bin_dir, fake.writer, fake.poller, fake.document
+    assert await poller.poll_jobs()
+    _calls(bin_dir)
+    new = range(1000, 1000 + ONE_BY_ONE_MAX + 1)
+    _add_pending_jobs(document, new)
+    (bin_dir / "squeue.json").write_text(json.dumps(document))
+    assert await poller.poll_jobs()
+    assert _fetches(bin_dir) == [",".join(str(i) for i in new)]
+    assert await _snapshot_is(writer, document)
 
 
 async def test_a_job_purged_before_its_fetch_is_not_listed_and_the_poll_succeeds(
-    tmp_path: Path,
+    fake: FakeSlurm,
 ) -> None:
     """Listed by the states query, gone from slurmctld (MinJobAge) by its own fetch: 24.11's
     squeue exits 1, "Invalid job id specified". That job is not listed now; the poll, and the
     other jobs' fetches, stand."""
-    bin_dir = tmp_path / "bin"
-    _slurm(bin_dir)
-    writer = StoreWriter(tmp_path / "skybot.db")
-    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
-    document = json.loads((bin_dir / "squeue.json").read_text())
-    try:
-        assert await poller.poll_jobs()
-        _calls(bin_dir)
-        _set_state(document, 8, "COMPLETING")
-        (bin_dir / "squeue.json").write_text(json.dumps(document))
-        (bin_dir / "states-extra.json").write_text(
-            json.dumps([{"job_id": "4242", "state": ["RUNNING"]}])
-        )
-        assert await poller.poll_jobs()
-        assert sorted(_fetches(bin_dir)) == ["4242", "8"]
-        assert await _snapshot_is(writer, document)
-        assert not (await writer.run(load_source_status, "slurm")).failing
-        # Still listed: asked for again, as any job listed but not fetched is.
-        assert await poller.poll_jobs()
-        assert _fetches(bin_dir) == ["4242"]
-    finally:
-        await poller.close()
-        writer.close()
+    bin_dir, writer, poller, document = fake.bin_dir, fake.writer, fake.poller, fake.document
+    assert await poller.poll_jobs()
+    _calls(bin_dir)
+    _set_state(document, 8, "COMPLETING")
+    (bin_dir / "squeue.json").write_text(json.dumps(document))
+    (bin_dir / "states-extra.json").write_text(
+        json.dumps([{"job_id": "4242", "state": ["RUNNING"]}])
+    )
+    assert await poller.poll_jobs()
+    assert sorted(_fetches(bin_dir)) == ["4242", "8"]
+    assert await _snapshot_is(writer, document)
+    assert not (await writer.run(load_source_status, "slurm")).failing
+    # Still listed: asked for again, as any job listed but not fetched is.
+    assert await poller.poll_jobs()
+    assert _fetches(bin_dir) == ["4242"]
 
 
 async def test_a_purged_job_alone_in_the_last_list_does_not_fail_the_poll(
@@ -329,26 +317,18 @@ async def test_a_purged_job_alone_in_the_last_list_does_not_fail_the_poll(
         writer.close()
 
 
-async def test_a_controller_failing_a_single_fetch_fails_the_poll(tmp_path: Path) -> None:
-    bin_dir = tmp_path / "bin"
-    _slurm(bin_dir)
-    writer = StoreWriter(tmp_path / "skybot.db")
-    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
-    document = json.loads((bin_dir / "squeue.json").read_text())
-    try:
-        assert await poller.poll_jobs()
-        _set_state(document, 8, "COMPLETING")
-        _set_state(document, 9, "COMPLETING")
-        (bin_dir / "squeue.json").write_text(json.dumps(document))
-        (bin_dir / "down").touch()
-        assert await poller.poll_jobs() is False
-        status = await writer.run(load_source_status, "slurm")
-        assert status.failing and "Unable to contact slurm controller" in (status.error or "")
-        running = {job.job_id: job.state for job in (await writer.run(load_snapshot)).jobs}
-        assert running[8] == running[9] == "RUNNING", "the last good snapshot stays"
-    finally:
-        await poller.close()
-        writer.close()
+async def test_a_controller_failing_a_single_fetch_fails_the_poll(fake: FakeSlurm) -> None:
+    bin_dir, writer, poller, document = fake.bin_dir, fake.writer, fake.poller, fake.document
+    assert await poller.poll_jobs()
+    _set_state(document, 8, "COMPLETING")
+    _set_state(document, 9, "COMPLETING")
+    (bin_dir / "squeue.json").write_text(json.dumps(document))
+    (bin_dir / "down").touch()
+    assert await poller.poll_jobs() is False
+    status = await writer.run(load_source_status, "slurm")
+    assert status.failing and "Unable to contact slurm controller" in (status.error or "")
+    running = {job.job_id: job.state for job in (await writer.run(load_snapshot)).jobs}
+    assert running[8] == running[9] == "RUNNING", "the last good snapshot stays"
 
 
 async def test_every_record_is_read_again_every_so_many_polls(tmp_path: Path) -> None:
