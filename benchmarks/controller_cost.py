@@ -23,8 +23,8 @@ ONE_BY_ONE_MAX says. Then the cheaper ways one might learn "nothing changed", ea
 alone, sdiag reset before it. Every held job is cancelled at the end, also on failure or
 Ctrl-C. Hold the cluster lock for the whole run (4-5 min at 20,000):
 
-    flock /tmp/skybot-cluster.lock python3 benchmarks/controller_cost.py --jobs 20000
-    flock /tmp/skybot-cluster.lock deploy/testcluster-24.11.sh run \\
+    flock -o /tmp/skybot-cluster.lock python3 benchmarks/controller_cost.py --jobs 20000
+    flock -o /tmp/skybot-cluster.lock deploy/testcluster-24.11.sh run \\
         python benchmarks/controller_cost.py --jobs 20000
 """
 
