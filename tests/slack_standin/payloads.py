@@ -9,6 +9,7 @@ from __future__ import annotations
 import secrets
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -151,65 +152,58 @@ def disconnect_message(reason: str) -> dict[str, Any]:
     return {"type": "disconnect", "reason": reason, "debug_info": {"host": "applink-standin"}}
 
 
+@dataclass(frozen=True)
+class ButtonClick:
+    """Who clicked which button, in which workspace and app: the same wherever it is."""
+
+    team_id: str
+    user_id: str
+    user_name: str
+    api_app_id: str
+    action_id: str
+    value: str
+
+
 def block_actions_payload(
-    *,
-    team_id: str,
-    user_id: str,
-    user_name: str,
-    api_app_id: str,
-    action_id: str,
-    value: str,
-    response_url: str,
-    channel_id: str = "C1",
-    ephemeral: bool = True,
+    click: ButtonClick, *, response_url: str, channel_id: str = "C1", ephemeral: bool = True
 ) -> dict[str, Any]:
     """A button click (`block_actions`) on a message (an ephemeral answer, or a DM the bot
     posted), as Slack sends it."""
     return {
-        **_button_click(team_id, user_id, user_name, api_app_id, action_id, value),
+        **_button_click(click),
         "container": {"type": "message", "is_ephemeral": ephemeral, "channel_id": channel_id},
         "channel": {"id": channel_id, "name": "general"},
         "response_url": response_url,
     }
 
 
-def home_block_actions_payload(
-    *,
-    team_id: str,
-    user_id: str,
-    user_name: str,
-    api_app_id: str,
-    action_id: str,
-    value: str,
-    view: dict[str, Any],
-) -> dict[str, Any]:
+def home_block_actions_payload(click: ButtonClick, *, view: dict[str, Any]) -> dict[str, Any]:
     """A button click on the user's Home tab, as Slack sends it: the container is the view,
     the published view comes along, and there is NO response_url (Slack gives one only for
     clicks in messages) and no channel."""
     return {
-        **_button_click(team_id, user_id, user_name, api_app_id, action_id, value),
+        **_button_click(click),
         "container": {"type": "view", "view_id": view.get("id", "")},
         "view": view,
     }
 
 
-def _button_click(
-    team_id: str, user_id: str, user_name: str, api_app_id: str, action_id: str, value: str
-) -> dict[str, Any]:
+def _button_click(click: ButtonClick) -> dict[str, Any]:
     """What every `block_actions` payload of one button click holds, wherever the button is."""
+    team, user = click.team_id, click.user_name
     return {
         "type": "block_actions",
-        "team": {"id": team_id, "domain": "standin"},
-        "user": {"id": user_id, "username": user_name, "name": user_name, "team_id": team_id},
-        "api_app_id": api_app_id,
+        "team": {"id": team, "domain": "standin"},
+        "user": {"id": click.user_id, "username": user, "name": user, "team_id": team},
+        "api_app_id": click.api_app_id,
         "token": "standin-verification-token",
         "trigger_id": new_trigger_id(),
         "actions": [
             {
                 "type": "button",
-                "action_id": action_id,
+                "action_id": click.action_id,
                 "block_id": uuid.uuid4().hex[:5],
-                "value": value,
+                "value": click.value,
                 "action_ts": f"{time.time():.6f}",
             }
         ],

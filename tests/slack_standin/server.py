@@ -17,6 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from .http_routes import HttpRoutes
 from .payloads import (
+    ButtonClick,
     app_home_opened_event,
     block_actions_payload,
     events_api_envelope,
@@ -291,12 +292,7 @@ class SlackStandIn:
         """A button click by `user_id` in this workspace, with a fresh response_url here: on
         an ephemeral answer, or (`channel_id`) on a message the bot posted there, e.g. a DM."""
         return block_actions_payload(
-            team_id=self.workspace.team_id,
-            user_id=user_id,
-            user_name=self._user_name(user_id),
-            api_app_id=self.workspace.app_id,
-            action_id=action_id,
-            value=value,
+            self._click(user_id, action_id, value),
             response_url=self.new_response_url(),
             channel_id=channel_id or "C1",
             ephemeral=channel_id is None,
@@ -308,14 +304,14 @@ class SlackStandIn:
         """A click on a Home tab button: no response_url. The view is the one published for
         `viewer` (default: the clicker)."""
         return home_block_actions_payload(
-            team_id=self.workspace.team_id,
-            user_id=user_id,
-            user_name=self._user_name(user_id),
-            api_app_id=self.workspace.app_id,
-            action_id=action_id,
-            value=value,
+            self._click(user_id, action_id, value),
             view=self.home_views.get(viewer or user_id, {}),
         )
+
+    def _click(self, user_id: str, action_id: str, value: str) -> ButtonClick:
+        workspace = self.workspace
+        name = self._user_name(user_id)
+        return ButtonClick(workspace.team_id, user_id, name, workspace.app_id, action_id, value)
 
     async def send_block_action(self, payload: dict[str, Any], *, timeout: float = 3.0) -> Delivery:
         """A button click over Socket Mode; the ack must come within `timeout` (Slack's 3 s)."""
