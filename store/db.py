@@ -188,6 +188,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # Which poll last wrote each job and node row, and which rows polls deleted: the bot
+    # reloads only those after a poll (store/row_log.py).
+    (
+        "ALTER TABLE jobs ADD COLUMN written_in INTEGER NOT NULL DEFAULT 0",
+        "CREATE INDEX jobs_written_in ON jobs(written_in)",
+        "ALTER TABLE nodes ADD COLUMN written_in INTEGER NOT NULL DEFAULT 0",
+        "CREATE INDEX nodes_written_in ON nodes(written_in)",
+        "CREATE TABLE rows_gone (tbl TEXT NOT NULL, key NOT NULL, written_in INTEGER NOT NULL)",
+        "CREATE INDEX rows_gone_written_in ON rows_gone(written_in)",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

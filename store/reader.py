@@ -19,7 +19,8 @@ from core.snapshot import ClusterSnapshot
 from core.view import ClusterView, LabInfo
 from store.db import open_db
 from store.gc_pauses import exempt_from_full_collections, no_collections
-from store.snapshots import JobDecoder, load_snapshot, snapshot_version
+from store.loaded_rows import LoadedRows
+from store.snapshots import load_snapshot, snapshot_version
 
 
 class SnapshotCache:
@@ -40,7 +41,7 @@ class SnapshotCache:
             GUIDE_MIN_RELEASE if gpu_min_release is None else gpu_min_release
         )
         self._lock = threading.Lock()
-        self._decoder = JobDecoder()
+        self._rows = LoadedRows()
         self._db: sqlite_utils.Database | None = None
         self._view = self._make_view(ClusterSnapshot())
 
@@ -55,8 +56,7 @@ class SnapshotCache:
                 # Loading and warming it set off collections of 40-70 ms on this thread
                 # before the freeze could take the new snapshot out of their reach.
                 with no_collections():
-                    snapshot = load_snapshot(self._db, self._decoder)
-                    self._decoder.next_snapshot()
+                    snapshot = load_snapshot(self._db, self._rows)
                     # In two steps, each before collections resume (resumed first, they
                     # would set off a young collection over all the reload made). A young
                     # collection costs what its objects refer to: the snapshot's and the

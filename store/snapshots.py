@@ -7,12 +7,11 @@ and reload it only when something new was committed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-import msgspec
 import sqlite_utils
 
 from core.records import (
@@ -38,7 +37,10 @@ from core.transitions import (
     with_known_restarts,
     with_last_seen,
 )
+from store.codec import decode_image, decode_job, decode_node, encode_record
 from store.gc_pauses import no_collections
+from store.loaded_rows import LoadedRows
+from store.row_log import log_gone, next_rows_version
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +68,11 @@ NodeRow = tuple[str, str]
 
 
 def job_row(job: Job) -> JobRow:
-    return (job.job_id, job.user, job.account, job.partition, job.state, _encode(job))
+    return (job.job_id, job.user, job.account, job.partition, job.state, encode_record(job))
 
 
 def node_row(node: Node) -> NodeRow:
-    return (node.name, _encode(node))
+    return (node.name, encode_record(node))
 
 
 def save_slurm_poll(
@@ -125,22 +127,7 @@ def save_slurm_changes(
         transitions = [t for t in detect_transitions(known, observed) if not ended_before(t, start)]
         # Plain executemany: at 10,000 jobs per poll, sqlite-utils' per-batch column
         # detection costs more than the inserts themselves.
-        if changes.full:
-            conn.execute("DELETE FROM jobs")
-            conn.execute("DELETE FROM nodes")
-        else:
-            conn.executemany(
-                "DELETE FROM jobs WHERE job_id = ?", ((i,) for i in changes.gone_job_ids)
-            )
-            conn.executemany("DELETE FROM nodes WHERE name = ?", ((n,) for n in changes.gone_nodes))
-        conn.executemany(
-            "INSERT OR REPLACE INTO jobs (job_id, user, account, partition, state, record) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            changes.job_rows,
-        )
-        conn.executemany(
-            "INSERT OR REPLACE INTO nodes (name, record) VALUES (?, ?)", changes.node_rows
-        )
+        _write_rows(conn, changes)
         conn.executemany(
             "INSERT INTO job_states (job_id, state, restarts, seen_at) VALUES (?, ?, ?, ?) "
             "ON CONFLICT(job_id) DO UPDATE SET state = excluded.state, "
@@ -151,7 +138,15 @@ def save_slurm_changes(
             "INSERT INTO job_transitions (job_id, user, from_state, to_state, restarts, at, "
             "record) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
-                (t.job.job_id, t.job.user, t.from_state, t.to_state, t.restarts, at, _encode(t.job))
+                (
+                    t.job.job_id,
+                    t.job.user,
+                    t.from_state,
+                    t.to_state,
+                    t.restarts,
+                    at,
+                    encode_record(t.job),
+                )
                 for t in transitions
             ),
         )
@@ -159,6 +154,36 @@ def save_slurm_changes(
         if accounting_answered:
             _mark_success(db, "accounting", at)
     return transitions
+
+
+def _write_rows(conn: Any, changes: SlurmChanges) -> None:
+    """The job and node rows, each tagged with this save's rows version (store/row_log.py)."""
+    if not (
+        changes.full
+        or changes.job_rows
+        or changes.gone_job_ids
+        or changes.node_rows
+        or changes.gone_nodes
+    ):
+        return
+    version = next_rows_version(conn, changes.full)
+    if changes.full:
+        conn.execute("DELETE FROM jobs")
+        conn.execute("DELETE FROM nodes")
+    else:
+        conn.executemany("DELETE FROM jobs WHERE job_id = ?", ((i,) for i in changes.gone_job_ids))
+        conn.executemany("DELETE FROM nodes WHERE name = ?", ((n,) for n in changes.gone_nodes))
+        log_gone(conn, "jobs", changes.gone_job_ids, version)
+        log_gone(conn, "nodes", changes.gone_nodes, version)
+    conn.executemany(
+        "INSERT OR REPLACE INTO jobs (job_id, user, account, partition, state, record, "
+        "written_in) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        ((*row, version) for row in changes.job_rows),
+    )
+    conn.executemany(
+        "INSERT OR REPLACE INTO nodes (name, record, written_in) VALUES (?, ?, ?)",
+        ((*row, version) for row in changes.node_rows),
+    )
 
 
 def _known_states(conn: Any, job_ids: list[int] | None) -> dict[int, KnownState]:
@@ -313,20 +338,23 @@ def snapshot_version(db: sqlite_utils.Database) -> int:
     return row[0] if row else 0
 
 
-def load_snapshot(
-    db: sqlite_utils.Database, decode: Callable[[int, str], Job] | None = None
-) -> ClusterSnapshot:
+def load_snapshot(db: sqlite_utils.Database, rows: LoadedRows | None = None) -> ClusterSnapshot:
     """Read the latest committed snapshot (a consistent read, even while a poll writes).
 
-    `decode(job_id, record)` may reuse what it decoded last time (see JobDecoder)."""
+    `rows`, the jobs and nodes as a reader last read them, are brought up to date with what
+    polls wrote since (store/loaded_rows.py) rather than read again."""
     with db.atomic():
         version = snapshot_version(db)
-        rows = db.execute("SELECT job_id, record FROM jobs")
-        if decode is None:
-            jobs = tuple(decode_job(r[1]) for r in rows)
+        if rows is None:
+            jobs = tuple(
+                decode_job(r[0]) for r in db.execute("SELECT record FROM jobs ORDER BY job_id")
+            )
+            nodes = tuple(
+                decode_node(r[0]) for r in db.execute("SELECT record FROM nodes ORDER BY name")
+            )
         else:
-            jobs = tuple(decode(r[0], r[1]) for r in rows)
-        nodes = tuple(_decode_node(r[0]) for r in db.execute("SELECT record FROM nodes"))
+            rows.read(db.conn)
+            jobs, nodes = rows.jobs.values(), rows.nodes.values()
         cap_by_account, members = load_lab_limits(db)
         caps = tuple(LabCap(account, cap) for account, cap in cap_by_account.items())
         directories = tuple(
@@ -350,7 +378,7 @@ def load_snapshot(
             if kib is not None
         }
         status = {r["source"]: SourceStatus(**r) for r in db.query("SELECT * FROM source_status")}
-        images = tuple(_image_decoder.decode(r[0]) for r in db.execute("SELECT record FROM images"))
+        images = tuple(decode_image(r[0]) for r in db.execute("SELECT record FROM images"))
         image_dirs = [ImageDirectory(**r) for r in db.query("SELECT * FROM image_dirs")]
     for source in SOURCES:
         status.setdefault(source, SourceStatus(source))
@@ -367,37 +395,6 @@ def load_snapshot(
         images=images,
         image_dir=image_dirs[0] if image_dirs else None,
     )
-
-
-class JobDecoder:
-    """Decodes job records, reusing the Job of a record unchanged since the last snapshot:
-    a poll changes a few percent of 100,000 jobs, and decoding them all again each time
-    would hold the bot's interpreter for most of a second.
-
-    It keeps each record's hash (the text would double the memory) apart from its Job: a
-    dict of ints is not tracked by the garbage collector, while 100,000 new (hash, Job)
-    pairs per reload would set off full collections that stop the event loop for 100 ms.
-    """
-
-    def __init__(self) -> None:
-        self._hashes: dict[int, int] = {}
-        self._jobs: dict[int, Job] = {}
-        self._next_hashes: dict[int, int] = {}
-        self._next_jobs: dict[int, Job] = {}
-
-    def __call__(self, job_id: int, record: str) -> Job:
-        digest = hash(record)
-        job = self._jobs.get(job_id)
-        if job is None or self._hashes.get(job_id) != digest:
-            job = decode_job(record)
-        self._next_hashes[job_id] = digest
-        self._next_jobs[job_id] = job
-        return job
-
-    def next_snapshot(self) -> None:
-        """Call after each snapshot: what it did not list is forgotten."""
-        self._hashes, self._jobs = self._next_hashes, self._next_jobs
-        self._next_hashes, self._next_jobs = {}, {}
 
 
 def load_source_status(db: sqlite_utils.Database, source: str) -> SourceStatus:
@@ -460,7 +457,7 @@ def _replace_images(
     conn.execute("DELETE FROM images")
     conn.executemany(
         "INSERT INTO images (name, record) VALUES (?, ?)",
-        ((image.name, _encoder.encode(image).decode()) for image in images),
+        ((image.name, encode_record(image)) for image in images),
     )
 
 
@@ -468,24 +465,3 @@ def _directory_row(d: DirectoryUsage) -> dict[str, Any]:
     row = asdict(d)
     row["updated"] = d.updated.isoformat()
     return row
-
-
-# msgspec encodes and decodes the record dataclasses directly, ~20x faster than
-# json + dataclasses.asdict, which matters at 10,000 jobs every 15 s.
-_encoder = msgspec.json.Encoder()
-_job_decoder = msgspec.json.Decoder(Job)
-_node_decoder = msgspec.json.Decoder(Node)
-_image_decoder = msgspec.json.Decoder(ContainerImage)
-
-
-def _encode(record: Job | Node) -> str:
-    return _encoder.encode(record).decode()
-
-
-def decode_job(text: str | bytes) -> Job:
-    """Decode a job as stored in `jobs.record` or `job_transitions.record`."""
-    return _job_decoder.decode(text)
-
-
-def _decode_node(text: str | bytes) -> Node:
-    return _node_decoder.decode(text)

@@ -13,7 +13,7 @@ import sqlite_utils
 from core.records import Job
 from core.transitions import Transition
 from store.alerts import load_cursor
-from store.snapshots import decode_job
+from store.codec import decode_job
 
 
 def pending_transition_users(db: sqlite_utils.Database, batch: int) -> tuple[set[str], int | None]:

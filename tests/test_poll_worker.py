@@ -72,9 +72,12 @@ def _write(folder: Path, squeue: Any, nodes: Any, sacct: Any) -> DigestRequest:
 
 
 def _tables(db: Any) -> dict[str, list[Any]]:
+    # Not which poll wrote each row (written_in): a full poll rewrites every row.
     return {
-        "jobs": db.execute("SELECT * FROM jobs ORDER BY job_id").fetchall(),
-        "nodes": db.execute("SELECT * FROM nodes ORDER BY name").fetchall(),
+        "jobs": db.execute(
+            "SELECT job_id, user, account, partition, state, record FROM jobs ORDER BY job_id"
+        ).fetchall(),
+        "nodes": db.execute("SELECT name, record FROM nodes ORDER BY name").fetchall(),
         "job_states": db.execute(
             "SELECT job_id, state, restarts FROM job_states ORDER BY job_id"
         ).fetchall(),

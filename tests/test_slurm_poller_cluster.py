@@ -23,8 +23,8 @@ from core.view import ClusterView
 from handlers.commands import command_table
 from handlers.router import dispatch
 from scheduler.slurm_poller import SlurmPoller
+from store.codec import decode_job
 from store.reader import SnapshotCache
-from store.snapshots import decode_job
 from store.writer import StoreWriter
 from tests.cluster import cluster_script, sbatch, squeue_json, squeue_state, wait_until
 from tests.slurm_wrappers import COMMANDS, as_user, write_wrappers
