@@ -147,9 +147,10 @@ def idle_gpus(nodes: Iterable[Node]) -> list[IdleGpus]:
     return sorted(idle, key=lambda i: (-i.count, i.gpu_type, i.node))
 
 
-def idle_by_type(nodes: Iterable[Node]) -> dict[str, int]:
+def idle_by_type(idle: Iterable[IdleGpus]) -> dict[str, int]:
+    """Idle GPUs per type, from `idle_gpus`'s list."""
     totals: Counter[str] = Counter()
-    for item in idle_gpus(nodes):
+    for item in idle:
         totals[item.gpu_type] += item.count
     return dict(sorted(totals.items()))
 

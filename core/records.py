@@ -85,6 +85,9 @@ class Job:
         return self.state in FINAL_STATES
 
 
+_UNUSABLE_NODE_FLAGS = ("DOWN", "DRAIN", "FAIL", "MAINT", "NOT_RESPONDING", "INVAL", "FUTURE")
+
+
 @dataclass(frozen=True, slots=True)
 class Node:
     """One compute node with its GPUs (total and allocated) by type."""
@@ -105,8 +108,8 @@ class Node:
 
     @property
     def schedulable(self) -> bool:
-        unusable = ("DOWN", "DRAIN", "FAIL", "MAINT", "NOT_RESPONDING", "INVAL", "FUTURE")
-        return not any(flag in self.state.upper() for flag in unusable)
+        state = self.state.upper()
+        return not any(flag in state for flag in _UNUSABLE_NODE_FLAGS)
 
 
 @dataclass(frozen=True, slots=True)

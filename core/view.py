@@ -69,12 +69,19 @@ class ClusterView:
         return dict(by_user)
 
     @cached_property
+    def jobs_by_account(self) -> dict[str, list[Job]]:
+        by_account: dict[str, list[Job]] = defaultdict(list)
+        for job in self.snapshot.jobs:
+            by_account[job.account].append(job)
+        return dict(by_account)
+
+    @cached_property
     def idle(self) -> list[IdleGpus]:
         return idle_gpus(self.snapshot.nodes)
 
     @cached_property
     def idle_by_type(self) -> dict[str, int]:
-        return idle_by_type(self.snapshot.nodes)
+        return idle_by_type(self.idle)
 
     def lab(self, name: str) -> LabInfo | None:
         wanted = name.casefold()
@@ -89,11 +96,15 @@ class ClusterView:
     def usage(self, lab: LabInfo) -> LabUsage:
         cached = self._usage.get(lab.name)
         if cached is None:
+            # Only the jobs it counts: the lab's account's and overcap's, not all 100,000.
+            jobs = self.jobs_by_account.get(lab.account, [])
+            if self.overcap_account != lab.account:
+                jobs = jobs + self.jobs_by_account.get(self.overcap_account, [])
             cached = lab_usage(
                 lab.name,
                 lab.account,
                 self.snapshot.cap_for(lab.account),
-                self.snapshot.jobs,
+                jobs,
                 self.snapshot.members.get(lab.account, ()),
                 self.overcap_account,
             )

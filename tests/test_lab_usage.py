@@ -54,5 +54,5 @@ def test_idle_gpus_skip_drained_nodes() -> None:
         node("xaea-12", "rtx_6000"),
         node("baymax", "2080_ti", state="DRAINED"),
     ]
-    assert idle_by_type(nodes) == {"a40": 1, "rtx_6000": 4}
+    assert idle_by_type(idle_gpus(nodes)) == {"a40": 1, "rtx_6000": 4}
     assert [(i.node, i.count) for i in idle_gpus(nodes)] == [("xaea-12", 4), ("clippy", 1)]

@@ -13,7 +13,7 @@ import sqlite_utils
 
 from core.cap_waits import cap_wait_notices, next_episodes
 from core.config_schema import Config
-from core.lab_usage import idle_by_type, usage_of_labs
+from core.lab_usage import idle_by_type, idle_gpus, usage_of_labs
 from core.snapshot import ClusterSnapshot
 from scheduler.watchers.directory import SlackDirectory
 from store.alerts import load_cap_episodes, save_cap_episodes
@@ -52,7 +52,7 @@ async def check_cap_waits(
                 usages,
                 now,
                 60 * config.notifications.cap_wait_minutes,
-                idle_by_type(snapshot.nodes),
+                idle_by_type(idle_gpus(snapshot.nodes)),
                 flags,
             )
             messages = [
