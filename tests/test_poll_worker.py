@@ -22,7 +22,7 @@ from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
 from scheduler.poll_digest import DigestRequest, Generation, LabLimits, PollDigester, packed
 from scheduler.poll_worker import PollWorker, PollWorkerError
 from store.db import open_db
-from store.snapshots import save_slurm_changes, save_slurm_poll
+from store.snapshots import JobRow, save_slurm_changes, save_slurm_poll
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 LIMITS = LabLimits((("hoffman-lab", "hoffman-lab"),), {"hoffman-lab": 4}, {}, "overcap")
@@ -195,7 +195,7 @@ async def test_close_ends_the_worker(tmp_path: Path) -> None:
 
 def test_packed_rows_read_back_as_the_rows_in_band_and_out_of_band() -> None:
     rows = [(i, "alice", "lab", "gpu", "RUNNING", f'{{"job_id": {i}}}') for i in range(4_500)]
-    rows_packed = packed(rows)
+    rows_packed = packed(rows, JobRow)
     assert len(rows_packed) == len(rows) and list(rows_packed) == rows
     assert rows_packed[4_499] == rows[-1]
     buffers: list[pickle.PickleBuffer] = []
