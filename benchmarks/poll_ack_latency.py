@@ -4,7 +4,10 @@
 5 s: its `slurm.bin_dir` holds wrappers that print documents cloned from the recorded
 fixtures (benchmarks/parse_and_store.py's generator: 100,000 jobs and 10,000 nodes by
 default, in 24.x's data_parser v0.0.42 shape). Its squeue has no --only-job-state (as
-before 24.05), so every poll reads and digests every record: the worst case. A separate
+before 24.05), so every poll reads and digests every record: the worst case for the
+worker. Its squeue prints two documents in turn, 2% of the jobs in another state in the
+second (--changed), so that every poll changes what the bot holds: its own share of a
+poll (the writer's save, reloading what changed, the view) is done every time. A separate
 process sends signed `/sky gpus hoffman-lab` back to back, one at a time, for 60 s, and
 times each ack. The same is done with polling paused (the same bot, whose next poll is an
 hour away once the first one has loaded the snapshot), side by side. Slack's Web API
@@ -13,6 +16,7 @@ is the stand-in (tests/slack_standin), in this process.
 Targets (issue 17): no ack over 50 ms; p99 with polling within 1.5x of p99 paused.
 
     python3 benchmarks/poll_ack_latency.py [--jobs 100000] [--nodes 10000] [--seconds 60]
+        [--changed 0.02]
     python3 benchmarks/poll_ack_latency.py --quick      # 10,000 jobs, 20 s per row
     python3 benchmarks/poll_ack_latency.py --probe --logs DIR   # what the slow acks waited
         for: the bots run with benchmarks/pause_probe (a watchdog logging, with wall-clock
@@ -27,6 +31,7 @@ import asyncio
 import gc
 import json
 import os
+import random
 import re
 import shlex
 import statistics
@@ -50,14 +55,20 @@ from tests.slack_standin import SlackStandIn  # noqa: E402
 SLOW_MS = 50.0
 
 
-def write_slurm(bin_dir: Path, version: str, jobs: int, nodes: int) -> float:
+def write_slurm(bin_dir: Path, version: str, jobs: int, nodes: int, changed: float) -> float:
     """Wrappers printing the synthetic cluster; returns squeue --json's size in MB."""
     bin_dir.mkdir()
     documents = synthetic_documents(version, jobs, nodes)
     for name, text in documents.items():
         (bin_dir / f"{name}.json").write_text(text)
     squeue_mb = len(documents["squeue"]) / 1e6
+    squeue_document = json.loads(documents.pop("squeue"))
     del documents
+    rng = random.Random(17)
+    for job in rng.sample(squeue_document["jobs"], int(len(squeue_document["jobs"]) * changed)):
+        job["job_state"] = ["PENDING" if "RUNNING" in job["job_state"] else "RUNNING"]
+    (bin_dir / "squeue-changed.json").write_text(json.dumps(squeue_document))
+    del squeue_document
     (bin_dir / "sacctmgr.json").write_text(
         (FIXTURES / version / "sacctmgr_assoc.json").read_text()
         if (FIXTURES / version / "sacctmgr_assoc.json").is_file()
@@ -68,13 +79,17 @@ def write_slurm(bin_dir: Path, version: str, jobs: int, nodes: int) -> float:
         _program(bin_dir, command, f"exec cat {shlex.quote(str(bin_dir / document))}.json")
     # As before 24.05: no --only-job-state, so every poll reads and digests every record,
     # the worst case for the bot's host (benchmarks/poll_changes.py measures the other).
+    # One document, then the other: each poll finds 2% of the jobs changed.
+    turn = shlex.quote(str(bin_dir / "squeue-turn"))
     squeue = shlex.quote(str(bin_dir / "squeue.json"))
+    squeue_changed = shlex.quote(str(bin_dir / "squeue-changed.json"))
     _program(
         bin_dir,
         "squeue",
         'case "$*" in *--only-job-state*) '
         "echo \"squeue: unrecognized option '--only-job-state'\" >&2; exit 1;; esac\n"
-        f"exec cat {squeue}",
+        f"if [ -e {turn} ]; then rm {turn}; exec cat {squeue_changed}; fi\n"
+        f"touch {turn}; exec cat {squeue}",
     )
     # `scontrol ping` while backing off; `scontrol show nodes --json` is never needed, since
     # the node document printed by sinfo lists nodes one by one.
@@ -253,10 +268,11 @@ async def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="skybot-bench-") as tmp:
         folder = Path(tmp)
         started = time.perf_counter()
-        squeue_mb = write_slurm(folder / "bin", args.version, args.jobs, args.nodes)
+        squeue_mb = write_slurm(folder / "bin", args.version, args.jobs, args.nodes, args.changed)
         print(
             f"synthetic cluster: {args.jobs:,} jobs, {args.nodes:,} nodes ({args.version}), "
-            f"squeue --json {squeue_mb:.0f} MB; written in {time.perf_counter() - started:.0f} s",
+            f"squeue --json {squeue_mb:.0f} MB, {args.changed:.0%} of jobs changing per poll; "
+            f"written in {time.perf_counter() - started:.0f} s",
             flush=True,
         )
         rows = {}
@@ -295,6 +311,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--poll-seconds", type=float, default=5.0)
+    parser.add_argument("--changed", type=float, default=0.02, help="jobs changing per poll")
     parser.add_argument("--version", default="v0.0.42", choices=("v0.0.38", "v0.0.42"))
     parser.add_argument("--quick", action="store_true", help="10,000 jobs, 20 s per row")
     parser.add_argument("--logs", help="keep the bots' logs in this directory")
