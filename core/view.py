@@ -13,7 +13,7 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from core.images import GUIDE_MIN_RELEASE
-from core.lab_usage import IdleGpus, LabUsage, idle_by_type, idle_gpus, lab_usage
+from core.lab_usage import IdleGpus, LabUsage, idle_by_type, idle_gpus, usage_of_labs
 from core.records import Job
 from core.snapshot import ClusterSnapshot
 
@@ -69,13 +69,6 @@ class ClusterView:
         return dict(by_user)
 
     @cached_property
-    def jobs_by_account(self) -> dict[str, list[Job]]:
-        by_account: dict[str, list[Job]] = defaultdict(list)
-        for job in self.snapshot.jobs:
-            by_account[job.account].append(job)
-        return dict(by_account)
-
-    @cached_property
     def idle(self) -> list[IdleGpus]:
         return idle_gpus(self.snapshot.nodes)
 
@@ -94,19 +87,15 @@ class ClusterView:
         return [lab for lab in self.labs if lab.account in accounts]
 
     def usage(self, lab: LabInfo) -> LabUsage:
-        cached = self._usage.get(lab.name)
-        if cached is None:
-            # Only the jobs it counts: the lab's account's and overcap's, not all 100,000.
-            jobs = self.jobs_by_account.get(lab.account, [])
-            if self.overcap_account != lab.account:
-                jobs = jobs + self.jobs_by_account.get(self.overcap_account, [])
-            cached = lab_usage(
-                lab.name,
-                lab.account,
-                self.snapshot.cap_for(lab.account),
-                jobs,
-                self.snapshot.members.get(lab.account, ()),
+        if lab.name not in self._usage:
+            # Every configured lab's at once: one pass over the jobs for all of them.
+            labs = self.labs if lab in self.labs else (lab,)
+            usages = usage_of_labs(
+                labs,
+                self.snapshot.jobs,
+                self.snapshot.cap_for,
+                self.snapshot.members,
                 self.overcap_account,
             )
-            self._usage[lab.name] = cached
-        return cached
+            self._usage.update((each.name, usage) for each, usage in zip(labs, usages, strict=True))
+        return self._usage[lab.name]

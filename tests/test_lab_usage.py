@@ -1,4 +1,18 @@
-from core.lab_usage import idle_by_type, idle_gpus, lab_usage, usage_of_labs
+from collections import Counter
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from core.lab_usage import (
+    LabUsage,
+    holds_gpus,
+    idle_by_type,
+    idle_gpus,
+    is_held_by_cap,
+    lab_usage,
+    usage_of_labs,
+)
+from core.records import Job
 from tests.factories import LABS, job, node
 
 
@@ -56,3 +70,66 @@ def test_idle_gpus_skip_drained_nodes() -> None:
     ]
     assert idle_by_type(idle_gpus(nodes)) == {"a40": 1, "rtx_6000": 4}
     assert [(i.node, i.count) for i in idle_gpus(nodes)] == [("xaea-12", 4), ("clippy", 1)]
+
+
+def _usage_by_definition(
+    lab: str, account: str, cap: int | None, jobs: list[Job], members: set[str]
+) -> LabUsage:
+    """One lab's usage as the module doc defines it, one plain pass at a time."""
+    members = members | {j.user for j in jobs if j.account == account}
+    own = [j for j in jobs if j.account == account]
+    by_user: Counter[str] = Counter()
+    by_type: Counter[str] = Counter()
+    for j in own:
+        if holds_gpus(j):
+            by_user[j.user] += j.gpus
+            by_type.update(j.gpus_by_type)
+    overcap: Counter[str] = Counter()
+    for j in jobs:
+        if j.account == "overcap" and j.user in members and holds_gpus(j):
+            overcap[j.user] += j.gpus
+
+    def nonzero(counts: Counter[str]) -> dict[str, int]:
+        return dict(
+            sorted(((k, v) for k, v in counts.items() if v), key=lambda kv: (-kv[1], kv[0]))
+        )
+
+    return LabUsage(
+        lab=lab,
+        account=account,
+        cap=cap,
+        gpus_used=sum(by_user.values()),
+        by_user=nonzero(by_user),
+        by_type=nonzero(by_type),
+        overcap_by_user=nonzero(overcap),
+        pending_at_cap=tuple(sorted((j for j in own if is_held_by_cap(j)), key=lambda j: j.job_id)),
+        pending=sum(j.state == "PENDING" for j in own),
+    )
+
+
+_jobs = st.lists(
+    st.builds(
+        lambda i, user, account, state, reason, gpus: job(
+            i, user=user, account=account, state=state, reason=reason, gpus_by_type=gpus
+        ),
+        st.integers(1, 10_000),
+        st.sampled_from(["alice", "bob", "carol", "dave"]),
+        st.sampled_from(["hoffman-lab", "kira-lab", "overcap", "elsewhere"]),
+        st.sampled_from(["RUNNING", "PENDING", "COMPLETING", "COMPLETED", "SUSPENDED"]),
+        st.sampled_from(["", "AssocGrpGRES", "Priority", "QOSMaxGRESPerUser"]),
+        st.dictionaries(st.sampled_from(["a40", "rtx_6000", ""]), st.integers(0, 8), max_size=2),
+    ),
+    max_size=40,
+)
+
+
+@given(jobs=_jobs, members=st.sets(st.sampled_from(["alice", "bob", "carol", "dave"])))
+def test_one_pass_for_all_labs_counts_what_each_labs_definition_counts(
+    jobs: list[Job], members: set[str]
+) -> None:
+    caps = {"hoffman-lab": 4}
+    usages = usage_of_labs(LABS, jobs, caps.get, {"kira-lab": members}, "overcap")
+    assert usages == [
+        _usage_by_definition("hoffman-lab", "hoffman-lab", 4, jobs, set()),
+        _usage_by_definition("kira-lab", "kira-lab", None, jobs, members),
+    ]
