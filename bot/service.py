@@ -134,9 +134,7 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     tail_runner = runner_call(
         config, min(config.runner.timeout_seconds, config.notifications.log_tail_seconds)
     )
-    watchers = Watchers(
-        config, writer, identity, sender.wake, lambda: cache.current().snapshot, tail_runner
-    )
+    watchers = Watchers(config, writer, identity, sender.wake, cache.current, tail_runner)
     schedule = build_scheduler(
         config,
         SlurmPoller(config, writer),

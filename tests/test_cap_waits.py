@@ -12,7 +12,7 @@ from core.lab_usage import lab_usage
 from core.records import LabCap
 from scheduler.watchers.cap_waits import check_cap_waits
 from store.writer import StoreWriter
-from tests.factories import job, make_snapshot, node
+from tests.factories import job, make_snapshot, make_view, node
 
 
 def _at_cap_jobs() -> list:
@@ -55,12 +55,14 @@ async def test_watcher_enqueues_once_per_stretch_and_again_after_a_new_one(
     config = load_config(None)
     config = replace(config, notifications=replace(config.notifications, cap_wait_minutes=10))
     writer = StoreWriter(tmp_path / "skybot.db")
-    at_cap = make_snapshot(
-        jobs=tuple(_at_cap_jobs()),
-        nodes=(node("clippy", "a40", used=4),),
-        caps=(LabCap("hoffman-lab", 4),),
+    at_cap = make_view(
+        make_snapshot(
+            jobs=tuple(_at_cap_jobs()),
+            nodes=(node("clippy", "a40", used=4),),
+            caps=(LabCap("hoffman-lab", 4),),
+        )
     )
-    under = make_snapshot(jobs=(), caps=(LabCap("hoffman-lab", 4),))
+    under = make_view(make_snapshot(jobs=(), caps=(LabCap("hoffman-lab", 4),)))
     directory = _Directory()
     try:
         assert await check_cap_waits(writer, directory, config, at_cap, now=0.0) == 0

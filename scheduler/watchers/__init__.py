@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from core.config_schema import Config
 from core.runner_contract import RunnerCall
-from core.snapshot import ClusterSnapshot
+from core.view import ClusterView
 from scheduler.watchers.cap_waits import check_cap_waits
 from scheduler.watchers.directory import SlackDirectory
 from scheduler.watchers.job_dms import process_transitions
@@ -37,7 +37,7 @@ class Watchers:
         writer: StoreWriter,
         identity: SlackDirectory,
         wake_sender: Callable[[], None] | None = None,
-        snapshot: Callable[[], ClusterSnapshot] | None = None,
+        view: Callable[[], ClusterView] | None = None,
         runner: RunnerCall | None = None,
     ) -> None:
         self._config = config
@@ -45,16 +45,16 @@ class Watchers:
         self._writer = writer
         self._identity = identity
         self._wake = wake_sender
-        self._snapshot = snapshot
+        self._view = view
 
     async def after_slurm_poll(self) -> int:
         try:
             added = await process_transitions(
                 self._writer, self._identity, self._config, runner=self._runner
             )
-            if self._snapshot is not None:
+            if self._view is not None:
                 added += await check_cap_waits(
-                    self._writer, self._identity, self._config, self._snapshot()
+                    self._writer, self._identity, self._config, self._view()
                 )
         except Exception:
             log.exception("job notifier failed; the transitions stay queued for the next poll")
@@ -64,7 +64,7 @@ class Watchers:
 
     async def after_storage_poll(self) -> int:
         try:
-            snapshot = self._snapshot() if self._snapshot is not None else None
+            snapshot = self._view().snapshot if self._view is not None else None
             added = await check_storage(self._writer, self._identity, self._config, snapshot)
         except Exception:
             log.exception("storage watcher failed; it will look again after the next poll")

@@ -6,15 +6,13 @@ stretch calls for (core/cap_waits.py) in the transaction that stores it.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import sqlite_utils
 
 from core.cap_waits import cap_wait_notices, next_episodes
 from core.config_schema import Config
-from core.lab_usage import idle_by_type, idle_gpus, usage_of_labs
-from core.snapshot import ClusterSnapshot
+from core.view import ClusterView
 from scheduler.watchers.directory import SlackDirectory
 from store.alerts import load_cap_episodes, save_cap_episodes
 from store.outbox import OutboxMessage, enqueue
@@ -25,22 +23,18 @@ async def check_cap_waits(
     writer: StoreWriter,
     identity: SlackDirectory,
     config: Config,
-    snapshot: ClusterSnapshot,
+    view: ClusterView,
     now: float | None = None,
 ) -> int:
     """DM users whose jobs have waited behind their lab's cap for long; returns how many."""
+    snapshot = view.snapshot
     if config.notifications.cap_wait_minutes <= 0 or snapshot.source("slurm").taken_at is None:
         return 0
     now = time.time() if now is None else now
-    # Off the loop: at 100,000 jobs this is tens of milliseconds that commands would wait.
-    usages = await asyncio.to_thread(
-        usage_of_labs,
-        config.labs,
-        snapshot.jobs,
-        snapshot.cap_for,
-        snapshot.members,
-        config.slurm.overcap_account,
-    )
+    # The view's, computed once per snapshot off the loop (store/reader.py): counting them
+    # again here cost the writer's thread a pass over every job and node each poll.
+    usages = [view.usage(lab) for lab in view.labs]
+    idle = view.idle_by_type
     flags = f"--partition={config.slurm.overcap_partition} --account={config.slurm.overcap_account}"
 
     def decide(db: sqlite_utils.Database) -> int:
@@ -52,7 +46,7 @@ async def check_cap_waits(
                 usages,
                 now,
                 60 * config.notifications.cap_wait_minutes,
-                idle_by_type(idle_gpus(snapshot.nodes)),
+                idle,
                 flags,
             )
             messages = [
