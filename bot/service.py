@@ -87,8 +87,10 @@ def runner_call(config: Config, timeout: float | None = None) -> RunnerCall:
 # poll, the snapshot reload). A thread that wants the GIL waits this long before asking its
 # holder to let go, so under Python's default of 5 ms an ack arriving during a save or a
 # reload waited up to 5 ms for each turn. benchmarks/poll_ack_latency.py, 100,000 jobs with
-# 2% changing per poll: p99 1.68x the paused run's at 5 ms, 1.12x at 1 ms.
-GIL_SWITCH_SECONDS = 0.001
+# 2% changing per poll, p99 polling against paused: 1.68x at 5 ms; at 1 ms 1.00-2.44x over
+# six runs; at 0.2 ms 1.47x and 1.42x. The price, paid only while two threads want the
+# interpreter: about 6% of the background thread's throughput.
+GIL_SWITCH_SECONDS = 0.0002
 
 # SIGTERM to exit, whatever is in flight: shutdown gets this long in all (the promise is 10 s;
 # closing the store comes after), each step at most STEP_SECONDS of it.
