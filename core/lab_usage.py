@@ -64,7 +64,7 @@ def lab_usage(
 ) -> LabUsage:
     """Usage of one lab from all jobs in the snapshot."""
     return usage_of_labs(
-        [_Lab(lab, account)], jobs, lambda _: cap, {account: members}, overcap_account
+        [LabName(lab, account)], jobs, lambda _: cap, {account: members}, overcap_account
     )[0]
 
 
@@ -79,7 +79,9 @@ class LabAccount(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class _Lab:
+class LabName:
+    """A lab by name and account, where no configured lab is at hand."""
+
     name: str
     account: str
 

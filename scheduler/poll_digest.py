@@ -28,7 +28,7 @@ from typing import Any, Generic, SupportsIndex, TypeVar, overload
 
 import msgspec
 
-from core.lab_usage import LabUsage, usage_of_labs
+from core.lab_usage import LabName, LabUsage, usage_of_labs
 from core.records import FINAL_STATES, Job, Node
 from core.slurm_json import (
     ParseResult,
@@ -553,24 +553,15 @@ def packed(items: Iterable[T], item_type: Any) -> Packed[T]:
 
 
 def _usages(live: Sequence[Job], limits: LabLimits) -> list[LabUsage]:
-    # Lab usage reads only the labs' accounts' jobs and overcap's: the rest are not passed,
-    # rather than looked at once per lab.
-    accounts = {account for _, account in limits.labs} | {limits.overcap_account}
     usages = usage_of_labs(
         [LabName(name, account) for name, account in limits.labs],
-        [job for job in live if job.account in accounts],
+        live,
         limits.caps.get,
         limits.members,
         limits.overcap_account,
     )
     # The history keeps figures only: the waiting jobs need not cross the process line.
     return [replace(usage, pending_at_cap=()) for usage in usages]
-
-
-@dataclass(frozen=True, slots=True)
-class LabName:
-    name: str
-    account: str
 
 
 def _no_changes() -> SlurmChanges:
