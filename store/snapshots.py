@@ -50,8 +50,8 @@ class SlurmChanges:
     `full` replaces the job and node tables with the rows given (the first poll after a
     start, or after the poll worker restarted); otherwise rows are upserted and `gone_*`
     deleted. `observed` holds only the jobs whose record may have changed (squeue's changed
-    records and everything sacct reported), one per job id: an unchanged record cannot be
-    a transition.
+    records, and what sacct reported that the store was not told already), one per job id:
+    an unchanged record cannot be a transition.
     """
 
     full: bool

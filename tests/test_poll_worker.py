@@ -19,10 +19,21 @@ import pytest
 
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
-from scheduler.poll_digest import DigestRequest, Generation, LabLimits, PollDigester, packed
+from scheduler.poll_digest import (
+    DigestRequest,
+    Generation,
+    LabLimits,
+    PollDigest,
+    PollDigester,
+    packed,
+)
 from scheduler.poll_worker import PollWorker, PollWorkerError
 from store.db import open_db
-from store.snapshots import JobRow, save_slurm_changes, save_slurm_poll
+from store.snapshots import (
+    JobRow,
+    save_slurm_changes,
+    save_slurm_poll,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 LIMITS = LabLimits((("hoffman-lab", "hoffman-lab"),), {"hoffman-lab": 4}, {}, "overcap")
@@ -112,6 +123,8 @@ def test_digested_polls_leave_the_store_as_full_polls_do(tmp_path: Path, version
             # Nothing changed since the last poll: nothing to write, however many jobs.
             assert not digest.changes.job_rows and not digest.changes.node_rows
             assert not digest.changes.gone_job_ids and not digest_transitions
+            # sacct listed the same ended jobs again: the store was told them last poll.
+            assert not digest.changes.observed
     assert digest.jobs == len(live)
 
 
@@ -133,6 +146,31 @@ def test_a_poll_whose_write_failed_is_diffed_again_from_the_committed_one(
     # A base this digester never made (a worker that restarted) means a full replacement.
     unknown = digester.digest(DigestRequest(**{**_fields(request), "base": ("other", 1)}))
     assert unknown.changes.full
+
+
+def test_sacct_records_already_told_are_not_observed_again(tmp_path: Path) -> None:
+    digester = PollDigester()
+    squeue, nodes = _load("v0.0.42", "squeue.json"), _nodes_document("v0.0.42")
+    sacct = _load("v0.0.42", "sacct.json")
+
+    def digest(folder: str, sacct: Any, base: Generation | None) -> PollDigest:
+        request = _write(tmp_path / folder, squeue, nodes, sacct)
+        return digester.digest(DigestRequest(**{**_fields(request), "base": base}))
+
+    committed = digest("a", None, None).generation
+    told = digest("b", sacct, committed)
+    assert told.changes.observed
+    # That write failed: the store was told nothing, so the next poll tells it all again.
+    retold = digest("c", sacct, committed)
+    assert list(retold.changes.observed) == list(told.changes.observed)
+    committed = retold.generation
+    assert not digest("d", sacct, committed).changes.observed
+    # A record sacct now tells differently is observed again, and only that one.
+    changed = copy.deepcopy(sacct)
+    record = changed["jobs"][0]
+    record["name"] = "renamed in accounting"
+    observed = digest("e", changed, committed).changes.observed
+    assert [job.job_id for job in observed] == [record["job_id"]]
 
 
 async def test_a_dead_worker_fails_that_poll_and_the_next_one_starts_anew(tmp_path: Path) -> None:
