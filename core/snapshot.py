@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from core.lab_usage import LabUsage
 from core.records import (
     ContainerImage,
     DirectoryUsage,
@@ -50,6 +51,9 @@ class ClusterSnapshot:
     # The container images the storage poller listed; image_dir is None until it first has.
     images: tuple[ContainerImage, ...] = ()
     image_dir: ImageDirectory | None = None
+    # Each lab's usage as the last poll counted it, by (lab, account, overcap account):
+    # the accounts it was counted for, which a view checks against its own configuration.
+    lab_usages: dict[tuple[str, str, str], LabUsage] = field(default_factory=dict)
 
     def source(self, name: str) -> SourceStatus:
         return self.status.get(name, SourceStatus(name))

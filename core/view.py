@@ -1,7 +1,10 @@
 """Indexes and derived figures over one snapshot, computed once and shared by every command.
 
 A snapshot changes every poll interval while commands arrive many times a second, so lab usage
-and per-user job lists are worked out lazily, once per snapshot, not once per command.
+and per-user job lists are worked out lazily, once per snapshot, not once per command. Lab
+usage usually comes with the snapshot, counted by the poll worker from the jobs it wrote; it is
+counted here only where none fits (a snapshot from before the first poll, or counted for
+another configuration).
 """
 
 from __future__ import annotations
@@ -88,6 +91,12 @@ class ClusterView:
 
     def usage(self, lab: LabInfo) -> LabUsage:
         if lab.name not in self._usage:
+            polled = self.snapshot.lab_usages.get((lab.name, lab.account, self.overcap_account))
+            if polled is not None:
+                # Counted by the poll that wrote these jobs, off the bot's interpreter; its
+                # overcap share is by the members known then (they change with the caps).
+                self._usage[lab.name] = polled
+                return polled
             # Every configured lab's at once: one pass over the jobs for all of them.
             labs = self.labs if lab in self.labs else (lab,)
             usages = usage_of_labs(

@@ -52,6 +52,7 @@ from store.snapshots import (
     NodeRow,
     SlurmChanges,
     job_row,
+    lab_usage_row,
     node_row,
 )
 
@@ -133,8 +134,8 @@ class _Rows:
     # the listing and the record as parsed.
     states: dict[str, ListedState] = field(default_factory=dict)
     known: dict[str, Job] = field(default_factory=dict)
-    # By job id, the fingerprint of what the store was last told of each job that sacct
-    # alone reported (see _observed).
+    # By job id, the fingerprint of what the store was last told of each job sacct
+    # reported (see _observed).
     accounted: dict[int, int] = field(default_factory=dict)
 
 
@@ -204,6 +205,11 @@ class PollDigester:
                 accounted = parsed_sacct.records
                 warnings.extend(parsed_sacct.warnings)
         changes, rows = _changes(base, live, carried, accounted, nodes.records)
+        usages = _usages(live, request.limits)
+        changes = replace(
+            changes,
+            lab_usages=[lab_usage_row(usage, request.limits.overcap_account) for usage in usages],
+        )
         rows.states = states
         rows.known = known
         self._generation = (self._epoch, self._generation[1] + 1)
@@ -213,7 +219,8 @@ class PollDigester:
         return PollDigest(
             generation=self._generation,
             changes=changes,
-            usages=_usages(live, request.limits),
+            # The history keeps figures only: the waiting jobs need not cross the process line.
+            usages=[replace(usage, pending_at_cap=()) for usage in usages],
             warnings=warnings,
             accounting_error=accounting_error,
             jobs=len(live),
@@ -594,15 +601,13 @@ def packed(items: Iterable[T], item_type: Any) -> Packed[T]:
 
 
 def _usages(live: Sequence[Job], limits: LabLimits) -> list[LabUsage]:
-    usages = usage_of_labs(
+    return usage_of_labs(
         [LabName(name, account) for name, account in limits.labs],
         live,
         limits.caps.get,
         limits.members,
         limits.overcap_account,
     )
-    # The history keeps figures only: the waiting jobs need not cross the process line.
-    return [replace(usage, pending_at_cap=()) for usage in usages]
 
 
 def _no_changes() -> SlurmChanges:

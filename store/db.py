@@ -198,6 +198,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE TABLE rows_gone (tbl TEXT NOT NULL, key NOT NULL, written_in INTEGER NOT NULL)",
         "CREATE INDEX rows_gone_written_in ON rows_gone(written_in)",
     ),
+    # Each lab's usage as of the last poll, counted by the poll worker from the jobs it
+    # wrote: the bot reads it rather than counting 100,000 jobs again (store/snapshots.py).
+    (
+        """
+        CREATE TABLE lab_usage (
+            lab TEXT PRIMARY KEY, account TEXT NOT NULL, overcap_account TEXT NOT NULL,
+            record TEXT NOT NULL
+        )
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -68,6 +68,12 @@ class DecodedRows(Generic[K, R]):
             self._records = dict(sorted(self._records.items()))
         self._values = None
 
+    @property
+    def get(self) -> Callable[[K], R | None]:
+        """A record by key, or None: the held dict's own lookup (no Python call per key),
+        valid until the next read changes the records."""
+        return self._records.get
+
     def values(self) -> tuple[R, ...]:
         """The records in key order; the same tuple until a read changes something."""
         if self._values is None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import sqlite_utils
 
+from core.lab_usage import LabUsage
 from core.records import (
     ContainerImage,
     DirectoryUsage,
@@ -37,7 +38,14 @@ from core.transitions import (
     with_known_restarts,
     with_last_seen,
 )
-from store.codec import decode_image, decode_job, decode_node, encode_record
+from store.codec import (
+    decode_image,
+    decode_job,
+    decode_node,
+    decode_usage,
+    encode_record,
+    encode_usage,
+)
 from store.gc_pauses import no_collections
 from store.loaded_rows import LoadedRows
 from store.row_log import log_gone, next_rows_version
@@ -51,7 +59,9 @@ class SlurmChanges:
     start, or after the poll worker restarted); otherwise rows are upserted and `gone_*`
     deleted. `observed` holds only the jobs whose record may have changed (squeue's changed
     records, and what sacct reported that the store was not told already), one per job id:
-    an unchanged record cannot be a transition.
+    an unchanged record cannot be a transition. `lab_usages` is each lab's usage counted
+    from the jobs as they are after this poll; None (the jobs written with no count) leaves
+    the bot to count it.
     """
 
     full: bool
@@ -60,11 +70,14 @@ class SlurmChanges:
     node_rows: Sequence[NodeRow]
     gone_nodes: Sequence[str]
     observed: Collection[Job]
+    lab_usages: Sequence[LabUsageRow] | None = None
 
 
 # (job_id, user, account, partition, state, record) and (name, record), as stored.
 JobRow = tuple[int, str, str, str, str, str]
 NodeRow = tuple[str, str]
+# (lab, account, overcap account, record): what the usage was counted for, and the count.
+LabUsageRow = tuple[str, str, str, str]
 
 
 def job_row(job: Job) -> JobRow:
@@ -73,6 +86,10 @@ def job_row(job: Job) -> JobRow:
 
 def node_row(node: Node) -> NodeRow:
     return (node.name, encode_record(node))
+
+
+def lab_usage_row(usage: LabUsage, overcap_account: str) -> LabUsageRow:
+    return (usage.lab, usage.account, overcap_account, encode_usage(usage))
 
 
 def save_slurm_poll(
@@ -128,6 +145,11 @@ def save_slurm_changes(
         # Plain executemany: at 10,000 jobs per poll, sqlite-utils' per-batch column
         # detection costs more than the inserts themselves.
         _write_rows(conn, changes)
+        conn.execute("DELETE FROM lab_usage")
+        conn.executemany(
+            "INSERT INTO lab_usage (lab, account, overcap_account, record) VALUES (?, ?, ?, ?)",
+            changes.lab_usages or (),
+        )
         conn.executemany(
             "INSERT INTO job_states (job_id, state, restarts, seen_at) VALUES (?, ?, ?, ?) "
             "ON CONFLICT(job_id) DO UPDATE SET state = excluded.state, "
@@ -357,6 +379,7 @@ def load_snapshot(db: sqlite_utils.Database, rows: LoadedRows | None = None) -> 
             jobs, nodes = rows.jobs.values(), rows.nodes.values()
         cap_by_account, members = load_lab_limits(db)
         caps = tuple(LabCap(account, cap) for account, cap in cap_by_account.items())
+        lab_usages = _lab_usages(db, cap_by_account, jobs, rows)
         directories = tuple(
             DirectoryUsage(
                 root=r["root"],
@@ -394,7 +417,26 @@ def load_snapshot(db: sqlite_utils.Database, rows: LoadedRows | None = None) -> 
         version=version,
         images=images,
         image_dir=image_dirs[0] if image_dirs else None,
+        lab_usages=lab_usages,
     )
+
+
+def _lab_usages(
+    db: sqlite_utils.Database,
+    caps: Mapping[str, int | None],
+    jobs: Sequence[Job],
+    rows: LoadedRows | None,
+) -> dict[tuple[str, str, str], LabUsage]:
+    """The usages the last poll counted, by (lab, account, overcap account), each with its
+    account's cap as of now and its waiting jobs as held in `jobs`."""
+    stored = db.execute("SELECT lab, account, overcap_account, record FROM lab_usage").fetchall()
+    if not stored:
+        return {}
+    job = rows.jobs.get if rows is not None else {each.job_id: each for each in jobs}.get
+    return {
+        (lab, account, overcap): decode_usage(record, lab, account, caps.get(account), job)
+        for lab, account, overcap, record in stored
+    }
 
 
 def load_source_status(db: sqlite_utils.Database, source: str) -> SourceStatus:

@@ -13,7 +13,7 @@ from core.lab_usage import (
     usage_of_labs,
 )
 from core.records import Job
-from tests.factories import LABS, job, node
+from tests.factories import LABS, job, make_snapshot, make_view, node
 
 
 def test_usage_counts_running_gpus_by_user_and_type_against_the_cap() -> None:
@@ -133,3 +133,20 @@ def test_one_pass_for_all_labs_counts_what_each_labs_definition_counts(
         _usage_by_definition("hoffman-lab", "hoffman-lab", 4, jobs, set()),
         _usage_by_definition("kira-lab", "kira-lab", None, jobs, members),
     ]
+
+
+def test_a_view_answers_from_the_usage_its_poll_counted_for_the_same_accounts() -> None:
+    lab = LABS[0]
+    jobs = (job(1, account=lab.account, gpus_by_type={"a40": 2}),)
+    polled = LabUsage(lab.name, lab.account, None, gpus_used=7)
+    counted = lab_usage(lab.name, lab.account, None, jobs)
+    assert counted.gpus_used == 2
+    for key, expected in [
+        ((lab.name, lab.account, "overcap"), polled),
+        # Counted for another account or overcap account (the configuration changed since
+        # that poll): counted again from the jobs.
+        ((lab.name, "other-account", "overcap"), counted),
+        ((lab.name, lab.account, "other-overcap"), counted),
+    ]:
+        view = make_view(make_snapshot(jobs=jobs, lab_usages={key: polled}))
+        assert view.usage(lab) == expected

@@ -12,13 +12,16 @@ import json
 import os
 import pickle
 import signal
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from core.records import LabCap
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
+from core.view import ClusterView, LabInfo
 from scheduler.poll_digest import (
     DigestRequest,
     Generation,
@@ -29,8 +32,12 @@ from scheduler.poll_digest import (
 )
 from scheduler.poll_worker import PollWorker, PollWorkerError
 from store.db import open_db
+from store.loaded_rows import LoadedRows
 from store.snapshots import (
     JobRow,
+    load_lab_limits,
+    load_snapshot,
+    save_caps,
     save_slurm_changes,
     save_slurm_poll,
 )
@@ -171,6 +178,48 @@ def test_sacct_records_already_told_are_not_observed_again(tmp_path: Path) -> No
     record["name"] = "renamed in accounting"
     observed = digest("e", changed, committed).changes.observed
     assert [job.job_id for job in observed] == [record["job_id"]]
+
+
+@pytest.mark.parametrize("version", ["v0.0.38", "v0.0.42"])
+def test_the_usage_a_poll_counts_is_what_the_bot_would_count(tmp_path: Path, version: str) -> None:
+    """Each lab's usage is counted in the worker and stored with the jobs it counts; the
+    bot's view reads it, and counts only where nothing stored fits (tests/test_lab_usage.py)."""
+    db = open_db(tmp_path / "store.db")
+    save_caps(db, [LabCap("kira-lab", 2)], {"kira-lab": ["erin"], "overcap": ["dave"]}, 1.0)
+    caps, members = load_lab_limits(db)
+    limits = LabLimits(
+        (("hoffman-lab", "hoffman-lab"), ("kira-lab", "kira-lab")), caps, members, "overcap"
+    )
+    labs = tuple(LabInfo(name, name, account) for name, account in limits.labs)
+    digester, rows = PollDigester(), LoadedRows()
+    committed: Generation | None = None
+    waiting = 0
+    for number, (squeue, nodes, sacct) in enumerate(_polls(version)):
+        request = _write(tmp_path / "out", squeue, nodes, sacct)
+        digest = digester.digest(
+            DigestRequest(**{**_fields(request), "limits": limits, "base": committed})
+        )
+        save_slurm_changes(db, digest.changes, 1000.0 + 15 * number)
+        committed = digest.generation
+        for snapshot in (load_snapshot(db, rows), load_snapshot(db)):
+            assert len(snapshot.lab_usages) == len(labs)
+            counted_here = replace(snapshot, lab_usages={})
+            for lab in labs:
+                polled = ClusterView(snapshot, labs).usage(lab)
+                assert polled is snapshot.lab_usages[(lab.name, lab.account, "overcap")]
+                assert polled == ClusterView(counted_here, labs).usage(lab), f"poll {number}"
+                waiting += len(polled.pending_at_cap)
+    assert waiting, "the fixtures hold jobs waiting at their lab's cap"
+
+
+def test_jobs_written_without_a_count_leave_the_bot_to_count(tmp_path: Path) -> None:
+    db = open_db(tmp_path / "store.db")
+    squeue, nodes, sacct = _polls("v0.0.42")[0]
+    digest = PollDigester().digest(_write(tmp_path / "out", squeue, nodes, sacct))
+    save_slurm_changes(db, digest.changes, 1000.0)
+    assert load_snapshot(db).lab_usages
+    save_slurm_poll(db, [], [], [], 1015.0)
+    assert load_snapshot(db).lab_usages == {}
 
 
 async def test_a_dead_worker_fails_that_poll_and_the_next_one_starts_anew(tmp_path: Path) -> None:
