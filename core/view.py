@@ -23,6 +23,10 @@ from core.snapshot import ClusterSnapshot
 T = TypeVar("T")
 
 
+# What a view works out from the snapshot's nodes alone.
+_FROM_NODES = ("idle", "idle_by_type")
+
+
 @dataclass(frozen=True, slots=True)
 class LabInfo:
     """The part of a lab's configuration the core needs (kept free of the config module)."""
@@ -51,9 +55,18 @@ class ClusterView:
             self._memo[key] = compute()
         return self._memo[key]  # type: ignore[no-any-return]
 
-    def warm(self) -> ClusterView:
+    def warm(self, previous: ClusterView | None = None) -> ClusterView:
         """Compute what most commands read, so that at 100,000 jobs the first command after
-        a poll does not pay for it inside its answer (the cache calls this off the loop)."""
+        a poll does not pay for it inside its answer (the cache calls this off the loop).
+
+        What `previous` worked out from the same nodes (the very tuple: a reader keeps it
+        while no node row changes) is taken over, not worked out again: at 10,000 nodes
+        the idle list is 26 ms of the interpreter, every poll, for nothing."""
+        if previous is not None and previous.snapshot.nodes is self.snapshot.nodes:
+            # A cached_property keeps its value in the instance's __dict__, by its name.
+            for name in _FROM_NODES:
+                if name in previous.__dict__:
+                    self.__dict__[name] = previous.__dict__[name]
         for lab in self.labs:
             self.usage(lab)
         for name in ("jobs_by_id", "jobs_by_user", "idle", "idle_by_type"):

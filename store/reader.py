@@ -64,7 +64,7 @@ class SnapshotCache:
                     # 25 ms on a quiet host and 40-70 ms on a busy one; two take half each.
                     exempt_from_full_collections()
                     # Warmed here, on this thread: the loop gets a view it can answer from.
-                    view = self._make_view(snapshot).warm()
+                    view = self._make_view(snapshot).warm(previous=self._view)
                     exempt_from_full_collections()
                     self._view = view
             return self._view

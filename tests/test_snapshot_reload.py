@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.lab_usage import idle_gpus
 from core.view import LabInfo
 from store import row_log
 from store.db import open_db
@@ -44,6 +45,26 @@ def test_a_reload_reuses_unchanged_jobs_and_decodes_changed_ones(tmp_path: Path)
     assert after == {1: jobs[0], 2: changed, 3: jobs[2]}
     # Warmed off the loop: the lab's usage is already there for the first command.
     assert "hoffman-lab" in view._usage
+    cache.close()
+    db.close()
+
+
+def test_a_reload_keeps_the_idle_gpus_while_no_node_changed(tmp_path: Path) -> None:
+    path = tmp_path / "skybot.db"
+    db = open_db(path)
+    save_slurm_poll(db, [job(job_id=1)], [], [node("n1", "a40", used=1)], 1.0)
+    cache = SnapshotCache(path, ())
+    before = cache.refresh_blocking()
+    assert before.idle_by_type == {"a40": 3}
+
+    _save(db, {2: "PENDING"}, gone=[], node_used={})
+    jobs_changed = cache.refresh_blocking()
+    assert jobs_changed.snapshot.version != before.snapshot.version
+    assert jobs_changed.idle is before.idle
+
+    _save(db, {}, gone=[], node_used={"n1": 4})
+    node_changed = cache.refresh_blocking()
+    assert node_changed.idle == [] and node_changed.idle_by_type == {}
     cache.close()
     db.close()
 
@@ -123,9 +144,10 @@ def test_readers_catching_up_see_what_a_fresh_read_sees(
             readers = [lagging]
         fresh = load_snapshot(db)
         for cache in readers:
-            snapshot = cache.refresh_blocking().snapshot
-            assert snapshot.jobs == fresh.jobs
-            assert snapshot.nodes == fresh.nodes
+            view = cache.refresh_blocking()
+            assert view.snapshot.jobs == fresh.jobs
+            assert view.snapshot.nodes == fresh.nodes
+            assert view.idle == idle_gpus(fresh.nodes)
     every_poll.close()
     lagging.close()
     db.close()
