@@ -73,8 +73,13 @@ def changes_since(conn: Any, table: Table, version: int) -> RowChanges | None:
             "SELECT key FROM rows_gone WHERE tbl = ? AND written_in > ?", (table, version)
         )
     ]
+    # INDEXED BY: knowing nothing of how few rows a poll writes, SQLite's planner read the
+    # whole table in key order rather than sort them (at 100,000 jobs, 20-30 ms of a core
+    # per reload, for a few thousand rows).
     written = conn.execute(
-        f"SELECT {key}, record FROM {table} WHERE written_in > ? ORDER BY {key}", (version,)
+        f"SELECT {key}, record FROM {table} INDEXED BY {table}_written_in "
+        f"WHERE written_in > ? ORDER BY {key}",
+        (version,),
     ).fetchall()
     return RowChanges(gone, written)
 

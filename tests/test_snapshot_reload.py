@@ -100,6 +100,10 @@ def test_a_reload_after_a_poll_reads_only_the_rows_that_poll_wrote(tmp_path: Pat
     assert {j.job_id: j.state for j in jobs}[7] == "COMPLETING"
     reads = [s for s in statements if "FROM jobs" in s]
     assert reads and all("written_in >" in s for s in reads), reads
+    # ... through the index: the rows' version picks them, not a scan of every row.
+    for read in reads:
+        plan = " ".join(row[3] for row in db.execute(f"EXPLAIN QUERY PLAN {read}"))
+        assert "USING INDEX jobs_written_in" in plan and "SCAN jobs" not in plan, plan
     cache.close()
     db.close()
 
