@@ -208,6 +208,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # Every poll prunes the history by age (store/history.py): without these, each prune read
+    # every transition ever kept and every job state, a scan that grows with the site.
+    (
+        "CREATE INDEX job_transitions_at ON job_transitions(at)",
+        "CREATE INDEX job_states_seen_at ON job_states(seen_at)",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -99,6 +99,22 @@ def test_history_retention(db_path: Path) -> None:
     assert lab_usage_series(db, "hoffman-lab", since=0) == [(2 * 86400.0, 1, 4)]
 
 
+def test_every_polls_pruning_finds_old_rows_by_index_not_by_reading_every_row(
+    db_path: Path,
+) -> None:
+    db = open_db(db_path)
+    statements: list[str] = []
+    db.conn.set_trace_callback(statements.append)
+    usage = lab_usage("hoffman-lab", "hoffman-lab", 4, [])
+    save_lab_usage(db, [usage], at=2 * 86400.0, keep_days=1)
+    db.conn.set_trace_callback(None)
+    prunes = [s for s in statements if s.startswith("DELETE")]
+    assert len(prunes) >= 5, statements
+    for prune in prunes:
+        plan = " ".join(row[3] for row in db.execute(f"EXPLAIN QUERY PLAN {prune}"))
+        assert "SCAN" not in plan, (prune, plan)
+
+
 def test_migrations_are_idempotent_and_refuse_newer_schemas(db_path: Path) -> None:
     open_db(db_path).close()
     db = open_db(db_path)
