@@ -38,7 +38,7 @@ def decode_image(text: str | bytes) -> ContainerImage:
 
 class _UsageRecord(msgspec.Struct):
     """A lab's usage as stored: its waiting jobs by id (they are in the jobs table), and
-    no cap (read with the usage, as of then)."""
+    no cap (the reader takes the cap as the caps table has it then)."""
 
     gpus_used: int
     by_user: dict[str, int]
