@@ -110,7 +110,11 @@ async def test_jobs_land_with_lab_user_gpu_type_and_count(harness: Harness) -> N
     async def all_running() -> ClusterView | None:
         view = await harness.poll()
         jobs = [view.jobs_by_id.get(i) for i in (per_node, per_job, by_gres)]
-        return view if all(j and j.state == "RUNNING" for j in jobs) else None
+        # squeue and sinfo are two RPCs: a poll right after the jobs start can list them
+        # running and their nodes still idle. The next poll has both.
+        gpus_in_use = sum(sum(node.gpus_used.values()) for node in view.snapshot.nodes)
+        running = all(j and j.state == "RUNNING" for j in jobs)
+        return view if running and gpus_in_use == 6 else None
 
     view = None
     for _ in range(60):
@@ -118,7 +122,7 @@ async def test_jobs_land_with_lab_user_gpu_type_and_count(harness: Harness) -> N
         if view:
             break
         await asyncio.sleep(0.5)
-    assert view is not None, "the three GPU jobs never all ran"
+    assert view is not None, "the three GPU jobs never all ran with their 6 GPUs on their nodes"
 
     a, b, c = (view.jobs_by_id[i] for i in (per_node, per_job, by_gres))
     assert (a.user, a.account, a.partition, a.gpus_by_type) == (
