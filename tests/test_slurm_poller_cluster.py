@@ -446,7 +446,9 @@ async def test_free_counts_each_node_of_one_gpu_type_by_its_own_total(
     for _ in range(60):
         view = await harness.poll()
         jobs = [view.jobs_by_id.get(i) for i in (on_clippy, on_olaf)]
-        if all(j and j.state == "RUNNING" for j in jobs):
+        # As above: the nodes may still show idle in the poll that first lists them running.
+        gpus_in_use = sum(sum(node.gpus_used.values()) for node in view.snapshot.nodes)
+        if all(j and j.state == "RUNNING" for j in jobs) and gpus_in_use == 2:
             break
         await asyncio.sleep(0.5)
     assert view is not None and view.jobs_by_id[on_olaf].nodes == SPARE_NODE
