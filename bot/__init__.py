@@ -1,3 +1,7 @@
 """skybot: process wiring (config, Bolt app, CLI, console, doctor, install, metrics)."""
 
-__version__ = "0.1.0"
+try:
+    # Written by every build, wheel or editable, from git (pyproject's [tool.versioningit]).
+    from bot._version import __version__
+except ImportError:  # a source tree that was never built, e.g. a fresh git worktree
+    __version__ = "0.0.0+unbuilt"

@@ -39,9 +39,9 @@ pytestmark = [
 
 REPO = Path(__file__).resolve().parent.parent
 SYSTEM_PYTHON = "/usr/bin/python3"
-# The checkout minus what is never part of a build.
+# The checkout minus what is never part of a build. Git stays: the version comes from it.
 NOT_SOURCE = shutil.ignore_patterns(
-    ".git", "build", "dist", "*.egg-info", "__pycache__", ".*cache", ".benchmarks", ".venv"
+    "build", "dist", "*.egg-info", "__pycache__", ".*cache", ".benchmarks", ".venv", "_version.py"
 )
 
 
@@ -187,6 +187,7 @@ def test_install_and_doctor_work_from_the_installed_wheel(
     version = subprocess.run(
         [str(installed.skybot), "--version"], capture_output=True, text=True, check=True
     ).stdout.split()[-1]
+    assert installed.wheel.name == f"skybot-{version}-py3-none-any.whl"
     runner = (staging / "usr/local/libexec/skybot-runner").read_text()
     assert runner.startswith("#!/usr/bin/python3 -IS\n") and f'\nVERSION = "{version}"\n' in runner
     unit = (staging / "etc/systemd/system/skybot.service").read_text()
