@@ -213,3 +213,39 @@ def test_install_and_doctor_work_from_the_installed_wheel(
     site = installed.skybot.parent.parent / "lib"
     assert result.stdout.startswith(f"✔ package: skybot {version}: all "), result.stdout
     assert f"modules import from {site}/python3" in result.stdout, result.stdout
+
+
+def test_doctor_names_a_distribution_that_overwrote_a_skybot_file(
+    installed: Installed, tmp_path: Path
+) -> None:
+    """A real pip install of another distribution that ships `core/__init__.py` overwrites
+    skybot's without a word; the doctor's RECORD check names it and the fix."""
+    project = tmp_path / "dummy"
+    (project / "core").mkdir(parents=True)
+    (project / "core" / "__init__.py").write_text("# dummy-core's, not skybot's\n")
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "dummy-core"\nversion = "1.0"\n'
+        '[tool.setuptools]\npackages = ["core"]\n'
+    )
+    run(["python3", "-m", "pip", "wheel", "--no-deps", "-w", "dist", "."],
+        project)  # fmt: skip
+    (dummy,) = (project / "dist").glob("dummy_core-*.whl")
+    pip = str(installed.skybot.parent / "pip")
+    run([pip, "install", "--quiet", "--no-deps", str(dummy)], tmp_path)
+    check = (
+        "from bot.doctor.checklist import format_check\n"
+        "from bot.doctor.installed_files import check_installed_files\n"
+        "print(format_check(check_installed_files()))"
+    )
+    try:
+        result = run([str(installed.skybot.parent / "python3"), "-c", check], installed.outside)
+    finally:
+        run([pip, "uninstall", "--quiet", "--yes", "dummy-core"], tmp_path)
+        run([pip, "install", "--quiet", "--no-deps", "--force-reinstall", str(installed.wheel)],
+            tmp_path)  # fmt: skip
+    assert result.stdout.startswith(
+        "✘ files: 1 file(s) differ from the wheel: core/__init__.py, and other distributions "
+        "install into skybot's packages: dummy-core (core/__init__.py) — fix: Install skybot "
+        "into a venv of its own"
+    ), result.stdout

@@ -22,6 +22,7 @@ from bot.config import Secrets
 from bot.doctor.checklist import Check
 from bot.doctor.config_file import check_config
 from bot.doctor.database import check_database
+from bot.doctor.installed_files import check_installed_files
 from bot.doctor.package import check_package
 from bot.doctor.runner import check_runner, check_runner_version
 from bot.doctor.service_user import ServiceUser, user_problem
@@ -36,7 +37,7 @@ async def run_doctor(config_file: Path | None, secrets: Secrets, user: ServiceUs
     config_check, config = check_config(config_file)
     if config is None:
         return [config_check]
-    checks = [config_check, check_package()]
+    checks = [config_check, check_package(), check_installed_files()]
     checks += [*await check_slack(config, secrets), *await check_slurm(config)]
     problem = user_problem(user)
     if problem is not None:
