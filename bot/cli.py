@@ -21,10 +21,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     configure_logging(args.verbose, args.log_json)
     if args.command in ("install", "show"):
-        from bot.install import install, show
+        from bot.install import install
 
         if args.command == "show":
-            return show(args.name, args.http_url)
+            return _show(args)
         unknown = sorted(set(args.targets) - set(TARGETS))
         if unknown:
             print(
@@ -71,6 +71,18 @@ def _run(config: Config) -> int:
         print(f"skybot: {error}", file=sys.stderr)
         return error.exit_code
     return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    """A shipped file; the manifest for the configuration's scopes (--config, else as `run`)."""
+    from bot.install import show
+
+    try:
+        config = load_config(config_path(args.config)) if args.name == "manifest" else None
+    except ConfigError as error:
+        print(f"skybot: config error: {error}", file=sys.stderr)
+        return EXIT_CONFIG
+    return show(args.name, args.http_url, config)
 
 
 def config_path(given: str | None) -> Path | None:
@@ -186,7 +198,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     show = sub.add_parser(
         "show",
-        parents=[logging_flags],
+        parents=[common],
         help="print a file shipped with skybot (e.g. the Slack app manifest to paste)",
     )
     show.add_argument("name", choices=sorted(SHIPPED), help="which file")

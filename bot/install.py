@@ -26,6 +26,8 @@ from importlib.resources import files
 from pathlib import Path
 
 from bot import __version__
+from bot.config import Config
+from bot.manifest import http_manifest, manifest_for
 
 SERVICE_USER = "skybot"
 USERS_GROUP = "skybot-users"
@@ -279,8 +281,12 @@ def install(targets: Sequence[str], python: str, system_root: Path) -> int:
     return 0
 
 
-def show(name: str, http_url: str | None = None) -> int:
+def show(name: str, http_url: str | None = None, config: Config | None = None) -> int:
+    """Print a shipped file; the manifest is rendered for `config` (its scopes) and, with
+    `http_url`, for HTTP mode."""
     text = shipped_text(name)
+    if name == "manifest":
+        text = manifest_for(text, config or Config())
     if http_url is not None:
         if name != "manifest":
             print("skybot show: --http-url goes with the manifest only", file=sys.stderr)
@@ -293,23 +299,3 @@ def show(name: str, http_url: str | None = None) -> int:
     with contextlib.suppress(BrokenPipeError):
         sys.stdout.write(text)
     return 0
-
-
-# In the shipped manifest, each request URL HTTP mode needs is a comment `# http: KEY: URL`
-# where the key belongs (the slash command, interactivity, event subscriptions).
-HTTP_URL_LINE = re.compile(r"^(?P<indent>[ ]*)# http: (?P<key>url|request_url): URL$", re.M)
-SLACK_EVENTS_URL = re.compile(r"https://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~/-]*)?")
-
-
-def http_manifest(manifest: str, url: str) -> str:
-    """The Slack app manifest for HTTP mode (`slack.mode = "http"`): Socket Mode off, and
-    the slash command, button clicks and events all sent to `url` (skybot's /slack/events)."""
-    if not SLACK_EVENTS_URL.fullmatch(url):
-        raise ValueError(
-            f"{url!r} is not an https URL Slack can send to (https://HOST/slack/events)"
-        )
-    text, count = HTTP_URL_LINE.subn(lambda m: f"{m['indent']}{m['key']}: {url}", manifest)
-    text, switched = re.subn(r"^(\s*socket_mode_enabled:) true$", r"\1 false", text, flags=re.M)
-    if count != 3 or switched != 1:
-        raise ValueError("the shipped manifest does not have its HTTP settings marked")
-    return text

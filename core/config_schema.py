@@ -45,6 +45,9 @@ class SlackConfig(Section, frozen=True):
     http_host: str = "127.0.0.1"
     http_port: Annotated[int, Meta(ge=1, le=65535)] = 3000
     alert_channel: NonEmpty = "#skynet-users"
+    # `skybot doctor` checks the bot is in alert_channel, which needs channels:read and
+    # groups:read; off, the manifest asks for neither and the doctor says it did not check.
+    doctor_checks_alert_channel: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in ("socket", "http"):

@@ -9,6 +9,7 @@ import pkgutil
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -19,9 +20,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 import handlers
 from bot.cli import EXIT_CONFIG
-from bot.config import DatabaseConfig
-from bot.install import http_manifest
-from bot.scopes import scopes_needed
+from bot.config import DatabaseConfig, load_config
+from bot.manifest import http_manifest
+from bot.scopes import ALL_SCOPES, CORE_SCOPES, scopes_needed
 from bot.startup import EXIT_ALREADY_RUNNING, EXIT_PORT_UNAVAILABLE
 
 REPO = Path(__file__).resolve().parent.parent
@@ -176,8 +177,33 @@ def test_manifest_bot_scopes_are_exactly_what_the_code_uses(manifest: dict[str, 
 
 
 def test_manifest_bot_scopes_are_the_ones_the_doctor_checks(manifest: dict[str, Any]) -> None:
-    """bot/scopes.py is what `skybot doctor` holds the token to: the manifest must grant it."""
-    assert sorted(manifest["oauth_config"]["scopes"]["bot"]) == sorted(scopes_needed(True))
+    """bot/scopes.py is what `skybot doctor` holds the token to: the shipped manifest lists
+    every scope some configuration needs, and is rendered down to one configuration's."""
+    assert sorted(manifest["oauth_config"]["scopes"]["bot"]) == sorted(ALL_SCOPES)
+
+
+@pytest.mark.parametrize(
+    ("toml", "wanted"),
+    [
+        ("", {*CORE_SCOPES, "channels:read", "groups:read"}),
+        ('[identity]\nemail_domain = "example.edu"\n', set(ALL_SCOPES)),
+        ("[slack]\ndoctor_checks_alert_channel = false\n", set(CORE_SCOPES)),
+    ],
+)
+def test_show_manifest_asks_only_for_what_the_config_uses(
+    tmp_path: Path, toml: str, wanted: set[str]
+) -> None:
+    """`users:read(.email)` only for the email rule, `channels:read`/`groups:read` only for
+    the doctor's alert-channel check (issue 28: they were requested always)."""
+    config = tmp_path / "skybot.toml"
+    config.write_text(toml)
+    result = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "show", "manifest", "--config", str(config)],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    rendered = yaml.safe_load(result.stdout)
+    assert set(rendered["oauth_config"]["scopes"]["bot"]) == wanted
+    assert {s: w for s, w in scopes_needed(load_config(config)).items()}.keys() == wanted
 
 
 def test_manifest_socket_mode_and_settings(manifest: dict[str, Any]) -> None:

@@ -72,7 +72,7 @@ async def check_bot_token(config: Config, secrets: Secrets) -> list[Check]:
 
 
 def _scope_check(config: Config, header: str | None) -> Check:
-    needed = scopes_needed(bool(config.identity.email_domain))
+    needed = scopes_needed(config)
     if header is None:
         return Check(
             "slack scopes",
@@ -166,7 +166,8 @@ async def check_alert_channel(config: Config, secrets: Secrets) -> Check:
                 False,
                 f"cannot look up {shown}: the bot token lacks channels:read/groups:read",
                 "Add the channels:read and groups:read Bot Token Scopes (`skybot show "
-                "manifest`), reinstall the app and use the new xoxb- token.",
+                "manifest`), reinstall the app and use the new xoxb- token, or set "
+                "slack.doctor_checks_alert_channel = false to skip this check.",
             )
         else:
             return Check(
@@ -201,8 +202,18 @@ async def check_slack(config: Config, secrets: Secrets) -> list[Check]:
         return [presence]
     token = await check_bot_token(config, secrets)
     checks = [presence, *token]
-    if token[0].ok:
+    if token[0].ok and config.slack.doctor_checks_alert_channel:
         checks.append(await check_alert_channel(config, secrets))
+    elif token[0].ok:
+        checks.append(
+            Check(
+                "alert channel",
+                True,
+                f"not checked (slack.doctor_checks_alert_channel = false): invite skybot to "
+                f"{config.slack.alert_channel} yourself",
+                warning=True,
+            )
+        )
     if config.slack.mode == "socket":
         checks.append(await check_app_token(secrets))
     return checks
