@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 from pathlib import Path
@@ -102,6 +103,10 @@ def _doctor(path: Path | None, service_user: str | None) -> int:
 
     secrets = Secrets.from_environment()
     user = ServiceUser(service_user) if service_user else ServiceUser.current()
+    # The checklist is the doctor's whole output: slack_sdk's own retry and connection lines
+    # would land between its checks, and each failure is already a check with its fix.
+    logging.getLogger("slack_sdk").setLevel(logging.CRITICAL)
+    logging.getLogger("slack_bolt").setLevel(logging.CRITICAL)
     checks = asyncio.run(run_doctor(path, secrets, user))
     for check in checks:
         print(redact(format_check(check), secrets))

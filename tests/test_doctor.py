@@ -319,3 +319,23 @@ async def test_runner_of_another_version(slurm_up: None, tmp_path: Path, state_d
         "cancel and link would be refused — fix: Run `skybot install runner` as root, with the "
         "skybot that runs the bot."
     )
+
+
+async def test_slack_unreachable_is_said_in_words_with_the_network_fix(
+    slurm_up: None, tmp_path: Path, state_dir: Path
+) -> None:
+    """Nothing listens at SLACK_API_URL: each Slack check names the host and the OS's reason,
+    its fix is the network (not a token), and no slack_sdk log line lands in the checklist."""
+    async with SlackStandIn() as slack:
+        pass  # closed: its port now refuses connections
+    result = await run_doctor(write_config(tmp_path, state_dir), slack)
+    host, port = slack.api_url.split("//")[1].split("/")[0].split(":")
+    for name, call in (("slack auth", "auth.test"), ("socket mode", "apps.connections.open")):
+        line = result.line(name)
+        assert line.startswith(
+            f"✘ {name}: {call} failed: cannot connect to {host}:{port} (Connection refused) — "
+        ), line
+        assert "fix: Check that this host reaches the Slack API" in line, line
+    marks = ("✔ ", "✘ ", "! ")
+    stray = [ln for ln in result.output.splitlines()[:-1] if not ln.startswith(marks)]
+    assert not stray, result.output

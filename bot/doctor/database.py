@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 from pathlib import Path
 
 from bot.config import Config, database_path
@@ -45,7 +47,7 @@ async def check_database(config: Config, user: ServiceUser) -> Check:
                 f"{path} is not writable by {user.name}",
                 f"chown {user.name} {file} {file}-wal {file}-shm (those that exist).",
             )
-    return _judge_header(file)
+    return judge_database_file(file)
 
 
 async def _file_writable_by(path: Path, user: ServiceUser) -> bool:
@@ -57,9 +59,24 @@ async def _file_writable_by(path: Path, user: ServiceUser) -> bool:
     return status == 0
 
 
-def _judge_header(file: Path) -> Check:
+def _live_schema_version(file: Path) -> int | None:
+    """The schema version a running bot sees: a change it made may still be in the -wal file,
+    not yet in the header. Read through SQLite only when the -wal and -shm already exist, so a
+    doctor run as root creates no file the bot could not write."""
+    wal, shm = Path(f"{file}-wal"), Path(f"{file}-shm")
+    if not (wal.exists() and shm.exists() and wal.stat().st_size > 0):
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"{file.as_uri()}?mode=ro", uri=True)) as db:
+            return int(db.execute("PRAGMA user_version").fetchone()[0])
+    except sqlite3.Error:
+        return None
+
+
+def judge_database_file(file: Path) -> Check:
     """WAL mode and the schema version, from the 100-byte header of the SQLite file format
-    (sqlite.org/fileformat.html): bytes 18-19 are 2 in WAL mode, 60-63 the user_version."""
+    (sqlite.org/fileformat.html): bytes 18-19 are 2 in WAL mode, 60-63 the user_version,
+    unless a live bot's -wal holds a newer one."""
     from store.db import SCHEMA_VERSION
 
     try:
@@ -74,7 +91,9 @@ def _judge_header(file: Path) -> Check:
             f"{file} is not a SQLite database",
             "Point database.path at skybot's database, or move the file aside to start afresh.",
         )
-    version = int.from_bytes(header[60:64], "big")
+    version = _live_schema_version(file)
+    if version is None:
+        version = int.from_bytes(header[60:64], "big")
     if version > SCHEMA_VERSION:
         return Check(
             "database",

@@ -4,9 +4,11 @@ exists with the bot in it, and Socket Mode accepts the app token."""
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from typing import Any
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -34,11 +36,29 @@ def check_token_presence(config: Config, secrets: Secrets) -> Check:
 
 
 def _slack_error(error: Exception) -> str:
+    """What went wrong, in words: Slack's error code, or why Slack could not be reached."""
     if isinstance(error, SlackApiError):
         return str(error.response.get("error") or f"HTTP {error.response.status_code}")
     if isinstance(error, TimeoutError):
         return f"no answer within {SLACK_TIMEOUT_SECONDS:g} s"
+    if isinstance(error, aiohttp.ClientConnectorError):
+        code = error.os_error.errno
+        reason = os.strerror(code) if code else str(error.os_error)
+        return f"cannot connect to {error.host}:{error.port} ({reason})"
+    if isinstance(error, aiohttp.ClientError | OSError):
+        return f"cannot reach Slack ({type(error).__name__}: {error})"
     return type(error).__name__
+
+
+def _unreachable(error: Exception) -> bool:
+    """Slack was never asked: the fix is the network, not a token or a setting."""
+    return isinstance(error, TimeoutError | aiohttp.ClientError | OSError)
+
+
+NETWORK_FIX = (
+    "Check that this host reaches the Slack API (DNS, firewall, and HTTPS_PROXY if the node "
+    "needs a proxy; SLACK_API_URL if set), e.g. `curl -sI https://slack.com/api/api.test`."
+)
 
 
 def _header(headers: object, name: str) -> str | None:
@@ -57,10 +77,12 @@ async def check_bot_token(config: Config, secrets: Secrets) -> list[Check]:
     except Exception as error:  # any failure is the check's answer
         code = _slack_error(error)
         fix = (
-            "SLACK_BOT_TOKEN is wrong or revoked: copy the Bot User OAuth Token (xoxb-…) from "
-            "the app's OAuth & Permissions page."
+            NETWORK_FIX
+            if _unreachable(error)
+            else "SLACK_BOT_TOKEN is wrong or revoked: copy the Bot User OAuth Token (xoxb-…) "
+            "from the app's OAuth & Permissions page."
             if code in ("invalid_auth", "not_authed", "token_revoked", "account_inactive")
-            else "Check that this host can reach the Slack API (SLACK_API_URL if set)."
+            else f"Slack refused auth.test ({code}): see api.slack.com/methods/auth.test."
         )
         return [Check("slack auth", False, f"auth.test failed: {code}", fix)]
     auth = Check(
@@ -111,7 +133,9 @@ async def check_app_token(secrets: Secrets) -> Check:
             "socket mode",
             False,
             f"apps.connections.open failed: {_slack_error(error)}",
-            "Enable Socket Mode for the app and set SLACK_APP_TOKEN to an app-level token "
+            NETWORK_FIX
+            if _unreachable(error)
+            else "Enable Socket Mode for the app and set SLACK_APP_TOKEN to an app-level token "
             "(xapp-…) with the connections:write scope.",
         )
     return Check("socket mode", True, "apps.connections.open OK with SLACK_APP_TOKEN")
@@ -174,7 +198,7 @@ async def check_alert_channel(config: Config, secrets: Secrets) -> Check:
                 "alert channel",
                 False,
                 f"cannot look up {shown}: {code}",
-                "Check that this host can reach the Slack API.",
+                NETWORK_FIX if _unreachable(error) else f"Slack answered {code}.",
             )
     if channel is None:
         return Check(
