@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         return install(args.targets, args.python, Path(args.root))
     if args.command == "doctor":
         return _doctor(config_path(args.config), args.service_user)
+    if args.command == "backup":
+        return _backup(config_path(args.config), Path(args.destination))
     try:
         config = load_config(config_path(args.config))
         if args.command == "run":
@@ -84,6 +86,25 @@ def _show(args: argparse.Namespace) -> int:
         print(f"skybot: config error: {error}", file=sys.stderr)
         return EXIT_CONFIG
     return show(args.name, args.http_url, config)
+
+
+def _backup(path: Path | None, destination: Path) -> int:
+    """A consistent copy of the database while the bot runs (README: "Backup and restore")."""
+    from bot.config import database_path
+    from store.backup import BackupError, backup_database
+
+    try:
+        result = backup_database(database_path(load_config(path)), destination)
+    except ConfigError as error:
+        print(f"skybot: config error: {error}", file=sys.stderr)
+        return EXIT_CONFIG
+    except BackupError as error:
+        print(f"skybot backup: {error}", file=sys.stderr)
+        return 1
+    print(
+        f"backed up schema {result.schema_version} to {result.path} ({result.size_bytes:,} bytes)"
+    )
+    return 0
 
 
 def config_path(given: str | None) -> Path | None:
@@ -180,6 +201,12 @@ def _parser() -> argparse.ArgumentParser:
         help="check sudo, storage and database access as this user (default: the current "
         "user; checking as another user needs root)",
     )
+    backup = sub.add_parser(
+        "backup",
+        parents=[common],
+        help="copy the database while the bot runs (SQLite's online backup) to a new file",
+    )
+    backup.add_argument("destination", help="the new file to write (never overwritten)")
     install = sub.add_parser(
         "install",
         parents=[logging_flags],
