@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import pwd
 import shutil
-import subprocess
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ import pytest
 
 from bot.runner_client import call_runner
 from tests.cluster import as_user
+from tests.link_homes import restored_config
 
 pytestmark = pytest.mark.cluster
 
@@ -51,26 +50,8 @@ def bob_cannot_write_into_alices_link() -> None:
 
 @pytest.fixture
 def alice_config(checkout_runner: None) -> Iterator[Path]:
-    """alice's ~/.config, given back as the test found it (skybot's directory, ACLs, home)."""
-    home = Path(pwd.getpwnam("alice").pw_dir)
-    config = home / ".config"
-    existed = config.exists()
-    saved = None
-    if (config / "skybot").exists():
-        saved = config / f"skybot.saved-{uuid.uuid4().hex[:8]}"
-        (config / "skybot").rename(saved)
-    home_mode = home.stat().st_mode & 0o7777
-    try:
+    with restored_config("alice") as config:
         yield config
-    finally:
-        home.chmod(home_mode)
-        shutil.rmtree(config / "skybot", ignore_errors=True)
-        if saved is not None:
-            saved.rename(config / "skybot")
-        if existed:
-            subprocess.run(["setfacl", "-b", "-k", str(config)], check=True)
-        else:
-            shutil.rmtree(config, ignore_errors=True)
 
 
 async def test_bobs_code_in_alices_file_through_a_file_acl_is_refused_with_the_fix(
