@@ -17,7 +17,7 @@ def new_link_notice(cluster_user: str, new_user_id: str, source: str, *, replace
     (`source`: how the new link was made); `replaced`: the earlier link ends with it."""
     account = literal(cluster_user)
     who = f"<@{new_user_id}>"
-    how = HOW.get(source, source)
+    how = HOW.get(source, "linked another way")
     relink = literal(f"/sky link {cluster_user}")
     if replaced:
         return (

@@ -34,6 +34,7 @@ from core.job_notices import (
 )
 from core.job_output import OutputTail
 from core.lab_usage import lab_usage
+from core.link_notices import new_link_notice
 from core.log_more import LOG_MORE
 from core.records import FINAL_STATES, DirectoryUsage, FilesystemUsage
 from core.slack_text import literal
@@ -43,7 +44,7 @@ from core.view import ClusterView, LabInfo
 from handlers.charts import ChartRequests, chart_caption
 from handlers.commands import command_table
 from handlers.home import linked_blocks, unlinked_blocks
-from handlers.identity import IdentityDirectory
+from handlers.identity import IdentityDirectory, LinkRefused
 from handlers.log_button import more_clicked
 from handlers.reply import Reply
 from handlers.router import dispatch, dispatch_action_or_read
@@ -396,6 +397,33 @@ async def test_show_more_of_the_log_keeps_hostile_text_inert(
     assert_all_inert(notice.text, notice.blocks)
 
 
+@pytest.mark.parametrize("hostile", HOSTILE, ids=range(len(HOSTILE)))
+async def test_link_refusals_and_link_notices_keep_hostile_text_inert(
+    writer: StoreWriter, hostile: str
+) -> None:
+    """The runner's refusal and fix commands (a link file others can write), the DM to a Slack
+    account linked before, and the refusal to replace an admin's link."""
+    view = make_view(make_snapshot())
+    services = hostile_services(writer, view, hostile)
+
+    async def refuses_with_fixes(user: str, request: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": False, "error": hostile, "fix": [hostile, f"setfacl -x u:{hostile} ~"]}
+
+    services.runner = refuses_with_fixes
+    await services.identity.start_link("T1", "UASKER", "alice")
+    reply = await dispatch_action_or_read(
+        TABLE, view, services, "link check", team_id="T1", user_id="UASKER", now=NOW
+    )
+    assert reply.text.startswith("Not linked") and "```" in reply.text
+    assert_all_inert(reply)
+    for replaced in (True, False):
+        assert_all_inert(new_link_notice(hostile, "UASKER", hostile, replaced=replaced))
+    identity = IdentityDirectory(IdentityConfig(links={"T1/UALICE": hostile[:30]}), writer)
+    with pytest.raises(LinkRefused) as refused:
+        await identity.confirm_link("T1", "UASKER", hostile[:30])
+    assert_all_inert(str(refused.value))
+
+
 # Modules that build what skybot posts; each is exercised above (commands through the table).
 COVERED = {
     "core/job_notices.py",
@@ -411,6 +439,7 @@ COVERED = {
     "scheduler/watchers/cap_waits.py",
     "handlers/charts.py",
     "handlers/home.py",
+    "handlers/identity.py",
     "handlers/log_button.py",
     "handlers/router.py",
     "handlers/reply.py",
