@@ -119,8 +119,6 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     cache = snapshot_cache(config)
     await cache.refresh()
     client = web_client(secrets)
-    identity = IdentityDirectory(config.identity, writer, client)
-    await identity.load()
     metrics = Metrics()
     # Job DMs and storage alerts: watchers enqueue after each poll, the sender delivers.
     sender = OutboxSender(
@@ -132,6 +130,9 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         charts=ChartMaker(config, writer),
         observe=metrics.observe_send,
     )
+    # A new link DMs the Slack accounts linked to that cluster account before, at once.
+    identity = IdentityDirectory(config.identity, writer, client, wake_sender=sender.wake)
+    await identity.load()
     # Reading a failed job's output gets its own, shorter deadline: the DM waits for it.
     tail_runner = runner_call(
         config, min(config.runner.timeout_seconds, config.notifications.log_tail_seconds)

@@ -92,6 +92,9 @@ class IdentityConfig(Section, frozen=True):
     # If set, a full member whose Slack email is NAME@email_domain is cluster user NAME.
     email_domain: str = ""
     link_code_minutes: PositiveInt = 15
+    # May one cluster account be linked to several Slack accounts? No (the default): a new
+    # link replaces the old one. Either way the accounts linked before are told at once.
+    several_slack_accounts: bool = False
 
     def __post_init__(self) -> None:
         for slack_id, user in self.links.items():

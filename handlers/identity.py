@@ -18,16 +18,19 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from core.config_schema import IdentityConfig
+from core.link_notices import new_link_notice
+from core.slack_text import literal
 from core.user_names import cluster_user_name
 from store.identities import (
     Identity,
     LinkCode,
     delete_identity,
+    link_identity,
     load_identities,
     load_link_code,
-    save_identity,
     save_link_code,
 )
+from store.outbox import OutboxMessage
 from store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -37,6 +40,10 @@ EMAIL_RETRY_SECONDS = 3600.0
 MIN_HUMAN_UID = 1000
 
 SlackKey = tuple[str, str]
+
+
+class LinkRefused(Exception):
+    """A link the site's rules do not allow; the message says why, to the user."""
 
 
 def is_human_account(user: str) -> bool:
@@ -55,11 +62,14 @@ class IdentityDirectory:
         writer: StoreWriter,
         client: AsyncWebClient | None = None,
         clock: Callable[[], float] = time.time,
+        wake_sender: Callable[[], None] = lambda: None,
     ) -> None:
         self._config = config
         self._writer = writer
         self._client = client
         self._clock = clock
+        # The outbox sender: told a link notice is waiting, so it goes out now.
+        self._wake_sender = wake_sender
         self._admin: dict[SlackKey, str] = {
             (key.split("/")[0], key.split("/")[1]): user for key, user in config.links.items()
         }
@@ -91,9 +101,10 @@ class IdentityDirectory:
         user = await self._user_from_email(user_id)
         if user is None:
             return None
-        identity = Identity(team_id, user_id, user, "email", now)
-        await self._writer.run(save_identity, identity)
-        self._stored[key] = identity
+        if self.slack_users_of(user) and not self._config.several_slack_accounts:
+            # A link already made is not undone by a Slack profile: `/sky link` can, with proof.
+            return None
+        await self._link(Identity(team_id, user_id, user, "email", now))
         return user
 
     def slack_users_of(self, cluster_user: str) -> list[SlackKey]:
@@ -114,11 +125,44 @@ class IdentityDirectory:
     async def pending_code(self, team_id: str, user_id: str) -> LinkCode | None:
         return await self._writer.run(load_link_code, team_id, user_id, self._clock())
 
-    async def confirm_link(self, team_id: str, user_id: str, cluster_user: str) -> Identity:
-        identity = Identity(team_id, user_id, cluster_user, "proven", self._clock())
-        await self._writer.run(save_identity, identity)
-        self._stored[(team_id, user_id)] = identity
-        return identity
+    async def confirm_link(self, team_id: str, user_id: str, cluster_user: str) -> list[SlackKey]:
+        """Link a proven account; returns the Slack accounts linked to it before, now told
+        (and, unless the site allows several, unlinked). LinkRefused if the site forbids it."""
+        return await self._link(Identity(team_id, user_id, cluster_user, "proven", self._clock()))
+
+    async def _link(self, identity: Identity) -> list[SlackKey]:
+        key = (identity.team_id, identity.user_id)
+        several = self._config.several_slack_accounts
+        vouched = [k for k, u in self._admin.items() if u == identity.cluster_user and k != key]
+        if vouched and not several:
+            raise LinkRefused(
+                f"The cluster admins have linked {literal(identity.cluster_user)} to another "
+                "Slack account in skybot's configuration, and a cluster account has one Slack "
+                "account here; ask them to change it."
+            )
+
+        def tell(other: SlackKey) -> OutboxMessage:
+            text = new_link_notice(
+                identity.cluster_user, identity.user_id, identity.source, replaced=not several
+            )
+            event = f"{identity.team_id}:{identity.user_id}:{identity.linked_at!r}"
+            return OutboxMessage(f"link:{event}:{other[0]}:{other[1]}", other[1], text)
+
+        others = await self._writer.run(
+            link_identity,
+            identity,
+            keep_others=several,
+            tell=lambda other: tell((other.team_id, other.user_id)),
+            also=[tell(k) for k in vouched],
+            now=self._clock(),
+        )
+        replaced = [(o.team_id, o.user_id) for o in others]
+        if not several:
+            for other in replaced:
+                self._stored.pop(other, None)
+        self._stored[key] = identity
+        self._wake_sender()
+        return sorted({*replaced, *vouched})
 
     async def unlink(self, team_id: str, user_id: str) -> bool:
         removed = await self._writer.run(delete_identity, team_id, user_id)

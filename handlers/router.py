@@ -65,6 +65,9 @@ class Command:
     charts: ChartFunction | None = None
     # Runs skybot-runner (sudo, as the user): rate-limited per Slack user.
     starts_runner: bool = False
+    # Answered only to the asker, whatever `--here` says: identity answers name an account
+    # and carry its link code, and posted as the bot they would ask a named person to run it.
+    private: bool = False
 
 
 class CommandTable:
@@ -138,7 +141,7 @@ def route(
         team_id=team_id,
         user_id=user_id,
         args=tuple(words[1:]),
-        here=split.here,
+        here=split.here and not command.private,
         cluster_user=cluster_user,
         now=time.time() if now is None else now,
         chart=split.chart,

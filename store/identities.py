@@ -5,9 +5,12 @@ Keyed on the signed team_id + user_id, never on names a user can edit.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import sqlite_utils
+
+from store.outbox import OutboxMessage, enqueue
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,35 @@ def save_identity(db: sqlite_utils.Database, identity: Identity) -> None:
             "DELETE FROM link_codes WHERE team_id = ? AND user_id = ?",
             [identity.team_id, identity.user_id],
         )
+
+
+def link_identity(
+    db: sqlite_utils.Database,
+    identity: Identity,
+    *,
+    keep_others: bool,
+    tell: Callable[[Identity], OutboxMessage],
+    also: Iterable[OutboxMessage] = (),
+    now: float,
+) -> list[Identity]:
+    """Save a new link; every other Slack account linked to the same cluster account is told
+    (`tell` makes its outbox message, `also` adds more) in the same transaction, and unless
+    `keep_others` those links end with it. Returns the other links found."""
+    with db.atomic():
+        others = [
+            Identity(*row)
+            for row in db.execute(
+                "SELECT * FROM identities WHERE cluster_user = ? "
+                "AND NOT (team_id = ? AND user_id = ?)",
+                [identity.cluster_user, identity.team_id, identity.user_id],
+            )
+        ]
+        enqueue(db, [*(tell(other) for other in others), *also], now)
+        if not keep_others:
+            for other in others:
+                delete_identity(db, other.team_id, other.user_id)
+        save_identity(db, identity)
+    return others
 
 
 def delete_identity(db: sqlite_utils.Database, team_id: str, user_id: str) -> bool:

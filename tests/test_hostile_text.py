@@ -34,6 +34,7 @@ from core.job_notices import (
 )
 from core.job_output import OutputTail
 from core.lab_usage import lab_usage
+from core.link_notices import new_link_notice
 from core.log_more import LOG_MORE
 from core.records import FINAL_STATES, DirectoryUsage, FilesystemUsage
 from core.slack_text import literal
@@ -396,6 +397,29 @@ async def test_show_more_of_the_log_keeps_hostile_text_inert(
     assert_all_inert(notice.text, notice.blocks)
 
 
+@pytest.mark.parametrize("hostile", HOSTILE, ids=range(len(HOSTILE)))
+async def test_link_refusals_and_link_notices_keep_hostile_text_inert(
+    writer: StoreWriter, hostile: str
+) -> None:
+    """The runner's refusal and fix commands (a link file others can write) and the DM to a
+    Slack account linked before. (Admin links are valid user names: the config checks them.)"""
+    view = make_view(make_snapshot())
+    services = hostile_services(writer, view, hostile)
+
+    async def refuses_with_fixes(user: str, request: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": False, "error": hostile, "fix": [hostile, f"setfacl -x u:{hostile} ~"]}
+
+    services.runner = refuses_with_fixes
+    await services.identity.start_link("T1", "UASKER", "alice")
+    reply = await dispatch_action_or_read(
+        TABLE, view, services, "link check", team_id="T1", user_id="UASKER", now=NOW
+    )
+    assert reply.text.startswith("Not linked") and "```" in reply.text
+    assert_all_inert(reply)
+    for replaced in (True, False):
+        assert_all_inert(new_link_notice(hostile, "UASKER", hostile, replaced=replaced))
+
+
 # Modules that build what skybot posts; each is exercised above (commands through the table).
 COVERED = {
     "core/job_notices.py",
@@ -411,6 +435,7 @@ COVERED = {
     "scheduler/watchers/cap_waits.py",
     "handlers/charts.py",
     "handlers/home.py",
+    "handlers/identity.py",
     "handlers/log_button.py",
     "handlers/router.py",
     "handlers/reply.py",

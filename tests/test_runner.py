@@ -789,22 +789,22 @@ async def test_verify_link(bob_dir: Path) -> None:
         (link_dir / "link").unlink()
         put(link_dir / "link", "BOBCODE\n", "bob", 0o644)
         reply = await ask("alice", {"action": "verify-link", "code": "BOBCODE"})
-        assert reply["ok"] is False and "not owned by alice" in reply["error"]
+        assert reply["ok"] is False and "link belongs to bob, not alice" in reply["error"]
         # Alice's own file, but others could have written it.
         put(link_dir / "link", "ABC123\n", "alice", 0o666)
         reply = await ask("alice", {"action": "verify-link", "code": "ABC123"})
-        assert reply["ok"] is False and "writable by other users" in reply["error"]
+        assert reply["ok"] is False and "others could have written it" in reply["error"]
         put(link_dir / "link", "ABC123\n", "alice", 0o644)
         link_dir.chmod(0o777)
         reply = await ask("alice", {"action": "verify-link", "code": "ABC123"})
-        assert reply["ok"] is False and "writable by other users" in reply["error"]
+        assert reply["ok"] is False and "others could have written it" in reply["error"]
         # umask 002 with alice's private group is fine; group-writable by a shared group is not.
         link_dir.chmod(0o775)
         (link_dir / "link").chmod(0o664)
         assert (await ask("alice", {"action": "verify-link", "code": "ABC123"}))["ok"] is True
         os.chown(link_dir / "link", -1, grp.getgrnam("skybot-users").gr_gid)
         reply = await ask("alice", {"action": "verify-link", "code": "ABC123"})
-        assert reply["ok"] is False and "writable by other users" in reply["error"]
+        assert reply["ok"] is False and "others could have written it" in reply["error"]
         (link_dir / "link").chmod(0o644)
         link_dir.chmod(0o700)
         assert (await ask("alice", {"action": "verify-link", "code": "ABC123"}))["ok"] is True

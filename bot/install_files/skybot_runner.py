@@ -38,6 +38,10 @@ version refuses it, before acting, so bot and runner never disagree about the pr
                -> {"ok": true, "job_id": N, "cluster": NAME-or-null, "script": REALPATH}
   cancel       {"action": "cancel", "job_id": "123" | "123_4"} -> {"ok": true, "job_id": ...}
   verify-link  {"action": "verify-link", "code": "ABC123"} -> {"ok": true, "user": NAME}
+               Proof that only the user could have written the code: ~/.config/skybot/link and
+               every directory from the home down to it owned by the user and writable by no
+               one else, by mode bits or POSIX ACLs (access, and default on the directories).
+               A refusal for that also carries "fix": the commands that would make it private.
   tail         {"action": "tail", "path": ABSPATH, "max_bytes": N, "max_lines": N,
                 "end": OFFSET (optional: read what comes before this byte, for "show more")}
                -> {"ok": true, "data": BASE64, "start": OFFSET, "size": BYTES}
@@ -82,6 +86,7 @@ import pwd
 import re
 import signal
 import stat
+import struct
 import subprocess
 import sys
 from typing import Any, NoReturn
@@ -715,26 +720,153 @@ def open_below(dir_fd: int, name: str, *, directory: bool) -> int:
     return os.open(name, flags, dir_fd=dir_fd)
 
 
-def writable_by_others(st: os.stat_result, user: pwd.struct_passwd) -> bool:
-    """World-writable, or group-writable by a group that is more than the user alone.
+# POSIX ACLs as the kernel keeps them in extended attributes (linux/posix_acl_xattr.h): a
+# little-endian u32 version, then one (u16 tag, u16 permissions, u32 id) per entry. With an
+# access ACL the mode's group bits are the ACL mask, not the owning group's permissions, so
+# mode bits alone take `user:bob:rw` on a file of alice's private group for private.
+ACL_ACCESS = "system.posix_acl_access"
+ACL_DEFAULT = "system.posix_acl_default"
+ACL_VERSION = 2
+ACL_USER, ACL_GROUP_OBJ, ACL_GROUP, ACL_OTHER = 0x02, 0x04, 0x08, 0x20
+ACL_WRITE = 0x02
+ACL_ENTRY = struct.Struct("<HHI")
+SHELL_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
+
+
+def private_group(gid: int, user: pwd.struct_passwd) -> bool:
+    """The user's own group and nobody else's.
 
     With umask 002 and user private groups (Debian's USERGROUPS_ENAB), `mkdir -p` makes
     group-writable directories whose group is the user's own; those are as private as 0755.
     """
-    if st.st_mode & 0o002:
-        return True
-    if not st.st_mode & 0o020:
-        return False
     try:
-        group = grp.getgrgid(st.st_gid)
+        group = grp.getgrgid(gid)
     except KeyError:
-        return True
-    private = (
-        st.st_gid == user.pw_gid
-        and group.gr_name == user.pw_name
-        and set(group.gr_mem) <= {user.pw_name}
+        return False
+    return (
+        gid == user.pw_gid and group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}
     )
-    return not private
+
+
+def read_acl(fd: int, name: str, shown: str) -> list[tuple[int, int, int]]:
+    """The entries of one ACL; none where there is no ACL or the filesystem has none."""
+    try:
+        raw = os.getxattr(fd, name)
+    except OSError as exc:
+        if exc.errno in (errno.ENODATA, errno.EOPNOTSUPP):
+            return []
+        raise Refusal(f"Cannot read the ACL of {shown}: {exc.strerror}.") from None
+    size = ACL_ENTRY.size
+    if len(raw) < 4 or (len(raw) - 4) % size or struct.unpack_from("<I", raw)[0] != ACL_VERSION:
+        raise Refusal(f"The ACL of {shown} is in a form skybot cannot read; ask the admins.")
+    return [ACL_ENTRY.unpack_from(raw, offset) for offset in range(4, len(raw), size)]
+
+
+def id_name(ident: int, lookup: Any) -> str:
+    """A user or group name fit to paste into a shell command, else the number."""
+    try:
+        name = str(lookup(ident)[0])
+    except KeyError:
+        return str(ident)
+    return name if SHELL_SAFE_NAME.fullmatch(name) else str(ident)
+
+
+def acl_writers(
+    entries: list[tuple[int, int, int]],
+    st: os.stat_result,
+    user: pwd.struct_passwd,
+    shown: str,
+    *,
+    default: bool,
+) -> list[tuple[str, str]]:
+    """(who else may write, the command that stops it) for each writing entry of an ACL.
+
+    A default ACL is what everything made in the directory inherits, so there its owning group
+    and "other" entries count too. The mask is not counted: only the owner can change it, and
+    any later `chmod g+w` of theirs would silently give the write back.
+    """
+    what = f"what is made in {shown} (default ACL)" if default else f"{shown} (ACL)"
+    d = "d:" if default else ""
+    found = []
+    for tag, perm, ident in entries:
+        if not perm & ACL_WRITE:
+            continue
+        if tag == ACL_USER and ident != user.pw_uid:
+            name = id_name(ident, pwd.getpwuid)
+            found.append((f"user {name} can write {what}", f"setfacl -x {d}u:{name} {shown}"))
+        elif tag == ACL_GROUP and not private_group(ident, user):
+            name = id_name(ident, grp.getgrgid)
+            found.append((f"group {name} can write {what}", f"setfacl -x {d}g:{name} {shown}"))
+        elif default and tag == ACL_GROUP_OBJ and not private_group(st.st_gid, user):
+            name = id_name(st.st_gid, grp.getgrgid)
+            found.append((f"group {name} can write {what}", f"setfacl -m d:g::rX {shown}"))
+        elif default and tag == ACL_OTHER:
+            found.append((f"everyone can write {what}", f"setfacl -m d:o::rX {shown}"))
+    return found
+
+
+def writers_besides(
+    fd: int, st: os.stat_result, user: pwd.struct_passwd, shown: str
+) -> list[tuple[str, str]]:
+    """Everyone but the user (and root) who can write this file or directory, with the fix."""
+    access = read_acl(fd, ACL_ACCESS, shown)
+    found: list[tuple[str, str]] = []
+    if st.st_mode & 0o002:
+        found.append((f"everyone can write {shown}", f"chmod o-w {shown}"))
+    # With an access ACL the owning group's permissions are its group entry, not the mode.
+    group_perms = [perm for tag, perm, _ in access if tag == ACL_GROUP_OBJ]
+    group_writes = bool(group_perms[0] & ACL_WRITE) if group_perms else bool(st.st_mode & 0o020)
+    if group_writes and not private_group(st.st_gid, user):
+        name = id_name(st.st_gid, grp.getgrgid)
+        fix = f"setfacl -m g::rX {shown}" if group_perms else f"chmod g-w {shown}"
+        found.append((f"group {name} can write {shown}", fix))
+    found += acl_writers(access, st, user, shown, default=False)
+    if stat.S_ISDIR(st.st_mode):
+        default = read_acl(fd, ACL_DEFAULT, shown)
+        found += acl_writers(default, st, user, shown, default=True)
+    return found
+
+
+def open_link_chain(user: pwd.struct_passwd, shown: str) -> list[int]:
+    """Descriptors of the home, ~/.config, ~/.config/skybot and the link file, opened without
+    following a symbolic link, so what is checked is what is read."""
+    fds: list[int] = []
+    try:
+        fds.append(os.open(user.pw_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        for part in LINK_FILE[:-1]:
+            fds.append(open_below(fds[-1], part, directory=True))
+        fds.append(open_below(fds[-1], LINK_FILE[-1], directory=False))
+    except OSError as exc:
+        for fd in reversed(fds):
+            os.close(fd)
+        if exc.errno == errno.ENOENT:
+            raise Refusal(f"There is no {shown}; write the code there first.") from None
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise Refusal(
+                f"{shown} (or a directory on the way) is a symbolic link or not "
+                "a directory; it must be your own plain file."
+            ) from None
+        raise Refusal(f"Cannot open {shown}: {exc.strerror}.") from None
+    return fds
+
+
+def link_chain_writers(fds: list[int], user: pwd.struct_passwd) -> list[tuple[str, str]]:
+    """Everyone else who could have put a code into the link file: by owning it or a
+    directory on the way (root aside, who can write anything anyway), or by being let write."""
+    shown = ["~", *("~/" + "/".join(LINK_FILE[: n + 1]) for n in range(len(LINK_FILE)))]
+    found: list[tuple[str, str]] = []
+    for index, fd in enumerate(fds):
+        what = shown[index]
+        st = os.fstat(fd)
+        is_file = index == len(fds) - 1
+        if st.st_uid != os.getuid() and (is_file or st.st_uid != 0):
+            owner = id_name(st.st_uid, pwd.getpwuid)
+            if is_file:  # in the user's own directory, so theirs to remove
+                found.append((f"{what} belongs to {owner}, not {user.pw_name}", f"rm {what}"))
+            else:
+                found.append((f"{what} belongs to {owner} (ask the cluster admins)", ""))
+        found += writers_besides(fd, st, user, what)
+    return found
 
 
 def do_verify_link(
@@ -744,29 +876,16 @@ def do_verify_link(
     if not isinstance(code, str) or not LINK_CODE.fullmatch(code):
         raise Refusal("The link code must be 4 to 128 letters, digits, '-' or '_'.")
     shown = "~/" + "/".join(LINK_FILE)
-    fds: list[int] = []
+    fds = open_link_chain(user, shown)
     try:
-        try:
-            fds.append(os.open(user.pw_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
-            for part in LINK_FILE[:-1]:
-                fds.append(open_below(fds[-1], part, directory=True))
-            parent = fds[-1]
-            fds.append(open_below(parent, LINK_FILE[-1], directory=False))
-        except OSError as exc:
-            if exc.errno == errno.ENOENT:
-                raise Refusal(f"There is no {shown}; write the code there first.") from None
-            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise Refusal(
-                    f"{shown} (or a directory on the way) is a symbolic link or not "
-                    "a directory; it must be your own plain file."
-                ) from None
-            raise Refusal(f"Cannot open {shown}: {exc.strerror}.") from None
-        for fd, what in ((parent, "~/.config/skybot"), (fds[-1], shown)):
-            st = os.fstat(fd)
-            if st.st_uid != os.getuid():
-                raise Refusal(f"{what} is not owned by {user.pw_name}.")
-            if writable_by_others(st, user):
-                raise Refusal(f"{what} is writable by other users; run chmod go-w on it.")
+        others = link_chain_writers(fds, user)
+        if others:
+            fixes = list(dict.fromkeys(fix for _, fix in others if fix))
+            error = f"{shown} proves nothing while others could have written it: "
+            error += "; ".join(who for who, _ in others) + "."
+            if fixes:
+                error += " To make it yours alone, run: " + " && ".join(fixes)
+            return {"ok": False, "error": error, "fix": fixes}
         st = os.fstat(fds[-1])
         if not stat.S_ISREG(st.st_mode):
             raise Refusal(f"{shown} is not a regular file.")

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from core.runner_contract import verify_link_request
+from core.runner_contract import RunnerReply, verify_link_request
 from core.slack_text import fenced_code, literal
 from core.user_names import cluster_user_name
-from handlers.identity import is_human_account
+from handlers.identity import LinkRefused, is_human_account
 from handlers.reply import Reply, simple
 from handlers.router import Command, CommandRequest, UsageError
 from handlers.services import Services
 
 LINK_FILE = "~/.config/skybot/link"
+# The runner lists everyone else who can write on the way to the link file: show it whole.
+MAX_REFUSAL_CHARS = 1500
 SOURCE_WORDS = {
     "admin": "set by the cluster admins",
     "proven": "proven with a link code",
@@ -55,17 +57,38 @@ async def _check(request: CommandRequest, services: Services) -> Reply:
         raise UsageError(
             "You have no link in progress (codes expire). Start with `/sky link YOUR_CLUSTER_USER`."
         )
-    reply = await services.runner(pending.cluster_user, verify_link_request(pending.code))
+    user = pending.cluster_user
+    reply = await services.runner(user, verify_link_request(pending.code))
     if not reply.get("ok"):  # an answer, not a UsageError: the runner did run
-        return simple(
-            f"Not linked: {literal(reply.get('error', 'the code did not match'))} "
-            f"Check that {LINK_FILE} in {literal(pending.cluster_user)}'s home holds exactly "
-            "the code."
+        return simple(_refusal(reply, user))
+    try:
+        told = await services.identity.confirm_link(request.team_id, request.user_id, user)
+    except LinkRefused as refusal:
+        return simple(f"Not linked: {refusal}")
+    text = f"Linked: you are {literal(user)} on the cluster."
+    if told:
+        others = ", ".join(f"<@{user_id}>" for _, user_id in told)
+        if services.config.identity.several_slack_accounts:
+            text += f" It is linked to {others} too, who has been told."
+        else:
+            text += f" It was linked to {others}, who has been told and is linked no longer."
+    return simple(f"{text} You can delete {LINK_FILE} now. `/sky unlink` undoes this.")
+
+
+def _refusal(reply: RunnerReply, user: str) -> str:
+    """Why the runner did not take the code, with the commands that fix it when it has them
+    (a link file or directory others could write: those make it private)."""
+    error = literal(reply.get("error", "the code did not match"), MAX_REFUSAL_CHARS)
+    fixes = reply.get("fix")
+    if isinstance(fixes, list) and fixes and all(isinstance(f, str) for f in fixes):
+        return (
+            f"Not linked: {error}\nTo make it yours alone, run this on a login node as "
+            f"{literal(user)}, then `/sky link check` again:\n"
+            f"```{fenced_code(chr(10).join(fixes))}```"
         )
-    await services.identity.confirm_link(request.team_id, request.user_id, pending.cluster_user)
-    return simple(
-        f"Linked: you are {literal(pending.cluster_user)} on the cluster. You can delete "
-        f"{LINK_FILE} now. `/sky unlink` undoes this."
+    return (
+        f"Not linked: {error} Check that {LINK_FILE} in {literal(user)}'s home holds exactly "
+        "the code."
     )
 
 
@@ -110,6 +133,11 @@ LINK = Command(
     "prove which cluster account is yours, so skybot can act for you",
     act=link,
     starts_runner=True,
+    private=True,
 )
-WHOAMI = Command("whoami", "whoami", "which cluster account skybot thinks is yours", act=whoami)
-UNLINK = Command("unlink", "unlink", "forget the link between your Slack and cluster", act=unlink)
+WHOAMI = Command(
+    "whoami", "whoami", "which cluster account skybot thinks is yours", act=whoami, private=True
+)
+UNLINK = Command(
+    "unlink", "unlink", "forget the link between your Slack and cluster", act=unlink, private=True
+)

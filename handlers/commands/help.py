@@ -9,7 +9,8 @@ from handlers.router import Command, CommandRequest, CommandTable, UsageError
 
 FOOTER = (
     "Answers come from skybot's cached view of the cluster, refreshed every few seconds, "
-    "so asking never slows Slurm down. Add `--here` to post an answer in the channel."
+    "so asking never slows Slurm down. Add `--here` to post an answer in the channel "
+    "(answers about who you are — `link`, `whoami`, `unlink` — are only ever shown to you)."
 )
 
 
