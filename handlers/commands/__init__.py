@@ -8,6 +8,7 @@ from handlers.commands.account import LINK, UNLINK, WHOAMI
 from handlers.commands.help import help_command
 from handlers.commands.submit import CANCEL, SUBMIT
 from handlers.commands.template import template_command
+from handlers.commands.watch import UNWATCH_COMMAND, WATCH
 from handlers.router import CommandTable
 
 
@@ -19,6 +20,8 @@ def command_table(template: TemplateSettings | None = None) -> CommandTable:
     for module in (gpus, jobs, free, disk, df, images, why):
         table.add(module.COMMAND)
     table.add(template_command(template or TemplateSettings()))
+    table.add(WATCH)
+    table.add(UNWATCH_COMMAND)
     for command in (SUBMIT, CANCEL, notify.COMMAND, digest.COMMAND, LINK, WHOAMI, UNLINK):
         table.add(command)
     return table
