@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlite_utils
 
@@ -135,19 +136,10 @@ def end_watches(
         return enqueue(db, messages, now)
 
 
-def _watch(row: Sequence[object]) -> Watch:
-    (wid, team, user, cluster_user, gpu_type, count, overcap, lab, partition, account) = row[:10]
+def _watch(row: Sequence[Any]) -> Watch:
+    # Column order is _COLUMNS'; only `overcap` is stored as another type (0/1).
+    (wid, team, user, cluster_user, gpu_type, count, overcap, lab, part, account, made, ends) = row
     return Watch(
-        int(str(wid)),
-        str(team),
-        str(user),
-        str(cluster_user),
-        str(gpu_type),
-        int(str(count)),
-        bool(overcap),
-        str(lab),
-        str(partition),
-        str(account),
-        float(str(row[10])),
-        float(str(row[11])),
-    )
+        wid, team, user, cluster_user, gpu_type, count, bool(overcap), lab, part, account, made,
+        ends,
+    )  # fmt: skip
