@@ -95,7 +95,12 @@ def view_free_index(view: ClusterView) -> FreeIndex:
 
 
 def headroom_by_lab(view: ClusterView) -> dict[str, int | None]:
-    """Each configured lab's GPUs left under its cap (None: no cap), from the view's usage."""
+    """Each configured lab's GPUs left under its cap (None: no cap), from the view's usage.
+
+    Before sacctmgr has first answered, no cap is known and every lab would look uncapped:
+    then no lab is listed, and no lab watch is true until the caps are read."""
+    if view.snapshot.source("caps").taken_at is None:
+        return {}
     return {lab.name: view.usage(lab).headroom for lab in view.labs}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace as replace_snapshot
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,14 @@ from core.gpu_watch import (
     FIRED,
     Watch,
     free_index,
+    headroom_by_lab,
     parse_duration,
     sbatch_options,
     watch_outcomes,
 )
 from core.lab_usage import idle_gpus
 from core.records import LabCap
+from core.snapshot import SourceStatus
 from core.view import ClusterView
 from handlers.commands import command_table
 from handlers.identity import IdentityDirectory
@@ -70,7 +73,7 @@ def at_cap_view(a40_used: int = 4, lab_used: int = 4) -> ClusterView:
 
 def outcomes(view: ClusterView, watches: list[Watch], now: float = 50.0) -> list[tuple[int, str]]:
     index = free_index(view.idle)
-    headroom = {lab.name: view.usage(lab).headroom for lab in view.labs}
+    headroom = headroom_by_lab(view)
     return [(o.watch.id, o.kind) for o in watch_outcomes(watches, index, headroom, now)]
 
 
@@ -86,6 +89,15 @@ def test_a_lab_watch_needs_both_idle_gpus_and_room_under_the_cap() -> None:
     # Only one node's idle GPUs count: 1 + 1 on two nodes is not 2 on one.
     split = make_view(make_snapshot(nodes=(node("a", "a40", used=3), node("b", "a40", used=3))))
     assert outcomes(split, [watch(3, overcap=True, partition="overcap")]) == []
+
+
+def test_no_lab_watch_is_true_before_the_caps_are_read() -> None:
+    view = at_cap_view(a40_used=0, lab_used=0)
+    status = dict(view.snapshot.status)
+    status["caps"] = SourceStatus("caps", None)
+    unread = make_view(replace_snapshot(view.snapshot, status=status))
+    assert headroom_by_lab(unread) == {}
+    assert outcomes(unread, [watch(1), watch(2, overcap=True, partition="overcap")]) == [(2, FIRED)]
 
 
 def test_free_gpus_are_shared_out_oldest_watch_first_and_expiry_comes_after() -> None:
