@@ -340,10 +340,10 @@ def test_every_registered_action_is_a_pattern_a_module_exports() -> None:
 
 
 def test_every_button_the_code_builds_has_a_handler(manifest: dict[str, Any]) -> None:
+    from core.gpu_watch import Watch
     from core.job_output import STDERR, STDOUT, TailPart
     from core.log_more import more_block
     from handlers.actions import cancel_buttons
-    from core.gpu_watch import Watch
     from handlers.commands.watch import remove_buttons
     from handlers.overcap_button import move_to_overcap_block
     from tests.factories import job, make_snapshot, make_view

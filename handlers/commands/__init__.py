@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from core.job_template import TemplateSettings
-from handlers.commands import df, digest, disk, free, gpus, images, jobs, notify, why
+from handlers.commands import df, digest, disk, eff, free, gpus, images, jobs, log, notify, why
 from handlers.commands.account import LINK, UNLINK, WHOAMI
 from handlers.commands.help import help_command
 from handlers.commands.submit import CANCEL, SUBMIT
@@ -22,6 +22,8 @@ def command_table(template: TemplateSettings | None = None) -> CommandTable:
     table.add(template_command(template or TemplateSettings()))
     table.add(WATCH)
     table.add(UNWATCH_COMMAND)
-    for command in (SUBMIT, CANCEL, notify.COMMAND, digest.COMMAND, LINK, WHOAMI, UNLINK):
+    for command in (SUBMIT, CANCEL, log.COMMAND, eff.COMMAND, notify.COMMAND, digest.COMMAND):
+        table.add(command)
+    for command in (LINK, WHOAMI, UNLINK):
         table.add(command)
     return table
