@@ -121,6 +121,7 @@ async def test_eff_shows_the_end_dm_figures_for_the_owner_only(services: Service
     assert "CPU efficiency: 12 % of 8 CPUs" in text
     assert "`--mem=4G` would start sooner" in text
     assert (
-        "is running: its efficiency is known once it has ended" in (await sky(services, "eff 7"))[0]
+        "is `running`: its efficiency is known once it has ended"
+        in (await sky(services, "eff 7"))[0]
     )
     assert "belongs to `alice`" in (await sky(services, "eff 9", user="bob"))[0]
