@@ -37,7 +37,14 @@ from core.job_output import (
     tail_bytes,
     tail_from_reply,
 )
-from core.log_more import LOG_MORE, LOG_MORE_PATTERN, earlier_chunk, more_block, parse_more_value
+from core.log_more import (
+    LOG_MORE,
+    LOG_MORE_PATTERN,
+    MAX_OFFSET,
+    earlier_chunk,
+    more_block,
+    parse_more_value,
+)
 from core.records import Job
 from core.runner_contract import tail_request
 from core.slack_text import literal
@@ -101,7 +108,8 @@ async def more_clicked(
             return MoreAnswer(f"Slow down: try again in {math.ceil(wait)} s.")
     tail = await read_output(services, me, stream_path(job, request.stream), request.end, lines)
     part = earlier_chunk(request, tail, stderr_path(job) == stdout_path(job), lines)
-    headline = f"Earlier output of job {shown_label(job)} {literal(job.name)}:"
+    which = "Latest" if request.end == MAX_OFFSET else "Earlier"
+    headline = f"{which} output of job {shown_label(job)} {literal(job.name)}:"
     text = f"{headline}\n{part.markdown}"
     return MoreAnswer(text, [section(text), *more_block(job.job_id, [part])], refused=False)
 
