@@ -54,10 +54,11 @@ def build_app(
     )
     slash.register_listeners(app, cache, services, observe=observe_command)
     home.register_listeners(app, cache, services)
-    actions.register_listeners(app, cache, services, home.home_publisher(cache, services))
+    publish_home = home.home_publisher(cache, services)
+    actions.register_listeners(app, cache, services, publish_home)
     log_button.register_listeners(app, cache, services)
     overcap_button.register_listeners(app, cache, services)
-    watch_button.register_listeners(app, cache, services)
+    watch_button.register_listeners(app, cache, services, publish_home)
     return app
 
 

@@ -13,7 +13,9 @@ import time
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_sdk.web.async_client import AsyncWebClient
 
+from handlers.actions import HomeAnswer
 from handlers.clicks import BackgroundWork, click_of
 from handlers.commands.watch import UNWATCH, unwatch_text, watch_list
 from handlers.reply import Reply, section
@@ -38,11 +40,15 @@ async def unwatch_clicked(services: Services, team_id: str, user_id: str, value:
     return Reply(f"{outcome}\n{listing.text}", [section(outcome), *listing.blocks])
 
 
-def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) -> None:
+def register_listeners(
+    app: AsyncApp, cache: SnapshotCache, services: Services, home: HomeAnswer | None = None
+) -> None:
     working = BackgroundWork()
 
     @app.action(UNWATCH_PATTERN)
-    async def remove(ack: AsyncAck, respond: AsyncRespond, body: dict[str, Any]) -> None:
+    async def remove(
+        ack: AsyncAck, respond: AsyncRespond, body: dict[str, Any], client: AsyncWebClient
+    ) -> None:
         await ack()
         click = click_of(body)
 
@@ -54,5 +60,9 @@ def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) 
                 reply = Reply("skybot could not remove that watch; try `/sky unwatch ID`.")
             if click.has_response_url:
                 await respond(text=reply.text, blocks=reply.blocks or None, replace_original=True)
+            elif home is not None:
+                # A click on the Home tab has no response_url: the tab, published again, shows
+                # the watches left and what happened.
+                await home(client, click.team_id, click.user_id, reply.text.split("\n", 1)[0])
 
         working.start(act())
