@@ -5,17 +5,21 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from bot.config import load_config
+from bot.config import IdentityConfig, load_config
 from core.log_more import LOG_MORE, MAX_OFFSET
 from core.start_notices import is_start, start_notice
 from core.transitions import Transition
+from handlers.commands import command_table
+from handlers.identity import IdentityDirectory
+from handlers.router import dispatch_action_or_read
+from handlers.services import Services
 from scheduler.watchers.job_dms import process_transitions
 from store.alerts import save_starts_wanted
 from store.outbox import outbox_rows
 from store.snapshots import save_slurm_poll
 from store.submissions import enqueue, finish
 from store.writer import StoreWriter
-from tests.factories import job
+from tests.factories import job, make_snapshot, make_view
 
 TEAM = "T1"
 
@@ -107,3 +111,30 @@ async def test_only_those_who_asked_hear_and_only_once(writer: StoreWriter) -> N
     ]
     await writer.run(wind_back)
     assert await process_transitions(writer, links, config) == 0
+
+
+class Wakes:
+    def __init__(self) -> None:
+        self.woken = 0
+
+    def wake(self) -> None:
+        self.woken += 1
+
+
+async def test_submit_notify_start_is_skybots_flag_not_sbatchs(writer: StoreWriter) -> None:
+    identity = IdentityDirectory(IdentityConfig(links={"T1/U1": "alice"}), writer)
+
+    async def no_runner(user: str, request: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError("submitting is queued; the worker runs sbatch")
+
+    services = Services(load_config(None), identity, no_runner, submissions=Wakes(), writer=writer)
+    reply = await dispatch_action_or_read(
+        command_table(), make_view(make_snapshot()), services,
+        "submit job.sh --notify-start --time 10", team_id="T1", user_id="U1",
+        cluster_user="alice",
+    )  # fmt: skip
+    assert reply.text.endswith("in a moment and again when it starts.")
+    rows = await writer.run(
+        lambda db: db.execute("SELECT options, notify_start FROM submissions").fetchall()
+    )
+    assert rows == [('{"time": "10"}', 1)]
