@@ -194,8 +194,8 @@ def fired_text(outcome: Outcome) -> str:
     lines = [
         f"🟢 {watch.count} {literal(watch.gpu_type or 'gpu')} GPUs are free {where_words(watch)}"
         f"{node} (watch #{watch.id}).",
-        f"Use them now: `sbatch {sbatch_options(watch)} job.sh`",
-        f"A ready script: `{template_line(watch)}`",
+        f"Use them now: {literal(f'sbatch {sbatch_options(watch)} job.sh', 400)}",
+        f"A ready script: {literal(template_line(watch), 200)}",
         "First come, first served: other jobs may take them before yours. This watch has ended.",
     ]
     if watch.overcap:
@@ -207,8 +207,9 @@ def expired_text(watch: Watch) -> str:
     waited = format_duration(max(0.0, watch.expires_at - watch.created_at))
     return (
         f"⌛ Your watch #{watch.id} for {literal(watch.gres)} {where_words(watch)} ended after "
-        f"{waited}: they did not come free. `/sky watch {watch.gres}"
-        f"{' --overcap' if watch.overcap else ''}` starts a new one."
+        f"{waited}: they did not come free. "
+        f"{literal(f'/sky watch {watch.gres}' + (' --overcap' if watch.overcap else ''))} "
+        "starts a new one."
     )
 
 

@@ -90,8 +90,8 @@ def free_now(outcome: Outcome) -> str:
         [
             f"🟢 {watch.count} {literal(watch.gpu_type)} GPUs are free {where_words(watch)}"
             f"{node} right now, so there is nothing to watch.",
-            f"Use them now: `sbatch {sbatch_options(watch)} job.sh`",
-            f"A ready script: `{template_line(watch)}`",
+            f"Use them now: {literal(f'sbatch {sbatch_options(watch)} job.sh', 400)}",
+            f"A ready script: {literal(template_line(watch), 200)}",
         ]
     )
 
