@@ -13,6 +13,7 @@ from typing import Any
 
 import sqlite_utils
 
+from core.runner_contract import COMMENT_PREFIX
 from store.outbox import OutboxMessage
 from store.outbox import enqueue as enqueue_messages
 
@@ -222,10 +223,14 @@ def _select(db: sqlite_utils.Database, where: str, params: list[Any]) -> list[Su
     return [Submission(**{**row, "options": json.loads(row["options"])}) for row in rows]
 
 
-def start_watchers(db: sqlite_utils.Database, job_id: int) -> list[tuple[str, str]]:
-    """(team, Slack user) of the submissions of `job_id` that asked for a start DM."""
+def start_watchers(db: sqlite_utils.Database, job_id: int, comment: str) -> list[tuple[str, str]]:
+    """(team, Slack user) of the submissions of this job that asked for a start DM: by the
+    job id the worker recorded, or by the `skybot:TAG` comment the runner gave the job (a
+    poll can see the job start before the worker has recorded its id)."""
+    tag = comment.removeprefix(COMMENT_PREFIX) if comment.startswith(COMMENT_PREFIX) else None
     rows = db.execute(
-        "SELECT team_id, user_id FROM submissions WHERE job_id = ? AND notify_start = 1",
-        [job_id],
+        "SELECT team_id, user_id FROM submissions WHERE notify_start = 1 "
+        "AND (job_id = ? OR tag = ?)",
+        [job_id, tag],
     ).fetchall()
     return [(r[0], r[1]) for r in rows]

@@ -138,3 +138,21 @@ async def test_submit_notify_start_is_skybots_flag_not_sbatchs(writer: StoreWrit
         lambda db: db.execute("SELECT options, notify_start FROM submissions").fetchall()
     )
     assert rows == [('{"time": "10"}', 1)]
+
+
+async def test_a_start_seen_before_the_worker_recorded_the_job_id_is_found_by_its_comment(
+    writer: StoreWriter,
+) -> None:
+    submission = await writer.run(
+        lambda db: enqueue(
+            db, team_id=TEAM, user_id="U1", cluster_user="alice", script="/home/alice/job.sh",
+            options={}, response_url=None, now=0.0, max_queued=5, max_per_minute=5,
+            notify_start=True,
+        )
+    )  # fmt: skip
+    comment = f"skybot:{submission.tag}"
+    await writer.run(save_slurm_poll, [job(5, state="PENDING", comment=comment)], [], [], 1100.0)
+    running = job(5, start_time=1150, nodes="clippy", comment=comment)
+    await writer.run(save_slurm_poll, [running], [], [], 1200.0)
+    assert await process_transitions(writer, Links({}), load_config(None)) == 1
+    assert await targets(writer) == [f"jobstart:skynet:5:0:{TEAM}:U1"]

@@ -35,7 +35,7 @@ def start_messages(
             continue
         job = transition.job
         wanted = {key for key in targets.get(job.user, ()) if key in optins}
-        wanted.update(start_watchers(db, job.job_id))
+        wanted.update(start_watchers(db, job.job_id, job.comment))
         if not wanted:
             continue
         notice = start_notice(transition, cluster)
