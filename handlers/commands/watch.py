@@ -212,8 +212,10 @@ WATCH = Command(
     act=watch,
     details=(
         "`--overcap`: idle GPUs on the preemptible partition instead of your lab's cap. "
-        "`--for`: how long to watch (4h unless you say, at most 24h). The DM has the sbatch "
-        "options to use them at once. `/sky watch` alone lists your watches."
+        "`--for`: how long to watch, e.g. `90m` (4h unless you say; 24h at most unless the "
+        "admins set `[watches]` otherwise). GPUs on one node of your lab's partition (its first, "
+        "if you are in several labs). The DM has the sbatch options to use them at once. "
+        "`/sky watch` alone lists your watches."
     ),
 )
 UNWATCH_COMMAND = Command(
