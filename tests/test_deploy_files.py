@@ -366,13 +366,20 @@ def test_every_registered_action_is_a_pattern_a_module_exports() -> None:
 
 
 def test_every_button_the_code_builds_has_a_handler(manifest: dict[str, Any]) -> None:
+    from core.gpu_watch import Watch
     from core.job_output import STDERR, STDOUT, TailPart
     from core.log_more import more_block
     from handlers.actions import cancel_buttons
+    from handlers.commands.watch import remove_buttons
     from handlers.overcap_button import move_to_overcap_block
     from tests.factories import job, make_snapshot, make_view
 
-    modules = {"handlers.actions", "handlers.log_button", "handlers.overcap_button"}
+    modules = {
+        "handlers.actions",
+        "handlers.log_button",
+        "handlers.overcap_button",
+        "handlers.watch_button",
+    }
     assert modules <= set(action_modules())
     assert manifest["settings"]["interactivity"]["is_enabled"] is bool(action_ids())
     block = cancel_buttons([job(12), job(13, array_job_id=9, array_task="4")])
@@ -384,6 +391,9 @@ def test_every_button_the_code_builds_has_a_handler(manifest: dict[str, Any]) ->
     ids += [element["action_id"] for element in more["elements"]]
     (move,) = move_to_overcap_block(make_view(make_snapshot()), job(14, state="PENDING"))
     ids += [element["action_id"] for element in move["elements"]]
+    watches = [Watch(n, "T", "U", "alice", "a40", 2, False, "lab", "p", "a", 0, 1) for n in (7, 8)]
+    (remove,) = remove_buttons(watches)
+    ids += [element["action_id"] for element in remove["elements"]]
     patterns = action_patterns()
     assert all(any(p.fullmatch(i) for p in patterns) for i in ids), ids
     assert len(set(ids)) == len(ids)  # unique within the message, as Block Kit requires
