@@ -30,17 +30,23 @@ class Transition:
     restarts: int
 
 
-def merge_observations(live: Iterable[Job], accounted: Iterable[Job]) -> dict[int, Job]:
+def merge_observations(
+    live: Iterable[Job], accounted: Iterable[Job], left_out: list[Job] | None = None
+) -> dict[int, Job]:
     """One record per job: squeue's for jobs it lists, sacct's for the rest.
 
     sacct only adds what squeue cannot say: the final state of a job squeue no longer lists
     (or lists as still completing), and the exit code and usage squeue's record lacks.
+    A sacct record that cannot stand for its job is left out, and added to `left_out` for
+    the caller to name: the merge holds no record for that job id then, unless squeue's.
     """
     merged = {job.job_id: job for job in live}
     for job in accounted:
-        if not job.partition:
+        if not (job.partition and job.user and job.account):
             # slurmdbd's first record of a job (name "allocation", no partition) is written
             # before the controller's details arrive; the next poll re-reads it complete.
+            if left_out is not None:
+                left_out.append(job)
             continue
         seen = merged.get(job.job_id)
         if seen is None:
