@@ -145,12 +145,14 @@ def _number(value: object) -> int | None:
     if value is None:
         return None
     if type(value) is SlurmNumber:  # the slim decode's form of the dict below
+        inner = value.number
+        if inner is msgspec.UNSET:  # as the dict below: no "number", not a number at all
+            raise _BadField(f"expected a number, got {value!r}")
         if value.infinite is True or value.set is False:
             return None
-        inner = value.number
         if type(inner) is int:
             return inner
-        if isinstance(inner, (dict, SlurmNumber)) or inner is msgspec.UNSET:
+        if isinstance(inner, (dict, SlurmNumber)):
             raise _BadField(f"expected a number, got {value!r}")
         return _number(inner)
     if isinstance(value, dict) and "number" in value:
