@@ -14,10 +14,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from core.records import Job, Node
+from core.transitions import merge_observations
+from scheduler import poll_digest
 from scheduler.poll_digest import DigestRequest, LabLimits, PollDigest, PollDigester
 from scheduler.poll_worker import PollWorker
+from store import snapshots
 from store.db import open_db
-from store.snapshots import load_snapshot, save_slurm_changes
+from store.snapshots import load_snapshot, save_slurm_changes, save_slurm_poll
+from tests.factories import job
 
 V40 = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.40"
 LIMITS = LabLimits(
@@ -112,3 +119,76 @@ async def test_the_worker_process_answers_a_first_digest_with_such_a_record(
 
 def _fields(request: DigestRequest) -> dict[str, Any]:
     return {name: getattr(request, name) for name in DigestRequest.__slots__}
+
+
+# --------------------------------------------------------------------------------------------
+# Each stage on its own: a record it cannot use is left out and named; the rest commits.
+
+
+def test_a_job_or_node_the_digest_cannot_encode_costs_only_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_job_row, real_node_row = poll_digest.job_row, poll_digest.node_row
+
+    def job_row(job: Job) -> Any:
+        if job.job_id == 103:
+            raise OverflowError("int too big to convert")
+        return real_job_row(job)
+
+    def node_row(node: Node) -> Any:
+        if node.name == "baymax":
+            raise ValueError("a value msgspec cannot encode")
+        return real_node_row(node)
+
+    monkeypatch.setattr(poll_digest, "job_row", job_row)
+    monkeypatch.setattr(poll_digest, "node_row", node_row)
+    db = open_db(tmp_path / "skybot.db")
+    digest = PollDigester().digest(_request(sacct="sacct.json"))
+    save_slurm_changes(db, digest.changes, 1000.0)
+
+    snapshot = load_snapshot(db)
+    assert sorted(job.job_id for job in snapshot.jobs) == [i for i in SQUEUE_IDS if i != 103]
+    assert {node.name for node in snapshot.nodes} == {"clippy", "xaea-12"}
+    assert digest.jobs == len(SQUEUE_IDS) - 1
+    (named,) = _naming(digest, 103)
+    assert "OverflowError" in named
+    assert any("node baymax" in w for w in digest.warnings)
+    # Not counted in its lab either: job 103 held kira-lab's rtx_6000s.
+    kira = next(usage for usage in digest.usages if usage.lab == "kira-lab")
+    assert all(job_id != 103 for job_id in kira.by_user)
+
+
+def test_the_merge_names_the_sacct_records_it_leaves_out() -> None:
+    first_record = job(112, name="allocation", partition="", state="PENDING")
+    ended = job(108, state="COMPLETED", exit_code=0)
+    left_out: list[Job] = []
+    merged = merge_observations([job(101)], [first_record, ended], left_out)
+    assert sorted(merged) == [101, 108]
+    assert left_out == [first_record]
+
+
+def test_a_stored_state_that_is_not_a_state_costs_only_its_job(tmp_path: Path) -> None:
+    db = open_db(tmp_path / "skybot.db")
+    save_slurm_poll(db, [job(1), job(2), job(3)], [], [], at=100.0)
+    # SQLite keeps whatever type a row is given: a hand edit, another version's writer.
+    db.execute("UPDATE job_states SET restarts = 'zero' WHERE job_id = 2")
+    ended = [job(i, state="COMPLETED", exit_code=0) for i in (1, 2, 3)]
+    transitions = save_slurm_poll(db, [], ended, [], at=115.0)
+    assert [(t.job.job_id, t.to_state) for t in transitions] == [(1, "COMPLETED"), (3, "COMPLETED")]
+    assert load_snapshot(db).status["slurm"].taken_at == 115.0
+
+
+def test_a_stored_record_that_does_not_decode_costs_only_itself(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(snapshots, "_named", set())  # what earlier tests had named
+    db = open_db(tmp_path / "skybot.db")
+    save_slurm_poll(db, [job(1), job(2, std_out="/o/2.out"), job(3)], [], [], at=100.0)
+    db.execute('UPDATE jobs SET record = \'{"job_id": 2, "name": 7}\' WHERE job_id = 2')
+    db.conn.commit()
+    # Read whole (a reader's first load): the other jobs are there.
+    assert [j.job_id for j in load_snapshot(db).jobs] == [1, 3]
+    # sacct tells job 2 ended after squeue dropped it: its last seen record is the bad row.
+    transitions = save_slurm_poll(db, [job(1)], [job(2, state="FAILED", exit_code=1)], [], 115.0)
+    assert [(t.job.job_id, t.to_state) for t in transitions] == [(2, "FAILED")]
+    assert sum("job 2: its stored record cannot be read" in r.message for r in caplog.records) == 1
