@@ -7,13 +7,11 @@ and reload it only when something new was committed.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-import msgspec
 import sqlite_utils
 
 from core.lab_usage import LabUsage
@@ -51,8 +49,8 @@ from store.codec import (
 from store.gc_pauses import no_collections
 from store.loaded_rows import LoadedRows
 from store.row_log import log_gone, next_rows_version
+from store.unreadable import name_once, readable
 
-log = logging.getLogger(__name__)
 R = TypeVar("R")
 
 
@@ -137,7 +135,7 @@ def save_slurm_changes(
         observed = {job.job_id: job for job in changes.observed}
         known, unreadable = _known_states(conn, None if changes.full else list(observed))
         for job_id in unreadable.intersection(observed):
-            _name_once(f"job {job_id}: its stored state cannot be read; left out of this poll")
+            name_once(f"job {job_id}: its stored state cannot be read; left out of this poll")
             del observed[job_id]
         observed = with_known_restarts(known, observed)
         ended = ending_without_squeue(known, observed, live_ids=())
@@ -154,7 +152,7 @@ def save_slurm_changes(
             t for t in detect_transitions(known, observed, left_out) if not ended_before(t, start)
         ]
         for job_id in left_out:
-            _name_once(f"job {job_id}: its states cannot be compared; left out of this poll")
+            name_once(f"job {job_id}: its states cannot be compared; left out of this poll")
             del observed[job_id]
         # Plain executemany: at 10,000 jobs per poll, sqlite-utils' per-batch column
         # detection costs more than the inserts themselves.
@@ -284,7 +282,7 @@ def last_allocated_gpus(
         ).fetchall()
         for job_id, record, _, _ in rows:
             if job_id not in found:
-                job = _readable(f"job {job_id}", decode_job, record)
+                job = readable(f"job {job_id}", decode_job, record)
                 if job is not None and job.gpus_by_type:
                     found[job_id] = job.gpus_by_type
     return found
@@ -304,35 +302,12 @@ def last_seen_jobs(db: sqlite_utils.Database, job_ids: Sequence[int]) -> dict[in
             [*chunk, *chunk],
         ).fetchall()
         for job_id, record, _, _ in rows:
-            earlier = _readable(f"job {job_id}", decode_job, record)
+            earlier = readable(f"job {job_id}", decode_job, record)
             if earlier is None:
                 continue
             later = found.get(job_id)
             found[job_id] = earlier if later is None else with_gaps_filled(later, earlier)
     return found
-
-
-def _readable(who: str, decode: Callable[[str], R], record: str) -> R | None:
-    """A stored record, or None (named once) if it does not decode: a row written by another
-    version of skybot, or edited by hand, costs only itself, not every poll's save."""
-    try:
-        return decode(record)
-    except (msgspec.DecodeError, msgspec.ValidationError, TypeError) as error:
-        _name_once(f"{who}: its stored record cannot be read ({error}); left out")
-        return None
-
-
-# What was named already (bounded: a store full of bad rows must not grow it forever).
-_named: set[str] = set()
-_NAMED_AT_MOST = 10_000
-
-
-def _name_once(message: str) -> None:
-    if message in _named:
-        return
-    if len(_named) < _NAMED_AT_MOST:
-        _named.add(message)
-    log.warning("store: %s", message)
 
 
 def _chunks(items: list[int], size: int) -> Iterable[list[int]]:
@@ -417,11 +392,11 @@ def load_snapshot(db: sqlite_utils.Database, rows: LoadedRows | None = None) -> 
     with db.atomic():
         version = snapshot_version(db)
         if rows is None:
-            jobs = _all_readable(
+            jobs = _allreadable(
                 (f"job {job_id}", decode_job, record)
                 for job_id, record in db.execute("SELECT job_id, record FROM jobs ORDER BY job_id")
             )
-            nodes = _all_readable(
+            nodes = _allreadable(
                 (f"node {name}", decode_node, record)
                 for name, record in db.execute("SELECT name, record FROM nodes ORDER BY name")
             )
@@ -472,11 +447,11 @@ def load_snapshot(db: sqlite_utils.Database, rows: LoadedRows | None = None) -> 
     )
 
 
-def _all_readable(stored: Iterable[tuple[str, Callable[[str], R], str]]) -> tuple[R, ...]:
+def _allreadable(stored: Iterable[tuple[str, Callable[[str], R], str]]) -> tuple[R, ...]:
     return tuple(
         record
         for who, decode, text in stored
-        if (record := _readable(who, decode, text)) is not None
+        if (record := readable(who, decode, text)) is not None
     )
 
 

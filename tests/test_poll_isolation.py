@@ -21,8 +21,11 @@ from core.transitions import merge_observations
 from scheduler import poll_digest
 from scheduler.poll_digest import DigestRequest, LabLimits, PollDigest, PollDigester
 from scheduler.poll_worker import PollWorker
-from store import snapshots
+from store import unreadable
+from store.codec import decode_job, encode_record
 from store.db import open_db
+from store.loaded_rows import DecodedRows
+from store.row_log import RowChanges
 from store.snapshots import load_snapshot, save_slurm_changes, save_slurm_poll
 from tests.factories import job
 
@@ -181,7 +184,7 @@ def test_a_stored_state_that_is_not_a_state_costs_only_its_job(tmp_path: Path) -
 def test_a_stored_record_that_does_not_decode_costs_only_itself(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(snapshots, "_named", set())  # what earlier tests had named
+    monkeypatch.setattr(unreadable, "_named", set())  # what earlier tests had named
     db = open_db(tmp_path / "skybot.db")
     save_slurm_poll(db, [job(1), job(2, std_out="/o/2.out"), job(3)], [], [], at=100.0)
     db.execute('UPDATE jobs SET record = \'{"job_id": 2, "name": 7}\' WHERE job_id = 2')
@@ -192,3 +195,19 @@ def test_a_stored_record_that_does_not_decode_costs_only_itself(
     transitions = save_slurm_poll(db, [job(1)], [job(2, state="FAILED", exit_code=1)], [], 115.0)
     assert [(t.job.job_id, t.to_state) for t in transitions] == [(2, "FAILED")]
     assert sum("job 2: its stored record cannot be read" in r.message for r in caplog.records) == 1
+
+
+def test_the_readers_rows_leave_out_a_record_that_does_not_decode(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bot's reader catches up on each poll's rows (store/loaded_rows.py): one bad row
+    must not fail every reload, whether read whole or as a poll's changes."""
+    monkeypatch.setattr(unreadable, "_named", set())
+    rows: DecodedRows[int, Job] = DecodedRows(decode_job, "job")
+    good = {i: encode_record(job(i)) for i in (1, 2, 3)}
+    rows.replace_all([(1, good[1]), (2, "{not json"), (3, good[3])])
+    assert [j.job_id for j in rows.values()] == [1, 3]
+    rows.apply(RowChanges(gone=[], written=[(2, good[2]), (3, '{"job_id": 3}')]))
+    assert [j.job_id for j in rows.values()] == [1, 2]
+    named = [r.message for r in caplog.records if "stored record cannot be read" in r.message]
+    assert len(named) == 2 and "job 2" in named[0] and "job 3" in named[1]
