@@ -87,7 +87,15 @@ async def run_mode(title: str, full_look_back: bool, jobs: int, polls: int) -> l
                 if number == 2:
                     cancel_all()  # waits until squeue lists none of them pending
                     label = f"{label} (cancelled)"
-                poll = await run.poll(label)
+                try:
+                    poll = await run.poll(label)
+                except RuntimeError:
+                    # 24.11's slurmctld, busy with the cancelled jobs, once answered
+                    # --only-job-state with "Unspecified error": the poller backs off.
+                    samples.append(Sample(f"{label} failed", *(0.0,) * 7))
+                    print(f"  {label:24} failed", flush=True)
+                    await asyncio.sleep(max(0.0, INTERVAL - (time.monotonic() - started)))
+                    continue
                 sacct = Path(poller._spool_dir or tmp) / "sacct.json"
                 kinds = dict(_sacct_time(poll.commands))
                 samples.append(
@@ -125,10 +133,11 @@ def print_side_by_side(before: list[Sample], after: list[Sample]) -> None:
     for old, new in zip(before, after, strict=True):
         print(f"{old.label:26}{_row(old)}  {_row(new)}")
     for name, samples in (("before", before), ("after", after)):
-        cancelled = samples[2:]
+        cancelled = [s for s in samples[2:] if not s.label.endswith("failed")]
         heavy = sum(1 for s in cancelled if s.sacct_mb > 10 * max(samples[1].sacct_mb, 0.1))
         print(
-            f"{name}: {heavy} of {len(cancelled)} polls after the cancel re-read the cancelled"
+            f"{name}: {heavy} of {len(cancelled)} polls that answered after the cancel re-read the"
+            " cancelled"
             f" jobs; wall s {sum(s.wall for s in cancelled):.1f} in all; bot RSS"
             f" {samples[1].bot_mb:.0f} MB before the cancel, peak"
             f" {max(s.bot_mb for s in cancelled):.0f}, last {cancelled[-1].bot_mb:.0f};"
