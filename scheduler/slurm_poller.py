@@ -444,6 +444,10 @@ class SlurmPoller:
             self._sacct_since = accounting.taken_at or slurm.taken_at or now
             self._sacct_floor = await self._writer.run(history_start, now)
         start = self._sacct_since - self._config.slurm.sacct_overlap_seconds
+        if now < self._sacct_since:
+            # The wall clock was stepped back: ends from now on carry times before those
+            # seen empty, which say nothing of them any more.
+            self._dbd_caught_up = self._dbd_empty_unread = None
         if self._dbd_caught_up is not None:
             # Every end before then was read by a sacct that answered.
             start = max(start, self._dbd_caught_up - SACCT_CAUGHT_UP_MARGIN_SECONDS)

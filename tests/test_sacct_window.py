@@ -190,6 +190,16 @@ async def test_a_sacct_that_failed_reads_past_nothing(tmp_path: Path, bin_dir: P
     ]
 
 
+async def test_a_clock_stepped_back_forgets_when_the_queue_was_empty(
+    tmp_path: Path, bin_dir: Path
+) -> None:
+    """Ends after the step carry times before those the queue was seen empty at."""
+    steps = [(0, "0", True), (400, "0", True), (415, "0", True), (100, "0", True)]
+    await _polls(tmp_path, bin_dir, steps)
+    # As without sdiag (the full look-back from the last poll), not from 415 - 10.
+    assert _windows(bin_dir)[-1] == _at(415 - OVERLAP)
+
+
 def test_the_queue_is_read_from_sdiags_own_text() -> None:
     """The head of sdiag's report as the 22.05 test cluster prints it (24.11's has the same
     line): the controller's own agent queue is another line."""
