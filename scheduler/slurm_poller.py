@@ -59,6 +59,10 @@ log = logging.getLogger(__name__)
 
 # After a long outage, do not replay more than this much history.
 SACCT_MAX_LOOKBACK_SECONDS = 6 * 3600.0
+# sacct's --endtime lies this far past the latest time skybot has seen: only jobs that ended
+# by then exist, so a far end costs nothing, and a clock stepped back (or behind slurmdbd's)
+# by up to this much still sees the jobs that end now.
+SACCT_END_MARGIN_SECONDS = 24 * 3600.0
 SACCT_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,TO"
 # A digest of 100,000 jobs takes seconds; one that takes minutes is a stuck worker.
 DIGEST_TIMEOUT_SECONDS = 120.0
@@ -104,6 +108,8 @@ class SlurmPoller:
         self._caps_backoff = Backoff(base_seconds=config.slurm.caps_poll_seconds)
         self._sacct_since: float | None = None
         self._sacct_floor = 0.0
+        # The latest wall-clock time a poll started at: a step back does not go back on it.
+        self._latest_now = 0.0
         self._nodes_source = SINFO_NODES
         # None until sacctmgr has shown whether it knows --json.
         self._sacctmgr_json: bool | None = None
@@ -138,6 +144,7 @@ class SlurmPoller:
                 return False
             probed = True
         since = await self._sacct_window_start(now)
+        self._latest_now = max(self._latest_now, now)
         spool = self._spool()
         controller, sacct = await asyncio.gather(
             self._controller_outputs(spool),
@@ -150,7 +157,7 @@ class SlurmPoller:
                     "--duplicates",
                     f"--state={SACCT_STATES}",
                     f"--starttime={_slurm_time(since)}",
-                    f"--endtime={_slurm_time(now + 60)}",
+                    f"--endtime={_slurm_time(self._latest_now + SACCT_END_MARGIN_SECONDS)}",
                 ],
             ),
             return_exceptions=True,
@@ -396,8 +403,10 @@ class SlurmPoller:
             slurm = await self._writer.run(load_source_status, "slurm")
             self._sacct_since = accounting.taken_at or slurm.taken_at or now
             self._sacct_floor = await self._writer.run(history_start, now)
-        start = self._sacct_since - self._config.slurm.sacct_overlap_seconds
-        return max(start, self._sacct_floor, now - SACCT_MAX_LOOKBACK_SECONDS)
+        # After the wall clock is stepped back, jobs end at times before the last poll's: the
+        # window starts at whichever came first.
+        start = min(self._sacct_since, now) - self._config.slurm.sacct_overlap_seconds
+        return max(start, min(self._sacct_floor, now), now - SACCT_MAX_LOOKBACK_SECONDS)
 
     async def _record_lab_usage(self, usages: list[LabUsage], now: float) -> None:
         await self._writer.run(

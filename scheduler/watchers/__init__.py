@@ -23,6 +23,7 @@ from scheduler.watchers.cap_waits import check_cap_waits
 from scheduler.watchers.directory import SlackDirectory
 from scheduler.watchers.job_dms import process_transitions
 from scheduler.watchers.storage import check_storage
+from store.health import log_failure
 from store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ class Watchers:
                     self._writer, self._identity, self._config, self._view()
                 )
         except Exception:
-            log.exception("job notifier failed; the transitions stay queued for the next poll")
+            log_failure(log, "job notifier failed; the transitions stay queued for the next poll")
             return 0
         self._woken(added)
         return added
@@ -67,7 +68,7 @@ class Watchers:
             snapshot = self._view().snapshot if self._view is not None else None
             added = await check_storage(self._writer, self._identity, self._config, snapshot)
         except Exception:
-            log.exception("storage watcher failed; it will look again after the next poll")
+            log_failure(log, "storage watcher failed; it will look again after the next poll")
             return 0
         self._woken(added)
         return added
