@@ -31,7 +31,7 @@ from bot.health import Heartbeat, ServiceStatus
 from bot.metrics import Metrics, metrics_app
 from bot.runner_client import call_runner
 from bot.slack_link import SocketModeLink, socket_mode_handler
-from bot.startup import InstanceLock, bind_listener
+from bot.startup import InstanceLock, bind_listener, open_store
 from bot.systemd_notify import notify, watchdog_enabled
 from core.rate_limit import RateLimiter
 from core.runner_contract import RunnerCall, RunnerReply, RunnerRequest
@@ -114,8 +114,7 @@ class Runtime:
 
 
 async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
-    path = database_path(config)
-    writer = StoreWriter(path)
+    writer = open_store(database_path(config))
     cache = snapshot_cache(config)
     await cache.refresh()
     client = web_client(secrets)

@@ -1,6 +1,8 @@
-"""What `skybot run` secures before it starts anything: the database's instance lock and its
-listening ports. A second instance or a taken port is then one clear line and an exit code,
-never a half-started bot that polls Slurm without Slack, or two bots sending every DM twice.
+"""What `skybot run` secures before it starts anything: the database's instance lock, the
+database itself and its listening ports. A second instance, a database it cannot use or a
+taken port is then one clear line and an exit code, never a half-started bot that polls
+Slurm without Slack, or two bots sending every DM twice. The codes that a restart cannot fix
+are in the unit's RestartPreventExitStatus= (bot/install_files/skybot.service).
 """
 
 from __future__ import annotations
@@ -8,13 +10,22 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import pwd
 import socket
+import sqlite3
 from pathlib import Path
 from types import TracebackType
 
-# Exit codes of `skybot run` besides 0 (stopped by a signal) and 2 (config error, bot/cli.py).
+from bot import __version__
+from store.db import SchemaTooNewError
+from store.writer import StoreWriter
+
+# Exit codes of `skybot run` besides 0 (stopped by a signal); README.md, "Operations".
 EXIT_PORT_UNAVAILABLE = 1
+EXIT_CONFIG = 2
 EXIT_ALREADY_RUNNING = 3
+EXIT_SCHEMA_TOO_NEW = 4
+EXIT_DATABASE_UNUSABLE = 5
 
 
 class StartupError(Exception):
@@ -31,6 +42,45 @@ class AlreadyRunning(StartupError):
     exit_code = EXIT_ALREADY_RUNNING
 
 
+class SchemaTooNew(StartupError):
+    exit_code = EXIT_SCHEMA_TOO_NEW
+
+
+class DatabaseUnusable(StartupError):
+    exit_code = EXIT_DATABASE_UNUSABLE
+
+
+def open_store(database: Path | str) -> StoreWriter:
+    """The store's writer, or the start-up error that says in one line why not."""
+    try:
+        return StoreWriter(database)
+    except SchemaTooNewError as error:
+        raise SchemaTooNew(
+            f"the database {database} has schema version {error.found}, newer than skybot "
+            f"{__version__} knows ({error.supported}): a newer skybot wrote it. Install that "
+            "newer skybot again, or restore a backup of the database taken before it ran"
+        ) from None
+    except (OSError, sqlite3.Error) as error:
+        raise DatabaseUnusable(f"cannot use the database {database}: {_reason(error)}") from None
+
+
+def _reason(error: OSError | sqlite3.Error) -> str:
+    if isinstance(error, OSError):
+        what = (error.strerror or str(error)).lower()
+        where = f" ({error.filename})" if error.filename else ""
+        return f"{what}{where}; {_who()}"
+    return f"{error}; {_who()}"
+
+
+def _who() -> str:
+    """Which user needs the access, for the admin's chown."""
+    try:
+        name = pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        name = str(os.geteuid())
+    return f"skybot runs as {name}, which must be able to write the database and its directory"
+
+
 class InstanceLock:
     """One `skybot run` per database: an exclusive flock on `DB.lock`, held for the lifetime.
 
@@ -45,8 +95,13 @@ class InstanceLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o640)  # not inherited by children
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o640)  # not inherited by children
+        except OSError as error:
+            raise DatabaseUnusable(
+                f"cannot use the database directory {self.path.parent}: {_reason(error)}"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

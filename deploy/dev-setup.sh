@@ -18,8 +18,10 @@ case ${1:-} in
 esac
 # systemd: only for `systemd-analyze verify` of the shipped unit in the tests; python3-venv:
 # tests/test_wheel_install.py installs the built wheel into a fresh venv, as a site does;
-# mmdebstrap: builds the Debian 13 root filesystem of the 24.11 cluster.
-packages=(slurm-wlm slurmdbd munge mariadb-server sudo systemd python3-venv mmdebstrap)
+# mmdebstrap: builds the Debian 13 root filesystem of the 24.11 cluster; libfaketime: steps
+# the bot's wall clock in tests/test_clock_steps_cluster.py (and the digest's test).
+packages=(slurm-wlm slurmdbd munge mariadb-server sudo systemd python3-venv mmdebstrap
+    libfaketime)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "dev-setup: run as root (it installs packages and starts the test cluster)" >&2
