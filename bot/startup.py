@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import pwd
 import socket
 import sqlite3
+import struct
 from pathlib import Path
 from types import TracebackType
 
@@ -82,17 +84,28 @@ def _who() -> str:
 
 
 class InstanceLock:
-    """One `skybot run` per database: an exclusive flock on `DB.lock`, held for the lifetime.
+    """One `skybot run` per database, held for the lifetime, in two ways that both go when
+    their holder dies, however it dies (so a crashed bot never leaves a stale lock):
 
-    The kernel drops a flock when its holder dies, however it dies, so a crashed bot never
-    leaves a stale lock behind. The lock is a separate file, not the database: SQLite's own
-    POSIX locks on the database would be lost whenever any other descriptor of it is closed.
+    - an exclusive flock on `DB.lock`, beside the database: seen by every process that
+      shares the file system, and it records the holder's pid;
+    - a listening socket in the abstract namespace, named after the database's real path:
+      no file, so deleting files (the lock file, the database itself) cannot defeat it.
+
+    Not a lock on the database file: SQLite's own POSIX locks on it would be lost whenever
+    any other descriptor of it is closed.
     """
 
     def __init__(self, database: Path) -> None:
         self.database = database
         self.path = database.with_name(database.name + ".lock")
         self._fd: int | None = None
+        self._socket: socket.socket | None = None
+
+    @property
+    def socket_name(self) -> bytes:
+        real = os.path.realpath(self.database).encode()
+        return b"\0skybot-instance-" + hashlib.sha256(real).hexdigest()[:32].encode()
 
     def acquire(self) -> None:
         try:
@@ -107,16 +120,51 @@ class InstanceLock:
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
-            raise AlreadyRunning(
-                f"another skybot run (pid {holder}) already uses {self.database}; "
-                "one instance per database"
-            ) from None
+            raise self._already_running(holder) from None
+        try:
+            self._socket = self._bind_name()
+        except AlreadyRunning:
+            os.close(fd)
+            raise
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd
 
+    def _bind_name(self) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(self.socket_name)
+            sock.listen(8)
+        except OSError:
+            sock.close()
+            raise self._already_running(self._name_holder()) from None
+        return sock
+
+    def _name_holder(self) -> str:
+        """The pid that holds the name, as the kernel tells a client that connects to it."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(1.0)
+            try:
+                probe.connect(self.socket_name)
+                credentials = probe.getsockopt(
+                    socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")
+                )
+            except OSError:
+                return "unknown"
+        pid, _, _ = struct.unpack("3i", credentials)
+        return str(pid)
+
+    def _already_running(self, holder: str) -> AlreadyRunning:
+        return AlreadyRunning(
+            f"another skybot run (pid {holder}) already uses {self.database}; "
+            "one instance per database"
+        )
+
     def release(self) -> None:
-        # Left in place: unlinking a lock file lets a newcomer lock a different inode.
+        # The lock file is left in place: unlinking it lets a newcomer lock a different inode.
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

@@ -90,8 +90,7 @@ class StoreHealth:
             if self.write_error is None:
                 return
             log.warning(
-                "the database works again after %.0f s (it was: %s); nothing was lost, what "
-                "waited is written now",
+                "the database works again after %.0f s (it was: %s)",
                 self._failing_for(),
                 self.write_error,
             )
