@@ -203,15 +203,18 @@ class OutboxSender:
         self._wake.set()
 
     def clock_stepped(self, moved: float) -> None:
-        """The wall clock jumped by `moved` seconds: every wait measured on it (retries,
-        the per-channel pace, the token probe) keeps what it had left."""
+        """The wall clock jumped by `moved` seconds. Stepped back, every wait measured on it
+        (retries, the per-channel pace, the token probe) keeps what it had left, instead of
+        lasting as long as the step. Stepped forward, what waited is due early, which costs
+        one early attempt at most; shifting it would also delay what was queued since."""
+        self._wake.set()
+        if moved >= 0:
+            return
         self._clock_moved += moved
         self._free_at = {target: at + moved for target, at in self._free_at.items()}
         self._probes.retry_at += moved
         if self._pause is not None:
             self._pause = SenderPause(self._pause.error, self._pause.since + moved)
-        self._wake.set()
-        if self._pause is not None:
             self._probe_now.set()
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -170,8 +170,9 @@ def retry_queued_now(db: sqlite_utils.Database, now: float) -> int:
 
 
 def shift_retries(db: sqlite_utils.Database, now: float, moved: float) -> int:
-    """The wall clock jumped by `moved` seconds: every retry still waiting keeps the wait it
-    had left (after a step back by an hour, a retry due in 30 s is not due in an hour)."""
+    """The wall clock was stepped back by `-moved` seconds: every retry that was still waiting
+    keeps the wait it had left (a retry due in 30 s is not due in an hour); what was queued
+    since, at the new time, stays as it is."""
     with db.atomic():
         cursor = db.execute(
             "UPDATE outbox SET next_attempt_at = next_attempt_at + ? "
