@@ -64,9 +64,7 @@ async def test_the_digest_fires_once_across_steps_over_its_time(tmp_path: Path) 
         with (
             log.open("wb") as out,
             running(
-                start_bot(
-                    _config(tmp_path, port), slack, log=out, extra_env=faketime_env(control)
-                )
+                start_bot(_config(tmp_path, port), slack, log=out, extra_env=faketime_env(control))
             ) as bot,
         ):
             await wait_until_listening(f"http://127.0.0.1:{port}/livez", attempts=400)
