@@ -30,19 +30,22 @@ class PollProgress:
     # How long one run may take on top of the interval before it is late (its command
     # timeout): a Slurm outage makes polls fail, not stop completing.
     grace: float
-    started_at: float = 0.0
+    # None until its loop is started.
+    started_at: float | None = None
     completed_at: float | None = None
 
     def late_by(self, now: float, intervals: float) -> float | None:
         """Seconds since the last completed run (or the start) if that is longer than
         `intervals` intervals plus the grace; None while it keeps up."""
         last = self.completed_at if self.completed_at is not None else self.started_at
+        if last is None:
+            return None
         silent = now - last
         return silent if silent > intervals * self.interval + self.grace else None
 
     def describe_late(self, silent: float) -> str:
         done = "has not completed" if self.completed_at is None else "has not completed again"
-        return f"the {self.source} poll {done} for {silent:.0f} s (every {self.interval:.0f} s)"
+        return f"the {self.source} poll {done} for {silent:.0f} s (every {self.interval:g} s)"
 
 
 def next_due(started: float, interval: float, now: float) -> float:
@@ -65,7 +68,9 @@ class IntervalLoop:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        self.progress.started_at = due = loop.time()
+        due = loop.time()
+        if self.progress.started_at is None:
+            self.progress.started_at = due
         while True:
             await asyncio.sleep(max(0.0, due - loop.time()))
             started = loop.time()

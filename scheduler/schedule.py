@@ -69,7 +69,9 @@ class PollSchedule:
 
     def start(self) -> None:
         self.scheduler.start()
+        now = asyncio.get_running_loop().time()
         for source, loop in self.loops.items():
+            loop.progress.started_at = now
             self._tasks.append(asyncio.create_task(loop.run(), name=f"poll-{source}"))
         self._tasks.append(asyncio.create_task(self._watch_clock(), name="clock-steps"))
 
