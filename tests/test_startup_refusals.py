@@ -7,6 +7,7 @@ to be a 40-line traceback, exit 1 (retried forever), at priority info."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sqlite3
 import subprocess
@@ -97,3 +98,24 @@ async def test_a_bad_config_is_one_line_and_exit_2(tmp_path: Path, journal: bool
     code = await _refused(config, stderr, journal)
     assert code == EXIT_CONFIG
     assert _one_line(stderr, journal).startswith("config error: ")
+
+
+def test_a_crash_at_start_is_logged_at_crit_with_its_traceback_and_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not a refusal: a bug. It goes through logging, so journald gets it at priority crit
+    (bot/logs.py prefixes every line of it), not as a bare traceback at info."""
+    import bot.service
+    from bot.cli import main
+
+    async def crash(*args: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(bot.service, "run_bot", crash)
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    monkeypatch.setenv("SLACK_APP_TOKEN", "xapp-test")
+    config = write_config(tmp_path, metrics_port=free_port())
+    assert main(["run", "--config", str(config)]) == 1
+    (record,) = [r for r in caplog.records if r.levelno == logging.CRITICAL]
+    assert record.getMessage() == "skybot stopped: boom"
+    assert record.exc_info is not None
