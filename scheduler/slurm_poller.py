@@ -70,6 +70,10 @@ SACCT_MAX_LOOKBACK_SECONDS = 6 * 3600.0
 # for five minutes (issue 26, item 11).
 SACCT_CAUGHT_UP_MARGIN_SECONDS = 10.0
 _DBD_QUEUE = re.compile(rb"^\s*DBD Agent queue size:\s*(\d+)\s*$", re.M)
+# sacct's --endtime lies this far past the latest time skybot has seen: only jobs that ended
+# by then exist, so a far end costs nothing, and a clock stepped back (or behind slurmdbd's)
+# by up to this much still sees the jobs that end now.
+SACCT_END_MARGIN_SECONDS = 24 * 3600.0
 SACCT_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,TO"
 # A digest of 100,000 jobs takes seconds; one that takes minutes is a stuck worker.
 DIGEST_TIMEOUT_SECONDS = 120.0
@@ -119,6 +123,8 @@ class SlurmPoller:
         # later sacct has read past, and the latest not yet read past.
         self._dbd_caught_up: float | None = None
         self._dbd_empty_unread: float | None = None
+        # The latest wall-clock time a poll started at: a step back does not go back on it.
+        self._latest_now = 0.0
         self._nodes_source = SINFO_NODES
         # None until sacctmgr has shown whether it knows --json.
         self._sacctmgr_json: bool | None = None
@@ -153,6 +159,7 @@ class SlurmPoller:
                 return False
             probed = True
         since = await self._sacct_window_start(now)
+        self._latest_now = max(self._latest_now, now)
         spool = self._spool()
         controller, sacct, dbd_empty_at = await asyncio.gather(
             self._controller_outputs(spool),
@@ -165,7 +172,7 @@ class SlurmPoller:
                     "--duplicates",
                     f"--state={SACCT_STATES}",
                     f"--starttime={_slurm_time(since)}",
-                    f"--endtime={_slurm_time(now + 60)}",
+                    f"--endtime={_slurm_time(self._latest_now + SACCT_END_MARGIN_SECONDS)}",
                 ],
             ),
             self._dbd_queue_empty_at(),
@@ -443,7 +450,9 @@ class SlurmPoller:
             slurm = await self._writer.run(load_source_status, "slurm")
             self._sacct_since = accounting.taken_at or slurm.taken_at or now
             self._sacct_floor = await self._writer.run(history_start, now)
-        start = self._sacct_since - self._config.slurm.sacct_overlap_seconds
+        # After the wall clock is stepped back, jobs end at times before the last poll's: the
+        # window starts at whichever came first.
+        start = min(self._sacct_since, now) - self._config.slurm.sacct_overlap_seconds
         if now < self._sacct_since:
             # The wall clock was stepped back: ends from now on carry times before those
             # seen empty, which say nothing of them any more.
@@ -451,7 +460,7 @@ class SlurmPoller:
         if self._dbd_caught_up is not None:
             # Every end before then was read by a sacct that answered.
             start = max(start, self._dbd_caught_up - SACCT_CAUGHT_UP_MARGIN_SECONDS)
-        return max(start, self._sacct_floor, now - SACCT_MAX_LOOKBACK_SECONDS)
+        return max(start, min(self._sacct_floor, now), now - SACCT_MAX_LOOKBACK_SECONDS)
 
     async def _record_lab_usage(self, usages: list[LabUsage], now: float) -> None:
         await self._writer.run(

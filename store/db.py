@@ -246,6 +246,11 @@ SCHEMA_VERSION = len(MIGRATIONS)
 class SchemaTooNewError(RuntimeError):
     """The database was written by a newer skybot; refusing to guess at its schema."""
 
+    def __init__(self, found: int, supported: int) -> None:
+        super().__init__(f"database schema version {found} is newer than this skybot ({supported})")
+        self.found = found
+        self.supported = supported
+
 
 def open_db(path: Path | str, *, any_thread: bool = False) -> sqlite_utils.Database:
     """Open (creating if needed) the database at `path`, migrated to the current schema.
@@ -276,9 +281,7 @@ def migrate(db: sqlite_utils.Database, migrations: Sequence[Sequence[str]] = MIG
     target = len(migrations)
     current = db.execute("PRAGMA user_version").fetchone()[0]
     if current > target:
-        raise SchemaTooNewError(
-            f"database schema version {current} is newer than this skybot ({target})"
-        )
+        raise SchemaTooNewError(current, target)
     for version in range(current, target):
         with db.atomic():
             for statement in migrations[version]:

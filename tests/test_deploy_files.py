@@ -23,7 +23,12 @@ from bot.cli import EXIT_CONFIG
 from bot.config import DatabaseConfig, load_config
 from bot.manifest import http_manifest
 from bot.scopes import ALL_SCOPES, CORE_SCOPES, scopes_needed
-from bot.startup import EXIT_ALREADY_RUNNING, EXIT_PORT_UNAVAILABLE
+from bot.startup import (
+    EXIT_ALREADY_RUNNING,
+    EXIT_DATABASE_UNUSABLE,
+    EXIT_PORT_UNAVAILABLE,
+    EXIT_SCHEMA_TOO_NEW,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 # Shipped inside the package; `skybot install` puts them in place (tests/test_install.py).
@@ -323,7 +328,8 @@ def test_sudoers_file_parses() -> None:
 def test_unit_does_not_restart_what_a_restart_cannot_fix() -> None:
     settings = unit_settings()
     prevented = settings["RestartPreventExitStatus"][0].split()
-    assert sorted(prevented) == sorted([str(EXIT_CONFIG), str(EXIT_ALREADY_RUNNING)])
+    refusals = [EXIT_CONFIG, EXIT_ALREADY_RUNNING, EXIT_SCHEMA_TOO_NEW, EXIT_DATABASE_UNUSABLE]
+    assert sorted(prevented) == sorted(str(code) for code in refusals)
     assert str(EXIT_PORT_UNAVAILABLE) not in prevented  # a port may free up
     # skybot tells systemd when it is up, and its heartbeat feeds the watchdog.
     assert settings["Type"] == ["notify"]

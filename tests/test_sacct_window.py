@@ -196,8 +196,9 @@ async def test_a_clock_stepped_back_forgets_when_the_queue_was_empty(
     """Ends after the step carry times before those the queue was seen empty at."""
     steps = [(0, "0", True), (400, "0", True), (415, "0", True), (100, "0", True)]
     await _polls(tmp_path, bin_dir, steps)
-    # As without sdiag (the full look-back from the last poll), not from 415 - 10.
-    assert _windows(bin_dir)[-1] == _at(415 - OVERLAP)
+    # As without sdiag after a step back (the full look-back from the stepped-back now,
+    # 100 - OVERLAP, no earlier than the store's first poll at 0), not from 415 - 10.
+    assert _windows(bin_dir)[-1] == _at(0)
 
 
 def test_the_queue_is_read_from_sdiags_own_text() -> None:

@@ -25,6 +25,7 @@ from scheduler.watchers.directory import SlackDirectory
 from scheduler.watchers.gpu_watches import check_gpu_watches
 from scheduler.watchers.job_dms import process_transitions
 from scheduler.watchers.storage import check_storage
+from store.health import log_failure
 from store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class Watchers:
                     self._writer, self._identity, self._config, self._view()
                 )
         except Exception:
-            log.exception("job notifier failed; the transitions stay queued for the next poll")
+            log_failure(log, "job notifier failed; the transitions stay queued for the next poll")
             return 0
         added += await self._gpu_watches()
         self._woken(added)
@@ -80,7 +81,7 @@ class Watchers:
             snapshot = self._view().snapshot if self._view is not None else None
             added = await check_storage(self._writer, self._identity, self._config, snapshot)
         except Exception:
-            log.exception("storage watcher failed; it will look again after the next poll")
+            log_failure(log, "storage watcher failed; it will look again after the next poll")
             return 0
         self._woken(added)
         return added
