@@ -5,8 +5,9 @@ from __future__ import annotations
 from core.job_template import TemplateSettings
 from handlers.commands import df, digest, disk, free, gpus, images, jobs, notify, why
 from handlers.commands.account import LINK, UNLINK, WHOAMI
+from handlers.commands.cancel import CANCEL
 from handlers.commands.help import help_command
-from handlers.commands.submit import CANCEL, SUBMIT
+from handlers.commands.submit import SUBMIT
 from handlers.commands.template import template_command
 from handlers.router import CommandTable
 
