@@ -135,6 +135,11 @@ class SlackStandIn:
             method, status=status, error=error, retry_after=retry_after, times=times
         )
 
+    def delay_next(self, method: str, seconds: float, *, times: int = 1) -> None:
+        """Answer the next ``times`` requests to ``method`` (or "response_url") only after
+        ``seconds``: Slack having a slow moment."""
+        self.http.delays.setdefault(method, []).extend([seconds] * times)
+
     def refuse_bot_token(self, error: str = "account_inactive") -> None:
         """From now on every call with the bot token fails with ``error`` (ok: false), as when
         Slack deactivates or revokes it, until ``accept_bot_token()``."""
