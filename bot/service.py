@@ -37,6 +37,7 @@ from core.rate_limit import RateLimiter
 from core.runner_contract import RunnerCall, RunnerReply, RunnerRequest
 from core.view import LabInfo
 from handlers.charts import ChartRequests
+from handlers.click_answers import OutboxDms
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from scheduler.chart_maker import ChartMaker
@@ -159,6 +160,7 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         queue_charts=ChartRequests(writer, sender.wake),
         view=cache.current,
         limiter=RateLimiter(),
+        dm=OutboxDms(writer, sender.wake),
     )
     app = build_app(config, secrets, cache, services, client, metrics.observe_command)
     # Under systemd's WatchdogSec=, the loop's own heartbeat keeps the watchdog fed: a wedged

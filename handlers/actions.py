@@ -27,6 +27,7 @@ from core.records import Job
 from core.runner_contract import cancel_request
 from core.slack_text import literal
 from core.view import ClusterView
+from handlers.click_answers import answer_later
 from handlers.clicks import LINK_FIRST, BackgroundWork, click_of, not_yours
 from handlers.job_actions import ActionOutcome
 from handlers.services import Services
@@ -171,7 +172,13 @@ def register_listeners(
                 log.exception("cancel button failed")
                 outcome = "skybot could not act on that click; try `/sky cancel` instead."
             if click.has_response_url:
-                await respond(text=outcome, replace_original=True)
+                await answer_later(
+                    respond,
+                    {"text": outcome, "replace_original": True},
+                    user_id=click.user_id,
+                    dm=services.dm,
+                    what=f"the outcome of {click.user_id}'s Cancel click on {click.value[:20]!r}",
+                )
             elif home is not None:
                 # A click on the Home tab comes without a response_url: the tab shows it.
                 await home(client, click.team_id, click.user_id, outcome)

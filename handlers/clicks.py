@@ -34,6 +34,12 @@ class Click:
     value: str
     # Slack sends none for a click on the Home tab: only message clicks can be answered there.
     has_response_url: bool
+    # Where the clicked message is ("D…" for a DM with skybot); empty on the Home tab.
+    channel_id: str = ""
+
+    @property
+    def in_dm(self) -> bool:
+        return self.channel_id.startswith("D")
 
 
 def click_of(body: dict[str, Any]) -> Click:
@@ -45,6 +51,11 @@ def click_of(body: dict[str, Any]) -> Click:
         action_id=str(action.get("action_id", "")),
         value=str(action.get("value", "")),
         has_response_url=bool(body.get("response_url")),
+        channel_id=str(
+            (body.get("channel") or {}).get("id")
+            or (body.get("container") or {}).get("channel_id")
+            or ""
+        ),
     )
 
 

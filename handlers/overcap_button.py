@@ -24,6 +24,7 @@ from core.records import Job
 from core.runner_contract import PLAIN_JOB_ID, move_to_overcap_request
 from core.slack_text import literal
 from core.view import ClusterView
+from handlers.click_answers import answer_later
 from handlers.clicks import LINK_FIRST, BackgroundWork, click_of, not_yours
 from handlers.services import Services
 from store.reader import SnapshotCache
@@ -124,6 +125,12 @@ def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) 
                 log.exception("move-to-overcap button failed")
                 shown = literal(f"/sky why {click.value}")
                 outcome = f"skybot could not act on that click; {shown} shows where the job is."
-            await respond(text=outcome, replace_original=True)
+            await answer_later(
+                respond,
+                {"text": outcome, "replace_original": True},
+                user_id=click.user_id,
+                dm=services.dm,
+                what=f"the outcome of {click.user_id}'s Move click on {click.value[:20]!r}",
+            )
 
         working.start(act())

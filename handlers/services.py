@@ -10,6 +10,7 @@ from core.config_schema import Config
 from core.rate_limit import RateLimiter
 from core.runner_contract import RunnerCall
 from core.view import ClusterView
+from handlers.click_answers import DmQueue
 from handlers.identity import IdentityDirectory
 from handlers.job_actions import JobActions
 from handlers.request import ChartQueue
@@ -39,3 +40,5 @@ class Services:
     limiter: RateLimiter | None = None
     # One action per job at a time, shared by every button and command in this process.
     job_actions: JobActions = field(default_factory=JobActions)
+    # DMs through the outbox: where an answer goes when its response_url fails.
+    dm: DmQueue | None = None

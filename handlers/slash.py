@@ -17,6 +17,7 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
+from handlers.click_answers import answer_later
 from handlers.commands import command_table
 from handlers.reply import Reply, simple
 from handlers.router import (
@@ -59,7 +60,10 @@ def register_listeners(
 
         async def late(reply: Reply) -> None:
             if command.get("response_url"):
-                await respond(**reply.for_slack())
+                what = f"the late answer to {_metric_name(commands, text)!r} from {user_id}"
+                await answer_later(
+                    respond, reply.for_slack(), user_id=user_id, dm=services.dm, what=what
+                )
             else:
                 await client.chat_postMessage(channel=user_id, text=reply.text, blocks=reply.blocks)
 
