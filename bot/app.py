@@ -14,6 +14,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Config, Secrets
 from handlers import actions, home, log_button, overcap_button, slash
+from handlers.clicks import register_unknown_actions
 from handlers.services import Services
 from handlers.slash import ObserveCommand
 from store.reader import SnapshotCache
@@ -57,6 +58,7 @@ def build_app(
     actions.register_listeners(app, cache, services, home.home_publisher(cache, services))
     log_button.register_listeners(app, cache, services)
     overcap_button.register_listeners(app, cache, services)
+    register_unknown_actions(app)  # last: only what no listener above took
     return app
 
 

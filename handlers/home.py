@@ -14,8 +14,9 @@ from typing import Any, Protocol
 from slack_bolt.async_app import AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
+from core.job_notices import job_label
 from core.view import ClusterView
-from handlers.actions import cancel_block
+from handlers.actions import cancel_block, cancelling
 from handlers.commands import command_table
 from handlers.commands.common import (
     SOURCE_LABELS,
@@ -115,7 +116,8 @@ async def home_view(
     if user is None:
         return home(([section(notice)] if notice else []) + unlinked_blocks(table))
     pref, chosen = await current_preference(services, team_id, user_id)
-    return home(linked_blocks(view, user, pref, chosen, now, notice))
+    going = frozenset(job_label(j) for j in active_jobs(view, user) if cancelling(services, j))
+    return home(linked_blocks(view, user, pref, chosen, now, notice, going))
 
 
 def home(blocks: list[Block]) -> View:
@@ -137,14 +139,22 @@ def fit(blocks: list[Block], limit: int = MAX_HOME_BLOCKS) -> list[Block]:
 
 
 def linked_blocks(
-    view: ClusterView, user: str, pref: str, chosen: bool, now: float, notice: str | None = None
+    view: ClusterView,
+    user: str,
+    pref: str,
+    chosen: bool,
+    now: float,
+    notice: str | None = None,
+    cancelled: frozenset[str] = frozenset(),
 ) -> list[Block]:
+    """`cancelled`: labels of jobs skybot has just cancelled, which the snapshot may still
+    list as running or pending until the next poll."""
     warnings, _ = freshness_lines(view, now, "slurm", also=("caps", "storage"))
     blocks: list[Block] = [header(f"skybot — {user}"), *(section(w) for w in warnings)]
     if notice:
         blocks.append(section(notice))
     parts: tuple[tuple[str, list[str], list[Block]], ...] = (
-        ("Your jobs", job_part(view, user, now), job_buttons(view, user)),
+        ("Your jobs", job_part(view, user, now, cancelled), job_buttons(view, user, cancelled)),
         ("Your lab's GPUs", lab_part(view, user), []),
         ("Your largest directories", disk_part(view, user), []),
         ("Job DMs", [preference_part(user, pref, chosen)], []),
@@ -155,20 +165,30 @@ def linked_blocks(
     return blocks
 
 
-def job_buttons(view: ClusterView, user: str) -> list[Block]:
+def job_buttons(
+    view: ClusterView, user: str, cancelled: frozenset[str] = frozenset()
+) -> list[Block]:
     """Cancel, as on `/sky jobs`: the click is checked again (handlers/actions.py)."""
-    return cancel_block(active_jobs(view, user))
+    return cancel_block([j for j in active_jobs(view, user) if job_label(j) not in cancelled])
 
 
-def job_part(view: ClusterView, user: str, now: float) -> list[str]:
+def job_part(
+    view: ClusterView, user: str, now: float, cancelled: frozenset[str] = frozenset()
+) -> list[str]:
     try:
         require_data(view, "slurm")
     except NoData as missing:
         return [str(missing)]
     jobs = active_jobs(view, user)
-    if not jobs:
+    ending = [j for j in jobs if job_label(j) in cancelled]
+    jobs = [j for j in jobs if job_label(j) not in cancelled]
+    if not jobs and not ending:
         return [f"You ({literal(user)}) have no running or pending jobs."]
-    return jobs_lines(user, jobs, now)
+    lines = jobs_lines(user, jobs, now) if jobs else []
+    if ending:
+        named = ", ".join(f"{literal(job_label(j))} {literal(j.name, 40)}" for j in ending)
+        lines.append(f"Cancelled just now, Slurm is ending them: {named}")
+    return lines
 
 
 def lab_part(view: ClusterView, user: str) -> list[str]:

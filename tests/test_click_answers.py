@@ -70,3 +70,25 @@ async def test_a_response_url_that_keeps_failing_gives_the_outcome_by_dm(
         assert dm.ok and dm.params["channel"] == "UALICE"
         assert slack.response_url_posts == []
     assert any("goes to UALICE by DM" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_forged_action_id_is_acked_with_one_line_in_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 27 item 9: an action id no listener has was never acked (Slack shows the clicker
+    an error) and each wrote Bolt's multi-line "Unhandled request" block."""
+    async with (
+        SlackStandIn(users=[SlackUser("UALICE", "alice")]) as slack,
+        running_bot(_config(tmp_path), slack),
+    ):
+        await slack.wait_for_socket_connection(timeout=10)
+        caplog.clear()
+        for action_id in ("skybot_delete_everything", "skybot_cancel_job:1:2", "x" * 300):
+            payload = slack.block_action_payload(user_id="UALICE", action_id=action_id, value="1")
+            delivery = await slack.send_block_action(payload, timeout=3.0)
+            assert delivery.payload is None or delivery.payload == {}
+    logged = [r for r in caplog.records if r.levelno >= logging.WARNING and "poll" not in r.name]
+    assert [len(r.getMessage().splitlines()) for r in logged] == [1, 1, 1], logged
+    assert all("does not have" in r.getMessage() for r in logged)
+    assert not any("Unhandled request" in r.getMessage() for r in caplog.records)
+    assert slack.response_url_posts == []

@@ -83,6 +83,9 @@ async def test_cancel_on_the_home_tab_acts_as_the_clicker_and_shows_the_outcome_
 
         alices_tab = await click("alice", buttons[0])
         assert f"Cancelled job `{held}` `held` (as `alice`)." in alices_tab
+        # Published before the next poll: the job is shown as cancelled, with no button left.
+        assert f"Cancelled just now, Slurm is ending them: `{held}` `held`" in alices_tab
+        assert "skybot_cancel_job" not in alices_tab
         wait_until(lambda: squeue_state(held) in (None, "CANCELLED"), 30, "the job to be cancelled")
         # Nothing was sent anywhere else: there was no response_url to send it to.
         assert slack.response_url_posts == []

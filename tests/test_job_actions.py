@@ -4,12 +4,14 @@ that counts its calls; tests/test_double_cancel_cluster.py does the same on the 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from bot.config import IdentityConfig, load_config
 from core.rate_limit import RateLimiter
 from handlers.actions import cancel_clicked
 from handlers.commands import command_table
+from handlers.home import home_view
 from handlers.identity import IdentityDirectory
 from handlers.job_actions import ActionOutcome, JobActions
 from handlers.router import dispatch_action_or_read
@@ -158,3 +160,16 @@ async def test_an_outcome_is_remembered_only_for_a_while() -> None:
     assert not actions.in_progress("5", "cancel")
     await actions.perform("5", "cancel", cancel)
     assert len(runs) == 2
+
+
+async def test_the_home_tab_after_a_cancel_shows_the_job_as_cancelled(writer: StoreWriter) -> None:
+    """Issue 27 item 9: the tab republished with "Cancelled job 7" on top still listed job 7,
+    with its Cancel button: the snapshot lists the job until the next poll."""
+    services = services_for(writer, SlowRunner())
+    outcome = await cancel_clicked(VIEW, services, "T1", "UALICE", "7")
+    tab = await home_view(VIEW, services, command_table(), "T1", "UALICE", 1_010.0, outcome)
+    text = json.dumps(tab["blocks"], ensure_ascii=False)
+    assert "Cancelled job `7` `mine` (as `alice`)." in text
+    assert "Cancelled just now, Slurm is ending them: `7` `mine`" in text
+    buttons = [e["value"] for b in tab["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    assert buttons == ["20_1"]  # her other job keeps its button
