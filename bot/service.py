@@ -42,8 +42,9 @@ from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from scheduler.chart_maker import ChartMaker
 from scheduler.digest import WeeklyDigest
-from scheduler.outbox_sender import OutboxSender, sender_client
+from scheduler.outbox_sender import OutboxSender
 from scheduler.schedule import PollSchedule, build_scheduler
+from scheduler.sender_client import sender_client
 from scheduler.slurm_poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
 from scheduler.submit_worker import SubmissionWorker
@@ -126,7 +127,9 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     # Job DMs and storage alerts: watchers enqueue after each poll, the sender delivers.
     sender = OutboxSender(
         writer,
-        sender_client(secrets.bot_token, secrets.api_url or DEFAULT_SLACK_API_URL),
+        sender_client(
+            secrets.bot_token, secrets.api_url or DEFAULT_SLACK_API_URL, metrics.observe_send
+        ),
         per_channel_per_second=config.notifications.messages_per_second_per_channel,
         token_probe_seconds=config.notifications.token_probe_seconds,
         token_probe_max_seconds=config.notifications.token_probe_max_seconds,
