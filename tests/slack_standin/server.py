@@ -245,6 +245,10 @@ class SlackStandIn:
         """Close every connection from the server side."""
         await self.socket.drop_connections()
 
+    def cut_socket_connections(self) -> None:
+        """Cut every connection's TCP link without a websocket close frame."""
+        self.socket.cut_connections()
+
     async def take_socket_mode_down(self) -> None:
         """A Socket Mode outage: close every connection and refuse new ones until
         ``bring_socket_mode_up()`` (the Web API keeps answering)."""
