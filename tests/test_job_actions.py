@@ -14,6 +14,7 @@ from handlers.commands import command_table
 from handlers.home import home_view
 from handlers.identity import IdentityDirectory
 from handlers.job_actions import ActionOutcome, JobActions
+from handlers.overcap_button import move_clicked
 from handlers.router import dispatch_action_or_read
 from handlers.services import Services
 from store.writer import StoreWriter
@@ -173,3 +174,15 @@ async def test_the_home_tab_after_a_cancel_shows_the_job_as_cancelled(writer: St
     assert "Cancelled just now, Slurm is ending them: `7` `mine`" in text
     buttons = [e["value"] for b in tab["blocks"] if b["type"] == "actions" for e in b["elements"]]
     assert buttons == ["20_1"]  # her other job keeps its button
+
+
+async def test_a_move_clicked_during_a_cancel_waits_and_moves_nothing(writer: StoreWriter) -> None:
+    runner = SlowRunner()
+    services = services_for(writer, runner)
+    cancelled, moved = await asyncio.gather(
+        cancel_clicked(VIEW, services, "T1", "UALICE", "7"),
+        move_clicked(VIEW, services, "T1", "UALICE", "7"),
+    )
+    assert cancelled == "Cancelled job `7` `mine` (as `alice`)."
+    assert moved == "Job `7` was cancelled just now: nothing was moved."
+    assert runner.calls == [("alice", {"action": "cancel", "job_id": "7"})]
