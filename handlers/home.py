@@ -17,6 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from core.job_notices import job_label
 from core.view import ClusterView
 from handlers.actions import cancel_block, cancelling
+from handlers.clicks import BackgroundWork
 from handlers.commands import command_table
 from handlers.commands.common import (
     SOURCE_LABELS,
@@ -52,6 +53,7 @@ View = dict[str, Any]
 
 def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) -> None:
     publish = home_publisher(cache, services)
+    working = BackgroundWork()
 
     @app.event("app_home_opened")
     async def home_opened(
@@ -59,7 +61,9 @@ def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) 
     ) -> None:
         if event.get("tab") != "home":
             return  # the Messages tab: nothing to publish
-        await publish(client, context.team_id or "", str(event.get("user") or ""), None)
+        # Bolt acks the event when this returns; finding out who opened the tab may take a
+        # slow users.info, and an event unacked in 3 s is sent again: publish after the ack.
+        working.start(publish(client, context.team_id or "", str(event.get("user") or ""), None))
 
 
 class HomePublisher(Protocol):

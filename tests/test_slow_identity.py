@@ -45,3 +45,15 @@ async def test_a_slow_users_info_still_gets_an_ack_in_time(tmp_path: Path) -> No
         # Asked again within the hour, the email rule is not retried: answered in the ack.
         again = await slack.send_slash_command(command="/sky", text="help", user_id="UCAROL")
         assert again.payload is not None and "/sky help [COMMAND]" in again.payload["text"]
+
+
+async def test_a_slow_users_info_does_not_hold_the_home_tab_event(tmp_path: Path) -> None:
+    """Bolt acks an event when its listener returns: a Home tab built after a 5 s users.info
+    held the ack past Slack's 3 s, and Slack sends an unacked event again."""
+    carol = SlackUser("UCAROL", "carol", email="carol@example.org")
+    async with SlackStandIn(users=[carol]) as slack, running_bot(_config(tmp_path), slack):
+        await slack.wait_for_socket_connection(timeout=10)
+        slack.delay_next("users.info", 5.0)
+        await slack.send_app_home_opened("UCAROL", timeout=ACK_SECONDS)
+        published = await slack.wait_for_call("views.publish", timeout=15)
+        assert published.ok and published.params["user_id"] == "UCAROL"
