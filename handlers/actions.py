@@ -86,16 +86,22 @@ def cancel_block(jobs: list[Job]) -> list[dict[str, Any]]:
 
 
 def jobs_named(view: ClusterView, label: str) -> list[Job]:
-    """The snapshot's jobs that scancel `label` would cancel: the job or array task itself,
-    and for a plain number every task of that array."""
-    found = []
-    for jobs in view.jobs_by_user.values():
-        for job in jobs:
-            if job_label(job) == label or (
-                label.isdigit() and int(label) in (job.job_id, job.array_job_id)
-            ):
-                found.append(job)
-    return found
+    """The snapshot's jobs that scancel `label` would act on: the job or array task itself,
+    for a plain number every task of that array, and for `35_2` also the record of 35's tasks
+    still pending together (`35_[2-4]`: Slurm knows which task it holds; every task of an
+    array has the one owner)."""
+    return [j for jobs in view.jobs_by_user.values() for j in jobs if _is_named(j, label)]
+
+
+def _is_named(job: Job, label: str) -> bool:
+    if job_label(job) == label:
+        return True
+    head, _, task = label.partition("_")
+    if not head.isdigit():
+        return False
+    if not task:
+        return int(head) in (job.job_id, job.array_job_id)
+    return job.array_job_id == int(head) and not (job.array_task or "").isdigit()
 
 
 def active_jobs_named(view: ClusterView, label: str) -> list[Job]:

@@ -186,3 +186,27 @@ async def test_a_move_clicked_during_a_cancel_waits_and_moves_nothing(writer: St
     assert cancelled == "Cancelled job `7` `mine` (as `alice`)."
     assert moved == "Job `7` was cancelled just now: nothing was moved."
     assert runner.calls == [("alice", {"action": "cancel", "job_id": "7"})]
+
+
+async def test_a_task_of_a_pending_array_record_can_be_cancelled(writer: StoreWriter) -> None:
+    """Slurm lists an array's pending tasks as one record (`30_[2-4]`): `/sky cancel 30_3`
+    is hers by that record, and Slurm knows the task."""
+    runner = SlowRunner()
+    services = services_for(writer, runner)
+    view = make_view(
+        make_snapshot(
+            jobs=[
+                job(31, name="arr", array_job_id=30, array_task="1"),
+                job(30, name="arr", state="PENDING", array_job_id=30, array_task="[2-4]"),
+                job(40, user="bob", state="PENDING", array_job_id=40, array_task="[1-9]"),
+            ]
+        )
+    )
+    services.view = lambda: view
+    assert await cancel_clicked(view, services, "T1", "UALICE", "30_3") == (
+        "Cancelled job `30_3` `arr` (as `alice`)."
+    )
+    assert (await cancel_clicked(view, services, "T1", "UALICE", "40_2")).startswith(
+        "Job `40_2` belongs to `bob`"
+    )
+    assert runner.calls == [("alice", {"action": "cancel", "job_id": "30_3"})]
