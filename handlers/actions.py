@@ -146,7 +146,8 @@ async def cancel_as_owner(view: ClusterView, services: Services, me: str, label:
         error = literal(reply.get("error", "unknown"))
         return ActionOutcome(f"Slurm did not cancel job {literal(label)}: {error}", False)
 
-    return (await services.job_actions.perform(label, CANCEL, scancel)).text
+    # Remembered: a second scancel of a job that is ending fails ("already completing").
+    return (await services.job_actions.perform(label, CANCEL, scancel, remember=True)).text
 
 
 def cancelling(services: Services, job: Job) -> bool:

@@ -8,9 +8,9 @@ scancel names it (`35`, `35_2`):
 
 - the same action on the same job while one runs joins it and answers with its outcome;
 - a different action on that job waits its turn (and its caller's checks then see the result);
-- an action that took effect is remembered for `remember_seconds`: the snapshot lists the job
-  until the next poll, so a click in that window is answered with the outcome instead of a
-  second scancel, and the Home tab shows the job as being cancelled.
+- an action asked to be remembered (cancel) is, once it took effect, for `remember_seconds`:
+  the snapshot lists the job until the next poll, so a click in that window is answered with
+  the outcome instead of a second scancel, and the Home tab shows the job as being cancelled.
 
 Failures are not remembered: trying again may succeed.
 """
@@ -55,7 +55,12 @@ class JobActions:
         self._done: dict[tuple[str, str], tuple[ActionOutcome, float]] = {}
 
     async def perform(
-        self, job: str, action: str, work: Callable[[], Awaitable[ActionOutcome]]
+        self,
+        job: str,
+        action: str,
+        work: Callable[[], Awaitable[ActionOutcome]],
+        *,
+        remember: bool = False,
     ) -> ActionOutcome:
         """`work`'s outcome, or that of the same action on `job` already running or just done."""
         running = self._running.get(job)
@@ -68,7 +73,7 @@ class JobActions:
                 done = self.recent(job, action)
                 if done is not None:
                     return done
-                return await self._run(job, action, work)
+                return await self._run(job, action, work, remember)
         finally:
             self._waiting[job] -= 1
             if not self._waiting[job]:
@@ -86,7 +91,7 @@ class JobActions:
         return (running is not None and running.action == action) or bool(self.recent(job, action))
 
     async def _run(
-        self, job: str, action: str, work: Callable[[], Awaitable[ActionOutcome]]
+        self, job: str, action: str, work: Callable[[], Awaitable[ActionOutcome]], remember: bool
     ) -> ActionOutcome:
         outcome: asyncio.Future[ActionOutcome] = asyncio.get_running_loop().create_future()
         self._running[job] = _Running(action, outcome)
@@ -102,7 +107,7 @@ class JobActions:
         finally:
             del self._running[job]
         outcome.set_result(result)
-        if result.took_effect:
+        if remember and result.took_effect:
             self._done[(job, action)] = (result, self._clock())
         return result
 
