@@ -14,6 +14,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Config, Secrets
 from handlers import actions, home, log_button, overcap_button, slash, watch_button
+from handlers.clicks import register_unknown_actions
 from handlers.services import Services
 from handlers.slash import ObserveCommand
 from store.reader import SnapshotCache
@@ -59,6 +60,7 @@ def build_app(
     log_button.register_listeners(app, cache, services)
     overcap_button.register_listeners(app, cache, services)
     watch_button.register_listeners(app, cache, services, publish_home)
+    register_unknown_actions(app)  # last: only what no listener above took
     return app
 
 

@@ -37,12 +37,14 @@ from core.rate_limit import RateLimiter
 from core.runner_contract import RunnerCall, RunnerReply, RunnerRequest
 from core.view import LabInfo
 from handlers.charts import ChartRequests
+from handlers.click_answers import OutboxDms
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from scheduler.chart_maker import ChartMaker
 from scheduler.digest import WeeklyDigest
-from scheduler.outbox_sender import OutboxSender, sender_client
+from scheduler.outbox_sender import OutboxSender
 from scheduler.schedule import PollSchedule, build_scheduler
+from scheduler.sender_client import sender_client
 from scheduler.slurm_poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
 from scheduler.submit_worker import SubmissionWorker
@@ -122,7 +124,9 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     # Job DMs and storage alerts: watchers enqueue after each poll, the sender delivers.
     sender = OutboxSender(
         writer,
-        sender_client(secrets.bot_token, secrets.api_url or DEFAULT_SLACK_API_URL),
+        sender_client(
+            secrets.bot_token, secrets.api_url or DEFAULT_SLACK_API_URL, metrics.observe_send
+        ),
         per_channel_per_second=config.notifications.messages_per_second_per_channel,
         token_probe_seconds=config.notifications.token_probe_seconds,
         token_probe_max_seconds=config.notifications.token_probe_max_seconds,
@@ -161,6 +165,7 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         queue_charts=ChartRequests(writer, sender.wake),
         view=cache.current,
         limiter=RateLimiter(),
+        dm=OutboxDms(writer, sender.wake),
     )
     app = build_app(config, secrets, cache, services, client, metrics.observe_command)
     # Under systemd's WatchdogSec=, the loop's own heartbeat keeps the watchdog fed while every

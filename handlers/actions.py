@@ -24,9 +24,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from core.job_notices import job_label
 from core.records import Job
+from core.runner_contract import cancel_request
 from core.slack_text import literal
 from core.view import ClusterView
+from handlers.click_answers import answer_later
 from handlers.clicks import LINK_FIRST, BackgroundWork, click_of, not_yours
+from handlers.job_actions import ActionOutcome
 from handlers.services import Services
 from store.reader import SnapshotCache
 
@@ -36,6 +39,8 @@ CANCEL_JOB = "skybot_cancel_job"
 # Block Kit wants action ids unique within a message, so each button's id names its job.
 CANCEL_PATTERN = re.compile(rf"^{CANCEL_JOB}(:[0-9_]+)?$")
 ACTION_IDS = frozenset({CANCEL_JOB})
+# The action's name in handlers/job_actions.py, shared with `/sky cancel`.
+CANCEL = "cancel"
 ACTION_PATTERNS = (CANCEL_PATTERN,)
 # Answers a click on the Home tab (client, team, user, outcome): Slack gives such a click no
 # response_url, so the tab is published again with the outcome on top (handlers/home.py).
@@ -80,12 +85,27 @@ def cancel_block(jobs: list[Job]) -> list[dict[str, Any]]:
     return [block] if block["elements"] else []
 
 
-def find_job(view: ClusterView, label: str) -> Job | None:
-    for jobs in view.jobs_by_user.values():
-        for job in jobs:
-            if job_label(job) == label:
-                return job
-    return None
+def jobs_named(view: ClusterView, label: str) -> list[Job]:
+    """The snapshot's jobs that scancel `label` would act on: the job or array task itself,
+    for a plain number every task of that array, and for `35_2` also the record of 35's tasks
+    still pending together (`35_[2-4]`: Slurm knows which task it holds; every task of an
+    array has the one owner)."""
+    return [j for jobs in view.jobs_by_user.values() for j in jobs if _is_named(j, label)]
+
+
+def _is_named(job: Job, label: str) -> bool:
+    if job_label(job) == label:
+        return True
+    head, _, task = label.partition("_")
+    if not head.isdigit():
+        return False
+    if not task:
+        return int(head) in (job.job_id, job.array_job_id)
+    return job.array_job_id == int(head) and not (job.array_task or "").isdigit()
+
+
+def active_jobs_named(view: ClusterView, label: str) -> list[Job]:
+    return [job for job in jobs_named(view, label) if job.is_active]
 
 
 async def cancel_clicked(
@@ -97,16 +117,45 @@ async def cancel_clicked(
     identity = services.identity.lookup(team_id, user_id)
     if identity is None:
         return LINK_FIRST
-    me = identity.cluster_user
-    job = find_job(view, label)
-    if job is None or not job.is_active:
+    return await cancel_as_owner(view, services, identity.cluster_user, label)
+
+
+def cancel_refusal(view: ClusterView, me: str, label: str) -> str | None:
+    """Why `me` may not cancel `label`, by the snapshot (Slurm checks again), or None."""
+    jobs = active_jobs_named(view, label)
+    if not jobs:
         return f"Job {literal(label)} is no longer running or pending: there is nothing to cancel."
-    if job.user != me:
-        return not_yours(label, job.user, me)
-    reply = await services.runner(me, {"action": "cancel", "job_id": label})
-    if reply.get("ok"):
-        return f"Cancelled job {literal(label)} {literal(job.name, 60)} (as {literal(me)})."
-    return f"Slurm did not cancel job {literal(label)}: {literal(reply.get('error', 'unknown'))}"
+    owner = next((job.user for job in jobs if job.user != me), None)
+    if owner is not None:
+        return not_yours(label, owner, me)
+    return None
+
+
+async def cancel_as_owner(view: ClusterView, services: Services, me: str, label: str) -> str:
+    """Cancel `label` as `me` if the snapshot says it is `me`'s and still running or pending;
+    once, however many clicks and commands ask at the same time."""
+    refusal = cancel_refusal(view, me, label)
+    if refusal is not None:
+        return refusal
+    name = literal(active_jobs_named(view, label)[0].name, 60)
+
+    async def scancel() -> ActionOutcome:
+        reply = await services.runner(me, cancel_request(label))
+        if reply.get("ok"):
+            return ActionOutcome(f"Cancelled job {literal(label)} {name} (as {literal(me)}).", True)
+        error = literal(reply.get("error", "unknown"))
+        return ActionOutcome(f"Slurm did not cancel job {literal(label)}: {error}", False)
+
+    # Remembered: a second scancel of a job that is ending fails ("already completing").
+    return (await services.job_actions.perform(label, CANCEL, scancel, remember=True)).text
+
+
+def cancelling(services: Services, job: Job) -> bool:
+    """skybot is cancelling `job`, or has just cancelled it (the snapshot may lag)."""
+    return services.job_actions.in_progress(job_label(job), CANCEL) or (
+        job.array_job_id is not None
+        and services.job_actions.in_progress(str(job.array_job_id), CANCEL)
+    )
 
 
 def register_listeners(
@@ -130,7 +179,13 @@ def register_listeners(
                 log.exception("cancel button failed")
                 outcome = "skybot could not act on that click; try `/sky cancel` instead."
             if click.has_response_url:
-                await respond(text=outcome, replace_original=True)
+                await answer_later(
+                    respond,
+                    {"text": outcome, "replace_original": True},
+                    user_id=click.user_id,
+                    dm=services.dm,
+                    what=f"the outcome of {click.user_id}'s Cancel click on {click.value[:20]!r}",
+                )
             elif home is not None:
                 # A click on the Home tab comes without a response_url: the tab shows it.
                 await home(client, click.team_id, click.user_id, outcome)

@@ -16,8 +16,10 @@ from slack_bolt.async_app import AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from core.gpu_watch import Watch, watch_line
+from core.job_notices import job_label
 from core.view import ClusterView
-from handlers.actions import cancel_block
+from handlers.actions import cancel_block, cancelling
+from handlers.clicks import BackgroundWork
 from handlers.commands import command_table
 from handlers.commands.common import (
     SOURCE_LABELS,
@@ -56,6 +58,7 @@ View = dict[str, Any]
 
 def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) -> None:
     publish = home_publisher(cache, services)
+    working = BackgroundWork()
 
     @app.event("app_home_opened")
     async def home_opened(
@@ -63,7 +66,9 @@ def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) 
     ) -> None:
         if event.get("tab") != "home":
             return  # the Messages tab: nothing to publish
-        await publish(client, context.team_id or "", str(event.get("user") or ""), None)
+        # Bolt acks the event when this returns; finding out who opened the tab may take a
+        # slow users.info, and an event unacked in 3 s is sent again: publish after the ack.
+        working.start(publish(client, context.team_id or "", str(event.get("user") or ""), None))
 
 
 class HomePublisher(Protocol):
@@ -123,7 +128,10 @@ async def home_view(
     watches: list[Watch] = []
     if services.writer is not None:
         watches = await services.writer.run(active_watches_of, team_id, user_id)
-    return home(linked_blocks(view, user, pref, chosen, now, notice, watches))
+    going = frozenset(job_label(j) for j in active_jobs(view, user) if cancelling(services, j))
+    return home(
+        linked_blocks(view, user, pref, chosen, now, notice, watches=watches, cancelled=going)
+    )
 
 
 def home(blocks: list[Block]) -> View:
@@ -152,13 +160,16 @@ def linked_blocks(
     now: float,
     notice: str | None = None,
     watches: Sequence[Watch] = (),
+    cancelled: frozenset[str] = frozenset(),
 ) -> list[Block]:
+    """`cancelled`: labels of jobs skybot has just cancelled, which the snapshot may still
+    list as running or pending until the next poll."""
     warnings, _ = freshness_lines(view, now, "slurm", also=("caps", "storage"))
     blocks: list[Block] = [header(f"skybot — {user}"), *(section(w) for w in warnings)]
     if notice:
         blocks.append(section(notice))
     parts: tuple[tuple[str, list[str], list[Block]], ...] = (
-        ("Your jobs", job_part(view, user, now), job_buttons(view, user)),
+        ("Your jobs", job_part(view, user, now, cancelled), job_buttons(view, user, cancelled)),
         ("Your lab's GPUs", lab_part(view, user), []),
         ("Your largest directories", disk_part(view, user), []),
         ("Your GPU watches", watch_part(watches, now), remove_buttons(list(watches))),
@@ -170,20 +181,30 @@ def linked_blocks(
     return blocks
 
 
-def job_buttons(view: ClusterView, user: str) -> list[Block]:
+def job_buttons(
+    view: ClusterView, user: str, cancelled: frozenset[str] = frozenset()
+) -> list[Block]:
     """Cancel, as on `/sky jobs`: the click is checked again (handlers/actions.py)."""
-    return cancel_block(active_jobs(view, user))
+    return cancel_block([j for j in active_jobs(view, user) if job_label(j) not in cancelled])
 
 
-def job_part(view: ClusterView, user: str, now: float) -> list[str]:
+def job_part(
+    view: ClusterView, user: str, now: float, cancelled: frozenset[str] = frozenset()
+) -> list[str]:
     try:
         require_data(view, "slurm")
     except NoData as missing:
         return [str(missing)]
     jobs = active_jobs(view, user)
-    if not jobs:
+    ending = [j for j in jobs if job_label(j) in cancelled]
+    jobs = [j for j in jobs if job_label(j) not in cancelled]
+    if not jobs and not ending:
         return [f"You ({literal(user)}) have no running or pending jobs."]
-    return jobs_lines(user, jobs, now)
+    lines = jobs_lines(user, jobs, now) if jobs else []
+    if ending:
+        named = ", ".join(f"{literal(job_label(j))} {literal(j.name, 40)}" for j in ending)
+        lines.append(f"Cancelled just now, Slurm is ending them: {named}")
+    return lines
 
 
 def lab_part(view: ClusterView, user: str) -> list[str]:

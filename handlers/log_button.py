@@ -49,7 +49,8 @@ from core.records import Job
 from core.runner_contract import tail_request
 from core.slack_text import literal
 from core.view import ClusterView
-from handlers.clicks import BackgroundWork, click_of
+from handlers.click_answers import answer_later
+from handlers.clicks import BackgroundWork, Click, click_of
 from handlers.services import Services
 from store.reader import SnapshotCache
 from store.transitions import last_job_record
@@ -58,6 +59,10 @@ log = logging.getLogger(__name__)
 
 ACTION_IDS = frozenset({LOG_MORE})
 ACTION_PATTERNS = (LOG_MORE_PATTERN,)
+IN_YOUR_DM = (
+    "The earlier output is in your DM with skybot: job output is shown only there, "
+    "never in a channel."
+)
 
 
 @dataclass(frozen=True)
@@ -169,14 +174,34 @@ def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) 
             except Exception:
                 log.exception("show-more button failed")
                 answer = MoreAnswer("skybot could not read that output just now; try again.")
-            # A chunk goes to everyone who sees the message it was clicked in: the DM. One
-            # clicked under a private answer (`/sky log` in a channel) stays private.
-            private = answer.refused or click_is_ephemeral(body)
-            await respond(
-                text=answer.text,
-                blocks=answer.blocks or None,
-                response_type="ephemeral" if private else "in_channel",
-                replace_original=False,
-            )
+            # One clicked under a private answer (`/sky log` in the DM) stays private too.
+            await _deliver(respond, click, answer, services, private=click_is_ephemeral(body))
 
         working.start(act())
+
+
+async def _deliver(
+    respond: AsyncRespond,
+    click: Click,
+    answer: MoreAnswer,
+    services: Services,
+    private: bool = False,
+) -> None:
+    """The chunk as a new message where the button was, if that is the owner's DM with skybot;
+    clicked anywhere else (a failure DM forwarded or shared into a channel), the chunk goes to
+    the owner's DM and the channel gets nothing: job output is shown to its owner only."""
+    what = f"the log chunk {click.user_id} asked for ({click.action_id[:40]!r})"
+    if not answer.refused and not click.in_dm:
+        if services.dm is not None:
+            key = f"log-more:{click.team_id}:{click.user_id}:{click.action_id[:80]}:{time.time()}"
+            await services.dm(key, click.user_id, answer.text, answer.blocks)
+            answer = MoreAnswer(IN_YOUR_DM)
+        else:
+            answer = MoreAnswer("skybot shows job output only in your DM with it.")
+    message: dict[str, Any] = {
+        "text": answer.text,
+        "blocks": answer.blocks or None,
+        "response_type": "ephemeral" if answer.refused or private else "in_channel",
+        "replace_original": False,
+    }
+    await answer_later(respond, message, user_id=click.user_id, dm=services.dm, what=what)

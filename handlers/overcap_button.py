@@ -24,7 +24,10 @@ from core.records import Job
 from core.runner_contract import PLAIN_JOB_ID, move_to_overcap_request
 from core.slack_text import literal
 from core.view import ClusterView
+from handlers.actions import cancelling
+from handlers.click_answers import answer_later
 from handlers.clicks import LINK_FIRST, BackgroundWork, click_of, not_yours
+from handlers.job_actions import ActionOutcome
 from handlers.services import Services
 from store.reader import SnapshotCache
 
@@ -35,6 +38,8 @@ MOVE_TO_OVERCAP = "skybot_move_to_overcap"
 MOVE_PATTERN = re.compile(rf"^{MOVE_TO_OVERCAP}(:[0-9]+)?$")
 ACTION_IDS = frozenset({MOVE_TO_OVERCAP})
 ACTION_PATTERNS = (MOVE_PATTERN,)
+# The action's name in handlers/job_actions.py (one action per job at a time).
+MOVE = "move-to-overcap"
 
 
 def where_to(partition: str, account: str) -> str:
@@ -93,17 +98,31 @@ async def move_clicked(
         )
     if job.user != me:
         return not_yours(label, job.user, me)
+
+    async def move() -> ActionOutcome:
+        # Run after any other action on the job: one that cancelled it leaves nothing to move.
+        if cancelling(services, job):
+            text = f"Job {literal(label)} was cancelled just now: nothing was moved."
+            return ActionOutcome(text, False)
+        return await _move(services, me, job)
+
+    return (await services.job_actions.perform(label, MOVE, move)).text
+
+
+async def _move(services: Services, me: str, job: Job) -> ActionOutcome:
+    label = str(job.job_id)
     slurm = services.config.slurm
     request = move_to_overcap_request(label, slurm.overcap_partition, slurm.overcap_account)
     reply = await services.runner(me, request)
     if not reply.get("ok"):
         error = literal(reply.get("error", "unknown"))
-        return f"Slurm did not move job {literal(label)}: {error}"
+        return ActionOutcome(f"Slurm did not move job {literal(label)}: {error}", False)
     target = where_to(slurm.overcap_partition, slurm.overcap_account)
-    return (
+    return ActionOutcome(
         f"Moved job {literal(label)} {literal(job.name, 60)} to {target} (as {literal(me)}), "
         "with the same job id: it starts on idle GPUs there, and is requeued when a lab "
-        "needs them."
+        "needs them.",
+        True,
     )
 
 
@@ -124,6 +143,12 @@ def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) 
                 log.exception("move-to-overcap button failed")
                 shown = literal(f"/sky why {click.value}")
                 outcome = f"skybot could not act on that click; {shown} shows where the job is."
-            await respond(text=outcome, replace_original=True)
+            await answer_later(
+                respond,
+                {"text": outcome, "replace_original": True},
+                user_id=click.user_id,
+                dm=services.dm,
+                what=f"the outcome of {click.user_id}'s Move click on {click.value[:20]!r}",
+            )
 
         working.start(act())

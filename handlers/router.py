@@ -221,7 +221,7 @@ async def dispatch_action_or_read(
         work = _act(command.act, request, services, text, refund)
     if late is None:
         return await work
-    return await _within(work, deadline, late, command.name)
+    return await within(work, deadline, late, f"`/sky {command.name}`")
 
 
 async def _act(
@@ -243,10 +243,10 @@ async def _act(
     return Reply(reply.text, reply.blocks, in_channel=request.here)
 
 
-async def _within(work: Awaitable[Reply], deadline: float, late: LateReply, name: str) -> Reply:
-    """The answer if it is ready within `deadline` s, else "working on it" and `late` later."""
+async def within(work: Awaitable[Reply], deadline: float, late: LateReply, what: str) -> Reply:
+    """The answer if it is ready within `deadline` s, else "working on `what`" and `late` later."""
     task = asyncio.ensure_future(work)
-    done, _ = await asyncio.wait({task}, timeout=deadline)
+    done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline))
     if task in done:
         return task.result()
 
@@ -255,12 +255,12 @@ async def _within(work: Awaitable[Reply], deadline: float, late: LateReply, name
         try:
             await late(reply)
         except Exception:
-            log.exception("could not deliver the late answer to /sky %s", name)
+            log.exception("could not deliver the late answer to %s", what)
 
     follow_up = asyncio.create_task(deliver())
     _LATE.add(follow_up)
     follow_up.add_done_callback(_LATE.discard)
-    return simple(f"⏳ Working on `/sky {name}`; the answer will follow here in a moment.")
+    return simple(f"⏳ Working on {what}; the answer will follow here in a moment.")
 
 
 def _slow_down(table: CommandTable, wait: float) -> str:

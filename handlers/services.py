@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from core.config_schema import Config
 from core.rate_limit import RateLimiter
 from core.runner_contract import RunnerCall
 from core.view import ClusterView
+from handlers.click_answers import DmQueue
 from handlers.identity import IdentityDirectory
+from handlers.job_actions import JobActions
 from handlers.request import ChartQueue
 from store.writer import StoreWriter
 
@@ -36,3 +38,7 @@ class Services:
     view: Callable[[], ClusterView] | None = None
     # Per-user limit on commands that start the runner (handlers.router); None: no limit.
     limiter: RateLimiter | None = None
+    # One action per job at a time, shared by every button and command in this process.
+    job_actions: JobActions = field(default_factory=JobActions)
+    # DMs through the outbox: where an answer goes when its response_url fails.
+    dm: DmQueue | None = None

@@ -3,7 +3,8 @@
 Read-only answers are computed from the in-memory snapshot and sent in the ack itself: with
 the app in `process_before_response` mode that is one HTTP response (or one Socket Mode ack)
 well inside Slack's 3 seconds, and nothing on that path waits for Slurm or the database.
-Actions run under the router's deadline; an answer that misses it follows by response_url.
+Everything after receipt (who asked, then the answer) runs under one deadline; an answer that
+misses it is acked as "working on it" and follows by response_url.
 """
 
 from __future__ import annotations
@@ -16,9 +17,16 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
+from handlers.click_answers import answer_later
 from handlers.commands import command_table
 from handlers.reply import Reply, simple
-from handlers.router import CommandTable, UsageError, dispatch_action_or_read
+from handlers.router import (
+    ACK_DEADLINE_SECONDS,
+    CommandTable,
+    UsageError,
+    dispatch_action_or_read,
+    within,
+)
 from handlers.services import Services
 from handlers.slack_input import decode_command_text
 from store.reader import SnapshotCache
@@ -52,7 +60,10 @@ def register_listeners(
 
         async def late(reply: Reply) -> None:
             if command.get("response_url"):
-                await respond(**reply.for_slack())
+                what = f"the late answer to {_metric_name(commands, text)!r} from {user_id}"
+                await answer_later(
+                    respond, reply.for_slack(), user_id=user_id, dm=services.dm, what=what
+                )
             else:
                 await client.chat_postMessage(channel=user_id, text=reply.text, blocks=reply.blocks)
 
@@ -61,20 +72,33 @@ def register_listeners(
         except UsageError as refusal:
             await ack(**simple(str(refusal)).for_slack())
             return
-        reply = await dispatch_action_or_read(
-            commands,
-            cache.current(),
-            services,
-            text,
-            team_id=team_id,
-            user_id=user_id,
-            cluster_user=await services.identity.resolve(team_id, user_id),
-            channel_id=command.get("channel_id", ""),
-            late=late,
-        )
+
+        async def answer() -> Reply:
+            try:
+                cluster_user = await services.identity.resolve(team_id, user_id)
+            except Exception:
+                log.exception("resolving %s/%s to a cluster account failed", team_id, user_id)
+                cluster_user = None
+            return await dispatch_action_or_read(
+                commands,
+                cache.current(),
+                services,
+                text,
+                team_id=team_id,
+                user_id=user_id,
+                cluster_user=cluster_user,
+                channel_id=command.get("channel_id", ""),
+            )
+
+        # One budget from receipt: resolving who asked (users.info with the SDK's retries, a
+        # database write) counts against Slack's 3 s as much as the answer does.
+        budget = ACK_DEADLINE_SECONDS - (time.perf_counter() - started)
+        name = _metric_name(commands, text)
+        what = f"`/sky {name}`" if name != "unknown" else "that"
+        reply = await within(answer(), budget, late, what)
         await ack(**reply.for_slack())
         if observe is not None:
-            observe(_metric_name(commands, text), time.perf_counter() - started)
+            observe(name, time.perf_counter() - started)
 
 
 def _metric_name(commands: CommandTable, text: str) -> str:

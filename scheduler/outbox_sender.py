@@ -37,10 +37,6 @@ from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry.builtin_async_handlers import (
-    AsyncConnectionErrorRetryHandler,
-    AsyncRateLimitErrorRetryHandler,
-)
 from slack_sdk.web.async_client import AsyncWebClient
 
 from core.blocks import section
@@ -110,21 +106,6 @@ class ChartUnavailable(Exception):
 
 # Network failures are worth retrying, however they surface.
 _NETWORK_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
-
-
-def sender_client(token: str, base_url: str) -> AsyncWebClient:
-    """A Web API client for the sender: a couple of in-SDK retries, then the outbox's own.
-
-    Few in-SDK 429 retries keep one rate-limited channel from holding up every other DM.
-    """
-    return AsyncWebClient(
-        token=token,
-        base_url=base_url,
-        retry_handlers=[
-            AsyncConnectionErrorRetryHandler(max_retry_count=1),
-            AsyncRateLimitErrorRetryHandler(max_retry_count=2),
-        ],
-    )
 
 
 @dataclass(frozen=True)

@@ -68,9 +68,14 @@ def enqueue(
                 f"You already have {waiting} submissions waiting (the limit is {max_queued}); "
                 "try again when they are through."
             )
+        # A submission that failed (the runner refused the script or options, or sbatch
+        # did) put nothing in the queue: it does not count, so a mistyped path does not
+        # cost the corrected one its turn. The per-user token bucket (handlers/router.py)
+        # still bounds how often anyone starts the runner.
         recent = db.execute(
-            "SELECT COUNT(*) FROM submissions WHERE cluster_user = ? AND created_at > ?",
-            [cluster_user, now - 60],
+            "SELECT COUNT(*) FROM submissions WHERE cluster_user = ? AND created_at > ? "
+            "AND state != ?",
+            [cluster_user, now - 60, FAILED],
         ).fetchone()[0]
         if recent >= max_per_minute:
             raise QueueRefused(

@@ -28,6 +28,7 @@ from bot.config import (
 )
 from core.rate_limit import DEFAULT_CAPACITY
 from tests.bot_process import free_port, running_bot
+from tests.cluster import sbatch_async
 from tests.slack_standin import SlackStandIn, SlackUser
 from tests.slack_standin.payloads import slash_commands_envelope
 
@@ -35,7 +36,6 @@ pytestmark = pytest.mark.cluster
 
 TEAM, ALICE = "T0STANDIN", "UALICE"
 SECRET = "action-deadline"
-NO_SUCH_JOB = "99999999"
 # Slack's limit for the ack (the HTTP response, or the Socket Mode ack).
 SLACK_ACK_SECONDS = 3.0
 
@@ -101,6 +101,22 @@ async def _bot(tmp_path: Path, mode: str, sudo: str) -> AsyncIterator[tuple[Slac
         yield slack, ask
 
 
+async def held_job_seen(ask: Ask) -> int:
+    """A held job of alice's, once the bot's snapshot lists it (cancel checks it there)."""
+    held = await sbatch_async(
+        "alice", "-p", "debug", "-A", "hoffman-lab", "--hold", "-J", "held", "--wrap", "true"
+    )
+
+    async def listed() -> bool:
+        return str(held) in (await ask("jobs"))[0]
+
+    for _ in range(60):
+        if await listed():
+            return held
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"the bot never listed job {held}")
+
+
 async def _wait_for_http(ask: Ask) -> None:
     for _ in range(100):
         try:
@@ -129,11 +145,12 @@ async def test_a_slow_runner_is_acked_in_time_and_answered_by_response_url(
     slow: tuple[SlackStandIn, Ask],
 ) -> None:
     slack, ask = slow
-    text, seconds, url = await ask(f"cancel {NO_SUCH_JOB}")
+    held = await held_job_seen(ask)
+    text, seconds, url = await ask(f"cancel {held}")
     assert text.startswith("⏳ Working on `/sky cancel`"), text
     assert seconds < SLACK_ACK_SECONDS, f"the ack took {seconds:.1f} s"
     post = await slack.wait_for_response_url_post(url=url, timeout=30)
-    assert post.body["text"].startswith(f"Slurm did not cancel job {NO_SUCH_JOB}"), post.body
+    assert post.body["text"] == f"Cancelled job `{held}` `held` (as `alice`).", post.body
     assert post.body["response_type"] == "ephemeral"
 
 
@@ -156,9 +173,8 @@ async def test_runner_commands_are_rate_limited_per_user(fast: tuple[SlackStandI
     The 30 arrive together (well inside one refill), so exactly a bucket's worth run.
     """
     _, ask = fast
-    answers = [
-        a for a, _, _ in await asyncio.gather(*(ask(f"cancel {NO_SUCH_JOB}") for _ in range(30)))
-    ]
+    held = await held_job_seen(ask)
+    answers = [a for a, _, _ in await asyncio.gather(*(ask(f"cancel {held}") for _ in range(30)))]
     slowed = [a for a in answers if a.startswith("Slow down")]
     assert len(answers) - len(slowed) == DEFAULT_CAPACITY, answers
     assert slowed[0].startswith("Slow down: `/sky submit`, `/sky cancel`, `/sky link`")

@@ -4,7 +4,6 @@ after every check again; it is acked within Slack's 3 s and the outcome replaces
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
@@ -13,8 +12,14 @@ import pytest
 from msgspec.structs import replace
 
 from bot.config import SlackConfig
-from tests.bot_process import SLACK_IDS, free_port, linked_bot, linked_bot_config
-from tests.cluster import sbatch, squeue_state, wait_until
+from tests.bot_process import (
+    SLACK_IDS,
+    free_port,
+    linked_bot,
+    linked_bot_config,
+    wait_for_slurm_poll,
+)
+from tests.cluster import sbatch, squeue_state, wait_for
 from tests.slack_standin import signed_block_action
 
 pytestmark = pytest.mark.cluster
@@ -68,10 +73,12 @@ async def test_cancel_button_acts_as_the_clicker_only(
 
         # alice's click cancels it, as alice.
         assert await click("alice", held) == f"Cancelled job `{held}` `held` (as `alice`)."
-        wait_until(lambda: squeue_state(held) in (None, "CANCELLED"), 30, "the job to be cancelled")
+        await wait_for(
+            lambda: squeue_state(held) in (None, "CANCELLED"), 30, "the job to be cancelled"
+        )
 
         # The same button again, once skybot has seen the job go: stale, and it says so.
-        await asyncio.sleep(4)
+        await wait_for_slurm_poll(config.database.path, acted_on=True)
         assert await click("alice", held) == (
             f"Job `{held}` is no longer running or pending: there is nothing to cancel."
         )

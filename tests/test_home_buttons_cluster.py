@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.bot_process import SLACK_IDS, linked_bot_config, linked_users, running_bot
-from tests.cluster import sbatch, squeue_state, wait_until
+from tests.cluster import sbatch, squeue_state, wait_for
 from tests.slack_standin import Call, SlackStandIn
 
 pytestmark = pytest.mark.cluster
@@ -83,6 +83,11 @@ async def test_cancel_on_the_home_tab_acts_as_the_clicker_and_shows_the_outcome_
 
         alices_tab = await click("alice", buttons[0])
         assert f"Cancelled job `{held}` `held` (as `alice`)." in alices_tab
-        wait_until(lambda: squeue_state(held) in (None, "CANCELLED"), 30, "the job to be cancelled")
+        # Published before the next poll: the job is shown as cancelled, with no button left.
+        assert f"Cancelled just now, Slurm is ending them: `{held}` `held`" in alices_tab
+        assert "skybot_cancel_job" not in alices_tab
+        await wait_for(
+            lambda: squeue_state(held) in (None, "CANCELLED"), 30, "the job to be cancelled"
+        )
         # Nothing was sent anywhere else: there was no response_url to send it to.
         assert slack.response_url_posts == []

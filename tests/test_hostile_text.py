@@ -458,6 +458,8 @@ COVERED = {
     "core/start_notices.py",
     "handlers/watch_button.py",  # the list of handlers/commands/watch.py, tested above
     "handlers/charts.py",
+    # Relays answers built (and escaped) by the handlers above to a DM, with a fixed note.
+    "handlers/click_answers.py",
     "handlers/home.py",
     "handlers/identity.py",
     "handlers/log_button.py",

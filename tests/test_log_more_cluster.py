@@ -83,12 +83,14 @@ async def test_show_more_walks_back_through_stderr_as_its_owner_only(
         else:
             await slack.wait_for_socket_connection(timeout=15)
 
-        async def click(user: str, button: dict[str, Any]) -> dict[str, Any]:
+        async def click(
+            user: str, button: dict[str, Any], channel: str | None = None
+        ) -> dict[str, Any]:
             payload = slack.block_action_payload(
                 user_id=SLACK_IDS[user],
                 action_id=button["action_id"],
                 value=button["value"],
-                channel_id=slack.dm_channel_for("UALICE"),
+                channel_id=channel or slack.dm_channel_for("UALICE"),
             )
             if mode == "socket":
                 await slack.send_block_action(payload, timeout=ACK_SECONDS)
@@ -146,6 +148,23 @@ async def test_show_more_walks_back_through_stderr_as_its_owner_only(
             (button,) = buttons
         assert shown == expected
         assert answer["text"].endswith(BEGINNING)
+
+        # The DM forwarded into a channel, alice clicking there: the chunk goes to her DM,
+        # the channel is told nothing of the output (issue 27 item 9).
+        (first,) = [b for b in dm_buttons(slack, failed) if "stderr" in b["text"]["text"]]
+        elsewhere = await click("alice", first, channel="C1")
+        assert elsewhere["response_type"] == "ephemeral"
+        assert elsewhere["text"].startswith("The earlier output is in your DM with skybot")
+        assert "err line" not in json.dumps(elsewhere)
+        moved = await slack.wait_for_call(
+            "chat.postMessage",
+            timeout=30,
+            predicate=lambda c: (
+                c.params.get("channel") == "UALICE"
+                and "Earlier output of job" in str(c.params.get("text"))
+            ),
+        )
+        assert shown_lines(str(moved.params["text"])) == expected[-30:-15]
 
     # The bot's own user could not have read a byte of it.
     denied = subprocess.run(

@@ -18,7 +18,14 @@ import pytest
 from msgspec.structs import replace
 
 from bot.config import SlackConfig
-from tests.bot_process import SLACK_IDS, free_port, linked_bot_config, linked_users, running_bot
+from tests.bot_process import (
+    SLACK_IDS,
+    free_port,
+    linked_bot_config,
+    linked_users,
+    running_bot,
+    wait_for_slurm_poll,
+)
 from tests.cluster import sbatch_async, squeue_json, wait_for
 from tests.slack_standin import SlackStandIn, signed_block_action
 
@@ -148,7 +155,7 @@ async def test_move_to_overcap_acts_as_the_clicker_only(
         assert (moved["partition"], moved["account"]) == ("overcap", "overcap")
 
         # The same button once skybot has seen it run: stale, and it says so.
-        await asyncio.sleep(4)
+        await wait_for_slurm_poll(config.database.path, acted_on=True)
         assert await click("alice", button) == (
             f"Job `{waiting}` is no longer pending (it started, ended or was cancelled): "
             "nothing was moved."

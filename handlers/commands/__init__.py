@@ -5,8 +5,9 @@ from __future__ import annotations
 from core.job_template import TemplateSettings
 from handlers.commands import df, digest, disk, eff, free, gpus, images, jobs, log, notify, why
 from handlers.commands.account import LINK, UNLINK, WHOAMI
+from handlers.commands.cancel import CANCEL
 from handlers.commands.help import help_command
-from handlers.commands.submit import CANCEL, SUBMIT
+from handlers.commands.submit import SUBMIT
 from handlers.commands.template import template_command
 from handlers.commands.watch import UNWATCH_COMMAND, WATCH
 from handlers.router import CommandTable

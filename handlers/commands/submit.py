@@ -1,4 +1,4 @@
-"""`/sky submit PATH [options]` and `/sky cancel JOBID`: acting as the user, via the runner.
+"""`/sky submit PATH [options]`: submitting as the user, via the runner (`/sky cancel`: cancel.py).
 
 A submission is written to the store before the ack ("queued as #17"), so once the user has
 seen that line it survives a restart; the worker performs it and DMs the job id or sbatch's
@@ -8,7 +8,7 @@ checks here only give a quick, friendly answer to input that can never pass.
 
 from __future__ import annotations
 
-from core.runner_contract import JOB_ID, cancel_request, forbidden_option_char
+from core.runner_contract import forbidden_option_char
 from core.slack_text import literal
 from handlers.commands.common import not_linked
 from handlers.reply import Reply, simple
@@ -101,19 +101,6 @@ async def submit(request: CommandRequest, services: Services) -> Reply:
     )
 
 
-async def cancel(request: CommandRequest, services: Services) -> Reply:
-    if not request.cluster_user:
-        raise not_linked("cancel JOBID")
-    if len(request.args) != 1 or not JOB_ID.fullmatch(request.args[0].lstrip("#")):
-        raise UsageError("Usage: `/sky cancel JOBID` (a job number like 1234 or 1234_5).")
-    job_id = request.args[0].lstrip("#")
-    reply = await services.runner(request.cluster_user, cancel_request(job_id))
-    if reply.get("ok"):
-        return simple(f"Cancelled job {job_id} (as {literal(request.cluster_user)}).")
-    error = reply.get("error", "unknown error")
-    return simple(f"Slurm did not cancel job {job_id}: {literal(error)}")
-
-
 SUBMIT = Command(
     "submit",
     "submit PATH [OPTIONS]",
@@ -125,11 +112,4 @@ SUBMIT = Command(
         "--dependency. PATH may be absolute, start with ~, or be relative to your home. "
         "`--notify-start`: a DM when the job starts."
     ),
-)
-CANCEL = Command(
-    "cancel",
-    "cancel JOBID",
-    "cancel one of your jobs (scancel as you)",
-    act=cancel,
-    starts_runner=True,
 )

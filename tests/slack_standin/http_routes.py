@@ -7,6 +7,7 @@ of what the method would have done.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import secrets
@@ -62,6 +63,8 @@ class HttpRoutes:
         # deactivated token), until it is cleared again.
         self.bot_token_refusal: str | None = None
         self._hook_ids = itertools.count(1000)
+        # Seconds to wait before answering the next requests to a method (a slow Slack).
+        self.delays: dict[str, list[float]] = {}
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_post("/api/{method}", self.handle_api)
@@ -81,6 +84,7 @@ class HttpRoutes:
     async def handle_api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         params = await request_params(request)
+        await self.wait_if_delayed(method)
         token = bearer_token(request, params)
         status, body, headers = self.answer(method, params, token)
         if token == self.ws.bot_token and self.ws.bot_scopes is not None:
@@ -88,6 +92,11 @@ class HttpRoutes:
             headers = {**headers, "x-oauth-scopes": self.ws.bot_scopes}
         self.calls.append(Call(method, params, token, status, body))
         return web.json_response(body, status=status, headers=headers)
+
+    async def wait_if_delayed(self, method: str) -> None:
+        waits = self.delays.get(method)
+        if waits:
+            await asyncio.sleep(waits.pop(0))
 
     def answer(self, method: str, params: dict[str, Any], token: str | None) -> Answer:
         if not token:
@@ -129,6 +138,7 @@ class HttpRoutes:
     async def handle_response_url(self, request: web.Request) -> web.Response:
         """Record what the bot says via response_url; Slack answers a plain ``ok``."""
         path = request.path.lstrip("/")
+        await self.wait_if_delayed("response_url")
         if path not in self._hooks:
             return web.Response(status=404, text="no_active_hooks")
         fault = self.faults.take("response_url")

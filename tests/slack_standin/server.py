@@ -135,6 +135,11 @@ class SlackStandIn:
             method, status=status, error=error, retry_after=retry_after, times=times
         )
 
+    def delay_next(self, method: str, seconds: float, *, times: int = 1) -> None:
+        """Answer the next ``times`` requests to ``method`` (or "response_url") only after
+        ``seconds``: Slack having a slow moment."""
+        self.http.delays.setdefault(method, []).extend([seconds] * times)
+
     def refuse_bot_token(self, error: str = "account_inactive") -> None:
         """From now on every call with the bot token fails with ``error`` (ok: false), as when
         Slack deactivates or revokes it, until ``accept_bot_token()``."""
@@ -239,6 +244,10 @@ class SlackStandIn:
     async def drop_socket_connections(self) -> None:
         """Close every connection from the server side."""
         await self.socket.drop_connections()
+
+    def cut_socket_connections(self) -> None:
+        """Cut every connection's TCP link without a websocket close frame."""
+        self.socket.cut_connections()
 
     async def take_socket_mode_down(self) -> None:
         """A Socket Mode outage: close every connection and refuse new ones until

@@ -26,6 +26,8 @@ class SocketConnection:
     id: int
     ws: web.WebSocketResponse
     received: list[dict[str, Any]] = field(default_factory=list)
+    # The TCP connection under the websocket, to cut it without a close frame.
+    transport: asyncio.BaseTransport | None = None
 
     @property
     def open(self) -> bool:
@@ -85,7 +87,7 @@ class SocketModeHub:
             raise web.HTTPServiceUnavailable(text="socket mode is down")
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
-        conn = SocketConnection(id=next(self._ids), ws=ws)
+        conn = SocketConnection(id=next(self._ids), ws=ws, transport=request.transport)
         await ws.send_json(
             hello_message(app_id=self.app_id, num_connections=len(self.open_connections) + 1)
         )
@@ -152,6 +154,13 @@ class SocketModeHub:
         """Send Slack's ``disconnect`` frame; the client is expected to open a new connection."""
         for conn in self.open_connections:
             await conn.ws.send_json(disconnect_message(reason))
+
+    def cut_connections(self) -> None:
+        """Cut every connection's TCP link with no close frame, as a network or a load
+        balancer does; the client learns of it only by reading or pinging."""
+        for conn in self.open_connections:
+            if conn.transport is not None:
+                conn.transport.abort()
 
     async def drop_connections(self, code: int = WSCloseCode.GOING_AWAY) -> None:
         """Close every connection from the server side, as when Slack's link goes away."""
