@@ -13,6 +13,8 @@ REQUIRED_SCOPES: dict[str, str] = {
     "chat:write": "chat.postMessage for DMs and channel alerts (scheduler/outbox_sender.py)",
     "files:write": "files_upload_v2 for `--chart` and the weekly digest's chart",
     "im:write": "conversations.open: a chart is shared in the user's DM by its channel id",
+    "im:history": "conversations.history: after a crash mid-send, whether Slack already has "
+    "the DM, by the outbox id in its metadata (scheduler/outbox_recheck.py)",
     "channels:read": "conversations.info/list: skybot doctor checks the bot is in the alert "
     "channel (bot/doctor/slack.py)",
     "groups:read": "the same check when the alert channel is private",

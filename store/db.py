@@ -214,6 +214,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX job_transitions_at ON job_transitions(at)",
         "CREATE INDEX job_states_seen_at ON job_states(seen_at)",
     ),
+    # When the outbox last handed a row to Slack without learning the outcome (store/outbox.py):
+    # set before the call, kept when the answer never came, so a restart asks Slack first.
+    ("ALTER TABLE outbox ADD COLUMN sending_since REAL",),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

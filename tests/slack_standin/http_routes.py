@@ -7,9 +7,11 @@ of what the method would have done.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import secrets
+import time
 from typing import Any
 
 from aiohttp import BodyPartReader, web
@@ -62,6 +64,12 @@ class HttpRoutes:
         # deactivated token), until it is cleared again.
         self.bot_token_refusal: str | None = None
         self._hook_ids = itertools.count(1000)
+        # Per method: seconds to wait before answering a request already carried out (Slack
+        # stored the message, its answer is late), and seconds to hold a request before
+        # carrying it out, dropping it if the caller went away meanwhile (it never arrived).
+        self.late_answers: dict[str, list[float]] = {}
+        self.held_requests: dict[str, list[float]] = {}
+        self.holding: Journal[str] = Journal()
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_post("/api/{method}", self.handle_api)
@@ -82,12 +90,30 @@ class HttpRoutes:
         method = request.match_info["method"]
         params = await request_params(request)
         token = bearer_token(request, params)
+        if not await self._held_until_answered(method, request):
+            return web.json_response({"ok": False, "error": "caller_gone"}, status=499)
         status, body, headers = self.answer(method, params, token)
         if token == self.ws.bot_token and self.ws.bot_scopes is not None:
             # Like Slack: every call made with a valid token says what that token may do.
             headers = {**headers, "x-oauth-scopes": self.ws.bot_scopes}
+        late = self.late_answers.get(method)
+        if late:
+            await asyncio.sleep(late.pop(0))
         self.calls.append(Call(method, params, token, status, body))
         return web.json_response(body, status=status, headers=headers)
+
+    async def _held_until_answered(self, method: str, request: web.Request) -> bool:
+        """False if the request was held and its caller went away before it was let through."""
+        holds = self.held_requests.get(method)
+        if not holds:
+            return True
+        until = time.monotonic() + holds.pop(0)
+        self.holding.append(method)
+        while time.monotonic() < until:
+            if request.transport is None or request.transport.is_closing():
+                return False
+            await asyncio.sleep(0.05)
+        return True
 
     def answer(self, method: str, params: dict[str, Any], token: str | None) -> Answer:
         if not token:
