@@ -19,11 +19,15 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from bot import __version__
+from bot.runner_client import DEFAULT_RUNNER, call_runner
+from core.runner_contract import submit_request, submit_status_request
 from store.db import open_db
 from tests.bot_process import start_bot
 from tests.cluster import squeue_json, wait_for
@@ -37,6 +41,7 @@ ALICE_DIR = Path("/srv/hoffman-lab/flash9/alice")
 RUNNER_TOML = Path("/etc/skybot/runner.toml")
 RECORDS = Path("/home/alice/.local/state/skybot")
 SLEEP = 15
+AS_SKYBOT = ["/usr/sbin/runuser", "-u", "skybot", "--"]
 
 
 @pytest.fixture
@@ -199,3 +204,48 @@ async def test_a_restart_while_sbatch_runs_gives_one_job_and_one_message(
             log.close()
             print((tmp_path / "bot.log").read_text(errors="replace")[-3000:])
     print(f"{how}: job {recorded} only; the wrapper's log: {slow_sbatch.read_text().split()}")
+
+
+async def test_a_runner_killed_mid_sbatch_holds_the_tag_until_sbatch_is_done(
+    clean_queue: None, slow_sbatch: Path
+) -> None:
+    """Only the runner is SIGKILLed while its sbatch works: sbatch inherited the locked record,
+    so the tag stays "running" until sbatch is through, and then its job is found by the tag
+    although no runner wrote the answer down."""
+    script = ALICE_DIR / "orphan.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --partition=debug\n#SBATCH -o /dev/null\nsleep 99\n")
+    shutil.chown(script, "alice", "alice")
+    tag, since = os.urandom(8).hex(), time.time()
+    request = submit_request(
+        script=str(script), options={}, roots=[str(ALICE_DIR.parent)], partitions=["debug"], tag=tag
+    )
+    runner = subprocess.Popen(
+        [*AS_SKYBOT, "/usr/bin/sudo", "-n", "-u", "alice", "--", DEFAULT_RUNNER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        assert runner.stdin is not None
+        runner.stdin.write(json.dumps({**request, "bot_version": __version__}).encode())
+        runner.stdin.close()
+        await wait_for(lambda: "start" in slow_sbatch.read_text(), 20, "the slow sbatch")
+        (python,) = [
+            pid
+            for pid in _descendants(runner.pid)
+            # The interpreter running the runner, not sudo or runuser naming it.
+            if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:3]
+            in ([b"/usr/bin/python3", b"-IS", DEFAULT_RUNNER.encode()],)
+        ]
+        os.kill(python, signal.SIGKILL)
+        runner.wait(timeout=10)
+        status = await call_runner("alice", submit_status_request(tag, since), prefix=AS_SKYBOT)
+        assert status == {"ok": True, "state": "running"}
+        assert "exec" not in slow_sbatch.read_text()
+        await wait_for(lambda: _tagged_jobs(f"skybot:{tag}"), SLEEP + 20, "sbatch's job")
+        status = await call_runner("alice", submit_status_request(tag, since), prefix=AS_SKYBOT)
+        assert status["state"] == "submitted"
+        assert [status["job_id"]] == _tagged_jobs(f"skybot:{tag}")
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+        script.unlink(missing_ok=True)
