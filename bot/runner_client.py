@@ -127,10 +127,15 @@ async def call_runner(
                 kill()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(proc.wait(), 5)
-        return _error(
-            f"The skybot runner did not answer within {timeout:g} s; if this was a submission, "
-            "check squeue before trying again."
-        )
+        return {
+            **_error(
+                f"The skybot runner did not answer within {timeout:g} s; if this was a "
+                "submission, check squeue before trying again."
+            ),
+            # It may still act (sudo is root's, so maybe not killed): the submission worker
+            # asks again later instead of reporting a failure that may not be one.
+            "outcome_unknown": True,
+        }
 
     out = stdout[:MAX_REPLY_BYTES].decode("utf-8", "replace").strip()
     err = stderr.decode("utf-8", "replace")
@@ -148,4 +153,11 @@ async def call_runner(
                 reply["error"] = "The skybot runner refused without saying why."
             return reply
         return _error(f"The skybot runner gave an unreadable answer for {user}.")
+    if proc.returncode is not None and proc.returncode < 0:
+        # Killed before it answered (a service stop signals every process of the unit): it
+        # may have acted, so a submission is settled later by asking, not reported failed.
+        return {
+            **_error(f"The skybot runner was stopped by signal {-proc.returncode}."),
+            "outcome_unknown": True,
+        }
     return _error(_explain_sudo_failure(user, err, runner))

@@ -16,6 +16,8 @@ CORE_SCOPES: dict[str, str] = {
     "chat:write": "chat.postMessage for DMs and channel alerts (scheduler/outbox_sender.py)",
     "files:write": "files_upload_v2 for `--chart` and the weekly digest's chart",
     "im:write": "conversations.open: a chart is shared in the user's DM by its channel id",
+    "im:history": "conversations.history: after a crash mid-send, whether Slack already has "
+    "the DM, by the outbox id in its metadata (scheduler/outbox_recheck.py)",
 }
 
 # Only `skybot doctor` reads channels, to check the bot is in slack.alert_channel; a site that

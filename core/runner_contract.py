@@ -9,7 +9,8 @@ the `RunnerCall` below, which bot/service.py wires to it.
 A request is one JSON object: "action", the action's own fields, and "bot_version" (every
 action but "version"; the bot's client adds it). A reply is always {"ok": true, ...} or
 {"ok": false, "error": SENTENCE}; an ok reply carries what the runner's docstring lists per
-action (submit: "job_id", "cluster", "script", maybe "warning"; cancel: "job_id";
+action (submit: "job_id", "cluster", "script", maybe "warning"; submit-status: "state" and,
+when submitted, "job_id"; cancel: "job_id";
 verify-link: "user"; version: "version"; move-to-overcap: "job_id", "partition", "account").
 Which user the runner acts as is sudo's choice, not a field: core/user_names.py says which
 names the bot asks for.
@@ -35,6 +36,9 @@ class RunnerCall(Protocol):
 REQUEST_FIELDS: Mapping[str, frozenset[str]] = {
     "version": frozenset(),
     "submit": frozenset({"script", "options", "roots", "partitions", "max_script_bytes", "tag"}),
+    # Where a submission stands after the bot lost track of it: running, submitted, failed or
+    # absent (no runner holds it and no job since `since`, an epoch second, carries its tag).
+    "submit-status": frozenset({"tag", "since"}),
     "cancel": frozenset({"job_id"}),
     "verify-link": frozenset({"code"}),
     # The end of the user's own job output file (failure DMs): read from `end` backwards.
@@ -86,6 +90,16 @@ def submit_request(
         "partitions": partitions,
         "tag": tag,
     }
+
+
+def submit_status_request(tag: str, since: float) -> RunnerRequest:
+    return {"action": "submit-status", "tag": tag, "since": int(since)}
+
+
+def outcome_unknown(reply: RunnerReply) -> bool:
+    """A failed reply after which the submission may still have reached Slurm (a runner is
+    still at it, sbatch or the runner did not answer in time): ask again, never resubmit."""
+    return reply.get("ok") is False and reply.get("outcome_unknown") is True
 
 
 def cancel_request(job_id: str) -> RunnerRequest:

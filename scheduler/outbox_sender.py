@@ -20,9 +20,11 @@ lands in the app's DM with that user). It is woken when something is enqueued an
 Each channel's messages go out in the order they were enqueued: while the oldest waits out a
 back-off, the newer ones wait behind it (other channels are not held up).
 
-chat.postMessage has no idempotency key, so one window remains: if skybot dies after Slack
-accepted a message but before the local "sent" mark committed (one SQLite write), that
-message is sent again after the restart. Nothing marked sent is ever sent again.
+chat.postMessage has no idempotency key. So a DM is marked `sending_since` before the call
+and carries its outbox id in its metadata; when the attempt's outcome was never learned (skybot
+died before Slack's answer or before recording it, or the answer was lost), the DM's history is
+read before it goes out again (scheduler/outbox_recheck.py), and a copy found there settles it.
+Nothing marked sent is ever sent again.
 """
 
 from __future__ import annotations
@@ -43,11 +45,13 @@ from core.blocks import section
 from core.chart_specs import ChartFile, ChartSpec
 from core.slack_text import literal
 from scheduler.backoff import Backoff
+from scheduler.outbox_recheck import already_delivered, is_direct_message, outbox_metadata
 from store.health import log_failure
 from store.outbox import (
     OutboxMessage,
     QueuedMessage,
     load_queued_heads,
+    mark_sending,
     mark_sent,
     park,
     park_and_redirect,
@@ -293,7 +297,8 @@ class OutboxSender:
         self._free_at[message.target] = started + self._interval
         try:
             if message.chart is None:
-                channel, ts = await self._post(message)
+                found = await already_delivered(self._client, message)
+                channel, ts = found if found is not None else await self._post(message)
             else:
                 channel, ts = await self._upload_chart(message, message.chart)
         except SlackApiError as error:
@@ -302,7 +307,7 @@ class OutboxSender:
         except _NETWORK_ERRORS as error:
             self._observed("network_error")
             await self._retry_later(
-                message, f"network: {error!r}", report, self._connection_retry_max
+                message, f"network: {error!r}", report, self._connection_retry_max, unsure=True
             )
             return False
         except ChartUnavailable as error:
@@ -321,12 +326,15 @@ class OutboxSender:
             self._observe(outcome)
 
     async def _post(self, message: QueuedMessage) -> tuple[str, str]:
+        if is_direct_message(message):
+            await self._writer.run(mark_sending, message.id, self._clock())
         response = await self._client.chat_postMessage(
             channel=message.target,
             text=message.text,
             blocks=message.blocks,
             unfurl_links=False,
             unfurl_media=False,
+            metadata=outbox_metadata(message),
         )
         return str(response.get("channel") or ""), str(response.get("ts") or "")
 
@@ -366,7 +374,7 @@ class OutboxSender:
             log.info("outbox %s: rate limited, retrying in %d s", message.key, retry_after)
         elif status >= 500:
             await self._retry_later(
-                message, f"http {status}: {code}", report, self._connection_retry_max
+                message, f"http {status}: {code}", report, self._connection_retry_max, unsure=True
             )
         elif code in TOKEN_ERRORS:
             # Not this message's fault: it stays as it is, and so does everything else.
@@ -400,10 +408,14 @@ class OutboxSender:
         error: str,
         report: SendReport,
         max_delay: float | None = None,
+        *,
+        unsure: bool = False,
     ) -> None:
+        """`unsure`: Slack may have the message (no answer, or a 5xx): ask before resending."""
         cap = self._retry_max if max_delay is None else min(max_delay, self._retry_max)
         delay = min(cap, self._retry_base * 2**message.attempts)
-        await self._writer.run(reschedule, message.id, self._clock() + delay, error)
+        at = self._clock() + delay
+        await self._writer.run(reschedule, message.id, at, error, maybe_delivered=unsure)
         report.retried += 1
         log.info("outbox %s: %s; retrying in %.0f s", message.key, error, delay)
 

@@ -1,9 +1,12 @@
-"""Performing queued submissions through the runner, each at most once.
+"""Performing queued submissions through the runner, each exactly once.
 
 A submission is marked `submitting` before sbatch runs and carries a tag that the runner puts
-in the job's comment. If skybot dies between sbatch and recording its answer, the submission
-is found in `submitting` at start-up, and the worker looks for a job with that comment in what
-the poller has seen since: found, it is recorded as submitted; not found, it is queued again.
+in the job's comment and in its own record of the submission, which it holds locked from before
+sbatch until sbatch's answer is written (bot/install_files/skybot_runner.py, "Exactly once").
+A submission found in `submitting` (skybot restarted mid-sbatch, or the runner's answer did not
+come) is settled by asking the runner (`submit-status`): while a runner may still submit it,
+it waits; then the record, squeue and sacct say whether it reached Slurm. Only "absent" queues
+it again, and a runner that resubmits a tag another one submitted returns that one's job.
 """
 
 from __future__ import annotations
@@ -15,12 +18,17 @@ import time
 from collections.abc import Callable
 
 from core.config_schema import Config
-from core.runner_contract import RunnerCall, submission_comment, submit_request
+from core.runner_contract import (
+    RunnerCall,
+    RunnerReply,
+    outcome_unknown,
+    submission_comment,
+    submit_request,
+    submit_status_request,
+)
 from core.slack_text import literal
-from core.snapshot import SourceStatus
 from store.health import log_failure
 from store.outbox import OutboxMessage
-from store.snapshots import load_source_status
 from store.submissions import (
     Submission,
     claim_next,
@@ -34,6 +42,9 @@ from store.writer import StoreWriter
 log = logging.getLogger(__name__)
 
 IDLE_SECONDS = 5.0
+# How long a submission whose fate the runner cannot tell (sacct down, sudo refusing) is asked
+# about before the user is told to look for it themselves; it is never submitted again blind.
+UNSURE_GIVE_UP_SECONDS = 600.0
 
 
 class SubmissionWorker:
@@ -51,7 +62,8 @@ class SubmissionWorker:
         self._wake_sender = wake_sender
         self._clock = clock
         self._wake = asyncio.Event()
-        self._started_at = clock()
+        # Monotonic time each unsettled submission was first found impossible to settle.
+        self._unsure_since: dict[int, float] = {}
 
     def wake(self) -> None:
         self._wake.set()
@@ -69,28 +81,52 @@ class SubmissionWorker:
                 await asyncio.wait_for(_first(stop, self._wake), IDLE_SECONDS)
 
     async def recover(self) -> int:
-        """Resolve submissions interrupted mid-sbatch; returns how many were resolved.
-
-        Only once the poller has read Slurm after this worker started: before that, a missing
-        job may just be one the snapshot has not caught up with.
-        """
+        """Settle submissions left in `submitting`; returns how many were settled."""
         stuck = await self._writer.run(interrupted)
-        if not stuck:
-            return 0
-        status: SourceStatus = await self._writer.run(load_source_status, "slurm")
-        if status.taken_at is None or status.taken_at <= self._started_at:
-            return 0
-        resolved = 0
+        settled = 0
         for submission in stuck:
-            job_id = await self._writer.run(find_job_by_comment, submission_comment(submission.tag))
-            if job_id is not None:
-                log.info("submission #%d had reached Slurm as job %d", submission.id, job_id)
-                await self._finish(submission, job_id=job_id)
-            else:
-                log.info("submission #%d never reached Slurm; queued again", submission.id)
-                await self._writer.run(requeue, submission.id)
-            resolved += 1
-        return resolved
+            settled += await self._settle(submission)
+        return settled
+
+    async def _settle(self, submission: Submission) -> bool:
+        request = submit_status_request(submission.tag, submission.created_at)
+        reply = await self._runner(submission.cluster_user, request)
+        state = reply.get("state") if reply.get("ok") is True else None
+        if state == "running":
+            log.info("submission #%d: a runner is still submitting it; waiting", submission.id)
+            return False
+        if state == "submitted" and isinstance(reply.get("job_id"), int):
+            log.info("submission #%d had reached Slurm as job %d", submission.id, reply["job_id"])
+            await self._finish(submission, job_id=reply["job_id"])
+        elif state == "failed":
+            await self._finish(submission, error=str(reply.get("error") or "unknown error"))
+        elif state == "absent":
+            log.info("submission #%d never reached Slurm; queued again", submission.id)
+            await self._writer.run(requeue, submission.id)
+        else:
+            return await self._unsure(submission, reply)
+        self._unsure_since.pop(submission.id, None)
+        return True
+
+    async def _unsure(self, submission: Submission, reply: RunnerReply) -> bool:
+        """The runner could not say: what the poller saw may, else wait, and in the end tell
+        the user to look, rather than risk a second job."""
+        job_id = await self._writer.run(find_job_by_comment, submission_comment(submission.tag))
+        if job_id is not None:
+            await self._finish(submission, job_id=job_id)
+            return True
+        error = str(reply.get("error") or "no answer")
+        first = self._unsure_since.setdefault(submission.id, time.monotonic())
+        if time.monotonic() - first < UNSURE_GIVE_UP_SECONDS:
+            log.warning("submission #%d: cannot tell if it reached Slurm: %s", submission.id, error)
+            return False
+        self._unsure_since.pop(submission.id, None)
+        await self._finish(
+            submission,
+            error=f"skybot could not find out whether it reached Slurm ({error}); check "
+            "`squeue --me` and `sacct` before submitting it again.",
+        )
+        return True
 
     async def perform_next(self) -> bool:
         submission = await self._writer.run(claim_next, self._clock())
@@ -104,7 +140,10 @@ class SubmissionWorker:
             tag=submission.tag,
         )
         reply = await self._runner(submission.cluster_user, request)
-        if reply.get("ok") and isinstance(reply.get("job_id"), int):
+        if outcome_unknown(reply):
+            # Left in `submitting`: recover() asks the runner where it stands.
+            log.warning("submission #%d: outcome unknown yet: %s", submission.id, reply["error"])
+        elif reply.get("ok") and isinstance(reply.get("job_id"), int):
             await self._finish(submission, job_id=reply["job_id"])
         else:
             await self._finish(submission, error=str(reply.get("error") or "unknown error"))

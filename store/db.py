@@ -238,6 +238,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE submissions ADD COLUMN notify_start INTEGER NOT NULL DEFAULT 0",
         "CREATE INDEX submissions_job_id ON submissions(job_id)",
     ),
+    # When the outbox last handed a row to Slack without learning the outcome (store/outbox.py):
+    # set before the call, kept when the answer never came, so a restart asks Slack first.
+    ("ALTER TABLE outbox ADD COLUMN sending_since REAL",),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -58,6 +58,8 @@ class QueuedMessage:
     created_at: float
     chart: ChartSpec | None = None
     refused_to: str = ""
+    # When an attempt whose outcome skybot never learned began (None: no such attempt).
+    sending_since: float | None = None
 
 
 def enqueue(db: sqlite_utils.Database, messages: Iterable[OutboxMessage], now: float) -> int:
@@ -112,7 +114,8 @@ def load_queued_heads(db: sqlite_utils.Database, limit: int = 500) -> list[Queue
 
 
 _QUEUED_COLUMNS = (
-    "id, key, target, text, blocks, attempts, next_attempt_at, created_at, chart, refused_to"
+    "id, key, target, text, blocks, attempts, next_attempt_at, created_at, chart, refused_to, "
+    "sending_since"
 )
 
 
@@ -128,7 +131,18 @@ def _queued(r: Any) -> QueuedMessage:
         r[7],
         ChartSpec.from_json(r[8]) if r[8] else None,
         r[9] or "",
+        r[10],
     )
+
+
+def mark_sending(db: sqlite_utils.Database, message_id: int, now: float) -> None:
+    """Record, before the call, that the message is being handed to Slack: until Slack's answer
+    settles it, whether it was delivered is unknown."""
+    with db.atomic():
+        db.execute(
+            "UPDATE outbox SET sending_since = ? WHERE id = ? AND state = 'queued'",
+            [now, message_id],
+        )
 
 
 def mark_sent(
@@ -145,14 +159,23 @@ def mark_sent(
 
 
 def reschedule(
-    db: sqlite_utils.Database, message_id: int, next_attempt_at: float, error: str
+    db: sqlite_utils.Database,
+    message_id: int,
+    next_attempt_at: float,
+    error: str,
+    *,
+    maybe_delivered: bool = False,
 ) -> None:
-    """A failed attempt that may succeed later: count it and try again at `next_attempt_at`."""
+    """A failed attempt that may succeed later: count it and try again at `next_attempt_at`.
+
+    `maybe_delivered`: Slack's answer did not say the message was refused (a network error, a
+    5xx), so `sending_since` stays and the next attempt asks Slack first."""
     with db.atomic():
         db.execute(
-            "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?, last_error = ? "
+            "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?, "
+            "sending_since = CASE WHEN ? THEN sending_since END "
             "WHERE id = ? AND state = 'queued'",
-            [next_attempt_at, error, message_id],
+            [next_attempt_at, error, maybe_delivered, message_id],
         )
 
 

@@ -49,6 +49,8 @@ METHOD_SCOPES: dict[str, tuple[str, ...]] = {
     "chat_update": ("chat:write",),
     "chat_delete": ("chat:write",),
     "conversations_open": ("im:write",),
+    # skybot reads the history of its own DMs only (scheduler/outbox_recheck.py).
+    "conversations_history": ("im:history",),
     # skybot asks only about channels (the alert channel), never about DMs (im:/mpim:read).
     "conversations_info": ("channels:read", "groups:read"),
     "conversations_list": ("channels:read", "groups:read"),

@@ -43,6 +43,7 @@ def test_the_bots_requests_are_ones_the_runner_accepts(runner: ModuleType) -> No
         contract.submit_request(
             script="job.sh", options={"time": "10"}, roots=["/srv"], partitions=["a"], tag="0" * 16
         ),
+        contract.submit_status_request("0" * 16, 1700000000.5),
         contract.cancel_request("123_4"),
         contract.verify_link_request("ABC123"),
         contract.tail_request("/srv/alice/slurm-1.out", max_lines=15, max_bytes=65536),

@@ -36,6 +36,14 @@ version refuses it, before acting, so bot and runner never disagree about the pr
   submit       {"action": "submit", "script": PATH, "options": {...}, "roots": [...],
                 "partitions": [...], "max_script_bytes": N, "tag": HEX (optional)}
                -> {"ok": true, "job_id": N, "cluster": NAME-or-null, "script": REALPATH}
+               Submitting a tag once more returns the first answer, with no second sbatch
+               (see "Exactly once" below).
+  submit-status {"action": "submit-status", "tag": HEX, "since": EPOCH}
+               -> {"ok": true, "state": "running"}      a runner holds the submission now
+                  {"ok": true, "state": "submitted", "job_id": N, ...}
+                  {"ok": true, "state": "failed", "error": SBATCH'S ANSWER}
+                  {"ok": true, "state": "absent"}       no runner holds it, and no job since
+                                                         `since` carries its tag (squeue, sacct)
   cancel       {"action": "cancel", "job_id": "123" | "123_4"} -> {"ok": true, "job_id": ...}
   verify-link  {"action": "verify-link", "code": "ABC123"} -> {"ok": true, "user": NAME}
                Proof that only the user could have written the code: ~/.config/skybot/link and
@@ -56,6 +64,15 @@ version refuses it, before acting, so bot and runner never disagree about the pr
                with `scontrol update` as the user. runner.toml's overcap_partition and
                overcap_account win over the request's.
 
+Exactly once: a submission's tag names a record, ~/.local/state/skybot/submissions/TAG,
+written only by the user's own runners. A submit holds an exclusive flock on it from before
+sbatch until sbatch's answer is in it (fsync'd), and sbatch inherits the locked descriptor, so
+the lock outlives a runner killed mid-sbatch for as long as sbatch itself runs. A bot that
+restarts with a submission unaccounted for asks `submit-status`, which takes the same lock:
+while anything may still submit the tag it answers "running", and only once nothing can does
+it look for the tag in the record, squeue and sacct. The home directory, not /tmp or /run:
+skybot.service has its own /tmp, and a record must outlive the service that started it.
+
 /etc/skybot/runner.toml (optional, root-owned, not group/world-writable) overrides the
 request's roots, partitions and limits, so a site can pin them regardless of what the bot sends:
 
@@ -68,6 +85,7 @@ request's roots, partitions and limits, so a site can pin them regardless of wha
     scancel = "/usr/bin/scancel"
     squeue = "/usr/bin/squeue"
     scontrol = "/usr/bin/scontrol"
+    sacct = "/usr/bin/sacct"
     overcap_partition = "overcap"  # where move-to-overcap sends a job
     overcap_account = "overcap"    # and under which account ("" when overcap needs none)
     command_timeout_seconds = 30
@@ -77,7 +95,9 @@ request's roots, partitions and limits, so a site can pin them regardless of wha
 from __future__ import annotations
 
 import base64
+import contextlib
 import errno
+import fcntl
 import grp
 import hmac
 import json
@@ -89,6 +109,7 @@ import stat
 import struct
 import subprocess
 import sys
+import time
 from typing import Any, NoReturn
 
 # `skybot install runner` writes the installing skybot's version here.
@@ -114,6 +135,7 @@ DEFAULTS: dict[str, Any] = {
     "scancel": "/usr/bin/scancel",
     "squeue": "/usr/bin/squeue",
     "scontrol": "/usr/bin/scontrol",
+    "sacct": "/usr/bin/sacct",
     "command_timeout_seconds": 30.0,
     "cluster": None,
 }
@@ -139,6 +161,7 @@ REQUEST_KEYS: dict[str, set[str]] = {
         "max_script_bytes",
         "tag",
     },
+    "submit-status": {"action", "bot_version", "tag", "since"},
     "cancel": {"action", "bot_version", "job_id"},
     "verify-link": {"action", "bot_version", "code"},
     "tail": {"action", "bot_version", "path", "max_bytes", "max_lines", "end"},
@@ -277,6 +300,7 @@ def load_config() -> dict[str, Any]:
         "scancel": lambda v: isinstance(v, str) and v.startswith("/"),
         "squeue": lambda v: isinstance(v, str) and v.startswith("/"),
         "scontrol": lambda v: isinstance(v, str) and v.startswith("/"),
+        "sacct": lambda v: isinstance(v, str) and v.startswith("/"),
         "overcap_partition": lambda v: isinstance(v, str) and SLURM_NAME.fullmatch(v),
         "overcap_account": lambda v: isinstance(v, str) and (v == "" or SLURM_NAME.fullmatch(v)),
         "command_timeout_seconds": lambda v: isinstance(v, (int, float)) and 0 < v <= 600,
@@ -607,7 +631,11 @@ def clean_env(user: pwd.struct_passwd) -> dict[str, str]:
 
 
 def run(
-    argv: list[str], user: pwd.struct_passwd, config: dict[str, Any], stdin: bytes = b""
+    argv: list[str],
+    user: pwd.struct_passwd,
+    config: dict[str, Any],
+    stdin: bytes = b"",
+    keep_fds: tuple[int, ...] = (),
 ) -> subprocess.CompletedProcess[bytes]:
     timeout = setting(config, "command_timeout_seconds")
     program = os.path.basename(argv[0])
@@ -620,6 +648,7 @@ def run(
             timeout=timeout,
             check=False,
             close_fds=True,
+            pass_fds=keep_fds,
         )
     except FileNotFoundError:
         raise InternalError(f"{argv[0]} is not installed") from None
@@ -657,17 +686,22 @@ def do_submit(
         os.fchdir(dir_fd)
     finally:
         os.close(dir_fd)
-    tag = request.get("tag")
+    tag = None if request.get("tag") is None else submission_tag(request.get("tag"))
     if tag is not None:
-        if not isinstance(tag, str) or not SUBMISSION_TAG.fullmatch(tag):
-            raise Refusal("The submission tag must be 16 to 32 lowercase hex digits.")
         options.append(f"--comment={COMMENT_PREFIX}{tag}")
     if not any(o.startswith("--job-name=") for o in options) and not script_names_itself(content):
         options.append(f"--job-name={default_job_name(real_path)}")
     # The script goes to sbatch on stdin: sbatch gets exactly the bytes that were checked, so
     # nobody can swap the file between the checks and the submission.
     argv = [setting(config, "sbatch"), "--parsable", *options]
-    result = run(argv, user, config, stdin=content)
+    if tag is None:
+        return sbatch_answer(run(argv, user, config, stdin=content), config, real_path)
+    return submit_once(argv, content, tag, user, config, real_path)
+
+
+def sbatch_answer(
+    result: subprocess.CompletedProcess[bytes], config: dict[str, Any], real_path: str
+) -> dict[str, Any]:
     out = result.stdout.decode("utf-8", "replace").strip()
     err = clean_output(result.stderr.decode("utf-8", "replace"))
     if result.returncode != 0:
@@ -684,6 +718,183 @@ def do_submit(
     if err:
         payload["warning"] = err
     return payload
+
+
+# ----------------------------------------------------------------------------------------------
+# Exactly once: submission records (see the module docstring)
+
+SUBMISSION_RECORDS = (".local", "state", "skybot", "submissions")
+RECORD_DAYS = 30
+MAX_RECORD_BYTES = 64 * 1024
+
+
+class Uncertain(Refusal):
+    """Whether the submission reached Slurm cannot be told now: the bot must ask again later
+    (submit-status), never submit it anew on this answer."""
+
+
+def submission_tag(raw: Any) -> str:
+    if not isinstance(raw, str) or not SUBMISSION_TAG.fullmatch(raw):
+        raise Refusal("The submission tag must be 16 to 32 lowercase hex digits.")
+    return raw
+
+
+def open_record(user: pwd.struct_passwd, tag: str, *, create: bool) -> int | None:
+    """The submission's record, opened read-write (None: there is none and `create` is off)."""
+    directory = os.path.join(user.pw_dir, *SUBMISSION_RECORDS)
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+    try:
+        if create:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            prune_records(directory)
+        fd = os.open(os.path.join(directory, tag), flags | (os.O_CREAT if create else 0), 0o600)
+    except OSError as exc:
+        if not create and exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return None
+        shown = "~/" + "/".join(SUBMISSION_RECORDS)
+        raise Refusal(
+            f"skybot keeps a record of each submission in {shown}, so that a restart never "
+            f"submits it twice, and cannot use it: {exc.strerror}."
+        ) from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+        os.close(fd)
+        raise Refusal(f"The submission record {tag} is not a regular file of {user.pw_name}'s.")
+    return fd
+
+
+def prune_records(directory: str) -> None:
+    """Forget records older than RECORD_DAYS (no runner holds a lock that long)."""
+    old = time.time() - RECORD_DAYS * 86400
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        with contextlib.suppress(OSError):
+            st = os.lstat(path)
+            if SUBMISSION_TAG.fullmatch(name) and stat.S_ISREG(st.st_mode) and st.st_mtime < old:
+                os.unlink(path)
+
+
+def lock_record(fd: int, wait_seconds: float) -> bool:
+    """Take the record's exclusive lock, waiting up to `wait_seconds`; False if still held."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+
+
+def last_entry(fd: int) -> dict[str, Any] | None:
+    """The record's last complete entry: a runner killed while appending leaves the one
+    before it, which says less, never more."""
+    data = os.pread(fd, MAX_RECORD_BYTES, 0)
+    for line in reversed(data.split(b"\n")):
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if isinstance(entry, dict):
+                return entry
+    return None
+
+
+def append_entry(fd: int, entry: dict[str, Any]) -> None:
+    os.lseek(fd, 0, os.SEEK_END)
+    os.write(fd, json.dumps(entry, sort_keys=True).encode("utf-8") + b"\n")
+    os.fsync(fd)
+
+
+def submit_once(
+    argv: list[str],
+    content: bytes,
+    tag: str,
+    user: pwd.struct_passwd,
+    config: dict[str, Any],
+    real_path: str,
+) -> dict[str, Any]:
+    """sbatch for this tag unless a runner already did: the record is locked from before
+    sbatch until its answer is written, and sbatch inherits the lock."""
+    fd = open_record(user, tag, create=True)
+    assert fd is not None
+    try:
+        if not lock_record(fd, setting(config, "command_timeout_seconds")):
+            raise Uncertain("Another skybot-runner is still submitting this; skybot will ask.")
+        earlier = last_entry(fd)
+        if earlier is not None and isinstance(earlier.get("reply"), dict):
+            return dict(earlier["reply"])
+        if earlier is not None:
+            # A runner died between starting sbatch and writing its answer.
+            found = tagged_job(tag, user, config, float(earlier.get("started", 0)) - 300)
+            if found is not None:
+                answer = {"ok": True, "job_id": found, "cluster": cluster_name(config)}
+                append_entry(fd, {"reply": {**answer, "script": real_path}})
+                return {**answer, "script": real_path}
+        append_entry(fd, {"started": time.time()})
+        try:
+            result = run(argv, user, config, stdin=content, keep_fds=(fd,))
+        except Refusal as exc:  # sbatch was killed at the timeout: it may have submitted
+            raise Uncertain(str(exc)) from None
+        answer = sbatch_answer(result, config, real_path)
+        append_entry(fd, {"reply": answer})
+        return answer
+    finally:
+        os.close(fd)
+
+
+def do_submit_status(
+    request: dict[str, Any], user: pwd.struct_passwd, config: dict[str, Any]
+) -> dict[str, Any]:
+    """Where a submission stands, asked by a bot that lost track of it (a restart)."""
+    tag = submission_tag(request.get("tag"))
+    since = bounded_int(request, "since", 0, 2**40, 0)
+    fd = open_record(user, tag, create=False)
+    try:
+        if fd is not None:
+            if not lock_record(fd, 0):
+                return {"ok": True, "state": "running"}
+            entry = last_entry(fd)
+            earlier = entry.get("reply") if entry is not None else None
+            if isinstance(earlier, dict) and earlier.get("ok") is True:
+                return {**earlier, "state": "submitted"}
+            if isinstance(earlier, dict):
+                return {"ok": True, "state": "failed", "error": str(earlier.get("error"))}
+        # Held while Slurm is asked, so no runner can start this tag's sbatch meanwhile.
+        found = tagged_job(tag, user, config, since - 300)
+    finally:
+        if fd is not None:
+            os.close(fd)
+    if found is None:
+        return {"ok": True, "state": "absent"}
+    return {"ok": True, "state": "submitted", "job_id": found, "cluster": cluster_name(config)}
+
+
+def tagged_job(
+    tag: str, user: pwd.struct_passwd, config: dict[str, Any], since: float
+) -> int | None:
+    """The user's job whose comment carries `tag`: squeue, then sacct (for one that ended).
+    Uncertain if either cannot answer."""
+    comment = COMMENT_PREFIX + tag
+    queue = [setting(config, "squeue"), "--noheader", "--all", "--states=all"]
+    queue += [f"--user={user.pw_name}", "--format=%i|%k"]
+    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(max(since, 0)))
+    accounting = [setting(config, "sacct"), "--noheader", "--parsable2", "--allocations"]
+    accounting += [f"--user={user.pw_name}", f"--starttime={start}", "--format=JobID,Comment"]
+    for argv in (queue, accounting):
+        try:
+            result = run(argv, user, config)
+        except Refusal as exc:
+            raise Uncertain(str(exc)) from None
+        if result.returncode != 0:
+            said = clean_output(result.stderr.decode("utf-8", "replace"))
+            name = os.path.basename(argv[0])
+            raise Uncertain(f"{name} failed ({said or result.returncode}); skybot will ask again.")
+        for line in result.stdout.decode("utf-8", "replace").splitlines():
+            job, _, found = line.strip().partition("|")
+            number = job.split("_", 1)[0].split("+", 1)[0]
+            if found == comment and number.isdigit():
+                return int(number)
+    return None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1069,6 +1280,7 @@ def do_move_to_overcap(
 
 ACTIONS = {
     "submit": do_submit,
+    "submit-status": do_submit_status,
     "cancel": do_cancel,
     "verify-link": do_verify_link,
     "tail": do_tail,
@@ -1179,6 +1391,8 @@ def main() -> NoReturn:
         reply(handle())
     except VersionMismatch as exc:
         reply({"ok": False, "error": str(exc), "runner_version": VERSION})
+    except Uncertain as exc:
+        reply({"ok": False, "error": str(exc), "outcome_unknown": True})
     except Refusal as exc:
         reply({"ok": False, "error": str(exc)})
     except InternalError as exc:

@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import json
 import secrets
+import time
 from typing import Any
 
 from aiohttp import BodyPartReader, web
@@ -65,6 +66,12 @@ class HttpRoutes:
         self._hook_ids = itertools.count(1000)
         # Seconds to wait before answering the next requests to a method (a slow Slack).
         self.delays: dict[str, list[float]] = {}
+        # Per method: seconds to wait before answering a request already carried out (Slack
+        # stored the message, its answer is late), and seconds to hold a request before
+        # carrying it out, dropping it if the caller went away meanwhile (it never arrived).
+        self.late_answers: dict[str, list[float]] = {}
+        self.held_requests: dict[str, list[float]] = {}
+        self.holding: Journal[str] = Journal()
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_post("/api/{method}", self.handle_api)
@@ -86,10 +93,15 @@ class HttpRoutes:
         params = await request_params(request)
         await self.wait_if_delayed(method)
         token = bearer_token(request, params)
+        if not await self._held_until_answered(method, request):
+            return web.json_response({"ok": False, "error": "caller_gone"}, status=499)
         status, body, headers = self.answer(method, params, token)
         if token == self.ws.bot_token and self.ws.bot_scopes is not None:
             # Like Slack: every call made with a valid token says what that token may do.
             headers = {**headers, "x-oauth-scopes": self.ws.bot_scopes}
+        late = self.late_answers.get(method)
+        if late:
+            await asyncio.sleep(late.pop(0))
         self.calls.append(Call(method, params, token, status, body))
         return web.json_response(body, status=status, headers=headers)
 
@@ -97,6 +109,19 @@ class HttpRoutes:
         waits = self.delays.get(method)
         if waits:
             await asyncio.sleep(waits.pop(0))
+
+    async def _held_until_answered(self, method: str, request: web.Request) -> bool:
+        """False if the request was held and its caller went away before it was let through."""
+        holds = self.held_requests.get(method)
+        if not holds:
+            return True
+        until = time.monotonic() + holds.pop(0)
+        self.holding.append(method)
+        while time.monotonic() < until:
+            if request.transport is None or request.transport.is_closing():
+                return False
+            await asyncio.sleep(0.05)
+        return True
 
     def answer(self, method: str, params: dict[str, Any], token: str | None) -> Answer:
         if not token:

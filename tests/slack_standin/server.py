@@ -140,6 +140,20 @@ class SlackStandIn:
         ``seconds``: Slack having a slow moment."""
         self.http.delays.setdefault(method, []).extend([seconds] * times)
 
+    def answer_late(self, method: str, seconds: float, *, times: int = 1) -> None:
+        """Carry out the next ``times`` requests to ``method`` at once (a message is stored and
+        shows in conversations.history) but send the answer only ``seconds`` later."""
+        self.http.late_answers.setdefault(method, []).extend([seconds] * times)
+
+    def hold_next(self, method: str, seconds: float, *, times: int = 1) -> None:
+        """Hold the next ``times`` requests to ``method`` for ``seconds`` before carrying them
+        out; one whose caller goes away meanwhile is dropped, never carried out (as if the
+        caller died before its request left). ``holding`` says when one is held."""
+        self.http.held_requests.setdefault(method, []).extend([seconds] * times)
+
+    async def wait_until_holding(self, method: str, *, timeout: float = 10.0) -> None:
+        await self.http.holding.wait_for(lambda m: m == method, timeout=timeout, what=method)
+
     def refuse_bot_token(self, error: str = "account_inactive") -> None:
         """From now on every call with the bot token fails with ``error`` (ok: false), as when
         Slack deactivates or revokes it, until ``accept_bot_token()``."""

@@ -55,6 +55,7 @@ class WebApi:
             "chat.postEphemeral": self.chat_post_ephemeral,
             "chat.update": self.chat_update,
             "conversations.open": self.conversations_open,
+            "conversations.history": self.conversations_history,
             "conversations.info": self.conversations_info,
             "conversations.list": self.conversations_list,
             "users.info": self.users_info,
@@ -114,6 +115,11 @@ class WebApi:
             message["attachments"] = attachments
         if params.get("thread_ts"):
             message["thread_ts"] = str(params["thread_ts"])
+        metadata = _decode_json(params["metadata"]) if params.get("metadata") else None
+        if metadata is not None:
+            if not isinstance(metadata, dict) or not metadata.get("event_type"):
+                raise SlackError("invalid_metadata_format")
+            message["metadata"] = metadata
         return message
 
     # -- methods -------------------------------------------------------------------------------
@@ -168,6 +174,36 @@ class WebApi:
         already = users[0].id in self.dm_channels
         channel_id = self.dm_channel_for(users[0].id)
         return {"no_op": already, "already_open": already, "channel": {"id": channel_id}}
+
+    def conversations_history(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A channel's messages, newest first, `oldest` < ts (Slack: exclusive unless
+        `inclusive`); metadata only with include_all_metadata; one page of `limit`."""
+        channel = str(params.get("channel") or "")
+        if channel not in self.dm_channels.values() and channel not in self.ws.channels:
+            raise SlackError("channel_not_found")
+        oldest = float(params.get("oldest") or 0)
+        with_metadata = str(params.get("include_all_metadata", "")).lower() in ("true", "1")
+        found = sorted(
+            (
+                (ts, message)
+                for (where, ts), message in self.messages.items()
+                if where == channel and float(ts) > oldest
+            ),
+            key=lambda item: float(item[0]),
+            reverse=True,
+        )
+        limit = int(params.get("limit") or 100)
+        start = int(params.get("cursor") or 0)
+        page = [
+            message if with_metadata else {k: v for k, v in message.items() if k != "metadata"}
+            for _, message in found[start : start + limit]
+        ]
+        more = start + limit < len(found)
+        return {
+            "messages": page,
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+        }
 
     def conversations_info(self, params: dict[str, Any]) -> dict[str, Any]:
         channel = self.ws.channels.get(str(params.get("channel") or ""))

@@ -105,7 +105,7 @@ class Workspace:
     app_id: str = "A0STANDIN"
     # What Slack sends in the x-oauth-scopes header of bot-token calls; None sends no header.
     bot_scopes: str | None = (
-        "commands,chat:write,files:write,im:write,channels:read,groups:read,"
+        "commands,chat:write,files:write,im:history,im:write,channels:read,groups:read,"
         "users:read,users:read.email"
     )
     users: dict[str, SlackUser] = field(default_factory=dict)
