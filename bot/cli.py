@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         return _doctor(config_path(args.config), args.service_user)
     if args.command == "backup":
         return _backup(config_path(args.config), Path(args.destination))
+    if args.command == "restore":
+        return _restore(config_path(args.config), Path(args.backup))
     try:
         config = load_config(config_path(args.config))
         if args.command == "run":
@@ -109,6 +111,42 @@ def _backup(path: Path | None, destination: Path) -> int:
         return 1
     print(
         f"backed up schema {result.schema_version} to {result.path} ({result.size_bytes:,} bytes)"
+    )
+    return 0
+
+
+def _restore(path: Path | None, backup: Path) -> int:
+    """The backup in place of the database, with the bot stopped (README: "Backup and
+    restore"); DMs the bot that ran past the backup may have sent are checked in Slack first."""
+    import time
+
+    from bot.config import database_path
+    from bot.startup import InstanceLock, StartupError
+    from store.backup import RESTORE_RECHECK_SECONDS, BackupError, restore_database
+
+    try:
+        database = database_path(load_config(path))
+    except ConfigError as error:
+        print(f"skybot: config error: {error}", file=sys.stderr)
+        return EXIT_CONFIG
+    lock = InstanceLock(database)
+    try:
+        lock.acquire()
+    except StartupError as error:
+        print(f"skybot restore: {error}: stop it first (systemctl stop skybot)", file=sys.stderr)
+        return error.exit_code
+    try:
+        kept = restore_database(backup, database, time.time())
+    except BackupError as error:
+        print(f"skybot restore: {error}", file=sys.stderr)
+        return 1
+    finally:
+        lock.release()
+    replaced = f"; the database it replaced is {kept}" if kept else ""
+    print(
+        f"restored {backup} into {database}{replaced}. Start the bot now: for the next "
+        f"{RESTORE_RECHECK_SECONDS / 60:.0f} minutes each DM is first looked for in Slack, so "
+        "none that the bot sent after the backup is sent twice"
     )
     return 0
 
@@ -213,6 +251,12 @@ def _parser() -> argparse.ArgumentParser:
         help="copy the database while the bot runs (SQLite's online backup) to a new file",
     )
     backup.add_argument("destination", help="the new file to write (never overwritten)")
+    restore = sub.add_parser(
+        "restore",
+        parents=[common],
+        help="with the bot stopped: put a backup in place of the database (kept beside it)",
+    )
+    restore.add_argument("backup", help="a file `skybot backup` wrote")
     install = sub.add_parser(
         "install",
         parents=[logging_flags],

@@ -1,11 +1,11 @@
 """Has Slack already got this DM? Asked before sending again a DM whose last attempt's outcome
 skybot never learned (it died waiting for Slack's answer, or the answer was lost).
 
-chat.postMessage has no idempotency key, so each DM carries its outbox id in its message
-`metadata` (event_type `skybot_outbox`). Before a DM whose row has `sending_since` goes out
+chat.postMessage has no idempotency key, so each DM carries its outbox id and key in its
+message `metadata` (event_type `skybot_outbox`). Before a DM whose row has `sending_since` goes out
 again, the DM's history since that attempt (a minute earlier, for clock skew) is read with
-`include_all_metadata` (the `im:history` scope), and a message carrying that id settles the row
-as sent. Charts (files_upload_v2 takes no metadata) and channel posts are not looked up: those
+`include_all_metadata` (the `im:history` scope), and a message carrying that key settles the
+row as sent. Charts (files_upload_v2 takes no metadata) and channel posts are not looked up: those
 can still arrive twice after a crash mid-send.
 """
 
@@ -83,9 +83,7 @@ async def already_delivered(
 def _names_row(metadata: object, message: QueuedMessage) -> bool:
     if not isinstance(metadata, dict) or metadata.get("event_type") != OUTBOX_EVENT:
         return False
+    # The key names the notice (one row per key); the id alone could name another message in
+    # a database restored from a backup, whose ids went on from where the backup stopped.
     payload = metadata.get("event_payload")
-    return (
-        isinstance(payload, dict)
-        and payload.get("id") == message.id
-        and payload.get("key") == message.key
-    )
+    return isinstance(payload, dict) and payload.get("key") == message.key

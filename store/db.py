@@ -275,6 +275,15 @@ def open_db(path: Path | str, *, any_thread: bool = False) -> sqlite_utils.Datab
     return db
 
 
+def migrate_file(path: Path) -> None:
+    """Bring the database file at `path` to the current schema, and close it."""
+    db = sqlite_utils.Database(sqlite3.connect(path))
+    try:
+        migrate(db)
+    finally:
+        db.close()
+
+
 def migrate(db: sqlite_utils.Database, migrations: Sequence[Sequence[str]] = MIGRATIONS) -> None:
     """Run the migrations the database has not had yet, each in its own transaction.
 

@@ -70,11 +70,15 @@ def enqueue(db: sqlite_utils.Database, messages: Iterable[OutboxMessage], now: f
     """
     added = 0
     with db.atomic():
+        # After a restore (store/backup.py), what the bot decides again may have been sent
+        # by the bot that ran past the backup: each is checked in Slack first, as a send whose
+        # outcome skybot never learned is.
+        unsure_since = restored_sends_unsure_since(db, now)
         for m in messages:
             cursor = db.execute(
                 "INSERT OR IGNORE INTO outbox (key, target, text, blocks, chart, refused_to, "
-                "state, attempts, next_attempt_at, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?)",
+                "state, attempts, next_attempt_at, created_at, sending_since) "
+                "VALUES (?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?)",
                 [
                     m.key,
                     m.target,
@@ -84,10 +88,29 @@ def enqueue(db: sqlite_utils.Database, messages: Iterable[OutboxMessage], now: f
                     m.refused_to or None,
                     now,
                     now,
+                    unsure_since,
                 ],
             )
             added += cursor.rowcount
     return added
+
+
+# Counters a restore sets (store/backup.py): when the restored backup was taken, and until
+# when (wall clock) new messages are checked in Slack before they are sent.
+RESTORED_BACKUP_TAKEN_AT = "restored_backup_taken_at"
+RESTORE_RECHECK_UNTIL = "restore_recheck_until"
+
+
+def restored_sends_unsure_since(db: sqlite_utils.Database, now: float) -> float | None:
+    """The backup's time while a restore's recheck window is open, else None."""
+    rows = dict(
+        db.execute(
+            "SELECT name, value FROM counters WHERE name IN (?, ?)",
+            [RESTORED_BACKUP_TAKEN_AT, RESTORE_RECHECK_UNTIL],
+        ).fetchall()
+    )
+    until, taken = rows.get(RESTORE_RECHECK_UNTIL), rows.get(RESTORED_BACKUP_TAKEN_AT)
+    return float(taken) if until is not None and taken is not None and now < until else None
 
 
 def load_queued(db: sqlite_utils.Database, limit: int = 500) -> list[QueuedMessage]:

@@ -50,7 +50,7 @@ def test_a_backup_taken_during_writes_is_one_committed_state(tmp_path: Path) -> 
     copy = sqlite3.connect(tmp_path / "copy.db")
     assert copy.execute("PRAGMA quick_check").fetchone()[0] == "ok"
     assert copy.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
-    a, b = (v for (v,) in copy.execute("SELECT value FROM counters ORDER BY name"))
+    a, b = (v for (v,) in copy.execute("SELECT value FROM counters WHERE name IN ('a', 'b')"))
     assert a == b and 0 < a <= written[0], "the copy holds one commit, never half of one"
     assert not (tmp_path / ".copy.db.partial").exists()
 
