@@ -10,6 +10,7 @@ import difflib
 from collections.abc import Iterable, Mapping, Sequence
 
 from core.job_notices import job_label as job_label
+from core.job_notices import shown_label
 
 # The commands format like the notifications do; re-exported for them.
 from core.notice_text import format_bytes as format_bytes
@@ -272,3 +273,18 @@ async def recorded_job(services: Services, job_id: int) -> Job | None:
     if services.writer is not None:
         return await services.writer.run(last_job_record, job_id)
     return None
+
+
+async def own_recorded_job(services: Services, job_id: int, me: str, refusal: str) -> Job:
+    """`recorded_job`, refused (before anything else is asked) when skybot does not know it or
+    it is not `me`'s; `refusal` ends the second answer, saying what the command does not do."""
+    job = await recorded_job(services, job_id)
+    if job is None:
+        days = services.config.database.history_days
+        raise UsageError(f"skybot does not know job {job_id}: it keeps ended jobs for {days} days.")
+    if job.user != me:
+        raise UsageError(
+            f"Job {shown_label(job)} belongs to {literal(job.user)}, not to you ({literal(me)}): "
+            f"{refusal}"
+        )
+    return job

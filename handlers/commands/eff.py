@@ -11,7 +11,7 @@ import re
 from core.efficiency import EfficiencyPolicy, efficiency_lines
 from core.job_notices import shown_label
 from core.slack_text import literal
-from handlers.commands.common import not_linked, recorded_job, shown
+from handlers.commands.common import not_linked, own_recorded_job, shown
 from handlers.reply import Reply, simple
 from handlers.router import Command, CommandRequest, UsageError
 from handlers.services import Services
@@ -31,15 +31,7 @@ async def eff(request: CommandRequest, services: Services) -> Reply:
         typed = f" ({shown(' '.join(request.args))})" if request.args else ""
         raise UsageError(f"Usage: `/sky {USAGE}`, a job number like 1234{typed}.")
     job_id = int(request.args[0].lstrip("#"))
-    job = await recorded_job(services, job_id)
-    if job is None:
-        days = services.config.database.history_days
-        raise UsageError(f"skybot does not know job {job_id}: it keeps ended jobs for {days} days.")
-    if job.user != me:
-        raise UsageError(
-            f"Job {shown_label(job)} belongs to {literal(job.user)}, not to you ({literal(me)}): "
-            "`/sky eff` shows your own jobs."
-        )
+    job = await own_recorded_job(services, job_id, me, "`/sky eff` shows your own jobs.")
     label = f"Job {shown_label(job)} {literal(job.name)}"
     if not job.is_final:
         return simple(

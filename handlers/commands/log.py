@@ -14,7 +14,7 @@ from core.job_notices import shown_label
 from core.job_output import STDERR, STDOUT, stderr_path, stdout_path, stream_path, tail_part
 from core.log_more import more_block
 from core.slack_text import literal
-from handlers.commands.common import not_linked, recorded_job, shown
+from handlers.commands.common import not_linked, own_recorded_job, shown
 from handlers.log_button import read_output
 from handlers.reply import Reply, section
 from handlers.router import Command, CommandRequest, UsageError
@@ -62,15 +62,9 @@ async def log(request: CommandRequest, services: Services) -> Reply:
     if configured <= 0:
         raise UsageError("Showing job output is turned off on this cluster.")
     job_id, stream, lines = parse_log_args(request.args, configured)
-    job = await recorded_job(services, job_id)
-    if job is None:
-        days = services.config.database.history_days
-        raise UsageError(f"skybot does not know job {job_id}: it keeps ended jobs for {days} days.")
-    if job.user != me:
-        raise UsageError(
-            f"Job {shown_label(job)} belongs to {literal(job.user)}, not to you ({literal(me)}): "
-            "skybot shows a job's output only to its owner, so nothing was read."
-        )
+    job = await own_recorded_job(
+        services, job_id, me, "skybot shows a job's output only to its owner, so nothing was read."
+    )
     one_file = stderr_path(job) == stdout_path(job)
     label = "Output" if one_file else ("stderr" if stream == STDERR else "stdout")
     # From here on the runner is asked: answer normally, never UsageError (router.py).
