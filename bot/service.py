@@ -42,6 +42,7 @@ from handlers.services import Services
 from scheduler.chart_maker import ChartMaker
 from scheduler.digest import WeeklyDigest
 from scheduler.outbox_sender import OutboxSender, sender_client
+from scheduler.own_actions import refreshing_runner
 from scheduler.schedule import PollSchedule, build_scheduler
 from scheduler.slurm_poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
@@ -138,9 +139,10 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         config, min(config.runner.timeout_seconds, config.notifications.log_tail_seconds)
     )
     watchers = Watchers(config, writer, identity, sender.wake, cache.current, tail_runner)
+    slurm_poller = SlurmPoller(config, writer)
     schedule = build_scheduler(
         config,
-        SlurmPoller(config, writer),
+        slurm_poller,
         StoragePoller(config, writer),
         cache.refresh,
         after_slurm=watchers.after_slurm_poll,
@@ -149,7 +151,10 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         observe_interval=metrics.observe_poll_interval,
         weekly_digest=WeeklyDigest(config, writer, sender.wake).run,
     )
-    runner = runner_call(config)
+    # A cancel or a move to overcap shows in the snapshot at once, not a poll or more later.
+    runner = refreshing_runner(
+        runner_call(config), slurm_poller.mark_changed, schedule.poll_slurm_soon
+    )
     submissions = SubmissionWorker(config, writer, runner, wake_sender=sender.wake)
     services = Services(
         config,

@@ -34,9 +34,29 @@ class PollSchedule:
     close_pollers: Callable[[], Awaitable[None]] | None = None
     in_flight: set[asyncio.Task[None]] = field(default_factory=set)
     stopping: bool = False
+    slurm_polling: bool = False
+    # Asked for while a Slurm poll ran: another one as soon as it ends.
+    slurm_poll_again: bool = False
 
     def start(self) -> None:
         self.scheduler.start()
+
+    def poll_slurm_soon(self) -> None:
+        """Bring the next Slurm poll forward to now (after the running one, if one runs):
+        skybot just changed a job, and its user should see that at once."""
+        if self.stopping:
+            return
+        if self.slurm_polling:
+            self.slurm_poll_again = True
+            return
+        if self.scheduler.get_job("slurm") is not None:
+            self.scheduler.modify_job("slurm", next_run_time=datetime.now())
+
+    def slurm_poll_ended(self, _: object = None) -> None:
+        self.slurm_polling = False
+        if self.slurm_poll_again:
+            self.slurm_poll_again = False
+            self.poll_slurm_soon()
 
     async def stop(self) -> None:
         self.stopping = True
@@ -95,6 +115,7 @@ def build_scheduler(
         else:
             log.info("slurm polls are cheap again: polling every %.0f s", interval)
         scheduler.reschedule_job("slurm", trigger="interval", seconds=interval)
+        slurm.set_interval(interval)
         if observe_interval is not None:
             observe_interval("slurm", interval)
 
@@ -105,6 +126,11 @@ def build_scheduler(
             task = asyncio.current_task()
             if task is not None:
                 schedule.in_flight.add(task)
+            if source == "slurm" and task is not None:
+                # Until APScheduler has seen this run end (its own done-callback, added
+                # before this one) it would skip a run brought forward.
+                schedule.slurm_polling = True
+                task.add_done_callback(schedule.slurm_poll_ended)
             try:
                 started = clock()
                 await poll()
