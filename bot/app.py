@@ -13,7 +13,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Config, Secrets
-from handlers import actions, home, log_button, overcap_button, slash
+from handlers import actions, home, log_button, overcap_button, slash, watch_button
 from handlers.services import Services
 from handlers.slash import ObserveCommand
 from store.reader import SnapshotCache
@@ -54,9 +54,11 @@ def build_app(
     )
     slash.register_listeners(app, cache, services, observe=observe_command)
     home.register_listeners(app, cache, services)
-    actions.register_listeners(app, cache, services, home.home_publisher(cache, services))
+    publish_home = home.home_publisher(cache, services)
+    actions.register_listeners(app, cache, services, publish_home)
     log_button.register_listeners(app, cache, services)
     overcap_button.register_listeners(app, cache, services)
+    watch_button.register_listeners(app, cache, services, publish_home)
     return app
 
 

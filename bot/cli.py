@@ -13,9 +13,10 @@ from pathlib import Path
 from bot import __version__
 from bot.config import DEFAULT_CONFIG_PATH, Config, ConfigError, Secrets, load_config
 from bot.install import DEFAULT_PYTHON, SHIPPED, TARGETS
-from bot.logs import configure_logging
+from bot.logs import configure_logging, print_refusal
+from bot.startup import EXIT_CONFIG
 
-EXIT_CONFIG = 2
+log = logging.getLogger("skybot")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"config OK: {len(config.labs)} labs, database {config.database.path}")
             return 0
     except ConfigError as error:
-        print(f"skybot: config error: {error}", file=sys.stderr)
+        print_refusal(f"config error: {error}")
         return EXIT_CONFIG
     except KeyboardInterrupt:
         return 130
@@ -61,8 +62,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(config: Config) -> int:
-    """The bot until SIGTERM (0); a config error is 2; a taken port 1 and another instance on
-    the same database 3 (bot/startup.py), each as one line on stderr."""
+    """The bot until SIGTERM (0); a config error is 2; a taken port 1, another instance on the
+    same database 3, a database schema newer than this skybot 4, a database it cannot use 5
+    (bot/startup.py), each as one line on stderr at priority err. Anything else that stops
+    it is logged at priority crit, with its traceback, and exits 1."""
     secrets = Secrets.from_environment()
     secrets.require_for(config.slack.mode)
     from bot.service import run_bot
@@ -71,8 +74,11 @@ def _run(config: Config) -> int:
     try:
         asyncio.run(run_bot(config, secrets))
     except StartupError as error:
-        print(f"skybot: {error}", file=sys.stderr)
+        print_refusal(str(error))
         return error.exit_code
+    except Exception as error:
+        log.critical("skybot stopped: %s", error, exc_info=True)
+        return 1
     return 0
 
 

@@ -5,7 +5,13 @@
   make this fail, so a liveness probe never restarts the bot because Slack or Slurm is down.
 - Ready (`/readyz`): skybot is doing its job. Connected to Slack (Socket Mode), Slurm's
   snapshot fresh and its last poll good, accounting (sacct) answering, the outbox not paused
-  by a refused token. The answer names each check and why it fails.
+  by a refused token, every poller completing on time (on the monotonic clock: a wall-clock
+  step or a poll stuck for good is seen whatever the heartbeat says), the database working
+  and still the file at its path. The answer names each check and why it fails.
+
+Ages are wall-clock differences (the snapshot's time is stored): after the clock is stepped
+back they would be negative, so they are never less than 0; that a poll is late is judged on
+the monotonic clock instead.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 from bot.slack_link import SocketModeLink
 from core.view import ClusterView
 from scheduler.outbox_sender import SenderPause
+from store.health import StoreHealth
 
 # The heartbeat ticks this often; a loop that has not run it for LIVE_SECONDS is not alive.
 BEAT_SECONDS = 1.0
@@ -73,6 +80,9 @@ class ServiceStatus:
     slack: SocketModeLink | None
     # Slurm's snapshot is stale once older than this.
     max_age_seconds: float
+    # Every poller that has not completed on time, in words (scheduler/schedule.py).
+    late_polls: Callable[[], list[str]] = list
+    store: StoreHealth | None = None
 
     def readiness(self, now: float) -> dict[str, Check]:
         return {
@@ -80,7 +90,18 @@ class ServiceStatus:
             "slurm": slurm_check(self.view(), now, self.max_age_seconds),
             "accounting": accounting_check(self.view(), now),
             "sender": self._sender(now),
+            "pollers": self._pollers(),
+            "store": self._store(),
         }
+
+    def _pollers(self) -> Check:
+        late = self.late_polls()
+        return Check(False, "; ".join(late)) if late else Check(True, "every poll on time")
+
+    def _store(self) -> Check:
+        if self.store is None:
+            return Check(True, "no database")
+        return Check(not self.store.failing, self.store.describe())
 
     def _slack(self, now: float) -> Check:
         link = self.slack
@@ -89,15 +110,22 @@ class ServiceStatus:
         if link.connected:
             return Check(True, "connected over Socket Mode")
         what = "disconnected" if link.ever_connected else "not connected yet"
-        return Check(False, f"{what} for {now - link.since:.0f} s")
+        return Check(False, f"{what} for {age(now, link.since):.0f} s")
 
     def _sender(self, now: float) -> Check:
         pause = self.sender_pause()
         if pause is None:
             return Check(True, "sending")
         return Check(
-            False, f"paused for {now - pause.since:.0f} s: Slack refuses the token ({pause.error})"
+            False,
+            f"paused for {age(now, pause.since):.0f} s: Slack refuses the token ({pause.error})",
         )
+
+
+def age(now: float, then: float) -> float:
+    """Seconds from `then` to `now`, both wall-clock times: never negative, whatever the
+    clock did in between."""
+    return max(0.0, now - then)
 
 
 def slurm_check(view: ClusterView, now: float, max_age_seconds: float) -> Check:
@@ -106,14 +134,14 @@ def slurm_check(view: ClusterView, now: float, max_age_seconds: float) -> Check:
     problems = []
     if slurm.taken_at is None:
         problems.append("no successful poll yet")
-    elif now - slurm.taken_at > max_age_seconds:
-        problems.append(f"snapshot is {now - slurm.taken_at:.0f} s old")
+    elif age(now, slurm.taken_at) > max_age_seconds:
+        problems.append(f"snapshot is {age(now, slurm.taken_at):.0f} s old")
     if slurm.failing:
-        since = f" for {now - slurm.error_at:.0f} s" if slurm.error_at is not None else ""
+        since = f" for {age(now, slurm.error_at):.0f} s" if slurm.error_at is not None else ""
         problems.append(f"the controller (slurmctld) has not answered{since}: {slurm.error}")
     if problems:
         return Check(False, "; ".join(problems))
-    return Check(True, f"snapshot is {now - (slurm.taken_at or now):.0f} s old")
+    return Check(True, f"snapshot is {age(now, slurm.taken_at or now):.0f} s old")
 
 
 def accounting_check(view: ClusterView, now: float) -> Check:
@@ -121,7 +149,9 @@ def accounting_check(view: ClusterView, now: float) -> Check:
     ends (and their DMs) wait until it answers again."""
     accounting = view.snapshot.source("accounting")
     if accounting.failing:
-        since = f" for {now - accounting.error_at:.0f} s" if accounting.error_at is not None else ""
+        since = (
+            f" for {age(now, accounting.error_at):.0f} s" if accounting.error_at is not None else ""
+        )
         return Check(
             False,
             f"accounting (slurmdbd) has not answered{since}: finished jobs may be reported "
@@ -129,4 +159,4 @@ def accounting_check(view: ClusterView, now: float) -> Check:
         )
     if accounting.taken_at is None:
         return Check(False, "no successful sacct poll yet")
-    return Check(True, f"sacct answered {now - accounting.taken_at:.0f} s ago")
+    return Check(True, f"sacct answered {age(now, accounting.taken_at):.0f} s ago")

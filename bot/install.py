@@ -24,10 +24,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bot import __version__
-from bot.config import Config
-from bot.manifest import http_manifest, manifest_for
+
+if TYPE_CHECKING:
+    from bot.config import Config
 
 SERVICE_USER = "skybot"
 USERS_GROUP = "skybot-users"
@@ -284,6 +286,11 @@ def install(targets: Sequence[str], python: str, system_root: Path) -> int:
 def show(name: str, http_url: str | None = None, config: Config | None = None) -> int:
     """Print a shipped file; the manifest is rendered for `config` (its scopes) and, with
     `http_url`, for HTTP mode."""
+    # Here, not at the top: `skybot install` imports this module under the system python3
+    # too, where msgspec (the config's schema) may not be installed.
+    from bot.config import Config
+    from bot.manifest import http_manifest, manifest_for
+
     text = shipped_text(name)
     if name == "manifest":
         text = manifest_for(text, config or Config())

@@ -69,6 +69,14 @@ def stderr_is_journal(environ: Mapping[str, str] = os.environ, stream: TextIO = 
     return (stat.st_dev, stat.st_ino) == (device, inode)
 
 
+def print_refusal(message: str, stream: TextIO | None = None) -> None:
+    """Why skybot will not start, as one line on stderr: `skybot: MESSAGE`, at priority err
+    when stderr is the journal (so `journalctl -p err` shows it)."""
+    stream = stream or sys.stderr
+    prefix = f"<{syslog_priority(logging.ERROR)}>" if stderr_is_journal(stream=stream) else ""
+    print(f"{prefix}skybot: {message}", file=stream, flush=True)
+
+
 def configure_logging(verbose: bool = False, json_lines: bool = False) -> None:
     handler = logging.StreamHandler()
     journal = stderr_is_journal()

@@ -28,7 +28,8 @@ from prometheus_client import (
     generate_latest,
 )
 
-from bot.health import Check, ServiceStatus
+from bot.health import Check, ServiceStatus, age
+from store.health import is_store_fault
 from store.outbox import outbox_counts, parked_error_counts
 from store.submissions import submission_counts
 from store.writer import StoreWriter
@@ -84,6 +85,12 @@ class Metrics:
             ["source"],
             registry=self.registry,
         )
+        self.store_failing = Gauge(
+            "skybot_store_failing",
+            "1 while the database fails (disk full, read-only, I/O error) or its file was "
+            "deleted or replaced under the running bot.",
+            registry=self.registry,
+        )
         self.outbox = Gauge(
             "skybot_outbox_messages",
             "Outbox messages by state (queued, sent, parked).",
@@ -126,7 +133,8 @@ class Metrics:
         )
         self.ready = Gauge(
             "skybot_ready",
-            "1 while every readiness check passes, by check (slack, slurm, accounting, sender).",
+            "1 while every readiness check passes, by check (slack, slurm, accounting, sender, "
+            "pollers, store).",
             ["check"],
             registry=self.registry,
         )
@@ -158,8 +166,24 @@ class Metrics:
         """Bring every state gauge up to date; returns the readiness checks it read."""
         for source, poll in status.view().snapshot.status.items():
             if poll.taken_at is not None:
-                self.snapshot_age.labels(source).set(now - poll.taken_at)
+                self.snapshot_age.labels(source).set(age(now, poll.taken_at))
             self.source_failing.labels(source).set(1 if poll.failing else 0)
+        try:
+            await self._refresh_counts(writer)
+        except Exception as error:
+            # A failing database keeps its last counts; skybot_store_failing says why.
+            if not is_store_fault(error):
+                raise
+        self.store_failing.set(1 if writer.health.failing else 0)
+        self.sender_paused.set(0 if status.sender_pause() is None else 1)
+        self.slack_connected.set(1 if status.slack is None or status.slack.connected else 0)
+        self.loop_lag.set(status.heartbeat.lag_seconds)
+        checks = status.readiness(now)
+        for name, check in checks.items():
+            self.ready.labels(name).set(1 if check.ok else 0)
+        return checks
+
+    async def _refresh_counts(self, writer: StoreWriter) -> None:
         outbox, submissions, parked = await writer.run(_state_counts)
         for state in ("queued", "sent", "parked"):
             self.outbox.labels(state).set(outbox.get(state, 0))
@@ -168,13 +192,6 @@ class Metrics:
         self.parked.clear()  # a reason whose messages were requeued or pruned disappears
         for reason, count in parked.items():
             self.parked.labels(reason).set(count)
-        self.sender_paused.set(0 if status.sender_pause() is None else 1)
-        self.slack_connected.set(1 if status.slack is None or status.slack.connected else 0)
-        self.loop_lag.set(status.heartbeat.lag_seconds)
-        checks = status.readiness(now)
-        for name, check in checks.items():
-            self.ready.labels(name).set(1 if check.ok else 0)
-        return checks
 
 
 # "channel_not_found", "missing_scope (gave up after retries)", "chart: lab gone" → the code.

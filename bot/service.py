@@ -15,7 +15,7 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -31,7 +31,7 @@ from bot.health import Heartbeat, ServiceStatus
 from bot.metrics import Metrics, metrics_app
 from bot.runner_client import call_runner
 from bot.slack_link import SocketModeLink, socket_mode_handler
-from bot.startup import InstanceLock, bind_listener
+from bot.startup import InstanceLock, bind_listener, open_store
 from bot.systemd_notify import notify, watchdog_enabled
 from core.rate_limit import RateLimiter
 from core.runner_contract import RunnerCall, RunnerReply, RunnerRequest
@@ -115,8 +115,7 @@ class Runtime:
 
 
 async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
-    path = database_path(config)
-    writer = StoreWriter(path)
+    writer = open_store(database_path(config))
     cache = snapshot_cache(config)
     await cache.refresh()
     client = web_client(secrets)
@@ -150,7 +149,9 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         observe=metrics.observe_poll,
         observe_interval=metrics.observe_poll_interval,
         weekly_digest=WeeklyDigest(config, writer, sender.wake).run,
+        after_each_poll=writer.check_file,
     )
+    schedule.on_clock_step.append(sender.clock_stepped)
     # A cancel or a move to overcap shows in the snapshot at once, not a poll or more later.
     runner = refreshing_runner(
         runner_call(config), slurm_poller.mark_changed, schedule.poll_slurm_soon
@@ -167,9 +168,10 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         limiter=RateLimiter(),
     )
     app = build_app(config, secrets, cache, services, client, metrics.observe_command)
-    # Under systemd's WatchdogSec=, the loop's own heartbeat keeps the watchdog fed: a wedged
-    # loop stops feeding it, and systemd restarts the service.
-    heartbeat = Heartbeat(on_beat=(lambda: notify("WATCHDOG=1")) if watchdog_enabled() else None)
+    # Under systemd's WatchdogSec=, the loop's own heartbeat keeps the watchdog fed while every
+    # poller keeps completing: a wedged loop, or a poller stuck for good, stops feeding it,
+    # and systemd restarts the service.
+    heartbeat = Heartbeat(on_beat=_feed_watchdog(config, schedule) if watchdog_enabled() else None)
     runtime = Runtime(writer, cache, schedule, sender, submissions, app, metrics, heartbeat)
     if config.slack.mode != "http":
 
@@ -179,6 +181,34 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
 
         runtime.slack = SocketModeLink(socket_mode_handler(app, secrets.app_token), connected)
     return runtime
+
+
+# A poller is late for readiness after stale_after_polls intervals (plus its command
+# timeout) without completing; stuck, for the watchdog, after this many times that.
+STUCK_FACTOR = 2.0
+
+
+def late_polls(config: Config, schedule: PollSchedule, factor: float = 1.0) -> list[str]:
+    now = asyncio.get_running_loop().time()
+    return schedule.late_polls(now, factor * config.metrics.stale_after_polls)
+
+
+def _feed_watchdog(config: Config, schedule: PollSchedule) -> Callable[[], None]:
+    said = False
+
+    def beat() -> None:
+        nonlocal said
+        stuck = late_polls(config, schedule, STUCK_FACTOR)
+        if not stuck:
+            notify("WATCHDOG=1")
+            said = False
+        elif not said and not schedule.stopping:
+            said = True
+            log.error(
+                "not feeding the systemd watchdog, so it restarts skybot: %s", "; ".join(stuck)
+            )
+
+    return beat
 
 
 async def run_bot(config: Config, secrets: Secrets, stop: asyncio.Event | None = None) -> None:
@@ -209,6 +239,8 @@ async def _serve(
         heartbeat=runtime.heartbeat,
         slack=runtime.slack,
         max_age_seconds=config.metrics.stale_after_polls * config.slurm.poll_seconds,
+        late_polls=lambda: late_polls(config, runtime.schedule),
+        store=runtime.writer.health,
     )
     sites: list[web.AppRunner] = []
     workers_stop = asyncio.Event()

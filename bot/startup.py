@@ -1,20 +1,33 @@
-"""What `skybot run` secures before it starts anything: the database's instance lock and its
-listening ports. A second instance or a taken port is then one clear line and an exit code,
-never a half-started bot that polls Slurm without Slack, or two bots sending every DM twice.
+"""What `skybot run` secures before it starts anything: the database's instance lock, the
+database itself and its listening ports. A second instance, a database it cannot use or a
+taken port is then one clear line and an exit code, never a half-started bot that polls
+Slurm without Slack, or two bots sending every DM twice. The codes that a restart cannot fix
+are in the unit's RestartPreventExitStatus= (bot/install_files/skybot.service).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
+import pwd
 import socket
+import sqlite3
+import struct
 from pathlib import Path
 from types import TracebackType
 
-# Exit codes of `skybot run` besides 0 (stopped by a signal) and 2 (config error, bot/cli.py).
+from bot import __version__
+from store.db import SchemaTooNewError
+from store.writer import StoreWriter
+
+# Exit codes of `skybot run` besides 0 (stopped by a signal); README.md, "Operations".
 EXIT_PORT_UNAVAILABLE = 1
+EXIT_CONFIG = 2
 EXIT_ALREADY_RUNNING = 3
+EXIT_SCHEMA_TOO_NEW = 4
+EXIT_DATABASE_UNUSABLE = 5
 
 
 class StartupError(Exception):
@@ -31,37 +44,127 @@ class AlreadyRunning(StartupError):
     exit_code = EXIT_ALREADY_RUNNING
 
 
-class InstanceLock:
-    """One `skybot run` per database: an exclusive flock on `DB.lock`, held for the lifetime.
+class SchemaTooNew(StartupError):
+    exit_code = EXIT_SCHEMA_TOO_NEW
 
-    The kernel drops a flock when its holder dies, however it dies, so a crashed bot never
-    leaves a stale lock behind. The lock is a separate file, not the database: SQLite's own
-    POSIX locks on the database would be lost whenever any other descriptor of it is closed.
+
+class DatabaseUnusable(StartupError):
+    exit_code = EXIT_DATABASE_UNUSABLE
+
+
+def open_store(database: Path | str) -> StoreWriter:
+    """The store's writer, or the start-up error that says in one line why not."""
+    try:
+        return StoreWriter(database)
+    except SchemaTooNewError as error:
+        raise SchemaTooNew(
+            f"the database {database} has schema version {error.found}, newer than skybot "
+            f"{__version__} knows ({error.supported}): a newer skybot wrote it. Install that "
+            "newer skybot again, or restore a backup of the database taken before it ran"
+        ) from None
+    except (OSError, sqlite3.Error) as error:
+        raise DatabaseUnusable(f"cannot use the database {database}: {_reason(error)}") from None
+
+
+def _reason(error: OSError | sqlite3.Error) -> str:
+    if isinstance(error, OSError):
+        what = (error.strerror or str(error)).lower()
+        where = f" ({error.filename})" if error.filename else ""
+        return f"{what}{where}; {_who()}"
+    return f"{error}; {_who()}"
+
+
+def _who() -> str:
+    """Which user needs the access, for the admin's chown."""
+    try:
+        name = pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        name = str(os.geteuid())
+    return f"skybot runs as {name}, which must be able to write the database and its directory"
+
+
+class InstanceLock:
+    """One `skybot run` per database, held for the lifetime, in two ways that both go when
+    their holder dies, however it dies (so a crashed bot never leaves a stale lock):
+
+    - an exclusive flock on `DB.lock`, beside the database: seen by every process that
+      shares the file system, and it records the holder's pid;
+    - a listening socket in the abstract namespace, named after the database's real path:
+      no file, so deleting files (the lock file, the database itself) cannot defeat it.
+
+    Not a lock on the database file: SQLite's own POSIX locks on it would be lost whenever
+    any other descriptor of it is closed.
     """
 
     def __init__(self, database: Path) -> None:
         self.database = database
         self.path = database.with_name(database.name + ".lock")
         self._fd: int | None = None
+        self._socket: socket.socket | None = None
+
+    @property
+    def socket_name(self) -> bytes:
+        real = os.path.realpath(self.database).encode()
+        return b"\0skybot-instance-" + hashlib.sha256(real).hexdigest()[:32].encode()
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o640)  # not inherited by children
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o640)  # not inherited by children
+        except OSError as error:
+            raise DatabaseUnusable(
+                f"cannot use the database directory {self.path.parent}: {_reason(error)}"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
-            raise AlreadyRunning(
-                f"another skybot run (pid {holder}) already uses {self.database}; "
-                "one instance per database"
-            ) from None
+            raise self._already_running(holder) from None
+        try:
+            self._socket = self._bind_name()
+        except AlreadyRunning:
+            os.close(fd)
+            raise
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd
 
+    def _bind_name(self) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(self.socket_name)
+            sock.listen(8)
+        except OSError:
+            sock.close()
+            raise self._already_running(self._name_holder()) from None
+        return sock
+
+    def _name_holder(self) -> str:
+        """The pid that holds the name, as the kernel tells a client that connects to it."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(1.0)
+            try:
+                probe.connect(self.socket_name)
+                credentials = probe.getsockopt(
+                    socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")
+                )
+            except OSError:
+                return "unknown"
+        pid, _, _ = struct.unpack("3i", credentials)
+        return str(pid)
+
+    def _already_running(self, holder: str) -> AlreadyRunning:
+        return AlreadyRunning(
+            f"another skybot run (pid {holder}) already uses {self.database}; "
+            "one instance per database"
+        )
+
     def release(self) -> None:
-        # Left in place: unlinking a lock file lets a newcomer lock a different inode.
+        # The lock file is left in place: unlinking it lets a newcomer lock a different inode.
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

@@ -241,6 +241,27 @@ class DigestConfig(Section, frozen=True):
             raise ValueError(f"weekday must be one of {', '.join(WEEKDAYS)}, not {self.weekday!r}")
 
 
+class WatchConfig(Section, frozen=True):
+    """GPU watches (`/sky watch TYPE:N`): how many and how long."""
+
+    # Active watches one Slack user may have at once.
+    max_per_user: PositiveInt = 5
+    # How long a watch lasts without `--for`, and the longest `--for` allowed.
+    default_hours: Seconds = 4.0
+    max_hours: Seconds = 24.0
+    # The shortest `--for` allowed (a short one is handy in tests and demos).
+    min_seconds: Seconds = 10.0
+
+    def __post_init__(self) -> None:
+        if self.default_hours > self.max_hours:
+            raise ValueError(
+                f"default_hours ({self.default_hours:g}) must not exceed max_hours "
+                f"({self.max_hours:g})"
+            )
+        if self.min_seconds > 3600 * self.max_hours:
+            raise ValueError("min_seconds must not exceed max_hours")
+
+
 class LabConfig(Section, frozen=True):
     name: str
     partition: str
@@ -264,6 +285,7 @@ class Config(Section, frozen=True):
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     notifications: NotificationsConfig = field(default_factory=NotificationsConfig)
     digest: DigestConfig = field(default_factory=DigestConfig)
+    watches: WatchConfig = field(default_factory=WatchConfig)
     # `/sky template`: the settings are the core's own Struct, so nothing is copied over.
     template: TemplateSettings = field(default_factory=TemplateSettings)
     images: ImagesConfig = field(default_factory=ImagesConfig)

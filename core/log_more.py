@@ -74,12 +74,21 @@ def more_block(job_id: int, parts: Sequence[TailPart]) -> list[dict[str, Any]]:
     return [{"type": "actions", "elements": elements}] if elements else []
 
 
+def show_log_block(job_id: int, stream: str = STDOUT) -> list[dict[str, Any]]:
+    """A "Show log" button: its first click shows the file's last lines (the chunk that ends
+    at MAX_OFFSET, past any file's end), and each answer has the usual "Show more"."""
+    button = more_button(MoreRequest(job_id, stream, MAX_OFFSET), "the log")
+    button["text"]["text"] = "Show log"
+    return [{"type": "actions", "elements": [button]}]
+
+
 def earlier_chunk(
     request: MoreRequest, tail: OutputTail, one_file: bool, max_lines: int
 ) -> TailPart:
     """What a click shows: the lines before those a message showed, and whether more exist."""
     label = "Output" if one_file else STREAM_LABELS[request.stream]
-    part = tail_part(request.stream, label, tail, max_lines, earlier=True)
+    latest = request.end == MAX_OFFSET  # "Show log": the file's last lines
+    part = tail_part(request.stream, label, tail, max_lines, earlier=not latest)
     if part.begins_at is None and tail.error is None and tail.size > 0:
         return TailPart(part.stream, part.label, f"{part.markdown}\n{BEGINNING}", None)
     return part

@@ -65,11 +65,18 @@ class SlurmSignal(msgspec.Struct, kw_only=True, gc=False):
 
 
 class SlurmExitCode(msgspec.Struct, kw_only=True, gc=False):
-    """An exit code object (22.05's sacct, everything 23.02+); 22.05's squeue has an int."""
+    """An exit code in any object form: verbose (22.05's sacct, 23.02's sacct, everything
+    23.11+) or a wrapped wait status (23.02's squeue: `{"set", "infinite", "number"}`);
+    22.05's squeue has a plain int. One struct for both, since msgspec cannot tell two
+    untagged structs apart: a wrapped number keeps its keys, so the parser reads it as the
+    number it is (issue 26: it decoded as an empty struct, and exit 0 became unknown)."""
 
     status: Any = msgspec.UNSET
     return_code: _Numeric = msgspec.UNSET
     signal: SlurmSignal | _NotAnObject | msgspec.UnsetType = msgspec.UNSET
+    set: Any = msgspec.UNSET
+    infinite: Any = msgspec.UNSET
+    number: Any = msgspec.UNSET
 
 
 # Job fields that are numbers, and their 23.02+ wrapping; every other field is kept as decoded.

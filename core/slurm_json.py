@@ -145,12 +145,14 @@ def _number(value: object) -> int | None:
     if value is None:
         return None
     if type(value) is SlurmNumber:  # the slim decode's form of the dict below
+        inner = value.number
+        if inner is msgspec.UNSET:  # as the dict below: no "number", not a number at all
+            raise _BadField(f"expected a number, got {value!r}")
         if value.infinite is True or value.set is False:
             return None
-        inner = value.number
         if type(inner) is int:
             return inner
-        if isinstance(inner, (dict, SlurmNumber)) or inner is msgspec.UNSET:
+        if isinstance(inner, (dict, SlurmNumber)):
             raise _BadField(f"expected a number, got {value!r}")
         return _number(inner)
     if isinstance(value, dict) and "number" in value:
@@ -687,6 +689,34 @@ def _comment(fields: _Fields) -> str:
     return fields.text("comment")
 
 
+# slurmdbd's name for a job it has no name for yet (as_mysql_job_start in
+# src/plugins/accounting_storage/mysql/as_mysql_job.c): its first record of a job, written
+# before the controller's details arrive, has no partition either.
+_FIRST_RECORD_NAME = "allocation"
+
+
+def _unowned(job: Job, label: str, warnings: list[str]) -> Job | None:
+    """The job, or None (named in a warning) when it lacks a user, account or partition: it
+    would be counted under a user or lab "" that does not exist. sacct re-reads a first
+    record complete on a later poll."""
+    missing = [
+        what
+        for what, value in (
+            ("user", job.user),
+            ("account", job.account),
+            ("partition", job.partition),
+        )
+        if not value
+    ]
+    if not missing:
+        return job
+    why = f"no {' or '.join(missing)}"
+    if job.name == _FIRST_RECORD_NAME and "partition" in missing:
+        why += " (slurmdbd's first record of the job; left out until it is complete)"
+    warnings.append(f"{label} skipped: {why}")
+    return None
+
+
 def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Job | None:
     f = _Fields(raw, label, warnings)
     job_id = f.u32("job_id")
@@ -703,7 +733,7 @@ def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Jo
         f, "array_job_id", "array_task_id", "array_task_string"
     )
     exit_code, exit_signal = _exit_info(f.get("exit_code"), state, f)
-    return Job(
+    job = Job(
         job_id=job_id,
         name=f.text("name"),
         # Interned: at 100,000 jobs a few hundred users, accounts and partitions would
@@ -729,6 +759,7 @@ def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Jo
         std_err=f.text("standard_error"),
         comment=_comment(f),
     )
+    return _unowned(job, label, warnings)
 
 
 def _sacct_state(f: _Fields) -> str:
@@ -770,7 +801,7 @@ def _job_from_sacct(raw: dict[str, Any], label: str, warnings: list[str]) -> Job
     array_job_id, array_task = _array_fields(f.sub("array"), "job_id", "task_id", "task")
     exit_code, exit_signal = _exit_info(f.get("exit_code"), state, f)
     time = f.sub("time")
-    return Job(
+    job = Job(
         job_id=job_id,
         name=f.text("name"),
         user=_sacct_user(f),
@@ -796,6 +827,7 @@ def _job_from_sacct(raw: dict[str, Any], label: str, warnings: list[str]) -> Job
         comment=_comment(f),
         usage=usage_from_sacct(raw) if state in FINAL_STATES else None,
     )
+    return _unowned(job, label, warnings)
 
 
 # --------------------------------------------------------------------------------------------

@@ -30,17 +30,23 @@ class Transition:
     restarts: int
 
 
-def merge_observations(live: Iterable[Job], accounted: Iterable[Job]) -> dict[int, Job]:
+def merge_observations(
+    live: Iterable[Job], accounted: Iterable[Job], left_out: list[Job] | None = None
+) -> dict[int, Job]:
     """One record per job: squeue's for jobs it lists, sacct's for the rest.
 
     sacct only adds what squeue cannot say: the final state of a job squeue no longer lists
     (or lists as still completing), and the exit code and usage squeue's record lacks.
+    A sacct record that cannot stand for its job is left out, and added to `left_out` for
+    the caller to name: the merge holds no record for that job id then, unless squeue's.
     """
     merged = {job.job_id: job for job in live}
     for job in accounted:
-        if not job.partition:
+        if not (job.partition and job.user and job.account):
             # slurmdbd's first record of a job (name "allocation", no partition) is written
             # before the controller's details arrive; the next poll re-reads it complete.
+            if left_out is not None:
+                left_out.append(job)
             continue
         seen = merged.get(job.job_id)
         if seen is None:
@@ -170,30 +176,41 @@ _FILLABLE = (
 
 
 def detect_transitions(
-    known: Mapping[int, KnownState], observed: Mapping[int, Job]
+    known: Mapping[int, KnownState],
+    observed: Mapping[int, Job],
+    left_out: list[int] | None = None,
 ) -> list[Transition]:
     """State changes from `known` to `observed`, in job id order.
 
     A requeue is reported as its own REQUEUED transition before the job's new state, so a
     preemption is never hidden behind a PENDING -> RUNNING that looks like nothing happened.
+    With `left_out`, a job whose states cannot be compared (a value of the wrong type) is
+    added to it and has no transition, rather than costing every other job theirs.
     """
     transitions: list[Transition] = []
     for job_id in sorted(observed):
-        job = observed[job_id]
-        before = known.get(job_id)
-        if before is not None and before.state == job.state and before.restarts == job.restarts:
-            continue
-        if before is not None and job.restarts > before.restarts:
-            transitions.append(Transition(job, before.state, REQUEUED, job.restarts))
-            if job.state == "PENDING":
-                continue
-            before = KnownState("PENDING", job.restarts)
-        if before is not None and before.state in _TERMINAL and before.restarts == job.restarts:
-            # A final state is final: a stale squeue line must not resurrect the job.
-            continue
-        transitions.append(
-            Transition(job, before.state if before else None, job.state, job.restarts)
-        )
+        try:
+            transitions.extend(_transitions_of(known.get(job_id), observed[job_id]))
+        except (TypeError, ValueError, AttributeError):
+            if left_out is None:
+                raise
+            left_out.append(job_id)
+    return transitions
+
+
+def _transitions_of(before: KnownState | None, job: Job) -> list[Transition]:
+    if before is not None and before.state == job.state and before.restarts == job.restarts:
+        return []
+    transitions = []
+    if before is not None and job.restarts > before.restarts:
+        transitions.append(Transition(job, before.state, REQUEUED, job.restarts))
+        if job.state == "PENDING":
+            return transitions
+        before = KnownState("PENDING", job.restarts)
+    if before is not None and before.state in _TERMINAL and before.restarts == job.restarts:
+        # A final state is final: a stale squeue line must not resurrect the job.
+        return transitions
+    transitions.append(Transition(job, before.state if before else None, job.state, job.restarts))
     return transitions
 
 

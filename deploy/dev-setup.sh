@@ -19,8 +19,11 @@ esac
 # systemd: only for `systemd-analyze verify` of the shipped unit in the tests; python3-venv:
 # tests/test_wheel_install.py installs the built wheel into a fresh venv, as a site does;
 # mmdebstrap: builds the Debian 13 root filesystem of the 24.11 cluster; acl: setfacl, with
-# which tests/test_link_acl_cluster.py grants bob write on alice's link file as a site would.
-packages=(slurm-wlm slurmdbd munge mariadb-server sudo systemd python3-venv mmdebstrap acl)
+# which tests/test_link_acl_cluster.py grants bob write on alice's link file as a site would;
+# libfaketime: steps the bot's wall clock in tests/test_clock_steps_cluster.py (and the
+# digest's test).
+packages=(slurm-wlm slurmdbd munge mariadb-server sudo systemd python3-venv mmdebstrap acl
+    libfaketime)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "dev-setup: run as root (it installs packages and starts the test cluster)" >&2

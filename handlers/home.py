@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from slack_bolt.async_app import AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
+from core.gpu_watch import Watch, watch_line
 from core.view import ClusterView
 from handlers.actions import cancel_block
 from handlers.commands import command_table
@@ -30,10 +32,13 @@ from handlers.commands.gpus import lab_lines
 from handlers.commands.help import FOOTER, command_lines
 from handlers.commands.jobs import active_jobs, jobs_lines
 from handlers.commands.notify import CHOICES, current_preference, preference_line
+from handlers.commands.watch import USAGE as WATCH_USAGE
+from handlers.commands.watch import remove_buttons
 from handlers.reply import Block, context, header, lines_to_sections, section
 from handlers.router import CommandTable
 from handlers.services import Services
 from store.reader import SnapshotCache
+from store.watches import active_watches_of
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +120,10 @@ async def home_view(
     if user is None:
         return home(([section(notice)] if notice else []) + unlinked_blocks(table))
     pref, chosen = await current_preference(services, team_id, user_id)
-    return home(linked_blocks(view, user, pref, chosen, now, notice))
+    watches: list[Watch] = []
+    if services.writer is not None:
+        watches = await services.writer.run(active_watches_of, team_id, user_id)
+    return home(linked_blocks(view, user, pref, chosen, now, notice, watches))
 
 
 def home(blocks: list[Block]) -> View:
@@ -137,7 +145,13 @@ def fit(blocks: list[Block], limit: int = MAX_HOME_BLOCKS) -> list[Block]:
 
 
 def linked_blocks(
-    view: ClusterView, user: str, pref: str, chosen: bool, now: float, notice: str | None = None
+    view: ClusterView,
+    user: str,
+    pref: str,
+    chosen: bool,
+    now: float,
+    notice: str | None = None,
+    watches: Sequence[Watch] = (),
 ) -> list[Block]:
     warnings, _ = freshness_lines(view, now, "slurm", also=("caps", "storage"))
     blocks: list[Block] = [header(f"skybot — {user}"), *(section(w) for w in warnings)]
@@ -147,6 +161,7 @@ def linked_blocks(
         ("Your jobs", job_part(view, user, now), job_buttons(view, user)),
         ("Your lab's GPUs", lab_part(view, user), []),
         ("Your largest directories", disk_part(view, user), []),
+        ("Your GPU watches", watch_part(watches, now), remove_buttons(list(watches))),
         ("Job DMs", [preference_part(user, pref, chosen)], []),
     )
     for title, lines, buttons in parts:
@@ -192,6 +207,13 @@ def disk_part(view: ClusterView, user: str) -> list[str]:
         return [str(missing)]
     lines = user_lines(view, user, asker=True, limit=MAX_HOME_DIRECTORIES)
     return [*lines, "`/sky disk` lists more, `/sky df` shows how full each filesystem is."]
+
+
+def watch_part(watches: Sequence[Watch], now: float) -> list[str]:
+    """The active `/sky watch`es, as `/sky watch` lists them, with Remove buttons."""
+    if not watches:
+        return [f"No GPU watches. `/sky {WATCH_USAGE}` DMs you once when GPUs come free."]
+    return [watch_line(w, now) for w in watches]
 
 
 def preference_part(user: str, pref: str, chosen: bool) -> str:

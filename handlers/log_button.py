@@ -37,7 +37,14 @@ from core.job_output import (
     tail_bytes,
     tail_from_reply,
 )
-from core.log_more import LOG_MORE, LOG_MORE_PATTERN, earlier_chunk, more_block, parse_more_value
+from core.log_more import (
+    LOG_MORE,
+    LOG_MORE_PATTERN,
+    MAX_OFFSET,
+    earlier_chunk,
+    more_block,
+    parse_more_value,
+)
 from core.records import Job
 from core.runner_contract import tail_request
 from core.slack_text import literal
@@ -99,9 +106,10 @@ async def more_clicked(
         wait = services.limiter.take((team_id, user_id), time.time())
         if wait > 0:
             return MoreAnswer(f"Slow down: try again in {math.ceil(wait)} s.")
-    tail = await _read_chunk(services, me, stream_path(job, request.stream), request.end, lines)
+    tail = await read_output(services, me, stream_path(job, request.stream), request.end, lines)
     part = earlier_chunk(request, tail, stderr_path(job) == stdout_path(job), lines)
-    headline = f"Earlier output of job {shown_label(job)} {literal(job.name)}:"
+    which = "Latest" if request.end == MAX_OFFSET else "Earlier"
+    headline = f"{which} output of job {shown_label(job)} {literal(job.name)}:"
     text = f"{headline}\n{part.markdown}"
     return MoreAnswer(text, [section(text), *more_block(job.job_id, [part])], refused=False)
 
@@ -117,7 +125,11 @@ async def _recorded_job(view: ClusterView, services: Services, job_id: int) -> J
     )
 
 
-async def _read_chunk(services: Services, user: str, path: str, end: int, lines: int) -> OutputTail:
+async def read_output(
+    services: Services, user: str, path: str, end: int | None, lines: int
+) -> OutputTail:
+    """The last `lines` of `path` (before byte `end`), read by the runner as `user`, within
+    the DMs' limits; a reason instead when it cannot be."""
     if not path.startswith("/"):
         return OutputTail(path, error="Slurm did not say which directory the job ran in")
     seconds = services.config.notifications.log_tail_seconds
@@ -128,6 +140,12 @@ async def _read_chunk(services: Services, user: str, path: str, end: int, lines:
     except TimeoutError:
         return OutputTail(path, error=f"it could not be read within {seconds:g} s")
     return tail_from_reply(path, reply)
+
+
+def click_is_ephemeral(body: dict[str, Any]) -> bool:
+    """Whether the button sat in a message only the clicker sees (a private answer)."""
+    container = body.get("container") or {}
+    return bool(container.get("is_ephemeral")) or container.get("type") != "message"
 
 
 def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) -> None:
@@ -151,10 +169,13 @@ def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) 
             except Exception:
                 log.exception("show-more button failed")
                 answer = MoreAnswer("skybot could not read that output just now; try again.")
+            # A chunk goes to everyone who sees the message it was clicked in: the DM. One
+            # clicked under a private answer (`/sky log` in a channel) stays private.
+            private = answer.refused or click_is_ephemeral(body)
             await respond(
                 text=answer.text,
                 blocks=answer.blocks or None,
-                response_type="ephemeral" if answer.refused else "in_channel",
+                response_type="ephemeral" if private else "in_channel",
                 replace_original=False,
             )
 

@@ -21,6 +21,10 @@ class Backoff:
     retry_at: float = 0.0
 
     def should_skip(self, now: float) -> bool:
+        if self.retry_at - now > self.max_seconds + TICK_JITTER_SECONDS:
+            # Further off than any wait this gives out: the wall clock was stepped back
+            # since. Waiting the step out would stop the poll for that long; retry now.
+            self.retry_at = now
         # A retry due a few ms after the scheduler's tick is due at that tick: otherwise
         # timer jitter alone would add one more interval to every recovery.
         return now < self.retry_at - TICK_JITTER_SECONDS

@@ -47,6 +47,7 @@ from core.blocks import section
 from core.chart_specs import ChartFile, ChartSpec
 from core.slack_text import literal
 from scheduler.backoff import Backoff
+from store.health import log_failure
 from store.outbox import (
     OutboxMessage,
     QueuedMessage,
@@ -56,6 +57,7 @@ from store.outbox import (
     park_and_redirect,
     reschedule,
     retry_queued_now,
+    shift_retries,
 )
 from store.writer import StoreWriter
 
@@ -181,6 +183,8 @@ class OutboxSender:
         self._free_at: dict[str, float] = {}
         self._pause: SenderPause | None = None
         self._probes = Backoff(token_probe_seconds, token_probe_max_seconds)
+        # How far the wall clock jumped since the queued retries were last shifted by it.
+        self._clock_moved = 0.0
 
     @property
     def paused(self) -> SenderPause | None:
@@ -198,6 +202,21 @@ class OutboxSender:
         self._probe_now.set()
         self._wake.set()
 
+    def clock_stepped(self, moved: float) -> None:
+        """The wall clock jumped by `moved` seconds. Stepped back, every wait measured on it
+        (retries, the per-channel pace, the token probe) keeps what it had left, instead of
+        lasting as long as the step. Stepped forward, what waited is due early, which costs
+        one early attempt at most; shifting it would also delay what was queued since."""
+        self._wake.set()
+        if moved >= 0:
+            return
+        self._clock_moved += moved
+        self._free_at = {target: at + moved for target, at in self._free_at.items()}
+        self._probes.retry_at += moved
+        if self._pause is not None:
+            self._pause = SenderPause(self._pause.error, self._pause.since + moved)
+            self._probe_now.set()
+
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until `stop` is set; a database or programming error is logged, not fatal."""
         self._stop = stop
@@ -212,6 +231,9 @@ class OutboxSender:
                     continue
             self._wake.clear()
             try:
+                if self._clock_moved:
+                    moved, self._clock_moved = self._clock_moved, 0.0
+                    await self._writer.run(shift_retries, self._clock(), moved)
                 if self._retry_all:
                     self._retry_all = False
                     await self._writer.run(retry_queued_now, self._clock())
@@ -220,7 +242,7 @@ class OutboxSender:
                 if report.next_due is not None:
                     wait = min(wait, max(0.0, report.next_due - self._clock()))
             except Exception:
-                log.exception("outbox sender pass failed; trying again in %.0f s", self._idle)
+                log_failure(log, "outbox sender pass failed; trying again in %.0f s", self._idle)
                 wait = self._idle
             if self._pause is None:
                 await _wait_any(stop, self._wake, wait)

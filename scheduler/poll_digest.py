@@ -150,6 +150,9 @@ class PollDigester:
         # The states document read by `changed_jobs`, kept for the `digest` of the same poll
         # (decoding it is a third of a steady poll's work at 100,000 jobs).
         self._states_read: tuple[Path, tuple[int, ...], dict[str, ListedState]] | None = None
+        # The last digest's warnings: sacct's window lists an odd record poll after poll
+        # (five minutes by default), and it is named once, not every 15 s.
+        self._told: frozenset[str] = frozenset()
 
     def changed_jobs(self, request: ChangedJobsRequest) -> list[str]:
         """What to pass to `squeue --jobs=`: the records new or changed (an array's pending
@@ -204,7 +207,7 @@ class PollDigester:
             else:
                 accounted = parsed_sacct.records
                 warnings.extend(parsed_sacct.warnings)
-        changes, rows = _changes(base, live, carried, accounted, nodes.records)
+        changes, rows, live = _changes(base, live, carried, accounted, nodes.records, warnings)
         usages = _usages(live, request.limits)
         changes = replace(
             changes,
@@ -221,10 +224,15 @@ class PollDigester:
             changes=changes,
             # The history keeps figures only: the waiting jobs need not cross the process line.
             usages=[replace(usage, pending_at_cap=()) for usage in usages],
-            warnings=warnings,
+            warnings=self._only_new(warnings),
             accounting_error=accounting_error,
             jobs=len(live),
         )
+
+    def _only_new(self, warnings: list[str]) -> list[str]:
+        """The warnings the last digest did not give (each once, in order)."""
+        told, self._told = self._told, frozenset(warnings)
+        return list(dict.fromkeys(w for w in warnings if w not in told))
 
     def handle(self, request: DigestRequest | ChangedJobsRequest) -> PollDigest | list[str]:
         if isinstance(request, ChangedJobsRequest):
@@ -426,39 +434,54 @@ def _changes(
     carried: set[int],
     accounted: Sequence[Job],
     nodes: Sequence[Node],
-) -> tuple[SlurmChanges, _Rows]:
+    warnings: list[str],
+) -> tuple[SlurmChanges, _Rows, list[Job]]:
+    """The poll's changes against `base`, the rows as they are now, and the live jobs that
+    went into them: a record this stage cannot use is left out, named in `warnings`, and
+    the rest of the poll commits (issue 26: one record failed every first digest)."""
     rows = _Rows()
     changed_jobs: _Packer[JobRow] = _Packer(JobRow)
     changed_ids: list[int] = []
+    usable: list[Job] = []
     for job in live:
         before = base.jobs.get(job.job_id) if base is not None else None
-        if before is not None and job.job_id in carried:
-            fingerprint = before  # carried over from the base poll: not even encoded again
-        else:
-            row = job_row(job)
-            fingerprint = hash(row)
-            if before != fingerprint:
-                changed_jobs.add(row)
-                changed_ids.append(job.job_id)
+        try:
+            if before is not None and job.job_id in carried:
+                fingerprint = before  # carried over from the base poll: not even encoded again
+            else:
+                row = job_row(job)
+                fingerprint = hash(row)
+                if before != fingerprint:
+                    changed_jobs.add(row)
+                    changed_ids.append(job.job_id)
+        except Exception as error:  # one record, whatever is wrong with it
+            warnings.append(_left_out(f"job {job.job_id}", error))
+            continue
         rows.jobs[job.job_id] = fingerprint
-    changed_nodes: list[NodeRow] = []
-    for node in nodes:
-        node_entry = node_row(node)
-        fingerprint = hash(node_entry)
-        if base is None or base.nodes.get(node.name) != fingerprint:
-            changed_nodes.append(node_entry)
-        rows.nodes[node.name] = fingerprint
+        usable.append(job)
+    changed_nodes = _node_changes(base, nodes, rows, warnings)
+    left_out: list[Job] = []
     observed: Iterable[Job]
     if base is None:
-        merged = merge_observations(live, accounted)
-        observed = merged.values()
-        rows.accounted = {job.job_id: _fingerprint(merged[job.job_id]) for job in accounted}
+        merged = merge_observations(usable, accounted, left_out)
+        reported = {job.job_id for job in accounted}
+        rows.accounted = _fingerprints(merged, reported, warnings)
+        # squeue's records were encoded above; sacct's, only if they could be fingerprinted.
+        observed = [
+            job
+            for job_id, job in merged.items()
+            if job_id in rows.accounted or (job_id in rows.jobs and job_id not in reported)
+        ]
         gone_jobs: list[int] = []
         gone_nodes: list[str] = []
     else:
-        observed = _observed(base, live, set(changed_ids), accounted, rows)
+        observed = _observed(base, usable, set(changed_ids), accounted, rows, left_out, warnings)
         gone_jobs = [job_id for job_id in base.jobs if job_id not in rows.jobs]
         gone_nodes = [name for name in base.nodes if name not in rows.nodes]
+    warnings.extend(
+        f"job {job.job_id}: sacct's record left out (no user, account or partition)"
+        for job in left_out
+    )
     changes = SlurmChanges(
         full=base is None,
         job_rows=changed_jobs.packed(),
@@ -467,11 +490,55 @@ def _changes(
         gone_nodes=gone_nodes,
         observed=packed(observed, Job),
     )
-    return changes, rows
+    return changes, rows, usable
+
+
+def _node_changes(
+    base: _Rows | None, nodes: Sequence[Node], rows: _Rows, warnings: list[str]
+) -> list[NodeRow]:
+    changed: list[NodeRow] = []
+    for node in nodes:
+        try:
+            node_entry = node_row(node)
+            fingerprint = hash(node_entry)
+        except Exception as error:  # one record, whatever is wrong with it
+            warnings.append(_left_out(f"node {node.name}", error))
+            continue
+        if base is None or base.nodes.get(node.name) != fingerprint:
+            changed.append(node_entry)
+        rows.nodes[node.name] = fingerprint
+    return changed
+
+
+def _fingerprints(
+    merged: Mapping[int, Job], job_ids: Iterable[int], warnings: list[str]
+) -> dict[int, int]:
+    """The fingerprints of these jobs' merged records; a job the merge holds no record for
+    (sacct's record was left out) has none, and one that cannot be encoded is named."""
+    found: dict[int, int] = {}
+    for job_id in job_ids:
+        job = merged.get(job_id)
+        if job is None:
+            continue
+        try:
+            found[job_id] = _fingerprint(job)
+        except Exception as error:  # one record, whatever is wrong with it
+            warnings.append(_left_out(f"job {job_id}", error))
+    return found
+
+
+def _left_out(who: str, error: Exception) -> str:
+    return f"{who} left out of this poll: {type(error).__name__}: {error}"
 
 
 def _observed(
-    base: _Rows, live: Sequence[Job], changed: set[int], accounted: Sequence[Job], rows: _Rows
+    base: _Rows,
+    live: Sequence[Job],
+    changed: set[int],
+    accounted: Sequence[Job],
+    rows: _Rows,
+    left_out: list[Job],
+    warnings: list[str],
 ) -> list[Job]:
     """The jobs that may be a transition: squeue's changed records, and the jobs sacct
     reported unless the store was told exactly that of them already.
@@ -485,15 +552,18 @@ def _observed(
     merge is an observation already made."""
     reported = {job.job_id for job in accounted}
     maybe_new = changed | reported
-    merged = merge_observations((job for job in live if job.job_id in maybe_new), accounted)
+    merged = merge_observations(
+        (job for job in live if job.job_id in maybe_new), accounted, left_out
+    )
+    rows.accounted = _fingerprints(merged, reported, warnings)
     observed = []
     for job_id in maybe_new:
         job = merged.get(job_id)
         if job is None:
             continue
         if job_id in reported:
-            fingerprint = rows.accounted[job_id] = _fingerprint(job)
-            if base.accounted.get(job_id) == fingerprint:
+            fingerprint = rows.accounted.get(job_id)
+            if fingerprint is None or base.accounted.get(job_id) == fingerprint:
                 continue
         observed.append(job)
     return observed

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import shutil
 import tempfile
 import time
@@ -60,6 +61,20 @@ log = logging.getLogger(__name__)
 
 # After a long outage, do not replay more than this much history.
 SACCT_MAX_LOOKBACK_SECONDS = 6 * 3600.0
+# slurmctld sends each job's end to slurmdbd through a queue, in order, and sdiag shows that
+# queue's length. Seen empty at some time, every job that ended before then is in what any
+# later sacct reads; once such a sacct has answered, later windows start only this much
+# before that time (clock skew between this host and Slurm's, sacct's whole seconds,
+# slurmdbd's CommitDelay) rather than a whole `sacct_overlap_seconds` before the last poll.
+# sdiag runs beside the poll's other commands, so a sacct later than it is the next poll's:
+# after a mass end (20,000 jobs cancelled) two or three polls read them all, not every poll
+# for five minutes (issue 26, item 11).
+SACCT_CAUGHT_UP_MARGIN_SECONDS = 10.0
+_DBD_QUEUE = re.compile(rb"^\s*DBD Agent queue size:\s*(\d+)\s*$", re.M)
+# sacct's --endtime lies this far past the latest time skybot has seen: only jobs that ended
+# by then exist, so a far end costs nothing, and a clock stepped back (or behind slurmdbd's)
+# by up to this much still sees the jobs that end now.
+SACCT_END_MARGIN_SECONDS = 24 * 3600.0
 SACCT_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,TO"
 # A digest of 100,000 jobs takes seconds; one that takes minutes is a stuck worker.
 DIGEST_TIMEOUT_SECONDS = 120.0
@@ -110,6 +125,12 @@ class SlurmPoller:
         self._caps_backoff = Backoff(base_seconds=config.slurm.caps_poll_seconds)
         self._sacct_since: float | None = None
         self._sacct_floor = 0.0
+        # When slurmctld's queue to slurmdbd was seen empty: the latest such time that a
+        # later sacct has read past, and the latest not yet read past.
+        self._dbd_caught_up: float | None = None
+        self._dbd_empty_unread: float | None = None
+        # The latest wall-clock time a poll started at: a step back does not go back on it.
+        self._latest_now = 0.0
         self._nodes_source = SINFO_NODES
         # None until sacctmgr has shown whether it knows --json.
         self._sacctmgr_json: bool | None = None
@@ -159,9 +180,10 @@ class SlurmPoller:
                 return False
             probed = True
         since = await self._sacct_window_start(now)
+        self._latest_now = max(self._latest_now, now)
         spool = self._spool()
         started = self._pending.begin_poll()
-        controller, sacct = await asyncio.gather(
+        controller, sacct, dbd_empty_at = await asyncio.gather(
             self._controller_outputs(spool, started),
             self._run_into(
                 spool / "sacct.json",
@@ -172,13 +194,16 @@ class SlurmPoller:
                     "--duplicates",
                     f"--state={SACCT_STATES}",
                     f"--starttime={_slurm_time(since)}",
-                    f"--endtime={_slurm_time(now + 60)}",
+                    f"--endtime={_slurm_time(self._latest_now + SACCT_END_MARGIN_SECONDS)}",
                 ],
             ),
+            self._dbd_queue_empty_at(),
             return_exceptions=True,
         )
         if isinstance(sacct, BaseException) and not isinstance(sacct, SlurmCommandError):
             raise sacct
+        if isinstance(dbd_empty_at, BaseException):
+            raise dbd_empty_at  # sdiag's own failures are None: this is a bug or a cancel
         try:
             if isinstance(controller, BaseException):
                 raise controller
@@ -203,6 +228,7 @@ class SlurmPoller:
         self._pending.committed(started)
         if accounting_error is None:
             self._sacct_since = now
+        self._note_dbd_queue(dbd_empty_at, sacct_read=accounting_error is None)
         self._backoff.succeeded()
         await self._record_lab_usage(digest.usages, now)
         return True
@@ -311,6 +337,33 @@ class SlurmPoller:
                 return False
             raise
         return True
+
+    async def _dbd_queue_empty_at(self) -> float | None:
+        """When sdiag was asked, if slurmctld's queue of messages for slurmdbd was empty
+        then; None if it was not, or sdiag did not say (the full look-back applies)."""
+        asked = self._clock()
+        try:
+            shown = await run_slurm(
+                self._config.slurm.bin_dir,
+                "sdiag",
+                [],
+                self._config.slurm.command_timeout_seconds,
+            )
+        except SlurmCommandError as error:
+            log.debug("sdiag did not answer (sacct looks back in full): %s", error)
+            return None
+        found = _DBD_QUEUE.search(shown)
+        return asked if found is not None and int(found[1]) == 0 else None
+
+    def _note_dbd_queue(self, empty_at: float | None, sacct_read: bool) -> None:
+        """An empty queue seen by an earlier poll counts once this poll's sacct, which ran
+        after it, has answered; this poll's counts after the next one's."""
+        if sacct_read:
+            if self._dbd_empty_unread is not None:
+                self._dbd_caught_up = self._dbd_empty_unread
+            self._dbd_empty_unread = empty_at
+        elif empty_at is not None:
+            self._dbd_empty_unread = empty_at
 
     async def _controller_outputs(self, spool: Path, started: float) -> Path | None:
         """squeue's and the nodes' output, in files. Where squeue has --only-job-state
@@ -440,9 +493,10 @@ class SlurmPoller:
         return parse_associations(raw.decode(errors="replace"))
 
     async def _sacct_window_start(self, now: float) -> float:
-        """From the last successful poll (a little before, for slurmdbd's lag), so that jobs
-        that ended while skybot was down are still seen to end; never from before a brand-new
-        store's first poll: history from before skybot was installed is nobody's news."""
+        """From the last successful poll (a little before, for slurmdbd's lag: in full,
+        unless slurmctld was seen to have sent slurmdbd every end), so that jobs that ended
+        while skybot was down are still seen to end; never from before a brand-new store's
+        first poll: history from before skybot was installed is nobody's news."""
         if self._sacct_since is None:
             # From when sacct last answered: job ends during an accounting outage that
             # skybot was restarted in are still found.
@@ -450,8 +504,17 @@ class SlurmPoller:
             slurm = await self._writer.run(load_source_status, "slurm")
             self._sacct_since = accounting.taken_at or slurm.taken_at or now
             self._sacct_floor = await self._writer.run(history_start, now)
-        start = self._sacct_since - self._config.slurm.sacct_overlap_seconds
-        return max(start, self._sacct_floor, now - SACCT_MAX_LOOKBACK_SECONDS)
+        # After the wall clock is stepped back, jobs end at times before the last poll's: the
+        # window starts at whichever came first.
+        start = min(self._sacct_since, now) - self._config.slurm.sacct_overlap_seconds
+        if now < self._sacct_since:
+            # The wall clock was stepped back: ends from now on carry times before those
+            # seen empty, which say nothing of them any more.
+            self._dbd_caught_up = self._dbd_empty_unread = None
+        if self._dbd_caught_up is not None:
+            # Every end before then was read by a sacct that answered.
+            start = max(start, self._dbd_caught_up - SACCT_CAUGHT_UP_MARGIN_SECONDS)
+        return max(start, min(self._sacct_floor, now), now - SACCT_MAX_LOOKBACK_SECONDS)
 
     async def _record_lab_usage(self, usages: list[LabUsage], now: float) -> None:
         await self._writer.run(

@@ -18,6 +18,7 @@ from core.config_schema import Config
 from core.runner_contract import RunnerCall, submission_comment, submit_request
 from core.slack_text import literal
 from core.snapshot import SourceStatus
+from store.health import log_failure
 from store.outbox import OutboxMessage
 from store.snapshots import load_source_status
 from store.submissions import (
@@ -62,7 +63,7 @@ class SubmissionWorker:
                 while await self.perform_next():
                     pass
             except Exception:
-                log.exception("submission worker failed; retrying")
+                log_failure(log, "submission worker failed; retrying")
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(_first(stop, self._wake), IDLE_SECONDS)

@@ -151,3 +151,32 @@ def save_cap_episodes(db: sqlite_utils.Database, episodes: dict[str, float]) -> 
     db.conn.executemany(
         "INSERT INTO cap_episodes (lab, since) VALUES (?, ?)", list(episodes.items())
     )
+
+
+# ------------------------------------------------------------------------------ start DMs
+
+
+def load_start_optins(db: sqlite_utils.Database) -> set[tuple[str, str]]:
+    """(team, Slack user) of everyone who turned start DMs on (`/sky notify start on`)."""
+    return {(r[0], r[1]) for r in db.execute("SELECT team_id, user_id FROM notify_start_optins")}
+
+
+def starts_wanted(db: sqlite_utils.Database, team_id: str, user_id: str) -> bool:
+    return (team_id, user_id) in load_start_optins(db)
+
+
+def save_starts_wanted(
+    db: sqlite_utils.Database, team_id: str, user_id: str, wanted: bool, now: float
+) -> None:
+    with db.atomic():
+        if wanted:
+            db.execute(
+                "INSERT OR REPLACE INTO notify_start_optins (team_id, user_id, updated_at) "
+                "VALUES (?, ?, ?)",
+                [team_id, user_id, now],
+            )
+        else:
+            db.execute(
+                "DELETE FROM notify_start_optins WHERE team_id = ? AND user_id = ?",
+                [team_id, user_id],
+            )

@@ -214,6 +214,30 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX job_transitions_at ON job_transitions(at)",
         "CREATE INDEX job_states_seen_at ON job_states(seen_at)",
     ),
+    # GPU watches (`/sky watch`, store/watches.py): active while ended_at is NULL; a watch
+    # ends, with its one DM enqueued, in one transaction. Start DMs (`/sky notify start`,
+    # `/sky submit --notify-start`): who asked for all their jobs' starts, and which
+    # submissions asked for theirs.
+    (
+        """
+        CREATE TABLE gpu_watches (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, team_id TEXT NOT NULL, user_id TEXT NOT NULL,
+            cluster_user TEXT NOT NULL, gpu_type TEXT NOT NULL, count INTEGER NOT NULL,
+            overcap INTEGER NOT NULL, lab TEXT NOT NULL, partition TEXT NOT NULL,
+            account TEXT NOT NULL, created_at REAL NOT NULL, expires_at REAL NOT NULL,
+            ended_at REAL, outcome TEXT
+        )
+        """,
+        "CREATE INDEX gpu_watches_active ON gpu_watches(ended_at, id)",
+        """
+        CREATE TABLE notify_start_optins (
+            team_id TEXT NOT NULL, user_id TEXT NOT NULL, updated_at REAL NOT NULL,
+            PRIMARY KEY (team_id, user_id)
+        )
+        """,
+        "ALTER TABLE submissions ADD COLUMN notify_start INTEGER NOT NULL DEFAULT 0",
+        "CREATE INDEX submissions_job_id ON submissions(job_id)",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -221,6 +245,11 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 class SchemaTooNewError(RuntimeError):
     """The database was written by a newer skybot; refusing to guess at its schema."""
+
+    def __init__(self, found: int, supported: int) -> None:
+        super().__init__(f"database schema version {found} is newer than this skybot ({supported})")
+        self.found = found
+        self.supported = supported
 
 
 def open_db(path: Path | str, *, any_thread: bool = False) -> sqlite_utils.Database:
@@ -252,9 +281,7 @@ def migrate(db: sqlite_utils.Database, migrations: Sequence[Sequence[str]] = MIG
     target = len(migrations)
     current = db.execute("PRAGMA user_version").fetchone()[0]
     if current > target:
-        raise SchemaTooNewError(
-            f"database schema version {current} is newer than this skybot ({target})"
-        )
+        raise SchemaTooNewError(current, target)
     for version in range(current, target):
         with db.atomic():
             for statement in migrations[version]:

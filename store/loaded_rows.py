@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar
 from core.records import Job, Node
 from store.codec import decode_job, decode_node
 from store.row_log import RowChanges, changes_since, rows_version
+from store.unreadable import UNREADABLE, name_unreadable
 
 K = TypeVar("K", int, str)
 R = TypeVar("R")
@@ -29,8 +30,9 @@ R = TypeVar("R")
 class DecodedRows(Generic[K, R]):
     """One table's records by key, in key order, as last read."""
 
-    def __init__(self, decode: Callable[[str], R]) -> None:
+    def __init__(self, decode: Callable[[str], R], kind: str) -> None:
         self._decode = decode
+        self._kind = kind
         self._records: dict[K, R] = {}
         self._hashes: dict[K, int] = {}
         self._values: tuple[R, ...] | None = ()
@@ -43,7 +45,9 @@ class DecodedRows(Generic[K, R]):
             digest = hash(text)
             record = self._records.get(key)
             if record is None or self._hashes.get(key) != digest:
-                record = self._decode(text)
+                record = self._decoded(key, text)
+                if record is None:
+                    continue
             records[key] = record
             hashes[key] = digest
         self._records, self._hashes, self._values = records, hashes, None
@@ -60,13 +64,27 @@ class DecodedRows(Generic[K, R]):
         highest = next(reversed(self._records), None)
         in_order = True
         for key, text in changes.written:
+            record = self._decoded(key, text)
+            if record is None:
+                self._records.pop(key, None)
+                self._hashes.pop(key, None)
+                continue
             if highest is not None and key < highest and key not in self._records:
                 in_order = False
-            self._records[key] = self._decode(text)
+            self._records[key] = record
             self._hashes[key] = hash(text)
         if not in_order:
             self._records = dict(sorted(self._records.items()))
         self._values = None
+
+    def _decoded(self, key: K, text: str) -> R | None:
+        """A row's record; None, named once, for one that does not decode: it costs only
+        itself, not every reader's load."""
+        try:
+            return self._decode(text)
+        except UNREADABLE as error:
+            name_unreadable(f"{self._kind} {key}", error)
+            return None
 
     @property
     def get(self) -> Callable[[K], R | None]:
@@ -85,8 +103,8 @@ class DecodedRows(Generic[K, R]):
 class LoadedRows:
     """The jobs and nodes as of rows version `version` (None: nothing read yet)."""
 
-    jobs: DecodedRows[int, Job] = field(default_factory=lambda: DecodedRows(decode_job))
-    nodes: DecodedRows[str, Node] = field(default_factory=lambda: DecodedRows(decode_node))
+    jobs: DecodedRows[int, Job] = field(default_factory=lambda: DecodedRows(decode_job, "job"))
+    nodes: DecodedRows[str, Node] = field(default_factory=lambda: DecodedRows(decode_node, "node"))
     version: int | None = None
 
     def read(self, conn: Any) -> None:

@@ -169,6 +169,19 @@ def retry_queued_now(db: sqlite_utils.Database, now: float) -> int:
         return cursor.rowcount
 
 
+def shift_retries(db: sqlite_utils.Database, now: float, moved: float) -> int:
+    """The wall clock was stepped back by `-moved` seconds: every retry that was still waiting
+    keeps the wait it had left (a retry due in 30 s is not due in an hour); what was queued
+    since, at the new time, stays as it is."""
+    with db.atomic():
+        cursor = db.execute(
+            "UPDATE outbox SET next_attempt_at = next_attempt_at + ? "
+            "WHERE state = 'queued' AND next_attempt_at > ?",
+            [moved, now - moved],
+        )
+        return cursor.rowcount
+
+
 def park(db: sqlite_utils.Database, message_id: int, error: str) -> None:
     """Give up on a message that can never be delivered, keeping it and why for the admins."""
     with db.atomic():

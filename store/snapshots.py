@@ -7,10 +7,10 @@ and reload it only when something new was committed.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlite_utils
 
@@ -49,6 +49,9 @@ from store.codec import (
 from store.gc_pauses import no_collections
 from store.loaded_rows import LoadedRows
 from store.row_log import log_gone, next_rows_version
+from store.unreadable import name_once, readable
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +133,10 @@ def save_slurm_changes(
     # thread, holding the loop's acks (benchmarks/poll_ack_latency.py --probe).
     with no_collections(), db.atomic():
         observed = {job.job_id: job for job in changes.observed}
-        known = _known_states(conn, None if changes.full else list(observed))
+        known, unreadable = _known_states(conn, None if changes.full else list(observed))
+        for job_id in unreadable.intersection(observed):
+            name_once(f"job {job_id}: its stored state cannot be read; left out of this poll")
+            del observed[job_id]
         observed = with_known_restarts(known, observed)
         ended = ending_without_squeue(known, observed, live_ids=())
         listed = _listed_now(conn, changes, ended)
@@ -141,7 +147,13 @@ def save_slurm_changes(
         if missing_gpus:
             observed = with_gpus(observed, last_allocated_gpus(db, missing_gpus))
         start = history_start(db, at)
-        transitions = [t for t in detect_transitions(known, observed) if not ended_before(t, start)]
+        left_out: list[int] = []
+        transitions = [
+            t for t in detect_transitions(known, observed, left_out) if not ended_before(t, start)
+        ]
+        for job_id in left_out:
+            name_once(f"job {job_id}: its states cannot be compared; left out of this poll")
+            del observed[job_id]
         # Plain executemany: at 10,000 jobs per poll, sqlite-utils' per-batch column
         # detection costs more than the inserts themselves.
         _write_rows(conn, changes)
@@ -208,19 +220,29 @@ def _write_rows(conn: Any, changes: SlurmChanges) -> None:
     )
 
 
-def _known_states(conn: Any, job_ids: list[int] | None) -> dict[int, KnownState]:
-    """What the store knew of these jobs (all jobs with None)."""
+def _known_states(conn: Any, job_ids: list[int] | None) -> tuple[dict[int, KnownState], set[int]]:
+    """What the store knew of these jobs (all jobs with None), and which jobs' stored state
+    is not a state (SQLite keeps whatever type a row was given)."""
     if job_ids is None:
         rows: Iterable[Any] = conn.execute("SELECT job_id, state, restarts FROM job_states")
-        return {row[0]: KnownState(row[1], row[2]) for row in rows}
-    known = {}
-    for chunk in _chunks(job_ids, 500):
-        marks = ", ".join("?" for _ in chunk)
-        for row in conn.execute(
-            f"SELECT job_id, state, restarts FROM job_states WHERE job_id IN ({marks})", chunk
-        ):
-            known[row[0]] = KnownState(row[1], row[2])
-    return known
+    else:
+        rows = (
+            row
+            for chunk in _chunks(job_ids, 500)
+            for row in conn.execute(
+                "SELECT job_id, state, restarts FROM job_states WHERE job_id IN "
+                f"({', '.join('?' for _ in chunk)})",
+                chunk,
+            )
+        )
+    known: dict[int, KnownState] = {}
+    unreadable: set[int] = set()
+    for job_id, state, restarts in rows:
+        if type(state) is str and type(restarts) is int:
+            known[job_id] = KnownState(state, restarts)
+        else:
+            unreadable.add(job_id)
+    return known, unreadable
 
 
 # States in which a job holds the GPUs its record lists (allocated, not requested).
@@ -260,9 +282,9 @@ def last_allocated_gpus(
         ).fetchall()
         for job_id, record, _, _ in rows:
             if job_id not in found:
-                gpus = decode_job(record).gpus_by_type
-                if gpus:
-                    found[job_id] = gpus
+                job = readable(f"job {job_id}", decode_job, record)
+                if job is not None and job.gpus_by_type:
+                    found[job_id] = job.gpus_by_type
     return found
 
 
@@ -280,7 +302,9 @@ def last_seen_jobs(db: sqlite_utils.Database, job_ids: Sequence[int]) -> dict[in
             [*chunk, *chunk],
         ).fetchall()
         for job_id, record, _, _ in rows:
-            earlier = decode_job(record)
+            earlier = readable(f"job {job_id}", decode_job, record)
+            if earlier is None:
+                continue
             later = found.get(job_id)
             found[job_id] = earlier if later is None else with_gaps_filled(later, earlier)
     return found
@@ -368,11 +392,13 @@ def load_snapshot(db: sqlite_utils.Database, rows: LoadedRows | None = None) -> 
     with db.atomic():
         version = snapshot_version(db)
         if rows is None:
-            jobs = tuple(
-                decode_job(r[0]) for r in db.execute("SELECT record FROM jobs ORDER BY job_id")
+            jobs = _allreadable(
+                (f"job {job_id}", decode_job, record)
+                for job_id, record in db.execute("SELECT job_id, record FROM jobs ORDER BY job_id")
             )
-            nodes = tuple(
-                decode_node(r[0]) for r in db.execute("SELECT record FROM nodes ORDER BY name")
+            nodes = _allreadable(
+                (f"node {name}", decode_node, record)
+                for name, record in db.execute("SELECT name, record FROM nodes ORDER BY name")
             )
         else:
             rows.read(db.conn)
@@ -418,6 +444,14 @@ def load_snapshot(db: sqlite_utils.Database, rows: LoadedRows | None = None) -> 
         images=images,
         image_dir=image_dirs[0] if image_dirs else None,
         lab_usages=lab_usages,
+    )
+
+
+def _allreadable(stored: Iterable[tuple[str, Callable[[str], R], str]]) -> tuple[R, ...]:
+    return tuple(
+        record
+        for who, decode, text in stored
+        if (record := readable(who, decode, text)) is not None
     )
 
 

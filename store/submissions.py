@@ -13,6 +13,7 @@ from typing import Any
 
 import sqlite_utils
 
+from core.runner_contract import COMMENT_PREFIX
 from store.outbox import OutboxMessage
 from store.outbox import enqueue as enqueue_messages
 
@@ -53,8 +54,10 @@ def enqueue(
     now: float,
     max_queued: int,
     max_per_minute: int,
+    notify_start: bool = False,
 ) -> Submission:
-    """Record a submission, unless the user is over their queue cap or rate limit."""
+    """Record a submission, unless the user is over their queue cap or rate limit.
+    `notify_start`: DM the submitter when the job starts (`--notify-start`)."""
     with db.atomic():
         waiting = db.execute(
             "SELECT COUNT(*) FROM submissions WHERE cluster_user = ? AND state IN (?, ?)",
@@ -77,7 +80,8 @@ def enqueue(
         tag = secrets.token_hex(8)
         cursor = db.execute(
             "INSERT INTO submissions (team_id, user_id, cluster_user, script, options, tag, "
-            "state, response_url, created_at, attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+            "state, response_url, created_at, attempts, notify_start) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
             [
                 team_id,
                 user_id,
@@ -88,6 +92,7 @@ def enqueue(
                 QUEUED,
                 response_url,
                 now,
+                int(notify_start),
             ],
         )
         submission_id = cursor.lastrowid
@@ -216,3 +221,16 @@ def _select(db: sqlite_utils.Database, where: str, params: list[Any]) -> list[Su
         params,
     )
     return [Submission(**{**row, "options": json.loads(row["options"])}) for row in rows]
+
+
+def start_watchers(db: sqlite_utils.Database, job_id: int, comment: str) -> list[tuple[str, str]]:
+    """(team, Slack user) of the submissions of this job that asked for a start DM: by the
+    job id the worker recorded, or by the `skybot:TAG` comment the runner gave the job (a
+    poll can see the job start before the worker has recorded its id)."""
+    tag = comment.removeprefix(COMMENT_PREFIX) if comment.startswith(COMMENT_PREFIX) else None
+    rows = db.execute(
+        "SELECT team_id, user_id FROM submissions WHERE notify_start = 1 "
+        "AND (job_id = ? OR tag = ?)",
+        [job_id, tag],
+    ).fetchall()
+    return [(r[0], r[1]) for r in rows]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-COMMANDS = ("squeue", "sinfo", "scontrol", "sacct", "sacctmgr")
+COMMANDS = ("squeue", "sinfo", "scontrol", "sacct", "sacctmgr", "sdiag")
 
 
 def write_wrappers(directory: Path, bodies: Mapping[str, str]) -> Path:

@@ -130,7 +130,7 @@ async def test_cancel_has_no_deadline_of_its_own() -> None:
 
 def test_commands_that_start_the_runner_are_marked() -> None:
     marked = {c.name for c in command_table().all() if c.starts_runner}
-    assert marked == {"submit", "cancel", "link"}
+    assert marked == {"submit", "cancel", "link", "log"}
 
 
 # ------------------------------------------------------------------ rate limit

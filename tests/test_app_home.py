@@ -31,6 +31,7 @@ from handlers.reply import MAX_SECTION_CHARS, section
 from store.alerts import save_preference
 from store.db import open_db
 from store.snapshots import save_caps, save_slurm_poll, save_storage
+from store.watches import NewWatch, add_watch
 from tests.bot_process import running_bot
 from tests.factories import directory_usage, filesystem_usage, job
 from tests.slack_standin import SlackStandIn, SlackUser
@@ -65,6 +66,9 @@ def _write_snapshot(config: Config) -> None:
         directory = directory_usage("alice", 3 * 1024**3, root=root, path=f"{root}/alice-data")
         save_storage(db, [directory], [filesystem_usage(root, 100, 40)], at)
         save_preference(db, TEAM, "UALICE", "fail", at)
+        new = NewWatch(TEAM, "UALICE", "alice", "a40", 2, False, "hoffman-lab", "hoffman-lab",
+                       "hoffman-lab")  # fmt: skip
+        add_watch(db, new, time.time(), 4 * 3600, 5)
     finally:
         db.close()
 
@@ -111,6 +115,8 @@ async def test_linked_user_sees_jobs_lab_disk_and_preference(slack: SlackStandIn
     assert "2/4 GPUs in use (2 free under the cap)" in text
     assert "alice-data` `3.0T`" in text
     assert "`fail`, your choice" in text and PREFERENCE_MEANINGS["fail"] in text
+    assert "#1: `a40:2` under `hoffman-lab`'s cap on `hoffman-lab`, ends in 3 h" in text
+    assert '"action_id": "skybot_unwatch:1"' in text
     assert "⚠️" in text  # the data is an hour old, and the pollers cannot reach Slurm
     ages = view["blocks"][-1]
     assert ages["type"] == "context" and "Slurm: 1 h ago" in ages["elements"][0]["text"]

@@ -23,7 +23,12 @@ from bot.cli import EXIT_CONFIG
 from bot.config import DatabaseConfig, load_config
 from bot.manifest import http_manifest
 from bot.scopes import ALL_SCOPES, CORE_SCOPES, scopes_needed
-from bot.startup import EXIT_ALREADY_RUNNING, EXIT_PORT_UNAVAILABLE
+from bot.startup import (
+    EXIT_ALREADY_RUNNING,
+    EXIT_DATABASE_UNUSABLE,
+    EXIT_PORT_UNAVAILABLE,
+    EXIT_SCHEMA_TOO_NEW,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 # Shipped inside the package; `skybot install` puts them in place (tests/test_install.py).
@@ -323,7 +328,8 @@ def test_sudoers_file_parses() -> None:
 def test_unit_does_not_restart_what_a_restart_cannot_fix() -> None:
     settings = unit_settings()
     prevented = settings["RestartPreventExitStatus"][0].split()
-    assert sorted(prevented) == sorted([str(EXIT_CONFIG), str(EXIT_ALREADY_RUNNING)])
+    refusals = [EXIT_CONFIG, EXIT_ALREADY_RUNNING, EXIT_SCHEMA_TOO_NEW, EXIT_DATABASE_UNUSABLE]
+    assert sorted(prevented) == sorted(str(code) for code in refusals)
     assert str(EXIT_PORT_UNAVAILABLE) not in prevented  # a port may free up
     # skybot tells systemd when it is up, and its heartbeat feeds the watchdog.
     assert settings["Type"] == ["notify"]
@@ -366,13 +372,20 @@ def test_every_registered_action_is_a_pattern_a_module_exports() -> None:
 
 
 def test_every_button_the_code_builds_has_a_handler(manifest: dict[str, Any]) -> None:
+    from core.gpu_watch import Watch
     from core.job_output import STDERR, STDOUT, TailPart
     from core.log_more import more_block
     from handlers.actions import cancel_buttons
+    from handlers.commands.watch import remove_buttons
     from handlers.overcap_button import move_to_overcap_block
     from tests.factories import job, make_snapshot, make_view
 
-    modules = {"handlers.actions", "handlers.log_button", "handlers.overcap_button"}
+    modules = {
+        "handlers.actions",
+        "handlers.log_button",
+        "handlers.overcap_button",
+        "handlers.watch_button",
+    }
     assert modules <= set(action_modules())
     assert manifest["settings"]["interactivity"]["is_enabled"] is bool(action_ids())
     block = cancel_buttons([job(12), job(13, array_job_id=9, array_task="4")])
@@ -384,6 +397,9 @@ def test_every_button_the_code_builds_has_a_handler(manifest: dict[str, Any]) ->
     ids += [element["action_id"] for element in more["elements"]]
     (move,) = move_to_overcap_block(make_view(make_snapshot()), job(14, state="PENDING"))
     ids += [element["action_id"] for element in move["elements"]]
+    watches = [Watch(n, "T", "U", "alice", "a40", 2, False, "lab", "p", "a", 0, 1) for n in (7, 8)]
+    (remove,) = remove_buttons(watches)
+    ids += [element["action_id"] for element in remove["elements"]]
     patterns = action_patterns()
     assert all(any(p.fullmatch(i) for p in patterns) for i in ids), ids
     assert len(set(ids)) == len(ids)  # unique within the message, as Block Kit requires

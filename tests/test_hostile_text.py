@@ -26,6 +26,7 @@ from bot.console import for_terminal
 from core.cap_waits import cap_wait_notices
 from core.chart_specs import LAB_GPUS, ChartSpec
 from core.digest import LabWeek
+from core.gpu_watch import FIRED, Outcome, Spot, Watch, expired_text, fired_text, watch_line
 from core.job_notices import (
     PREEMPTED,
     REQUEUED_KIND,
@@ -38,11 +39,13 @@ from core.link_notices import new_link_notice
 from core.log_more import LOG_MORE
 from core.records import FINAL_STATES, DirectoryUsage, FilesystemUsage
 from core.slack_text import literal
+from core.start_notices import start_notice
 from core.storage_alerts import FillPolicy, HoardPolicy, filesystem_alerts, hoarding_alerts
 from core.transitions import REQUEUED, Transition
 from core.view import ClusterView, LabInfo
 from handlers.charts import ChartRequests, chart_caption
 from handlers.commands import command_table
+from handlers.commands.watch import free_now, watch_list
 from handlers.home import linked_blocks, unlinked_blocks
 from handlers.identity import IdentityDirectory
 from handlers.log_button import more_clicked
@@ -420,6 +423,23 @@ async def test_link_refusals_and_link_notices_keep_hostile_text_inert(
         assert_all_inert(new_link_notice(hostile, "UASKER", hostile, replaced=replaced))
 
 
+@pytest.mark.parametrize("hostile", HOSTILE, ids=range(len(HOSTILE)))
+def test_start_dms_and_watch_dms_keep_hostile_text_inert(hostile: str) -> None:
+    h = hostile
+    running = job(
+        7, name=h, partition=h, std_out=h, work_dir=h, nodes=h, gpus_by_type={h: 2},
+        start_time=int(NOW - 60), time_limit_minutes=90,
+    )  # fmt: skip
+    notice = start_notice(Transition(running, "PENDING", "RUNNING", 0), h)
+    assert_all_inert(notice.text, notice.blocks)
+    for overcap in (False, True):
+        watch = Watch(3, "T1", "U1", h, h, 2, overcap, h, h, h, NOW - 60, NOW + 60)
+        fired = Outcome(watch, FIRED, Spot(h, 4), 2)
+        texts = [fired_text(fired), expired_text(watch), watch_line(watch, NOW), free_now(fired)]
+        listing = watch_list([watch], NOW)
+        assert_all_inert(*texts, listing.text, listing.blocks)
+
+
 # Modules that build what skybot posts; each is exercised above (commands through the table).
 COVERED = {
     "core/job_notices.py",
@@ -433,6 +453,10 @@ COVERED = {
     "scheduler/watchers/job_dms.py",
     "scheduler/watchers/storage.py",
     "scheduler/watchers/cap_waits.py",
+    "scheduler/watchers/gpu_watches.py",
+    "scheduler/watchers/job_starts.py",
+    "core/start_notices.py",
+    "handlers/watch_button.py",  # the list of handlers/commands/watch.py, tested above
     "handlers/charts.py",
     "handlers/home.py",
     "handlers/identity.py",

@@ -138,7 +138,9 @@ def test_show_prints_the_shipped_files_and_version_is_single_sourced() -> None:
     assert skybot("--version").stdout == f"skybot {__version__}\n"
     pyproject = (REPO / "pyproject.toml").read_text()
     assert 'dynamic = ["version"]' in pyproject
-    assert 'version = { attr = "bot.__version__" }' in pyproject
+    # The build writes git's version into bot/_version.py, and bot/__init__.py reads it.
+    assert '[tool.versioningit.write]\nfile = "bot/_version.py"' in pyproject
+    assert "bot._version" in (REPO / "bot" / "__init__.py").read_text()
     assert "MIT License" in (REPO / "LICENSE").read_text()
     assert 'license = { text = "MIT" }' in pyproject
 

@@ -22,7 +22,14 @@ from msgspec.structs import replace
 from bot.config import IdentityConfig, load_config
 from core.job_notices import decide_job_notice
 from core.job_output import STDERR, STDOUT, OutputTail, tail_bytes, tail_from_reply, tail_parts
-from core.log_more import BEGINNING, LOG_MORE, MoreRequest, earlier_chunk, parse_more_value
+from core.log_more import (
+    BEGINNING,
+    LOG_MORE,
+    MAX_OFFSET,
+    MoreRequest,
+    earlier_chunk,
+    parse_more_value,
+)
 from core.runner_contract import tail_request
 from core.transitions import Transition
 from handlers.identity import IdentityDirectory
@@ -240,6 +247,20 @@ async def test_the_owner_reads_the_chunk_slurm_reported_as_herself(
     # stdout is relative to the job's working directory.
     await click(writer, runner, "UALICE", "7:out:9")
     assert runner.calls[-1][1]["path"] == "/home/alice/run/train-7.out"
+
+
+async def test_show_log_on_a_start_dm_shows_the_last_lines_first(
+    writer: StoreWriter, recorded: None, runner_module: ModuleType
+) -> None:
+    runner = RecordingRunner(runner_module)
+    text, refused, blocks = await click(
+        writer, runner, "UALICE", f"7:out:{MAX_OFFSET}", f"{LOG_MORE}:7:out"
+    )
+    assert not refused and runner.calls[-1][1]["end"] == MAX_OFFSET
+    assert text.startswith("Latest output of job 7 `train`:\n*stdout* ")
+    assert "last 2 lines of 500B" in text
+    (button,) = blocks[-1]["elements"]
+    assert button["value"] == "7:out:41"
 
 
 async def test_nobody_else_reads_anything(

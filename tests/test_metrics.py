@@ -122,8 +122,11 @@ async def test_health_is_ok_while_slurm_answers(tmp_path: Path, cluster: None) -
         "slurm": True,
         "accounting": True,
         "sender": True,
+        "pollers": True,
+        "store": True,
     }
     assert 'skybot_source_failing{source="slurm"} 0.0' in text
+    assert "skybot_store_failing 0.0" in text
     assert 'skybot_snapshot_age_seconds{source="slurm"}' in text
 
 

@@ -576,3 +576,31 @@ async def test_messages_waiting_on_an_outage_go_out_when_the_link_is_back(
         sender.link_restored()
         await wait_until_settled(writer)
     assert sorted(delivered(slack)) == [("U1", "to alice"), ("U2", "to bob")]
+
+
+async def test_a_retry_waiting_when_the_clock_steps_back_an_hour_still_goes_out_on_time(
+    writer: StoreWriter, slack: SlackStandIn
+) -> None:
+    """Issue 28: a queued retry did not run for the hour NTP stepped the clock back."""
+    slack.fail_next("chat.postMessage", status=500, times=1)
+    step = [0.0]
+    base = loop_clock()
+    sender = sender_for(
+        writer, client_for(slack), retry_base_seconds=1.0, clock=lambda: base() + step[0]
+    )
+    await put(writer, OutboxMessage("r1", "U1", "retried"))
+    started = time.monotonic()
+    async with running(sender):
+        await wait_for_call_count(slack, 1)  # failed; retry due in 1 s
+        step[0] = -3600.0
+        sender.clock_stepped(-3600.0)
+        await wait_until_settled(writer, timeout=10)
+    assert delivered(slack) == [("U1", "retried")]
+    assert time.monotonic() - started < 5
+
+
+async def wait_for_call_count(slack: SlackStandIn, count: int) -> None:
+    deadline = time.monotonic() + 10
+    while len(slack.calls_to("chat.postMessage")) < count:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.02)

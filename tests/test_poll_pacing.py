@@ -71,20 +71,19 @@ async def test_the_schedule_stretches_the_slurm_poll_and_says_so(
         observe_interval=lambda source, seconds: intervals.append((source, seconds)),
         clock=clock,
     )
-    schedule.scheduler.start(paused=True)
     try:
-        job = schedule.scheduler.get_job("slurm")
+        slurm = schedule.loops["slurm"]
         caplog.set_level(logging.INFO)
         polls.cost = 5.0  # half of the interval
-        await job.func()
-        assert schedule.scheduler.get_job("slurm").trigger.interval.total_seconds() == 25.0
+        await slurm.work()
+        assert slurm.progress.interval == 25.0
         assert ("slurm", 25.0) in intervals
         assert polls.interval == 25.0  # the poller plans its pending listings on it
         assert "over 25% of the poll interval: polling every 25 s" in caplog.text
 
         polls.cost = 0.5
-        await job.func()
-        assert schedule.scheduler.get_job("slurm").trigger.interval.total_seconds() == 10.0
+        await slurm.work()
+        assert slurm.progress.interval == 10.0
         assert intervals[-1] == ("slurm", 10.0)
         assert "cheap again: polling every 10 s" in caplog.text
     finally:

@@ -388,7 +388,9 @@ async def test_controller_budget_is_constant_per_poll_cycle(tmp_path: Path) -> N
         h.close()
     per_cycle = (after - before) / cycles
     print(f"slurmctld RPCs per poll cycle: {per_cycle:g}")
-    assert per_cycle <= 3
+    # squeue's and the nodes' reads, and sdiag's REQUEST_STATS_INFO (counters only, no job
+    # read: whether slurmctld has sent slurmdbd every job end, for sacct's window).
+    assert per_cycle <= 4
 
 
 def _sdiag_rpcs_of(user: str) -> int:

@@ -143,10 +143,13 @@ async def test_alice_submits_as_alice_sees_it_and_only_she_can_cancel_it(bot: Bo
     )
 
     _script(ALICE_DIR, "submit-me.sh", "alice")
-    queued = await bot.sky(ALICE, f"submit {ALICE_DIR}/submit-me.sh --time 5")
-    assert queued.startswith("Queued as #")
+    queued = await bot.sky(ALICE, f"submit {ALICE_DIR}/submit-me.sh --time 5 --notify-start")
+    assert queued.startswith("Queued as #") and queued.endswith("and again when it starts.")
     dm = await bot.dm(ALICE, "Slurm job")
     job_id = int(dm.split("Slurm job *", 1)[1].split("*", 1)[0])
+    # `--notify-start` was skybot's, not sbatch's: the job runs, and its start is DM'd.
+    started = await bot.dm(ALICE, f"▶️ Job {job_id} ")
+    assert "started on `" in started and "time limit ends" in started
 
     # It ran as alice: its output file is hers and says so.
     out = ALICE_DIR / "whoami.txt"

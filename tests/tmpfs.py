@@ -11,12 +11,14 @@ import pytest
 
 
 @contextmanager
-def mounted_tmpfs(target: Path, size: str) -> Iterator[Path]:
-    """Mount a `size` tmpfs at `target` (created if needed); needs root, as the README's set-up
-    has. Fails the test, rather than skipping it, when mounting is not allowed."""
+def mounted_tmpfs(target: Path, size: str, options: str = "") -> Iterator[Path]:
+    """Mount a `size` tmpfs at `target` (created if needed), with further mount `options`
+    ("ro"); needs root, as the README's set-up has. Fails the test, rather than skipping it,
+    when mounting is not allowed."""
     target.mkdir(parents=True, exist_ok=True)
+    extra = f",{options}" if options else ""
     result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(target)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755{extra}", "tmpfs", str(target)],
         capture_output=True,
         text=True,
     )

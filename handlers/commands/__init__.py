@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from core.job_template import TemplateSettings
-from handlers.commands import df, digest, disk, free, gpus, images, jobs, notify, why
+from handlers.commands import df, digest, disk, eff, free, gpus, images, jobs, log, notify, why
 from handlers.commands.account import LINK, UNLINK, WHOAMI
 from handlers.commands.help import help_command
 from handlers.commands.submit import CANCEL, SUBMIT
 from handlers.commands.template import template_command
+from handlers.commands.watch import UNWATCH_COMMAND, WATCH
 from handlers.router import CommandTable
 
 
@@ -19,6 +20,10 @@ def command_table(template: TemplateSettings | None = None) -> CommandTable:
     for module in (gpus, jobs, free, disk, df, images, why):
         table.add(module.COMMAND)
     table.add(template_command(template or TemplateSettings()))
-    for command in (SUBMIT, CANCEL, notify.COMMAND, digest.COMMAND, LINK, WHOAMI, UNLINK):
+    table.add(WATCH)
+    table.add(UNWATCH_COMMAND)
+    for command in (SUBMIT, CANCEL, log.COMMAND, eff.COMMAND, notify.COMMAND, digest.COMMAND):
+        table.add(command)
+    for command in (LINK, WHOAMI, UNLINK):
         table.add(command)
     return table

@@ -15,6 +15,7 @@ from core.job_notices import job_label as job_label
 from core.notice_text import format_bytes as format_bytes
 from core.notice_text import format_duration as format_duration
 from core.notice_text import format_gpus as format_gpus
+from core.records import Job
 from core.slack_text import literal as literal
 from core.user_names import cluster_user_name
 from core.view import ClusterView, LabInfo
@@ -27,6 +28,8 @@ from handlers.reply import (
     section,
 )
 from handlers.router import CommandRequest, UsageError
+from handlers.services import Services
+from store.transitions import last_job_record
 
 # How each data source is named in freshness warnings.
 SOURCE_LABELS = {
@@ -257,3 +260,15 @@ def not_linked(usage: str) -> UsageError:
         "I don't know your cluster account yet: link it with `/sky link YOUR_CLUSTER_USER`, "
         f"or name one: `/sky {usage}`."
     )
+
+
+async def recorded_job(services: Services, job_id: int) -> Job | None:
+    """The job as the live snapshot shows it, else as skybot last recorded it (ended jobs are
+    kept `database.history_days` with their transitions); None if skybot never knew it."""
+    if services.view is not None:
+        live = services.view().jobs_by_id.get(job_id)
+        if live is not None:
+            return live
+    if services.writer is not None:
+        return await services.writer.run(last_job_record, job_id)
+    return None

@@ -22,14 +22,17 @@ from store.alerts import (
     log_tails_wanted,
     save_log_tails_wanted,
     save_preference,
+    save_starts_wanted,
+    starts_wanted,
 )
 
-USAGE = "notify [all|end|fail|preempt|off] | notify logs [on|off]"
+USAGE = "notify [all|end|fail|preempt|off] | notify logs [on|off] | notify start [on|off]"
 CHOICES = "|".join(PREFERENCES)
 
 
 async def notify(request: CommandRequest, services: Services) -> Reply:
-    logs = bool(request.args) and request.args[0].lower() == "logs"
+    sub = request.args[0].lower() if request.args else ""
+    logs = sub in ("logs", "start")
     if len(request.args) > (2 if logs else 1):
         raise UsageError(f"Usage: `/sky notify` or `/sky notify {CHOICES}`.")
     user = request.cluster_user
@@ -43,6 +46,8 @@ async def notify(request: CommandRequest, services: Services) -> Reply:
         )
     if services.writer is None:
         return simple("Job notifications are not available in this skybot.")
+    if sub == "start":
+        return await notify_start(request, services, user)
     if logs:
         return await notify_logs(request, services, user)
     if not request.args:
@@ -91,6 +96,33 @@ async def notify_logs(request: CommandRequest, services: Services, user: str) ->
     return simple("Done: failure DMs will leave your job's output out.")
 
 
+async def notify_start(request: CommandRequest, services: Services, user: str) -> Reply:
+    """`/sky notify start [on|off]`: a DM when each of your jobs starts (off by default)."""
+    if services.writer is None:  # checked by the caller; here for the type checker
+        return simple("Job notifications are not available in this skybot.")
+    if len(request.args) == 1:
+        wanted = await services.writer.run(starts_wanted, request.team_id, request.user_id)
+        if wanted:
+            return simple(f"You get a DM when each of {literal(user)}'s jobs starts. "
+                          "`/sky notify start off` stops them.")  # fmt: skip
+        return simple(
+            "Start DMs are off (the default). `/sky notify start on` sends one when each of "
+            f"{literal(user)}'s jobs starts; `/sky submit PATH --notify-start` for one job."
+        )
+    choice = request.args[1].lower()
+    if choice not in ("on", "off"):
+        raise UsageError("Usage: `/sky notify start on` or `/sky notify start off`.")
+    await services.writer.run(
+        save_starts_wanted, request.team_id, request.user_id, choice == "on", time.time()
+    )
+    if choice == "on":
+        return simple(
+            f"Done: you will get a DM when each of {literal(user)}'s jobs starts, with the node, "
+            "GPUs and when its time limit ends."
+        )
+    return simple("Done: no more start DMs.")
+
+
 async def current_preference(services: Services, team_id: str, user_id: str) -> tuple[str, bool]:
     """(preference, chosen): the Slack user's `/sky notify` choice, else the configured default."""
     default = services.config.notifications.default_preference
@@ -115,6 +147,7 @@ COMMAND = Command(
         "`all`: every job end, preemption and requeue. `end`: every end (completed, failed, "
         "cancelled, …). `fail`: failures, timeouts, out-of-memory, node failures and "
         "preemptions. `preempt`: preemptions only. `off`: nothing. `logs on|off`: whether "
-        "failure DMs show the last lines of your job's output."
+        "failure DMs show the last lines of your job's output. `start on|off`: a DM when each "
+        "of your jobs starts (off unless you turn it on)."
     ),
 )

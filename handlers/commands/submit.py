@@ -16,7 +16,9 @@ from handlers.router import Command, CommandRequest, UsageError
 from handlers.services import Services
 from store.submissions import QueueRefused, enqueue
 
-SUBMIT_USAGE = "submit PATH [--partition P] [--gpus TYPE:N] [--time T] [--qos Q] [--account A] [--job-name N] [--dependency D]"  # noqa: E501
+SUBMIT_USAGE = "submit PATH [--partition P] [--gpus TYPE:N] [--time T] [--qos Q] [--account A] [--job-name N] [--dependency D] [--notify-start]"  # noqa: E501
+# skybot's own flag, never passed to sbatch: DM the submitter when the job starts.
+NOTIFY_START = "--notify-start"
 # Allowed sbatch options, as the runner names them (core.runner_contract.SUBMIT_OPTIONS).
 OPTIONS = {
     "--partition": "partition",
@@ -70,7 +72,8 @@ def parse_submit_args(args: tuple[str, ...]) -> tuple[str, dict[str, str]]:
 async def submit(request: CommandRequest, services: Services) -> Reply:
     if not request.cluster_user:
         raise not_linked(SUBMIT_USAGE)
-    script, options = parse_submit_args(request.args)
+    notify_start = NOTIFY_START in request.args
+    script, options = parse_submit_args(tuple(a for a in request.args if a != NOTIFY_START))
     if services.writer is None or services.submissions is None:
         raise UsageError("Submitting is not enabled on this skybot.")
     limits = services.config.submit
@@ -86,13 +89,15 @@ async def submit(request: CommandRequest, services: Services) -> Reply:
             now=request.now,
             max_queued=limits.max_queued_per_user,
             max_per_minute=limits.max_per_minute,
+            notify_start=notify_start,
         )
     except QueueRefused as refusal:
         raise UsageError(str(refusal)) from None
     services.submissions.wake()
+    start = " and again when it starts" if notify_start else ""
     return simple(
         f"Queued as #{submission.id}: {literal(script)} as {literal(request.cluster_user)}. "
-        "I'll DM you the job id, or sbatch's error, in a moment."
+        f"I'll DM you the job id, or sbatch's error, in a moment{start}."
     )
 
 
@@ -117,7 +122,8 @@ SUBMIT = Command(
     starts_runner=True,
     details=(
         "Options: --partition, --gpus TYPE:N, --time, --qos, --account, --job-name, "
-        "--dependency. PATH may be absolute, start with ~, or be relative to your home."
+        "--dependency. PATH may be absolute, start with ~, or be relative to your home. "
+        "`--notify-start`: a DM when the job starts."
     ),
 )
 CANCEL = Command(

@@ -5,7 +5,8 @@ write just their own bookkeeping plus outbox rows, in one transaction per decisi
 
 - job_dms: DMs about job ends and requeues, from job_transitions past a cursor;
 - storage: hoarding pings and full-filesystem warnings for the alert channel;
-- cap_waits: DMs to users whose jobs wait long behind their lab's GPU cap.
+- cap_waits: DMs to users whose jobs wait long behind their lab's GPU cap;
+- gpu_watches: the one DM of each `/sky watch` that came true or expired.
 
 Delivery is the sender's job (scheduler/outbox_sender.py); `Watchers`, the scheduler's
 after-poll hooks, runs them and wakes it.
@@ -21,8 +22,10 @@ from core.runner_contract import RunnerCall
 from core.view import ClusterView
 from scheduler.watchers.cap_waits import check_cap_waits
 from scheduler.watchers.directory import SlackDirectory
+from scheduler.watchers.gpu_watches import check_gpu_watches
 from scheduler.watchers.job_dms import process_transitions
 from scheduler.watchers.storage import check_storage
+from store.health import log_failure
 from store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -57,17 +60,28 @@ class Watchers:
                     self._writer, self._identity, self._config, self._view()
                 )
         except Exception:
-            log.exception("job notifier failed; the transitions stay queued for the next poll")
+            log_failure(log, "job notifier failed; the transitions stay queued for the next poll")
             return 0
+        added += await self._gpu_watches()
         self._woken(added)
         return added
+
+    async def _gpu_watches(self) -> int:
+        """Its own guard: a failing watch check must not hold back job DMs, nor they it."""
+        if self._view is None:
+            return 0
+        try:
+            return await check_gpu_watches(self._writer, self._view())
+        except Exception:
+            log.exception("GPU watch check failed; it will look again after the next poll")
+            return 0
 
     async def after_storage_poll(self) -> int:
         try:
             snapshot = self._view().snapshot if self._view is not None else None
             added = await check_storage(self._writer, self._identity, self._config, snapshot)
         except Exception:
-            log.exception("storage watcher failed; it will look again after the next poll")
+            log_failure(log, "storage watcher failed; it will look again after the next poll")
             return 0
         self._woken(added)
         return added

@@ -30,6 +30,7 @@ from core.runner_contract import RunnerCall
 from core.transitions import REQUEUED, Transition
 from scheduler.log_tails import TailSettings, fetch_output_tails
 from scheduler.watchers.directory import SlackDirectory, SlackKey
+from scheduler.watchers.job_starts import start_messages
 from store.alerts import advance_cursor, load_cursor, load_log_tail_optouts, load_preferences
 from store.outbox import OutboxMessage, enqueue
 from store.transitions import earlier_job_records, load_transitions, pending_transition_users
@@ -172,6 +173,7 @@ def notify_transitions(
             for slack_key, items in per_target.items()
             for message in _messages(slack_key, items, settings)
         ]
+        messages += start_messages(db, targets, cursor, through, settings.cluster)
         added = enqueue(db, messages, time.time() if now is None else now)
         if not advance_cursor(db, cursor, through):
             raise RuntimeError("job transition cursor moved during notification")

@@ -1,0 +1,45 @@
+"""Start DMs: which of a batch of job transitions are starts that someone asked to hear of.
+
+Called by the job notifier (job_dms.py) inside the transaction that enqueues the batch's end
+DMs and moves the transition cursor, so a start is told once across restarts, like an end.
+Who hears: each of the owner's linked Slack accounts that turned start DMs on, and whoever
+submitted the job with `--notify-start`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import sqlite_utils
+
+from core.start_notices import is_start, start_notice
+from scheduler.watchers.directory import SlackKey
+from store.alerts import load_start_optins
+from store.outbox import OutboxMessage
+from store.submissions import start_watchers
+from store.transitions import load_transitions
+
+
+def start_messages(
+    db: sqlite_utils.Database,
+    targets: Mapping[str, Sequence[SlackKey]],
+    after: int,
+    through: int,
+    cluster: str,
+) -> list[OutboxMessage]:
+    """The start DMs of the transitions with ids in (after, through]."""
+    optins = load_start_optins(db)
+    messages = []
+    for _, transition, at in load_transitions(db, after, through, {"RUNNING"}):
+        if not is_start(transition, at):
+            continue
+        job = transition.job
+        wanted = {key for key in targets.get(job.user, ()) if key in optins}
+        wanted.update(start_watchers(db, job.job_id, job.comment))
+        if not wanted:
+            continue
+        notice = start_notice(transition, cluster)
+        for team_id, user_id in sorted(wanted):
+            key = f"{notice.key}:{team_id}:{user_id}"
+            messages.append(OutboxMessage(key, user_id, notice.text, notice.blocks))
+    return messages

@@ -1,0 +1,133 @@
+"""A wall-clock step under a running `skybot run` on the real cluster (issue 28, item 1).
+
+NTP stepping the clock back an hour used to stop every poll for that hour (APScheduler's
+interval triggers run on the wall clock) while readiness said the snapshot was -3552 s old.
+Here libfaketime steps the bot's wall clock back 1 h and forward 1 h again, the monotonic
+clock untouched: polls keep their interval, a job that ends after each step gets its DM
+within two polls, and no age is ever negative.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from tests.bot_process import SLACK_IDS, TEAM, dms_about, free_port, linked_users, start_bot
+from tests.clock_steps import faketime_env, metric, samples, scrape, set_clock
+from tests.cluster import sbatch_async, squeue_state, wait_for
+from tests.slack_standin import SlackStandIn
+
+pytestmark = pytest.mark.cluster
+
+POLL_SECONDS = 2.0
+# How long each phase watches the polls after a step.
+WATCH_SECONDS = 12.0
+
+
+def _config(tmp_path: Path, metrics_port: int) -> Path:
+    links = ", ".join(f'"{TEAM}/{sid}" = "{user}"' for user, sid in SLACK_IDS.items())
+    config = tmp_path / "skybot.toml"
+    config.write_text(
+        f'[slack]\nmode = "socket"\n'
+        f"[slurm]\npoll_seconds = {POLL_SECONDS}\ncaps_poll_seconds = {POLL_SECONDS}\n"
+        # Polls here may take a second on a busy test host (libfaketime reads its file on
+        # every clock call): the interval under test must not stretch with that.
+        "max_poll_share = 1.0\n"
+        f"[storage]\npoll_seconds = {POLL_SECONDS}\n"
+        f'[database]\npath = "{tmp_path}/skybot.db"\n'
+        f"[identity]\nlinks = {{ {links} }}\n"
+        '[notifications]\ndefault_preference = "all"\n'
+        f'[metrics]\nport = {metrics_port}\nhost = "127.0.0.1"\n'
+    )
+    return config
+
+
+async def _poll_counts(port: int) -> dict[str, float]:
+    text = await scrape(port)
+    counts = {}
+    for source in ("slurm", "caps", "storage"):
+        count = metric(text, "skybot_poll_duration_seconds_count", f'source="{source}"')
+        counts[source] = count or 0.0
+    return counts
+
+
+async def _readiness(port: int) -> dict[str, object]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}/readyz") as response,
+    ):
+        body: dict[str, object] = await response.json()
+        return body
+
+
+async def _dm_delay_after_job_end(slack: SlackStandIn) -> float:
+    """Run a short job as alice; seconds from when Slurm shows it ended to its DM."""
+    job = await sbatch_async(
+        "alice", "-p", "hoffman-lab", "-A", "hoffman-lab", "-J", "stepped", "--wrap", "sleep 2"
+    )
+    await wait_for(lambda: squeue_state(job) in (None, "COMPLETED"), 60, f"job {job} to end")
+    ended = time.monotonic()
+    await wait_for(lambda: dms_about(slack, job), 30, f"the DM about job {job}", interval=0.1)
+    return time.monotonic() - ended
+
+
+async def test_polls_and_dms_keep_going_across_wall_clock_steps(
+    tmp_path: Path, clean_queue: None
+) -> None:
+    control = tmp_path / "faketime"
+    set_clock(control, "+0")
+    port = free_port()
+    log = tmp_path / "bot.log"
+    figures: list[str] = []
+    async with SlackStandIn(users=linked_users()) as slack:
+        with log.open("wb") as out:
+            bot = start_bot(
+                _config(tmp_path, port), slack, log=out, extra_env=faketime_env(control)
+            )
+        try:
+            await slack.wait_for_socket_connection(timeout=30)
+
+            async def polled_twice() -> bool:
+                return (await _poll_counts(port))["slurm"] >= 2
+
+            deadline = time.monotonic() + 30
+            while not await polled_twice():
+                assert time.monotonic() < deadline, "no two Slurm polls in 30 s"
+                await asyncio.sleep(0.5)
+            for step, spec in (("back 1 h", "-3600"), ("forward 1 h", "+0")):
+                before = await _poll_counts(port)
+                set_clock(control, spec)
+                stepped = time.monotonic()
+                delay = await _dm_delay_after_job_end(slack)
+                await asyncio.sleep(max(0.0, WATCH_SECONDS - (time.monotonic() - stepped)))
+                watched = time.monotonic() - stepped
+                after = await _poll_counts(port)
+                text = await scrape(port)
+                ready = await _readiness(port)
+                polls = {s: after[s] - before[s] for s in after}
+                figures.append(
+                    f"{step}: {polls} polls in {watched:.1f} s, DM {delay:.1f} s after the job "
+                    f"ended, ages {samples(text, 'skybot_snapshot_age_seconds')}"
+                )
+                # Every 2 s (the old code: none for the hour); the window cuts two polls.
+                for source, count in polls.items():
+                    assert count >= watched / POLL_SECONDS - 2, (step, source, figures)
+                assert delay <= 2 * POLL_SECONDS + 3, (step, figures)
+                assert all(age >= 0 for age in samples(text, "skybot_snapshot_age_seconds"))
+                checks = ready["checks"]
+                assert isinstance(checks, dict)
+                assert checks["pollers"]["ok"], checks
+                assert checks["slurm"]["ok"], checks
+                assert "-" not in checks["slurm"]["detail"], checks
+        finally:
+            bot.terminate()
+            bot.wait(timeout=20)
+    print("\n".join(figures))
+    lines = log.read_text(errors="replace").splitlines()
+    assert any("wall clock jumped back by 3600 s" in line for line in lines)
+    assert any("wall clock jumped forward by 3600 s" in line for line in lines)
+    assert not [line for line in lines if " ERROR " in line or line.startswith("Traceback")]

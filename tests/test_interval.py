@@ -1,0 +1,132 @@
+"""Work on the monotonic clock (issue 28, item 1): the poll loops' ticks, noticing a wall-clock
+step, and seeing a poller that stopped completing whatever the event loop's heartbeat says."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+import pytest
+from msgspec.structs import replace
+
+from bot import service
+from bot.config import load_config
+from core.config_schema import MetricsConfig, SlurmConfig, StorageConfig
+from scheduler.interval import ClockStepWatch, IntervalLoop, PollProgress, next_due
+from scheduler.schedule import build_scheduler
+from store.outbox import OutboxMessage, enqueue, outbox_rows, reschedule, shift_retries
+from store.writer import StoreWriter
+from tests.test_schedule import _HangingPolls, _refresh
+
+
+def test_a_run_longer_than_the_interval_skips_the_ticks_it_overran() -> None:
+    assert next_due(100.0, 10.0, 103.0) == 110.0
+    assert next_due(100.0, 10.0, 125.0) == 130.0  # not 110 and 120 at once
+    assert next_due(100.0, 10.0, 110.0) == 120.0
+
+
+async def test_the_loop_runs_at_its_interval_on_the_loop_clock() -> None:
+    runs: list[float] = []
+    loop = asyncio.get_running_loop()
+
+    async def work() -> None:
+        runs.append(loop.time())
+
+    task = asyncio.create_task(IntervalLoop(PollProgress("x", 0.1, 0.0), work).run())
+    await asyncio.sleep(0.55)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert 5 <= len(runs) <= 7
+    gaps = [b - a for a, b in itertools.pairwise(runs)]
+    assert all(0.08 < gap < 0.2 for gap in gaps), gaps
+
+
+async def test_a_failing_run_is_logged_and_the_loop_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    runs = 0
+
+    async def work() -> None:
+        nonlocal runs
+        runs += 1
+        raise RuntimeError("boom")
+
+    progress = PollProgress("x", 0.05, 0.0)
+    task = asyncio.create_task(IntervalLoop(progress, work).run())
+    await asyncio.sleep(0.2)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert runs >= 3
+    assert progress.completed_at is not None  # a failed run still completed
+    assert "x poll failed" in caplog.text
+
+
+def test_a_step_of_the_wall_clock_is_noticed_once_a_slew_never() -> None:
+    wall, mono = [1000.0], [50.0]
+    watch = ClockStepWatch(lambda: wall[0], lambda: mono[0])
+    wall[0], mono[0] = 1001.0, 51.0
+    assert watch.step() is None
+    wall[0], mono[0] = 1002.0 - 3600, 52.0  # NTP steps it back an hour
+    assert watch.step() == pytest.approx(-3600.0)
+    wall[0], mono[0] = 1003.0 - 3600, 53.0
+    assert watch.step() is None
+    wall[0], mono[0] = 1004.5 - 3600, 54.0  # slewed half a second
+    assert watch.step() is None
+
+
+def test_a_poll_is_late_after_its_intervals_and_grace_counted_from_its_last_completion() -> None:
+    progress = PollProgress("slurm", 15.0, 20.0, started_at=1000.0)
+    assert progress.late_by(1079.0, 4) is None  # 4 x 15 + 20 = 80 s
+    assert progress.late_by(1081.0, 4) == 81.0
+    assert "has not completed for 81 s (every 15 s)" in progress.describe_late(81.0)
+    progress.completed_at = 1070.0
+    assert progress.late_by(1081.0, 4) is None
+
+
+async def test_a_stuck_poller_fails_readiness_and_starves_the_watchdog(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The heartbeat goes on (the loop is fine); only the poll is stuck."""
+    base = load_config(None)
+    config = replace(
+        base,
+        slurm=replace(
+            SlurmConfig(), poll_seconds=0.1, caps_poll_seconds=0.1, command_timeout_seconds=0.1
+        ),
+        storage=replace(StorageConfig(), poll_seconds=0.1),
+        metrics=replace(MetricsConfig(), stale_after_polls=2.0),
+    )
+    fed: list[str] = []
+    monkeypatch.setattr(service, "notify", fed.append)
+    polls = _HangingPolls()
+    schedule = build_scheduler(config, polls, polls, _refresh)  # type: ignore[arg-type]
+    beat = service._feed_watchdog(config, schedule)
+    schedule.start()
+    try:
+        beat()
+        assert fed == ["WATCHDOG=1"] and service.late_polls(config, schedule) == []
+        await asyncio.sleep(0.4)  # 2 x 0.1 + 0.1 = 0.3 s: late for readiness
+        late = service.late_polls(config, schedule)
+        assert any("the slurm poll has not completed for" in line for line in late), late
+        beat()
+        assert fed == ["WATCHDOG=1"] * 2  # not stuck yet: 2 x 2 x 0.1 + 0.1 = 0.5 s
+        await asyncio.sleep(0.3)
+        beat()
+        assert fed == ["WATCHDOG=1"] * 2  # stuck: systemd restarts it
+    finally:
+        await schedule.stop()
+
+
+async def test_a_step_back_keeps_what_a_queued_retry_had_left(writer: StoreWriter) -> None:
+    now = time.time()
+    await writer.run(enqueue, [OutboxMessage("k", "U1", "hi"), OutboxMessage("n", "U2", "x")], now)
+    (waiting, fresh) = await writer.run(outbox_rows)
+    await writer.run(reschedule, waiting["id"], now + 30, "http 500")
+    stepped = now - 3600  # the clock was stepped back an hour
+    # A message queued after the step, at the new time, stays as it is.
+    await writer.run(reschedule, fresh["id"], stepped, "ratelimited")
+    assert await writer.run(shift_retries, stepped, -3600.0) == 1
+    rows = {row["key"]: row for row in await writer.run(outbox_rows)}
+    assert rows["k"]["next_attempt_at"] == pytest.approx(stepped + 30)
+    assert rows["n"]["next_attempt_at"] == pytest.approx(stepped)
