@@ -43,6 +43,7 @@ from handlers.services import Services
 from scheduler.chart_maker import ChartMaker
 from scheduler.digest import WeeklyDigest
 from scheduler.outbox_sender import OutboxSender
+from scheduler.own_actions import refreshing_runner
 from scheduler.schedule import PollSchedule, build_scheduler
 from scheduler.sender_client import sender_client
 from scheduler.slurm_poller import SlurmPoller
@@ -141,9 +142,10 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         config, min(config.runner.timeout_seconds, config.notifications.log_tail_seconds)
     )
     watchers = Watchers(config, writer, identity, sender.wake, cache.current, tail_runner)
+    slurm_poller = SlurmPoller(config, writer)
     schedule = build_scheduler(
         config,
-        SlurmPoller(config, writer),
+        slurm_poller,
         StoragePoller(config, writer),
         cache.refresh,
         after_slurm=watchers.after_slurm_poll,
@@ -154,7 +156,10 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         after_each_poll=writer.check_file,
     )
     schedule.on_clock_step.append(sender.clock_stepped)
-    runner = runner_call(config)
+    # A cancel or a move to overcap shows in the snapshot at once, not a poll or more later.
+    runner = refreshing_runner(
+        runner_call(config), slurm_poller.mark_changed, schedule.poll_slurm_soon
+    )
     submissions = SubmissionWorker(config, writer, runner, wake_sender=sender.wake)
     services = Services(
         config,

@@ -68,6 +68,10 @@ class SlurmConfig(Section, frozen=True):
     # queue must not turn skybot into the `watch squeue` it replaces); it shrinks back once
     # polls are cheap again.
     max_poll_share: Annotated[float, Meta(gt=0, le=1)] = 0.25
+    # Where polls read only job states (Slurm 24.05+), a pending job's partition, account,
+    # QOS, time limit, GRES or hold changed by `scontrol update` shows within this long
+    # (at best within one poll interval plus the poll's own time).
+    pending_changes_seconds: Seconds = 30.0
 
 
 class StorageConfig(Section, frozen=True):

@@ -11,6 +11,7 @@ completing whatever the heartbeat says.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -65,6 +66,12 @@ class IntervalLoop:
     def __init__(self, progress: PollProgress, work: Callable[[], Awaitable[object]]) -> None:
         self.progress = progress
         self.work = work
+        # Set by `run_soon`: the wait for the next run ends at once.
+        self._soon = asyncio.Event()
+
+    def run_soon(self) -> None:
+        """Run now, or right after the run in progress, and on the interval from then."""
+        self._soon.set()
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -72,7 +79,10 @@ class IntervalLoop:
         if self.progress.started_at is None:
             self.progress.started_at = due
         while True:
-            await asyncio.sleep(max(0.0, due - loop.time()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._soon.wait(), max(0.0, due - loop.time()))
+            # Cleared before the run: asked for during it, the next one follows at once.
+            self._soon.clear()
             started = loop.time()
             try:
                 await self.work()

@@ -37,3 +37,18 @@ class PollPacer:
             return None
         self.interval = wanted
         return wanted
+
+
+def pending_listing_due(
+    since_last: float | None, interval: float, poll_seconds: float, bound: float
+) -> bool:
+    """Whether this poll must list pending jobs' settings for a change made just after the
+    last listing (`since_last` seconds ago, None if none committed) to show within `bound`.
+
+    Skipping it here moves the listing to the next poll, `interval` later, which shows such
+    a change `since_last + interval` after it was made, plus that poll's own time (taken
+    to be like the last one's, `poll_seconds`). A bound shorter than one interval plus a
+    poll cannot be kept: then every poll lists."""
+    if since_last is None:
+        return True
+    return since_last + interval + poll_seconds > bound

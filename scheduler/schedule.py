@@ -67,6 +67,13 @@ class PollSchedule:
                 late.append(progress.describe_late(silent))
         return late
 
+    def poll_slurm_soon(self) -> None:
+        """Bring the next Slurm poll forward to now (right after the running one, if one
+        runs): skybot just changed a job, and its user should see that at once."""
+        loop = self.loops.get("slurm")
+        if loop is not None and not self.stopping:
+            loop.run_soon()
+
     def start(self) -> None:
         self.scheduler.start()
         now = asyncio.get_running_loop().time()
@@ -136,7 +143,7 @@ def build_scheduler(
     """
     scheduler = AsyncIOScheduler(job_defaults={"max_instances": 1, "coalesce": True})
     schedule = PollSchedule(scheduler, close_pollers=slurm.close)
-    pace = _pacing(config, schedule, observe_interval)
+    pace = _pacing(config, schedule, observe_interval, slurm.set_interval)
 
     def then_refresh(spec: _PollSpec) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
@@ -197,7 +204,10 @@ def _poll_specs(
 
 
 def _pacing(
-    config: Config, schedule: PollSchedule, observe_interval: ObservePoll | None
+    config: Config,
+    schedule: PollSchedule,
+    observe_interval: ObservePoll | None,
+    tell_poller: Callable[[float], None],
 ) -> Callable[[float], None]:
     pacer = PollPacer(
         base_seconds=config.slurm.poll_seconds,
@@ -221,6 +231,8 @@ def _pacing(
             log.info("slurm polls are cheap again: polling every %.0f s", interval)
         with contextlib.suppress(KeyError):
             schedule.loops["slurm"].progress.interval = interval
+        # It plans its listings of pending jobs on the interval.
+        tell_poller(interval)
         if observe_interval is not None:
             observe_interval("slurm", interval)
 

@@ -31,6 +31,7 @@ from core.config_schema import Config
 from core.lab_usage import LabUsage
 from core.records import LabCap
 from scheduler.backoff import Backoff
+from scheduler.pending_changes import PENDING_LISTING, PendingWatch
 from scheduler.poll_digest import (
     ChangedJobsRequest,
     DigestRequest,
@@ -94,6 +95,10 @@ ONE_BY_ONE_MAX = 20
 # Single fetches in flight at once: enough to wait on slurmctld in parallel, not a process
 # per id on a small host.
 ONE_BY_ONE_AT_ONCE = 4
+# When the settings of more than this share of the queue changed (a partition going down
+# changes every pending job's reason), one plain read of everything: a `--jobs=` list of
+# all 20,000 jobs took 16 s where the plain read took 7 s (see _every_record).
+EVERY_RECORD_SHARE = 0.5
 # What squeue says, exiting 1, for an id slurmctld no longer holds: a job that ended and
 # was purged (MinJobAge) between the states listing and its fetch. An answer, not an outage.
 _UNKNOWN_JOB = "Invalid job id specified"
@@ -111,6 +116,7 @@ class SlurmPoller:
         config: Config,
         writer: StoreWriter,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._config = config
         self._writer = writer
@@ -137,6 +143,21 @@ class SlurmPoller:
         # None until squeue has shown whether it knows --only-job-state (24.05+).
         self._states_only: bool | None = None
         self._polls_since_everything = 0
+        self._pending = PendingWatch(
+            config.slurm.pending_changes_seconds, config.slurm.poll_seconds, monotonic
+        )
+        # Jobs in the last committed poll: when most of them changed, one plain read is
+        # cheaper than fetching them by id.
+        self._jobs_listed = 0
+
+    def set_interval(self, seconds: float) -> None:
+        """The interval polls now run at (stretched while polls are expensive)."""
+        self._pending.interval_seconds = seconds
+
+    def mark_changed(self, job_id: str) -> None:
+        """skybot itself just changed this job (cancel, move to overcap): the next poll
+        fetches its record whatever its state says."""
+        self._pending.mark_changed(job_id)
 
     @property
     def consecutive_failures(self) -> int:
@@ -161,8 +182,9 @@ class SlurmPoller:
         since = await self._sacct_window_start(now)
         self._latest_now = max(self._latest_now, now)
         spool = self._spool()
+        started = self._pending.begin_poll()
         controller, sacct, dbd_empty_at = await asyncio.gather(
-            self._controller_outputs(spool),
+            self._controller_outputs(spool, started),
             self._run_into(
                 spool / "sacct.json",
                 "sacct",
@@ -189,6 +211,7 @@ class SlurmPoller:
         except (SlurmCommandError, PollWorkerError) as error:
             delay = self._backoff.failed(now)
             log.warning("slurm poll failed (next try in %.0f s): %s", delay, error)
+            self._pending.failed()
             await self._writer.run(record_poll_failure, "slurm", str(error), now)
             self._struggling = probed
             return False
@@ -201,6 +224,8 @@ class SlurmPoller:
             log.warning("slurm data: %s", warning)
         await self._writer.run(save_slurm_changes, digest.changes, now, accounting_error is None)
         self._committed = digest.generation
+        self._jobs_listed = digest.jobs
+        self._pending.committed(started)
         if accounting_error is None:
             self._sacct_since = now
         self._note_dbd_queue(dbd_empty_at, sacct_read=accounting_error is None)
@@ -251,17 +276,15 @@ class SlurmPoller:
         up to ONE_BY_ONE_MAX of them, else in as few `--jobs=` lists as the command line
         allows; every job's, every FULL_RECORDS_EVERY polls."""
         if self._committed is None or self._polls_since_everything >= FULL_RECORDS_EVERY:
-            self._polls_since_everything = 0
-            # One plain read: `--jobs=` costs slurmctld a read of every job all the same
-            # (sdiag), and 24.11's squeue filters by a long list slower than it prints
-            # everything (benchmarks/controller_cost.py: 20,000 jobs, 16 s against 7 s).
-            path = spool / "squeue.json"
-            await self._run_into(path, "squeue", ["--all", "--json"])
-            return (path,)
+            return await self._every_record(spool)
         self._polls_since_everything += 1
         job_ids = await self._worker.changed_jobs(
             ChangedJobsRequest(states, self._committed), DIGEST_TIMEOUT_SECONDS
         )
+        settings_changed = self._pending.to_fetch(job_ids)
+        if len(settings_changed) > max(ONE_BY_ONE_MAX, self._jobs_listed * EVERY_RECORD_SHARE):
+            return await self._every_record(spool)
+        job_ids += settings_changed
         if len(job_ids) <= ONE_BY_ONE_MAX:
             return await self._records_one_by_one(spool, job_ids)
         paths = []
@@ -271,6 +294,15 @@ class SlurmPoller:
             if await self._records_into(path, chunk):
                 paths.append(path)
         return tuple(paths)
+
+    async def _every_record(self, spool: Path) -> tuple[Path, ...]:
+        self._polls_since_everything = 0
+        # One plain read: `--jobs=` costs slurmctld a read of every job all the same
+        # (sdiag), and 24.11's squeue filters by a long list slower than it prints
+        # everything (benchmarks/controller_cost.py: 20,000 jobs, 16 s against 7 s).
+        path = spool / "squeue.json"
+        await self._run_into(path, "squeue", ["--all", "--json"])
+        return (path,)
 
     async def _records_one_by_one(self, spool: Path, job_ids: list[str]) -> tuple[Path, ...]:
         """Each job's (an array's: all its records) with its own `squeue --json --jobs=ID`,
@@ -333,10 +365,11 @@ class SlurmPoller:
         elif empty_at is not None:
             self._dbd_empty_unread = empty_at
 
-    async def _controller_outputs(self, spool: Path) -> Path | None:
+    async def _controller_outputs(self, spool: Path, started: float) -> Path | None:
         """squeue's and the nodes' output, in files. Where squeue has --only-job-state
-        (24.05+), only every job's id and state: the path of that file; else every job's
-        full record (None)."""
+        (24.05+), only every job's id and state: the path of that file, and when due the
+        pending jobs' settings (before any record is read, so a change made while this poll
+        runs is in the next listing); else every job's full record (None)."""
         nodes = self._run_into(spool / "nodes.json", *self._nodes_source)
         if self._states_only is False:
             await asyncio.gather(
@@ -344,14 +377,21 @@ class SlurmPoller:
             )
             return None
         states = spool / "states.json"
-        states_error, nodes_error = await asyncio.gather(
+        list_now = self._states_only is True and self._pending.listing_due()
+        states_error, nodes_error, listing_error = await asyncio.gather(
             self._run_into(states, "squeue", ["--all", "--only-job-state", "--json"]),
             nodes,
+            self._list_pending(spool, started) if list_now else asyncio.sleep(0),
             return_exceptions=True,
         )
         if states_error is None:
             if nodes_error is not None:
                 raise nodes_error
+            if listing_error is not None:
+                raise listing_error  # not Slurm's answer (those _list_pending takes)
+            if self._states_only is None:
+                # The first poll: the listing that later ones are compared with.
+                await self._list_pending(spool, started)
             self._states_only = True
             return states
         # squeue's error first: it names the controller outage, as a full poll's does.
@@ -365,6 +405,20 @@ class SlurmPoller:
         log.info("squeue --only-job-state failed, reading every record: %s", states_error)
         self._states_only = False
         return None
+
+    async def _list_pending(self, spool: Path, started: float) -> None:
+        """The pending jobs' settings (scheduler/pending_changes.py). If squeue fails only
+        here, the poll goes on: such changes then wait for the next full read."""
+        path = spool / "pending.txt"
+        try:
+            await self._run_into(path, "squeue", PENDING_LISTING)
+            listing = await asyncio.to_thread(path.read_bytes)
+        except SlurmCommandError as error:
+            log.warning("listing pending jobs failed; their changes wait: %s", error)
+            return
+        # Hashing 100,000 lines holds the interpreter for a while: on a thread, the loop
+        # still gets its turns.
+        await asyncio.to_thread(self._pending.listed, started, listing)
 
     async def _run_into(self, path: Path, command: str, args: list[str]) -> None:
         # Truncating last poll's output on the loop froze it for 300 ms at 100,000 jobs (the

@@ -37,12 +37,16 @@ class _Polls:
     def __init__(self, clock: _FakeClock) -> None:
         self.clock = clock
         self.cost = 0.0
+        self.interval: float | None = None
 
     async def poll_jobs(self) -> bool:
         self.clock.now += self.cost
         return True
 
     poll_caps = poll = poll_jobs
+
+    def set_interval(self, seconds: float) -> None:
+        self.interval = seconds
 
     async def close(self) -> None:
         return None
@@ -74,6 +78,7 @@ async def test_the_schedule_stretches_the_slurm_poll_and_says_so(
         await slurm.work()
         assert slurm.progress.interval == 25.0
         assert ("slurm", 25.0) in intervals
+        assert polls.interval == 25.0  # the poller plans its pending listings on it
         assert "over 25% of the poll interval: polling every 25 s" in caplog.text
 
         polls.cost = 0.5

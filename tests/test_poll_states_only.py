@@ -41,9 +41,20 @@ SQUEUE = """
 import json, os, sys, time
 from pathlib import Path
 here = Path(sys.argv[0]).parent
+document = json.loads((here / "squeue.json").read_text())
+if any(a.startswith("--Format=") for a in sys.argv):
+    # The pending jobs' settings (scheduler/pending_changes.py), one "|"-ended field each;
+    # logged apart from the JSON reads.
+    with open(here / "listings.log", "a") as log:
+        log.write(" ".join(sys.argv[1:]) + "\\n")
+    for j in document["jobs"]:
+        if j["job_state"] == ["PENDING"]:
+            fields = [j["job_id"], j["array_task_string"], j["partition"], j["account"]]
+            fields += [j["time_limit"]["number"], j["tres_per_node"], j["name"]]
+            print("|".join(str(f) for f in fields) + "|")
+    sys.exit(0)
 with open(here / "calls.log", "a") as log:
     log.write(" ".join(sys.argv[1:]) + "\\n")
-document = json.loads((here / "squeue.json").read_text())
 jobs = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--jobs=")]
 if jobs and (here / "down").exists():
     sys.exit("slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
@@ -376,9 +387,11 @@ async def test_a_squeue_without_only_job_state_gets_full_polls(tmp_path: Path) -
         writer.close()
     expected = parse_squeue(decode_slurm_json((FIXTURES / "squeue.json").read_bytes())).records
     assert len(snapshot.jobs) == len(expected)
-    # Asked once (refused, and not logged as a call), then never again: full reads only.
+    # Asked once (refused, and not logged as a call), then never again: full reads only,
+    # with no listing of pending jobs' settings (every poll reads every record already).
     calls = (bin_dir / "calls.log").read_text().splitlines()
     assert calls == ["--all --json", "--all --json"]
+    assert not (bin_dir / "listings.log").exists()
 
 
 def test_odd_states_listings_are_read_as_the_plain_one_is(tmp_path: Path) -> None:

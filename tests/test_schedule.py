@@ -25,6 +25,9 @@ class _HangingPolls:
 
     poll_jobs = poll_caps = poll = _hang
 
+    def set_interval(self, seconds: float) -> None:
+        return None
+
     async def close(self) -> None:
         self.closed = True
 
