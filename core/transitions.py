@@ -43,6 +43,9 @@ def merge_observations(live: Iterable[Job], accounted: Iterable[Job]) -> dict[in
             # before the controller's details arrive; the next poll re-reads it complete.
             continue
         seen = merged.get(job.job_id)
+        if seen is not None and job.earlier_run is not None and seen.restarts == job.restarts:
+            # Only sacct lists the runs before the live one: how the last one was stopped.
+            seen = merged[job.job_id] = replace(seen, earlier_run=job.earlier_run)
         if seen is None:
             # Requeued runs appear in sacct as PREEMPTED although the job lives on in squeue;
             # a job squeue no longer lists has only sacct's word.
