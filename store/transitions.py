@@ -65,9 +65,7 @@ def last_job_record(db: sqlite_utils.Database, job_id: int) -> Job | None:
     return decode_job(row[0]) if row else None
 
 
-def last_array_task_record(
-    db: sqlite_utils.Database, array_job_id: int, task: str
-) -> Job | None:
+def last_array_task_record(db: sqlite_utils.Database, array_job_id: int, task: str) -> Job | None:
     """Array task `array_job_id`_`task` as its latest transition recorded it. A task's own job
     id is only known once it ran; Slurm gives it an id no lower than the array's."""
     row = db.execute(
