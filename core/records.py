@@ -191,3 +191,11 @@ class ImageDirectory:
 
     path: str
     error: str | None = None
+
+
+def stopped_run(run: Job) -> EarlierRun:
+    """A run a requeue stopped, from sacct's record of it. sacct writes a run stopped by
+    `scontrol requeue` as REQUEUED, which the parsers read as PENDING (the job went back to
+    the queue)."""
+    state = "REQUEUED" if run.state == "PENDING" else run.state
+    return EarlierRun(state, run.start_time, run.end_time)

@@ -35,7 +35,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from core.efficiency import usage_from_sacct
-from core.records import FINAL_STATES, EarlierRun, Job, Node
+from core.records import FINAL_STATES, Job, Node, stopped_run
 from core.slurm_decode import (
     DECODE_WARNINGS,
     SlurmExitCode,
@@ -940,13 +940,6 @@ def parse_sacct(data: dict[str, Any]) -> ParseResult[Job]:
     return parse_sacct_pieces([data])
 
 
-def _earlier_run(run: Job) -> EarlierRun:
-    """How the run before the latest ended. sacct writes a run stopped by `scontrol requeue`
-    as REQUEUED, which reads as PENDING here (the job went back to the queue)."""
-    state = "REQUEUED" if run.state == "PENDING" else run.state
-    return EarlierRun(state, run.start_time, run.end_time)
-
-
 def parse_sacct_pieces(pieces: Iterable[dict[str, Any]]) -> ParseResult[Job]:
     """`parse_sacct` of a document read in pieces (core/slurm_stream.py)."""
     parsed: ParseResult[Job] = ParseResult()
@@ -960,7 +953,7 @@ def parse_sacct_pieces(pieces: Iterable[dict[str, Any]]) -> ParseResult[Job]:
         if earlier_runs > job.restarts:
             job = replace(job, restarts=earlier_runs)
         if earlier_runs:
-            job = replace(job, earlier_run=_earlier_run(runs[-2]))
+            job = replace(job, earlier_run=stopped_run(runs[-2]))
         records.append(job)
     return ParseResult(records=records, warnings=parsed.warnings)
 

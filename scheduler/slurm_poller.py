@@ -59,7 +59,9 @@ log = logging.getLogger(__name__)
 
 # After a long outage, do not replay more than this much history.
 SACCT_MAX_LOOKBACK_SECONDS = 6 * 3600.0
-SACCT_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,TO"
+# RQ: the run `scontrol requeue` stopped (PR and NF are the runs preemption and node failure
+# stopped), so a requeue is told with its cause and Slurm's times for that run.
+SACCT_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,RQ,TO"
 # A digest of 100,000 jobs takes seconds; one that takes minutes is a stuck worker.
 DIGEST_TIMEOUT_SECONDS = 120.0
 # Where squeue tells states apart from records (24.05+), a job's record is fetched again
