@@ -17,17 +17,20 @@ def requeue_cause(job: Job) -> str | None:
 
 
 def refused_at_submission(transition: Transition) -> bool:
-    """sbatch refused the job, yet slurmdbd keeps a record of it (22.05: FAILED, `1:0` in
-    `sacct -X`, never on a node, start = end = submit). Its user already has sbatch's
-    reason; a "failed with exit code …" DM on top of it would be wrong."""
+    """sbatch refused the job, yet slurmdbd keeps a record of it: FAILED, `1:0` in `sacct -X`,
+    never on a node, ended the second it was submitted, never seen by squeue (22.05 gives it
+    start = end = submit, 24.11 no start). Its user already has sbatch's reason; a "failed
+    with exit code …" DM on top of it would be wrong."""
     job = transition.job
+    ended = job.end_time
     return (
         transition.from_state is None
         and job.state == "FAILED"
         and not job.restarts
         and job.nodes in ("", "None assigned")
-        and job.start_time is not None
-        and job.start_time == job.end_time == job.submit_time
+        and ended is not None
+        and ended == job.submit_time
+        and (not job.start_time or job.start_time >= ended)
     )
 
 

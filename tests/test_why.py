@@ -113,6 +113,9 @@ def test_refused_sbatch_record_gets_no_dm() -> None:
     transition = Transition(refused, None, "FAILED", 0)
     assert refused_at_submission(transition)
     assert notice_kind(transition, {"overcap"}) is None
+    # 24.11's record of it: no start (NO_VAL), exit code 1.
+    no_start = replace(refused, start_time=None, exit_code=1, exit_signal=0)
+    assert notice_kind(Transition(no_start, None, "FAILED", 0), set()) is None
     ran = replace(refused, nodes="clippy", end_time=1005)
     assert notice_kind(Transition(ran, None, "FAILED", 0), {"overcap"}) == "FAILED"
     assert notice_kind(Transition(refused, "PENDING", "FAILED", 0), set()) == "FAILED"
