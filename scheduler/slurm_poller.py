@@ -181,6 +181,11 @@ class SlurmPoller:
         if accounting_error is None:
             self._sacct_since = now
         self._backoff.succeeded()
+        if accounting_error is None and self._caps_backoff.failures:
+            # sacctmgr asks the slurmdbd that just answered sacct: the caps are current again
+            # one poll after accounting is, not when the caps back-off (up to 5 min) runs out.
+            self._caps_backoff.succeeded()
+            await self.poll_caps()
         await self._record_lab_usage(digest.usages, now)
         return True
 

@@ -492,7 +492,7 @@ def test_failing_slurm_is_flagged_with_the_age_of_the_data() -> None:
     reply = ask("gpus hoffman-lab", view, now=TAKEN_AT + 180)
     first = reply.text.splitlines()[0]
     assert first == (
-        "⚠️ The Slurm controller (slurmctld) has not answered for 2 min: "
+        "⚠️ The Slurm controller (slurmctld) has not answered for 2 min (since 13:47 UTC): "
         "jobs and GPUs are shown as of 3 min ago."
     )
     assert block_text(reply).startswith("⚠️ The Slurm controller (slurmctld) has not answered")
@@ -508,7 +508,7 @@ def test_failing_accounting_is_named_while_the_live_view_stays_unflagged() -> No
     view = make_view(replace(view.snapshot, status=status))
     text = ask("jobs", view, now=TAKEN_AT + 30).text
     assert text.splitlines()[0] == (
-        "⚠️ Slurm accounting (slurmdbd) has not answered for 2 min: "
+        "⚠️ Slurm accounting (slurmdbd) has not answered for 2 min (since 13:45 UTC): "
         "finished jobs may be reported late."
     )
     assert "controller" not in text

@@ -13,6 +13,7 @@ from core.job_notices import REQUEUED_KIND, compose_job_notice, notice_kind
 from core.notice_text import plural
 from core.records import EarlierRun, Job
 from core.slurm_json import parse_sacct
+from core.snapshot import SourceStatus
 from core.transitions import REQUEUED, Transition, merge_observations
 from handlers.commands import command_table
 from handlers.commands.why_explain import LastRequeue, explain
@@ -21,7 +22,7 @@ from handlers.router import dispatch_action_or_read
 from handlers.services import Services
 from store.codec import encode_record
 from store.writer import StoreWriter
-from tests.factories import job
+from tests.factories import job, make_view
 from tests.test_commands import NOW, ask, cluster, cluster_jobs
 
 
@@ -212,3 +213,13 @@ async def test_ended_job_is_answered_from_history(writer: StoreWriter) -> None:
 
 async def _no_runner(user: str, request: dict[str, object]) -> dict[str, object]:
     raise AssertionError("/sky why must not start the runner")
+
+
+def test_a_failure_seconds_old_says_since_when_not_for_0_s() -> None:
+    view = cluster()
+    status = dict(view.snapshot.status)
+    status["caps"] = SourceStatus("caps", NOW - 400, "sacctmgr: Unspecified error", NOW - 2)
+    view = make_view(replace(view.snapshot, status=status))
+    text = ask("why 103", view).text
+    assert "Slurm accounting (slurmdbd, asked by sacctmgr) has not answered since " in text
+    assert "for 0 s" not in text

@@ -23,7 +23,7 @@ from handlers.commands import command_table
 from handlers.identity import IdentityDirectory
 from handlers.router import dispatch_action_or_read
 from handlers.services import Services
-from tests.cluster import sbatch, squeue_json
+from tests.cluster import cluster_script, sbatch, squeue_json
 from tests.test_slurm_poller_cluster import Harness, _config
 
 pytestmark = pytest.mark.cluster
@@ -311,3 +311,53 @@ async def test_why_gives_slurms_start_estimate_and_the_place_at_the_cap(
         assert "Slurm's estimate: it starts at " in text
     else:
         assert "Slurm does not estimate a start for it." in text
+
+
+async def test_a_node_failure_requeue_is_told_as_one(harness: Harness) -> None:
+    job_id = sbatch("alice", *LAB, "-w", "baymax", "--requeue", "--gpus-per-node=2080_ti:1",
+                    "--wrap", "sleep 600")  # fmt: skip
+    await running(harness, job_id)
+    await asyncio.sleep(2)
+    node = ["scontrol", "update", "NodeName=baymax"]
+    try:
+        subprocess.run([*node, "State=DOWN", "Reason=why-node-failure-test"], check=True)
+        record = await requeue_record(harness, job_id)
+    finally:
+        subprocess.run([*node, "State=RESUME"], check=True)
+    assert record.earlier_run is not None and record.earlier_run.state == "NODE_FAIL"
+    transition = Transition(record, "RUNNING", "REQUEUED", record.restarts)
+    assert notice_kind(transition, {"overcap"}) == REQUEUED_KIND
+    notice = compose_job_notice(transition, REQUEUED_KIND, now=time.time() + 30)
+    assert "was requeued after its node failed (restart 1)" in notice.text
+    lost = stopped_run_seconds(job_id, ("NODE_FAIL",))
+    assert f"Runtime lost: {format_duration(lost)}," in notice.text
+    text = await why(harness, str(job_id))
+    assert "the last run was stopped because its node failed" in text
+
+
+async def test_caps_are_current_again_one_poll_after_accounting_answers(
+    harness: Harness,
+) -> None:
+    """Issue 26 item 12: after an accounting outage the caps waited out their own back-off
+    (up to 5 min) although sacct, through the same slurmdbd, answered again."""
+    job_id = sbatch("alice", *LAB, "--wrap", "sleep 600")
+    await running(harness, job_id)
+    assert not (await harness.cache.refresh()).snapshot.source("caps").failing
+    cluster_script("stop-accounting")
+    try:
+        harness.now += 1
+        assert await harness.poller.poll_caps() is False
+        assert await harness.poller.poll_jobs() is True
+        view = await harness.cache.refresh()
+        assert view.snapshot.source("caps").failing
+        text = await why(harness, str(job_id))
+        assert "Slurm accounting (slurmdbd, asked by sacctmgr) has not answered since " in text
+        assert "for 0 s" not in text
+    finally:
+        cluster_script("up")
+    harness.now += 1  # well inside the caps back-off
+    assert await harness.poller.poll_jobs() is True
+    view = await harness.cache.refresh()
+    assert not view.snapshot.source("accounting").failing
+    assert not view.snapshot.source("caps").failing
+    assert view.snapshot.caps

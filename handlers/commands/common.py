@@ -7,6 +7,7 @@ snapshot and the same `now` always give the same answer (which is what makes the
 from __future__ import annotations
 
 import difflib
+import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from core.job_notices import job_label as job_label
@@ -144,7 +145,7 @@ def outage_words(
     """A failing source in the words its users need: which part of Slurm is down and what
     that means for the answer. Slurm's own message ("Unspecified error") helps nobody in
     Slack; the admins have it in the log and in /readyz."""
-    since = f" for {format_duration(now - failing_since)}" if failing_since is not None else ""
+    since = _since(failing_since, now)
     if source == "slurm":
         return (
             f"The Slurm controller (slurmctld) has not answered{since}: "
@@ -157,11 +158,22 @@ def outage_words(
         )
     if source == "caps":
         return (
-            f"Slurm accounting (sacctmgr) has not answered{since}: "
+            f"Slurm accounting (slurmdbd, asked by sacctmgr) has not answered{since}: "
             f"lab GPU caps are as of {data_age}."
         )
     label = SOURCE_LABELS.get(source, source)
     return f"{label} failed{since} ({one_line(error)}): showing data from {data_age}."
+
+
+def _since(failing_since: float | None, now: float) -> str:
+    """' for 4 min (since 14:02 UTC)', or ' since 14:02:07 UTC' for a failure seconds old:
+    "for 0 s" reads as if nothing were wrong."""
+    if failing_since is None:
+        return ""
+    if now - failing_since < 60:
+        return time.strftime(" since %H:%M:%S UTC", time.gmtime(failing_since))
+    clock = time.strftime("%H:%M UTC", time.gmtime(failing_since))
+    return f" for {format_duration(now - failing_since)} (since {clock})"
 
 
 # ---------------------------------------------------------------- replies
