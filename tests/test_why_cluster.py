@@ -323,7 +323,9 @@ async def test_a_node_failure_requeue_is_told_as_one(harness: Harness) -> None:
         subprocess.run([*node, "State=DOWN", "Reason=why-node-failure-test"], check=True)
         record = await requeue_record(harness, job_id)
     finally:
-        subprocess.run([*node, "State=RESUME"], check=True)
+        # The test cluster's node registers again at once (ReturnToService); a real one
+        # would stay down. Resuming an idle node fails, harmlessly.
+        subprocess.run([*node, "State=RESUME"], capture_output=True, check=False)
     assert record.earlier_run is not None and record.earlier_run.state == "NODE_FAIL"
     transition = Transition(record, "RUNNING", "REQUEUED", record.restarts)
     assert notice_kind(transition, {"overcap"}) == REQUEUED_KIND
