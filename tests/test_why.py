@@ -223,3 +223,18 @@ def test_a_failure_seconds_old_says_since_when_not_for_0_s() -> None:
     text = ask("why 103", view).text
     assert "Slurm accounting (slurmdbd, asked by sacctmgr) has not answered since " in text
     assert "for 0 s" not in text
+
+
+def test_a_database_outage_is_not_blamed_on_slurmdbd() -> None:
+    # What sacct and sacctmgr print with MariaDB stopped (22.05, seen on the test cluster).
+    error = "sacct: error: Problem talking to the database: Unable to connect to database"
+    view = cluster()
+    status = dict(view.snapshot.status)
+    status["accounting"] = SourceStatus("accounting", NOW - 100, error, NOW - 95)
+    status["caps"] = SourceStatus("caps", NOW - 100, error, NOW - 95)
+    view = make_view(replace(view.snapshot, status=status))
+    text = ask("why 103", view).text
+    assert "The accounting database (behind slurmdbd, asked by sacctmgr) has not answered" in text
+    assert "Slurm accounting (slurmdbd" not in text
+    jobs = ask("jobs", view).text
+    assert "The accounting database (behind slurmdbd) has not answered for 1 min (since " in jobs

@@ -152,17 +152,28 @@ def outage_words(
             f"jobs and GPUs are shown as of {data_age}."
         )
     if source == "accounting":
-        return (
-            f"Slurm accounting (slurmdbd) has not answered{since}: "
-            "finished jobs may be reported late."
-        )
+        return f"{_accounting(error)} has not answered{since}: finished jobs may be reported late."
     if source == "caps":
         return (
-            f"Slurm accounting (slurmdbd, asked by sacctmgr) has not answered{since}: "
+            f"{_accounting(error, 'asked by sacctmgr')} has not answered{since}: "
             f"lab GPU caps are as of {data_age}."
         )
     label = SOURCE_LABELS.get(source, source)
     return f"{label} failed{since} ({one_line(error)}): showing data from {data_age}."
+
+
+# slurmdbd's answer when its own database is down (22.05 and 24.11); slurmdbd itself down
+# gives "Connection refused" instead.
+_DATABASE_DOWN = "Unable to connect to database"
+
+
+def _accounting(error: str, asked: str = "") -> str:
+    """Which part of Slurm accounting failed, as sacct's or sacctmgr's error says: slurmdbd,
+    or the database behind it (slurmdbd answers, the database does not)."""
+    how = f", {asked}" if asked else ""
+    if _DATABASE_DOWN in error:
+        return f"The accounting database (behind slurmdbd{how})"
+    return f"Slurm accounting (slurmdbd{how})"
 
 
 def _since(failing_since: float | None, now: float) -> str:
