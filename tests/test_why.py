@@ -238,3 +238,12 @@ def test_a_database_outage_is_not_blamed_on_slurmdbd() -> None:
     assert "Slurm accounting (slurmdbd" not in text
     jobs = ask("jobs", view).text
     assert "The accounting database (behind slurmdbd) has not answered for 1 min (since " in jobs
+
+
+def test_a_completing_job_claims_no_start() -> None:
+    # A requeue during the epilog: the record's start is the requeue's time.
+    completing = job(150, state="COMPLETING", start_time=int(NOW) - 1, nodes="clippy",
+                     gpus_by_type={"a40": 1})  # fmt: skip
+    text = ask("why 150", cluster([*cluster_jobs(), completing])).text
+    assert "is completing (its run is over; Slurm is freeing its node)" in text
+    assert "started 1 s ago" not in text

@@ -206,11 +206,15 @@ def _active(
     view: ClusterView, job: Job, who: str, now: float, requeue: LastRequeue | None
 ) -> list[str]:
     where = f" on {literal(job.nodes)}" if job.nodes else ""
-    if job.start_time is None or job.start_time > now:
+    if job.state == "COMPLETING":
+        # Its run is over and Slurm is running the epilog. A requeue in that window gives
+        # the record the requeue's time as its start: "started 1 s ago" for a 9 s run.
+        state = "is completing (its run is over; Slurm is freeing its node)"
+    elif job.start_time is None or job.start_time > now:
         state = f"is {literal(job.state.lower())}"
     elif job.state == "RUNNING":
         state = f"has been running for {format_duration(now - job.start_time)}"
-    else:  # completing, configuring, suspended
+    else:  # configuring, suspended
         started = format_duration(now - job.start_time)
         state = f"is {literal(job.state.lower())} (started {started} ago)"
     lines = [
