@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import signal
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -25,7 +23,7 @@ from handlers.commands import command_table
 from handlers.identity import IdentityDirectory
 from handlers.router import dispatch_action_or_read
 from handlers.services import Services
-from tests.cluster import cluster_script, sbatch, squeue_json
+from tests.cluster import sbatch, squeue_json
 from tests.test_slurm_poller_cluster import Harness, _config
 
 pytestmark = pytest.mark.cluster
@@ -337,69 +335,3 @@ async def test_a_node_failure_requeue_is_told_as_one(harness: Harness) -> None:
     assert f"Runtime lost: {format_duration(lost)}," in notice.text
     text = await why(harness, str(job_id))
     assert "the last run was stopped because its node failed" in text
-
-
-async def test_caps_are_current_again_one_poll_after_accounting_answers(
-    harness: Harness,
-) -> None:
-    """Issue 26 item 12: after an accounting outage the caps waited out their own back-off
-    (up to 5 min) although sacct, through the same slurmdbd, answered again."""
-    job_id = sbatch("alice", *LAB, "--wrap", "sleep 600")
-    await running(harness, job_id)
-    assert not (await harness.cache.refresh()).snapshot.source("caps").failing
-    cluster_script("stop-accounting")
-    try:
-        harness.now += 1
-        assert await harness.poller.poll_caps() is False
-        assert await harness.poller.poll_jobs() is True
-        view = await harness.cache.refresh()
-        assert view.snapshot.source("caps").failing
-        text = await why(harness, str(job_id))
-        assert "Slurm accounting (slurmdbd, asked by sacctmgr) has not answered since " in text
-        assert "for 0 s" not in text
-    finally:
-        cluster_script("up")
-    harness.now += 1  # well inside the caps back-off
-    assert await harness.poller.poll_jobs() is True
-    view = await harness.cache.refresh()
-    assert not view.snapshot.source("accounting").failing
-    assert not view.snapshot.source("caps").failing
-    assert view.snapshot.caps
-
-
-def stop_the_database() -> None:
-    """MariaDB stopped under slurmdbd, which keeps running (SIGTERM: a clean shutdown)."""
-    pid = int(Path("/run/mysqld/mysqld.pid").read_text().split()[0])
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 60
-    while Path(f"/proc/{pid}").exists():
-        if time.monotonic() > deadline:
-            raise AssertionError("MariaDB did not stop")
-        time.sleep(0.2)
-
-
-async def test_a_database_outage_is_named_and_caps_recover_one_poll_after(
-    harness: Harness,
-) -> None:
-    """Issue 26 item 12 as reported: MariaDB down, slurmdbd up."""
-    job_id = sbatch("alice", *LAB, "--wrap", "sleep 600")
-    await running(harness, job_id)
-    stop_the_database()
-    try:
-        harness.now += 1
-        assert await harness.poller.poll_caps() is False
-        text = await why(harness, str(job_id))
-        assert "The accounting database (behind slurmdbd, asked by sacctmgr) has not" in text
-        assert "slurmdbd) has not" not in text
-    finally:
-        cluster_script("up")
-    for _ in range(30):
-        harness.now += 1
-        assert await harness.poller.poll_jobs() is True
-        view = await harness.cache.refresh()
-        if not view.snapshot.source("accounting").failing:
-            break
-        await asyncio.sleep(1)
-    else:
-        raise AssertionError("sacct never answered again")
-    assert not view.snapshot.source("caps").failing, "caps current in the same poll"
