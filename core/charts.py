@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from core.chart_specs import SizeSample, UsageSample
+from core.notice_text import plural
 
 # Colours are named so tests can find the cap line in the picture.
 CAP_COLOUR = "#d62728"
@@ -176,7 +177,7 @@ def _known_caps(samples: Sequence[UsageSample]) -> list[int]:
 def _cap_label(samples: Sequence[UsageSample]) -> str:
     caps = sorted(set(_known_caps(samples)))
     if len(caps) == 1:
-        return f"cap ({caps[0]} GPUs)"
+        return f"cap ({plural(caps[0], 'GPU')})"
     return f"cap ({caps[0]} to {caps[-1]} GPUs)"
 
 

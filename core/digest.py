@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 
-from core.notice_text import format_bytes, format_signed_bytes
+from core.notice_text import format_bytes, format_signed_bytes, plural
 from core.slack_text import literal
 
 WEEK = 7 * 86400.0
@@ -75,7 +75,7 @@ def _gpu_paragraph(week: LabWeek, top_users: int) -> str:
     if week.cap:
         available = week.cap * (week.until - week.since) / 3600
         head += (
-            f" of {format_hours(available)} under the cap of {week.cap} GPUs "
+            f" of {format_hours(available)} under the cap of {plural(week.cap, 'GPU')} "
             f"({hours / available:.0%})"
         )
     by_user = _by_user(week, overcap=False)
@@ -114,7 +114,7 @@ def _overcap_line(week: LabWeek) -> str:
     )
     if preempted:
         who = ", ".join(f"{literal(u)} {n}" for u, n in sorted(week.requeues.items(), key=_biggest))
-        jobs = "1 job" if preempted == 1 else f"{preempted} jobs"
+        jobs = plural(preempted, "job")
         return f"*Overcap*: {used}; {jobs} preempted and requeued ({who})."
     return f"*Overcap*: {used}; no jobs were preempted."
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from core.blocks import Block, context, section
 from core.efficiency import EfficiencyPolicy, efficiency_lines
+from core.job_facts import refused_at_submission, requeue_cause, requeue_words, stopped_run_seconds
 from core.job_output import OutputTail, stdout_path, tail_parts
 from core.log_more import more_block
 from core.notice_text import format_duration, format_gpus
@@ -80,7 +81,12 @@ class JobNotice:
 def notice_kind(transition: Transition, preemptible: Collection[str]) -> str | None:
     """What the transition is worth telling, or None if it is not news (e.g. RUNNING)."""
     if transition.to_state == REQUEUED:
+        cause = requeue_cause(transition.job)
+        if cause is not None:
+            return PREEMPTED if cause == "PREEMPTED" else REQUEUED_KIND
         return PREEMPTED if is_preemptible(transition.job, preemptible) else REQUEUED_KIND
+    if refused_at_submission(transition):
+        return None  # sbatch already told its user why, in the terminal or in skybot's DM
     if transition.to_state in FINAL_STATES:
         return transition.to_state
     return None
@@ -176,7 +182,7 @@ def compose_job_notice(
     lines = [headline, " · ".join(facts)]
     interrupted = transition.to_state == REQUEUED
     runtime = (
-        run_seconds(job, now, run_started, requeued_at(job))
+        _lost_runtime(job, now, run_started)
         if interrupted
         else None
         if never_ran(job)
@@ -273,6 +279,15 @@ def never_ran(job: Job) -> bool:
     return job.start_time == job.end_time and job.nodes in ("", "None assigned")
 
 
+def _lost_runtime(job: Job, now: float, run_started: float | None) -> float | None:
+    """Slurm's own figure where sacct lists the stopped run (a requeue while the job ran its
+    epilog ends after the poll that saw it), else from the poll that saw it start."""
+    by_slurm = stopped_run_seconds(job)
+    if by_slurm is not None:
+        return by_slurm
+    return run_seconds(job, now, run_started, requeued_at(job))
+
+
 def requeued_at(job: Job) -> int | None:
     """When Slurm requeued the job, by its own clock: a requeue resets the submit time (seen
     on 22.05 and 24.11), so a requeued job's submit time is when its last run was stopped."""
@@ -309,9 +324,8 @@ def _what(transition: Transition, kind: str) -> str:
     if kind == PREEMPTED:
         return "was preempted: its GPUs were needed by a job with priority."
     if kind == REQUEUED_KIND:
-        return (
-            f"was requeued (restart {transition.restarts}) and will start again from the beginning."
-        )
+        again = "and will start again from the beginning."
+        return f"{requeue_words(job)} (restart {transition.restarts}) {again}"
     return f"is now {literal(transition.to_state)}."
 
 

@@ -16,6 +16,7 @@ from typing import Annotated
 
 import msgspec
 
+from core.notice_text import plural
 from core.records import Node
 from core.slack_text import literal
 from core.view import LabInfo
@@ -152,7 +153,7 @@ def parse_gpus(spec: str, nodes: Iterable[Node]) -> GpuAsk:
         raise TemplateError("skybot sees no GPUs on any node, so it cannot write a GPU job.")
     if not 1 <= count <= most:
         raise TemplateError(
-            f"{where} at most {most} GPUs: ask for 1 to {most}. "
+            f"{where} at most {plural(most, 'GPU')}: ask for 1 to {most}. "
             "This template is for one node; more GPUs need a multi-node job."
         )
     return GpuAsk(gpu_type, count)
@@ -245,7 +246,7 @@ def _describe(ask: JobAsk, res: _Resources) -> str:
     if gpus.gpu_type:
         kind = f"{gpus.count} x {gpus.gpu_type}"
     else:
-        kind = f"{gpus.count} GPU{'s' if gpus.count > 1 else ''} of any type"
+        kind = f"{plural(gpus.count, 'GPU')} of any type"
     where = "overcap (preemptible)" if ask.overcap else res.partition
     return f"{ask.user} in {ask.lab.name}, {kind} on {where}"
 

@@ -27,6 +27,12 @@ def format_duration(seconds: float) -> str:
     return f"{days} d {rest} h" if rest else f"{days} d"
 
 
+def plural(count: int, noun: str, many: str = "") -> str:
+    """'1 GPU', '2 GPUs', '0 GPUs', '1 time': the one place a count meets its noun, so no
+    message reads "1 GPUs". `many` is the plural where adding an s is wrong."""
+    return f"{count} {noun if count == 1 else (many or noun + 's')}"
+
+
 def format_bytes(count: int) -> str:
     """Binary units with df -h's letters ('8.7T', '127G'), as the cluster's users know them."""
     value = float(max(0, count))

@@ -40,6 +40,17 @@ class JobUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class EarlierRun:
+    """How a requeued job's previous run ended, as sacct --duplicates records that run: its
+    state tells who requeued it (PREEMPTED: a job with priority; NODE_FAIL: its node; REQUEUED:
+    `scontrol requeue` by an admin or its owner), and its times are Slurm's own."""
+
+    state: str
+    start_time: int | None = None
+    end_time: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Job:
     """One Slurm job (or one array task) as the scheduler reports it."""
 
@@ -71,6 +82,8 @@ class Job:
     usage: JobUsage | None = None
     # The job's --comment; skybot puts "skybot:<tag>" there to find its own submissions.
     comment: str = ""
+    # The run before this one, when sacct still lists it (see EarlierRun).
+    earlier_run: EarlierRun | None = None
 
     @property
     def gpus(self) -> int:
@@ -178,3 +191,11 @@ class ImageDirectory:
 
     path: str
     error: str | None = None
+
+
+def stopped_run(run: Job) -> EarlierRun:
+    """A run a requeue stopped, from sacct's record of it. sacct writes a run stopped by
+    `scontrol requeue` as REQUEUED, which the parsers read as PENDING (the job went back to
+    the queue)."""
+    state = "REQUEUED" if run.state == "PENDING" else run.state
+    return EarlierRun(state, run.start_time, run.end_time)

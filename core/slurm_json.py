@@ -35,7 +35,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from core.efficiency import usage_from_sacct
-from core.records import FINAL_STATES, Job, Node
+from core.records import FINAL_STATES, Job, Node, stopped_run
 from core.slurm_decode import (
     DECODE_WARNINGS,
     SlurmExitCode,
@@ -984,6 +984,8 @@ def parse_sacct_pieces(pieces: Iterable[dict[str, Any]]) -> ParseResult[Job]:
         earlier_runs = len(runs) - 1
         if earlier_runs > job.restarts:
             job = replace(job, restarts=earlier_runs)
+        if earlier_runs:
+            job = replace(job, earlier_run=stopped_run(runs[-2]))
         records.append(job)
     return ParseResult(records=records, warnings=parsed.warnings)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from core.records import FINAL_STATES, Job
+from core.records import FINAL_STATES, EarlierRun, Job, stopped_run
 
 REQUEUED = "REQUEUED"
 
@@ -49,6 +49,14 @@ def merge_observations(
                 left_out.append(job)
             continue
         seen = merged.get(job.job_id)
+        earlier = _run_before(seen, job) if seen is not None else None
+        if seen is not None and earlier is not None:
+            # Only sacct lists the runs before the live one: how the last one was stopped.
+            seen = merged[job.job_id] = replace(seen, earlier_run=earlier)
+        if seen is None and job.state == "PENDING":
+            # A run `scontrol requeue` stopped, of a job squeue does not list (yet): squeue
+            # is the word on jobs in the queue.
+            continue
         if seen is None:
             # Requeued runs appear in sacct as PREEMPTED although the job lives on in squeue;
             # a job squeue no longer lists has only sacct's word.
@@ -63,6 +71,20 @@ def merge_observations(
                 seen = replace(seen, usage=job.usage)
             merged[job.job_id] = seen
     return merged
+
+
+def _run_before(live: Job, accounted: Job) -> EarlierRun | None:
+    """The run before squeue's, as sacct lists it. Right after a requeue sacct may not list
+    the new run yet: its latest record is then the stopped run itself (ended, one restart
+    behind squeue)."""
+    if not live.restarts:
+        return None
+    if accounted.restarts == live.restarts:
+        return accounted.earlier_run
+    stopped = accounted.state in FINAL_STATES or accounted.state == "PENDING"
+    if accounted.restarts == live.restarts - 1 and accounted.end_time and stopped:
+        return stopped_run(accounted)
+    return None
 
 
 def with_known_restarts(

@@ -75,7 +75,9 @@ _DBD_QUEUE = re.compile(rb"^\s*DBD Agent queue size:\s*(\d+)\s*$", re.M)
 # by then exist, so a far end costs nothing, and a clock stepped back (or behind slurmdbd's)
 # by up to this much still sees the jobs that end now.
 SACCT_END_MARGIN_SECONDS = 24 * 3600.0
-SACCT_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,TO"
+# RQ: the run `scontrol requeue` stopped (PR and NF are the runs preemption and node failure
+# stopped), so a requeue is told with its cause and Slurm's times for that run.
+SACCT_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,RQ,TO"
 # A digest of 100,000 jobs takes seconds; one that takes minutes is a stuck worker.
 DIGEST_TIMEOUT_SECONDS = 120.0
 # Where squeue tells states apart from records (24.05+), a job's record is fetched again
@@ -230,6 +232,11 @@ class SlurmPoller:
             self._sacct_since = now
         self._note_dbd_queue(dbd_empty_at, sacct_read=accounting_error is None)
         self._backoff.succeeded()
+        if accounting_error is None and self._caps_backoff.failures:
+            # sacctmgr asks the slurmdbd that just answered sacct: the caps are current again
+            # one poll after accounting is, not when the caps back-off (up to 5 min) runs out.
+            self._caps_backoff.succeeded()
+            await self.poll_caps()
         await self._record_lab_usage(digest.usages, now)
         return True
 

@@ -11,7 +11,7 @@ from collections.abc import Collection
 import sqlite_utils
 
 from core.records import Job
-from core.transitions import Transition
+from core.transitions import REQUEUED, Transition
 from store.alerts import load_cursor
 from store.codec import decode_job
 
@@ -63,3 +63,26 @@ def last_job_record(db: sqlite_utils.Database, job_id: int) -> Job | None:
         "SELECT record FROM job_transitions WHERE job_id = ? ORDER BY id DESC LIMIT 1", [job_id]
     ).fetchone()
     return decode_job(row[0]) if row else None
+
+
+def last_array_task_record(db: sqlite_utils.Database, array_job_id: int, task: str) -> Job | None:
+    """Array task `array_job_id`_`task` as its latest transition recorded it. A task's own job
+    id is only known once it ran; Slurm gives it an id no lower than the array's."""
+    row = db.execute(
+        "SELECT record FROM job_transitions WHERE job_id >= ? "
+        "AND json_extract(record, '$.array_job_id') = ? "
+        "AND json_extract(record, '$.array_task') = ? ORDER BY id DESC LIMIT 1",
+        [array_job_id, array_job_id, task],
+    ).fetchone()
+    return decode_job(row[0]) if row else None
+
+
+def last_requeue(db: sqlite_utils.Database, job_id: int) -> tuple[Job, float] | None:
+    """The job as its latest requeue was recorded, and when skybot saw it: the record names
+    the stopped run's state and Slurm's times for it when sacct listed that run."""
+    row = db.execute(
+        "SELECT record, at FROM job_transitions WHERE job_id = ? AND to_state = ? "
+        "ORDER BY id DESC LIMIT 1",
+        [job_id, REQUEUED],
+    ).fetchone()
+    return (decode_job(row[0]), float(row[1])) if row else None

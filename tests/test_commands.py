@@ -404,14 +404,15 @@ def test_why_resources_shows_headroom_and_slurms_start_estimate() -> None:
     text = ask("why 106").text
     assert "waiting for resources" in text
     assert "`kira-lab`: 0/8 GPUs in use (8 free under the cap)." in text
-    assert "Slurm's current estimate: it starts in about 2 h 5 min." in text
+    assert "Slurm's estimate: it starts at " in text
+    assert "UTC, in about 2 h 5 min (when running jobs reach their time limits" in text
 
 
 @pytest.mark.parametrize(
     ("reason", "restarts", "expected"),
     [
         ("Priority", 0, "higher priority are queued ahead of it"),
-        ("BeginTime", 3, "It was preempted and requeued 3 times; Slurm holds requeued jobs"),
+        ("BeginTime", 3, "It has been requeued 3 times.\nSlurm holds a requeued job briefly"),
         ("BeginTime", 0, "begin time (`--begin`)"),
         ("Dependency", 0, "waits for the jobs it depends on"),
         ("DependencyNeverSatisfied", 0, "will never start. Cancel it with `scancel 120`"),
@@ -448,7 +449,8 @@ def test_why_running_job() -> None:
 
 def test_why_finished_job() -> None:
     text = ask("why 107").text
-    assert "has finished: it failed 5 min ago (`FAILED`, exit code 1)." in text
+    assert "has ended: it failed 5 min ago, at " in text
+    assert "UTC (`FAILED`, exit code 1)." in text
     assert "`/srv/hoffman-lab/flash9/alice/out.log`" in text
 
 
@@ -460,15 +462,15 @@ def test_why_array_tasks() -> None:
     view = cluster(jobs)
     assert "Job `300_1`" in ask("why 300_1", view).text
     assert "Job `300_[2-9:2%1]`" in ask("why 300_4", view).text
-    assert "I don't see job 300_5" in ask("why 300_5", view).text
+    assert "I don't see job `300_5`" in ask("why 300_5", view).text
     summary = ask("why 299", cluster([replace(j, array_job_id=299) for j in jobs])).text
     assert "Job 299 is a job array (1 pending, 1 running)" in summary
 
 
 def test_why_unknown_job() -> None:
     assert ask("why 999").text.startswith(
-        "I don't see job 999 — it may have finished more than a few minutes ago or never "
-        "existed; try `/sky jobs`."
+        "I don't see job `999`: skybot has no record of it among Slurm's current jobs. "
+        "Check the id with `/sky jobs`."
     )
 
 
@@ -494,7 +496,7 @@ def test_failing_slurm_is_flagged_with_the_age_of_the_data() -> None:
     reply = ask("gpus hoffman-lab", view, now=TAKEN_AT + 180)
     first = reply.text.splitlines()[0]
     assert first == (
-        "⚠️ The Slurm controller (slurmctld) has not answered for 2 min: "
+        "⚠️ The Slurm controller (slurmctld) has not answered for 2 min (since 13:47 UTC): "
         "jobs and GPUs are shown as of 3 min ago."
     )
     assert block_text(reply).startswith("⚠️ The Slurm controller (slurmctld) has not answered")
@@ -510,7 +512,7 @@ def test_failing_accounting_is_named_while_the_live_view_stays_unflagged() -> No
     view = make_view(replace(view.snapshot, status=status))
     text = ask("jobs", view, now=TAKEN_AT + 30).text
     assert text.splitlines()[0] == (
-        "⚠️ Slurm accounting (slurmdbd) has not answered for 2 min: "
+        "⚠️ Slurm accounting (slurmdbd) has not answered for 2 min (since 13:45 UTC): "
         "finished jobs may be reported late."
     )
     assert "controller" not in text

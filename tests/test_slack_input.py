@@ -113,7 +113,7 @@ async def sky(tmp_path: Path) -> AsyncIterator:
 
 async def test_jobs_of_a_mentioned_user_over_slack(sky) -> None:  # type: ignore[no-untyped-def]
     answer = await sky("jobs <@UBOB|bob>")
-    assert "\n*`bob`*: 1 running (1 GPUs)" in "\n" + answer and "bobs-run" in answer
+    assert "\n*`bob`*: 1 running (1 GPU)" in "\n" + answer and "bobs-run" in answer
     assert "alices-run" not in answer
 
 

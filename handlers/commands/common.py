@@ -7,6 +7,7 @@ snapshot and the same `now` always give the same answer (which is what makes the
 from __future__ import annotations
 
 import difflib
+import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from core.job_notices import job_label as job_label
@@ -16,6 +17,7 @@ from core.job_notices import shown_label
 from core.notice_text import format_bytes as format_bytes
 from core.notice_text import format_duration as format_duration
 from core.notice_text import format_gpus as format_gpus
+from core.notice_text import plural as plural
 from core.records import Job
 from core.slack_text import literal as literal
 from core.user_names import cluster_user_name
@@ -147,24 +149,46 @@ def outage_words(
     """A failing source in the words its users need: which part of Slurm is down and what
     that means for the answer. Slurm's own message ("Unspecified error") helps nobody in
     Slack; the admins have it in the log and in /readyz."""
-    since = f" for {format_duration(now - failing_since)}" if failing_since is not None else ""
+    since = _since(failing_since, now)
     if source == "slurm":
         return (
             f"The Slurm controller (slurmctld) has not answered{since}: "
             f"jobs and GPUs are shown as of {data_age}."
         )
     if source == "accounting":
-        return (
-            f"Slurm accounting (slurmdbd) has not answered{since}: "
-            "finished jobs may be reported late."
-        )
+        return f"{_accounting(error)} has not answered{since}: finished jobs may be reported late."
     if source == "caps":
         return (
-            f"Slurm accounting (sacctmgr) has not answered{since}: "
+            f"{_accounting(error, 'asked by sacctmgr')} has not answered{since}: "
             f"lab GPU caps are as of {data_age}."
         )
     label = SOURCE_LABELS.get(source, source)
     return f"{label} failed{since} ({one_line(error)}): showing data from {data_age}."
+
+
+# slurmdbd's answer when its own database is down (22.05 and 24.11); slurmdbd itself down
+# gives "Connection refused" instead.
+_DATABASE_DOWN = "Unable to connect to database"
+
+
+def _accounting(error: str, asked: str = "") -> str:
+    """Which part of Slurm accounting failed, as sacct's or sacctmgr's error says: slurmdbd,
+    or the database behind it (slurmdbd answers, the database does not)."""
+    how = f", {asked}" if asked else ""
+    if _DATABASE_DOWN in error:
+        return f"The accounting database (behind slurmdbd{how})"
+    return f"Slurm accounting (slurmdbd{how})"
+
+
+def _since(failing_since: float | None, now: float) -> str:
+    """' for 4 min (since 14:02 UTC)', or ' since 14:02:07 UTC' for a failure seconds old:
+    "for 0 s" reads as if nothing were wrong."""
+    if failing_since is None:
+        return ""
+    if now - failing_since < 60:
+        return time.strftime(" since %H:%M:%S UTC", time.gmtime(failing_since))
+    clock = time.strftime("%H:%M UTC", time.gmtime(failing_since))
+    return f" for {format_duration(now - failing_since)} (since {clock})"
 
 
 # ---------------------------------------------------------------- replies

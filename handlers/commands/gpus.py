@@ -16,6 +16,7 @@ from handlers.commands.common import (
     lab_names,
     literal,
     overcap_flags,
+    plural,
     require_data,
 )
 from handlers.reply import Reply
@@ -60,10 +61,10 @@ def cap_phrase(view: ClusterView, usage: LabUsage) -> str:
     """'4/4 GPUs in use (at cap)', '3/8 GPUs in use (5 free under the cap)', …"""
     if usage.cap is None:
         if view.snapshot.source("caps").taken_at is None:
-            return f"{usage.gpus_used} GPUs in use (cap not known yet)"
-        return f"{usage.gpus_used} GPUs in use (no GPU cap)"
+            return f"{plural(usage.gpus_used, 'GPU')} in use (cap not known yet)"
+        return f"{plural(usage.gpus_used, 'GPU')} in use (no GPU cap)"
     state = "at cap" if usage.at_cap else f"{usage.headroom} free under the cap"
-    return f"{usage.gpus_used}/{usage.cap} GPUs in use ({state})"
+    return f"{usage.gpus_used}/{plural(usage.cap, 'GPU')} in use ({state})"
 
 
 def lab_lines(view: ClusterView, lab: LabInfo, usage: LabUsage) -> list[str]:
@@ -79,13 +80,12 @@ def _lab_lines(view: ClusterView, lab: LabInfo, usage: LabUsage) -> list[str]:
         lines.append(f"• by GPU type: {format_counts(usage.by_type)}")
     if usage.overcap_by_user:
         lines.append(
-            f"• also on overcap (preemptible): {usage.overcap_gpus} GPUs — "
+            f"• also on overcap (preemptible): {plural(usage.overcap_gpus, 'GPU')} — "
             f"{_top_users(usage.overcap_by_user)}"
         )
     waiting = usage.pending_at_cap
     if waiting:
-        noun = "job" if len(waiting) == 1 else "jobs"
-        lines.append(f"• {len(waiting)} {noun} waiting at the cap:")
+        lines.append(f"• {plural(len(waiting), 'job')} waiting at the cap:")
         # Only the lines shown are formatted: a lab can have thousands of jobs waiting.
         lines += [_waiting_line(j) for j in waiting[:MAX_PENDING_SHOWN]]
         if len(waiting) > MAX_PENDING_SHOWN:

@@ -19,6 +19,7 @@ from handlers.commands.common import (
     known_users,
     literal,
     not_linked,
+    plural,
     require_data,
 )
 from handlers.commands.reasons import reason_code, short_reason
@@ -60,7 +61,7 @@ def jobs_lines(user: str, jobs: list[Job], now: float) -> list[str]:
     pending = sum(j.state == "PENDING" for j in jobs)
     running = len(jobs) - pending
     gpus = sum(j.gpus for j in jobs if j.state != "PENDING")
-    head = f"*{literal(user)}*: {running} running ({gpus} GPUs), {pending} pending"
+    head = f"*{literal(user)}*: {running} running ({plural(gpus, 'GPU')}), {pending} pending"
     return [head, *bounded([job_line(j, now) for j in jobs])]
 
 

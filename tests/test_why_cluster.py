@@ -1,0 +1,337 @@
+"""`/sky why` against the real cluster: every command it tells a user to type is run as that
+user and Slurm must accept it; requeues by an admin and by preemption are told apart with
+Slurm's own times; a job Slurm has forgotten is answered from skybot's history; a pending job
+gets Slurm's own start estimate and its place at the lab's cap."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.job_notices import REQUEUED_KIND, compose_job_notice, notice_kind
+from core.notice_text import format_duration
+from core.transitions import Transition
+from handlers.commands import command_table
+from handlers.identity import IdentityDirectory
+from handlers.router import dispatch_action_or_read
+from handlers.services import Services
+from tests.cluster import sbatch, squeue_json
+from tests.test_slurm_poller_cluster import Harness, _config
+
+pytestmark = pytest.mark.cluster
+
+LAB = ("-A", "hoffman-lab", "-p", "hoffman-lab", "--chdir=/tmp", "-o", "/dev/null")
+SHELL_COMMANDS = ("scontrol", "scancel", "sbatch")
+
+
+@pytest.fixture
+async def harness(tmp_path: Path, clean_queue: None) -> AsyncIterator[Harness]:
+    h = Harness(_config(tmp_path))
+    yield h
+    h.close()
+
+
+async def _no_runner(user: str, request: dict[str, Any]) -> dict[str, Any]:
+    raise AssertionError("/sky why must not start the runner")
+
+
+async def why(harness: Harness, question: str, user: str = "alice") -> str:
+    """`/sky why QUESTION` as `user` asks it in Slack, after a fresh poll."""
+    view = await harness.poll()
+    config = harness.config
+    services = Services(
+        config,
+        IdentityDirectory(config.identity, harness.writer),
+        _no_runner,
+        writer=harness.writer,
+        view=lambda: view,
+    )
+    reply = await dispatch_action_or_read(
+        command_table(),
+        view,
+        services,
+        f"why {question}",
+        team_id="T1",
+        user_id="U1",
+        cluster_user=user,
+        now=time.time(),
+    )
+    return reply.text
+
+
+def suggested(text: str) -> list[str]:
+    """Every shell command the answer tells its reader to type (in code spans)."""
+    return [c for c in re.findall(r"`([^`\n]+)`", text) if c.split()[0] in SHELL_COMMANDS]
+
+
+def run_as(user: str, command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["runuser", "-u", user, "--", *command.split()],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd="/tmp",
+    )
+
+
+def held_tasks(job_id: int) -> dict[str, str]:
+    """Each task (or the job) of `job_id` that squeue lists, with its reason, one per line."""
+    out = subprocess.run(
+        ["squeue", "-h", "-r", "-j", str(job_id), "-o", "%i %r"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
+    return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+
+
+def reason_of(job_id: int) -> str | None:
+    for job in squeue_json()["jobs"]:
+        if job["job_id"] == job_id or job.get("array_job_id") == job_id:
+            return str(job["state_reason"])
+    return None
+
+
+async def until(check: Any, what: str, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = await asyncio.to_thread(check)
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.5)
+
+
+async def ask_and_run(harness: Harness, question: str, verb: str) -> str:
+    """Ask, check the answer suggests exactly one `verb` command, run it as alice."""
+    text = await why(harness, question)
+    commands = [c for c in suggested(text) if c.startswith(verb)]
+    assert len(commands) == 1, text
+    result = await asyncio.to_thread(run_as, "alice", commands[0])
+    assert result.returncode == 0, f"{commands[0]!r} refused by Slurm: {result.stderr}"
+    return commands[0]
+
+
+async def test_every_command_why_suggests_is_accepted_by_slurm(harness: Harness) -> None:
+    plain = sbatch("alice", *LAB, "-H", "--wrap", "sleep 600")
+    array = sbatch("alice", *LAB, "-H", "--array=0-20%2", "--wrap", "sleep 600")
+    tasks = sbatch("alice", *LAB, "-H", "--array=1,3,5-9%1", "--wrap", "sleep 600")
+    failing = sbatch("alice", *LAB, "--wrap", "false")
+    after = f"--dependency=afterok:{failing}"
+    dep_plain = sbatch("alice", *LAB, after, "--wrap", "sleep 600")
+    dep_array = sbatch("alice", *LAB, after, "--array=0-5%2", "--wrap", "sleep 600")
+    await until(
+        lambda: (
+            reason_of(dep_array) == "DependencyNeverSatisfied"
+            and reason_of(dep_plain) == "DependencyNeverSatisfied"
+        ),
+        "the dependent jobs to see their dependency fail",
+    )
+
+    await ask_and_run(harness, str(plain), "scontrol release")
+    await until(lambda: reason_of(plain) != "JobHeldUser", "the plain job's release")
+    # One task of a held array: that task only.
+    assert await ask_and_run(harness, f"{tasks}_5", "scontrol release") == (
+        f"scontrol release {tasks}_5"
+    )
+    await until(lambda: held_tasks(tasks).get(f"{tasks}_5") not in (None, "JobHeldUser"), "5")
+    assert held_tasks(tasks)[f"{tasks}_7"] == "JobHeldUser"
+    # The whole held array, as squeue lists it: `{array}_0-20%2` is what Slurm refuses.
+    await ask_and_run(harness, str(array), "scontrol release")
+    await until(
+        lambda: held_tasks(array) and "JobHeldUser" not in held_tasks(array).values(),
+        "every task of the array to be released",
+    )
+    await ask_and_run(harness, f"{dep_array}_3", "scancel")
+    await until(lambda: f"{dep_array}_3" not in held_tasks(dep_array), "task 3 to be cancelled")
+    assert f"{dep_array}_4" in held_tasks(dep_array)
+    await ask_and_run(harness, str(dep_array), "scancel")
+    await ask_and_run(harness, str(dep_plain), "scancel")
+    await until(
+        lambda: not held_tasks(dep_array) and not held_tasks(dep_plain), "the cancels to land"
+    )
+
+
+async def test_the_overcap_options_why_suggests_are_accepted_by_sbatch(harness: Harness) -> None:
+    # hoffman-lab's 4 GPUs on xaea-12; clippy's a40s stay idle for overcap.
+    sbatch("alice", *LAB, "--gpus-per-node=rtx_6000:4", "--wrap", "sleep 600")
+    waiting = sbatch("alice", *LAB, "--gpus-per-node=a40:2", "--wrap", "sleep 600")
+    await until(lambda: reason_of(waiting) == "AssocGrpGRES", "the job to wait at the cap")
+    text = await why(harness, str(waiting))
+    flags = re.search(r"Resubmit with `([^`]+)`", text)
+    assert flags is not None, text
+    test_only = f"sbatch --test-only {flags[1]} --gpus-per-node=a40:2 --wrap true"
+    result = await asyncio.to_thread(run_as, "alice", test_only)
+    assert result.returncode == 0, result.stderr
+
+
+def sacct_runs(job_id: int) -> list[dict[str, Any]]:
+    out = subprocess.run(
+        ["sacct", "--json", "--duplicates", "-j", str(job_id)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    return list(json.loads(out)["jobs"])
+
+
+def stopped_run_seconds(job_id: int, states: tuple[str, ...]) -> int:
+    """The stopped run's length by sacct: end - start of the run in one of `states`."""
+    for run in sacct_runs(job_id):
+        state = run["state"]["current"]
+        words = state if isinstance(state, list) else [state]
+        if any(w in states for w in words):
+            return int(_number(run["time"]["end"]) - _number(run["time"]["start"]))
+    raise AssertionError(f"sacct lists no {states} run of job {job_id}")
+
+
+def _number(value: Any) -> int:
+    return int(value["number"] if isinstance(value, dict) else value)
+
+
+async def requeue_record(harness: Harness, job_id: int) -> Any:
+    for _ in range(60):
+        await harness.poll()
+        found = [j for i, s, _, j in await harness.transitions() if i == job_id and s == "REQUEUED"]
+        if found:
+            return found[-1]
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"no requeue of job {job_id} recorded")
+
+
+async def running(harness: Harness, job_id: int) -> None:
+    for _ in range(60):
+        view = await harness.poll()
+        if (job := view.jobs_by_id.get(job_id)) and job.state == "RUNNING":
+            return
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"job {job_id} never ran")
+
+
+async def test_an_admins_requeue_is_not_called_a_preemption(harness: Harness) -> None:
+    job_id = sbatch("alice", *LAB, "--gpus-per-node=a40:1", "--wrap", "sleep 600")
+    await running(harness, job_id)
+    await asyncio.sleep(3)  # a run of a few seconds, so its length is not 0 by chance
+    subprocess.run(["scontrol", "requeue", str(job_id)], check=True, timeout=30)
+    record = await requeue_record(harness, job_id)
+    transition = Transition(record, "RUNNING", "REQUEUED", record.restarts)
+    assert notice_kind(transition, {"overcap"}) == REQUEUED_KIND
+    notice = compose_job_notice(transition, REQUEUED_KIND, now=time.time() + 30)
+    lost = stopped_run_seconds(job_id, ("REQUEUED",))
+    assert lost >= 3
+    assert f"Runtime lost: {format_duration(lost)}," in notice.text
+    assert "requeued with `scontrol requeue`" in notice.text and "preempt" not in notice.text
+    text = await why(harness, str(job_id))
+    assert "It has been requeued 1 time; the last run was requeued with `scontrol requeue`" in text
+    assert f"after running {format_duration(lost)}." in text
+    assert "preempted" not in text
+
+
+async def test_a_preemption_is_told_as_one_with_slurms_times(harness: Harness) -> None:
+    overcap = sbatch("dave", "-p", "overcap", "-A", "overcap", "-w", "baymax", "-o", "/dev/null",
+                     "--chdir=/tmp", "--gpus-per-node=4", "--wrap", "sleep 600")  # fmt: skip
+    await running(harness, overcap)
+    await asyncio.sleep(2)
+    sbatch("carol", "-p", "kira-lab", "-A", "kira-lab", "-w", "baymax", "-o", "/dev/null",
+           "--chdir=/tmp", "--gpus-per-node=2080_ti:2", "--wrap", "sleep 600")  # fmt: skip
+    record = await requeue_record(harness, overcap)
+    assert record.earlier_run is not None and record.earlier_run.state == "PREEMPTED"
+    transition = Transition(record, "RUNNING", "REQUEUED", record.restarts)
+    assert notice_kind(transition, {"overcap"}) == "PREEMPTED"
+    notice = compose_job_notice(transition, "PREEMPTED", now=time.time() + 30)
+    lost = stopped_run_seconds(overcap, ("PREEMPTED",))
+    assert f"Runtime lost: {format_duration(lost)}," in notice.text
+    text = await why(harness, str(overcap), user="dave")
+    assert "the last run was preempted: a job with priority needed its GPUs" in text
+
+
+async def test_why_answers_for_a_job_slurm_no_longer_lists(harness: Harness) -> None:
+    job_id = sbatch("alice", "-A", "hoffman-lab", "-p", "hoffman-lab", "--chdir=/tmp",
+                    "-o", "/tmp/why-ended-%j.out", "--wrap", "sleep 2; exit 3")  # fmt: skip
+    for _ in range(120):
+        view = await harness.poll()
+        recorded = [s for i, s, _, _ in await harness.transitions() if i == job_id]
+        if "FAILED" in recorded and job_id not in view.jobs_by_id:
+            break
+        await asyncio.sleep(0.5)
+    else:
+        raise AssertionError("the job's end was not recorded, or squeue still lists it")
+    text = await why(harness, str(job_id))
+    assert f"Job `{job_id}` (`wrap`, `alice`) has ended: it failed " in text
+    assert "(`FAILED`, exit code 3)." in text
+    assert f"Its output: `/tmp/why-ended-{job_id}.out`" in text
+    assert "Slurm itself no longer lists the job" in text
+    Path(f"/tmp/why-ended-{job_id}.out").unlink(missing_ok=True)
+
+
+def squeue_start(job_id: int) -> int:
+    for job in squeue_json()["jobs"]:
+        if job["job_id"] == job_id:
+            return _number(job["start_time"])
+    return 0
+
+
+async def test_why_gives_slurms_start_estimate_and_the_place_at_the_cap(
+    harness: Harness,
+) -> None:
+    # carol holds clippy's four a40s for at most 10 min; alice's a40:4 waits for them, and
+    # backfill plans its start at the end of carol's time limit.
+    kira = ("-p", "kira-lab", "-A", "kira-lab", "-w", "clippy", "--chdir=/tmp", "-o", "/dev/null")
+    sbatch("carol", *kira, "--time=10", "--gpus-per-node=a40:4", "--wrap", "sleep 600")
+    behind = sbatch("alice", *LAB, "--time=5", "--gpus-per-node=a40:4", "--wrap", "sleep 60")
+    await until(lambda: squeue_start(behind) > time.time() + 60, "a backfill estimate")
+    text = await why(harness, str(behind))
+    start = squeue_start(behind)
+    said = re.search(r"Slurm's estimate: it starts at [^,]+, in about (\d+) min", text)
+    assert said is not None, text
+    assert abs(int(said[1]) * 60 - (start - time.time())) < 90, (text, start)
+
+    # bob fills hoffman-lab's cap: two more of alice's jobs wait on it.
+    sbatch("bob", *LAB, "--gpus-per-node=rtx_6000:4", "--wrap", "sleep 600")
+    first = sbatch("alice", *LAB, "--gpus-per-node=2080_ti:1", "--wrap", "sleep 60")
+    second = sbatch("alice", *LAB, "--gpus-per-node=2080_ti:1", "--wrap", "sleep 60")
+    await until(lambda: reason_of(second) == "AssocGrpGRES", "the jobs to wait at the cap")
+    await until(lambda: reason_of(first) == "AssocGrpGRES", "the jobs to wait at the cap")
+    text = await why(harness, str(second))
+    place = re.search(r"It is number (\d+) of the (\d+) jobs waiting at `hoffman-lab`'s cap", text)
+    assert place is not None, text
+    assert int(place[1]) > 1 and int(place[1]) == int(place[2])  # submitted last
+    estimate = squeue_start(second)
+    if estimate > time.time():
+        assert "Slurm's estimate: it starts at " in text
+    else:
+        assert "Slurm does not estimate a start for it." in text
+
+
+async def test_a_node_failure_requeue_is_told_as_one(harness: Harness) -> None:
+    job_id = sbatch("alice", *LAB, "-w", "baymax", "--requeue", "--gpus-per-node=2080_ti:1",
+                    "--wrap", "sleep 600")  # fmt: skip
+    await running(harness, job_id)
+    await asyncio.sleep(2)
+    node = ["scontrol", "update", "NodeName=baymax"]
+    try:
+        subprocess.run([*node, "State=DOWN", "Reason=why-node-failure-test"], check=True)
+        record = await requeue_record(harness, job_id)
+    finally:
+        # The test cluster's node registers again at once (ReturnToService); a real one
+        # would stay down. Resuming an idle node fails, harmlessly.
+        subprocess.run([*node, "State=RESUME"], capture_output=True, check=False)
+    assert record.earlier_run is not None and record.earlier_run.state == "NODE_FAIL"
+    transition = Transition(record, "RUNNING", "REQUEUED", record.restarts)
+    assert notice_kind(transition, {"overcap"}) == REQUEUED_KIND
+    notice = compose_job_notice(transition, REQUEUED_KIND, now=time.time() + 30)
+    assert "was requeued after its node failed (restart 1)" in notice.text
+    lost = stopped_run_seconds(job_id, ("NODE_FAIL",))
+    assert f"Runtime lost: {format_duration(lost)}," in notice.text
+    text = await why(harness, str(job_id))
+    assert "the last run was stopped because its node failed" in text
