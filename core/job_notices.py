@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from core.blocks import Block, context, section
 from core.efficiency import EfficiencyPolicy, efficiency_lines
+from core.het_jobs import components_line
 from core.job_output import OutputTail, stdout_path, tail_parts
 from core.log_more import more_block
 from core.notice_text import format_duration, format_gpus
@@ -174,6 +175,8 @@ def compose_job_notice(
         f"GPUs {format_gpus(job.gpus_by_type)}" if job.gpus_by_type else "no GPUs",
     ]
     lines = [headline, " · ".join(facts)]
+    if job.het_components:
+        lines.append(components_line(job))
     interrupted = transition.to_state == REQUEUED
     runtime = (
         run_seconds(job, now, run_started, requeued_at(job))

@@ -40,6 +40,20 @@ class JobUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class HetComponent:
+    """One component (`1234+1`) of a heterogeneous job, as its own Slurm record has it."""
+
+    offset: int
+    job_id: int
+    state: str
+    partition: str = ""
+    gpus_by_type: dict[str, int] = field(default_factory=dict)
+    nodes: str = ""
+    exit_code: int | None = None
+    exit_signal: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Job:
     """One Slurm job (or one array task) as the scheduler reports it."""
 
@@ -71,6 +85,15 @@ class Job:
     usage: JobUsage | None = None
     # The job's --comment; skybot puts "skybot:<tag>" there to find its own submissions.
     comment: str = ""
+    # The host name Slurm puts for %N in output paths (core/job_output.py): squeue's
+    # batch_host (a NodeName), which the poll replaces with that node's NodeHostname.
+    output_host: str = ""
+    # A heterogeneous job's id (its first component's) and this record's place in it. Slurm
+    # lists each component as a job of its own id; core/het_jobs.py folds them into one
+    # record of the het job's id, whose `het_components` lists them in offset order.
+    het_job_id: int | None = None
+    het_offset: int | None = None
+    het_components: tuple[HetComponent, ...] = ()
 
     @property
     def gpus(self) -> int:
@@ -99,6 +122,8 @@ class Node:
     gpus_used: dict[str, int] = field(default_factory=dict)
     cpus: int = 0
     cpus_allocated: int = 0
+    # NodeHostname: the name slurmd runs under, which it writes for %N in output paths.
+    hostname: str = ""
 
     @property
     def gpus_idle(self) -> dict[str, int]:

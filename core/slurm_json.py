@@ -687,6 +687,15 @@ def _comment(fields: _Fields) -> str:
     return fields.text("comment")
 
 
+def _het_fields(het_job_id: int | None, f: _Fields, offset_key: str) -> dict[str, int]:
+    """het_job_id and het_offset of a het job's component; nothing for other jobs (Slurm
+    writes het job id 0 for them, and an unset offset)."""
+    if not het_job_id:
+        return {}
+    offset = f.u32(offset_key)
+    return {"het_job_id": het_job_id, "het_offset": offset if offset is not None else 0}
+
+
 def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Job | None:
     f = _Fields(raw, label, warnings)
     job_id = f.u32("job_id")
@@ -728,6 +737,8 @@ def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Jo
         work_dir=sys.intern(f.text("current_working_directory")),
         std_err=f.text("standard_error"),
         comment=_comment(f),
+        output_host=sys.intern(f.text("batch_host")),
+        **_het_fields(f.u32("het_job_id"), f, "het_job_offset"),
     )
 
 
@@ -760,6 +771,20 @@ def _sacct_user(f: _Fields) -> str:
     return f.sub("association").text("user")
 
 
+_HOST_PATTERN = re.compile(r"%\d*N")
+
+
+def _sacct_output_path(f: _Fields, key: str) -> str:
+    """24.11+'s sacct gives the pattern ("stdout") and slurmdbd's filling of it
+    ("stdout_expanded"). slurmdbd fills %N with the first node's NodeName, where slurmd
+    wrote its host name (seen on 24.11: `het-1-xaea-12.out` for the real `het-1-slurm2411.out`),
+    so a pattern with %N is kept for skybot to fill (core/job_output.py)."""
+    pattern = f.text(key)
+    if _HOST_PATTERN.search(pattern) and "\\" not in pattern:
+        return pattern
+    return f.text(f"{key}_expanded") or pattern
+
+
 def _job_from_sacct(raw: dict[str, Any], label: str, warnings: list[str]) -> Job | None:
     f = _Fields(raw, label, warnings)
     job_id = f.u32("job_id")
@@ -789,12 +814,12 @@ def _job_from_sacct(raw: dict[str, Any], label: str, warnings: list[str]) -> Job
         restarts=f.u32("restart_cnt") or 0,  # newer sacct only; see parse_sacct
         exit_code=exit_code,
         exit_signal=exit_signal,
-        # 24.11+ only; "stdout" may hold %j patterns, "stdout_expanded" has them filled in.
-        std_out=f.text("stdout_expanded") or f.text("stdout"),
+        std_out=_sacct_output_path(f, "stdout"),
         work_dir=f.text("working_directory"),
-        std_err=f.text("stderr_expanded") or f.text("stderr"),
+        std_err=_sacct_output_path(f, "stderr"),
         comment=_comment(f),
         usage=usage_from_sacct(raw) if state in FINAL_STATES else None,
+        **_het_fields(f.sub("het").u32("job_id"), f.sub("het"), "job_offset"),
     )
 
 
@@ -992,6 +1017,7 @@ def _node_from_nodes_entry(raw: dict[str, Any], label: str, warnings: list[str])
         gpus_used=_gpus_from_spec_field(f, "gres_used"),
         cpus=f.u32("cpus") or 0,
         cpus_allocated=f.u32("alloc_cpus") or 0,
+        hostname=f.text("hostname"),
     )
 
 

@@ -48,13 +48,17 @@ def merge_observations(live: Iterable[Job], accounted: Iterable[Job]) -> dict[in
             # a job squeue no longer lists has only sacct's word.
             merged[job.job_id] = job
         elif job.is_final and seen.state == "COMPLETING":
-            merged[job.job_id] = job
+            # What sacct leaves empty (22.05: the output path; the batch host) is squeue's.
+            merged[job.job_id] = with_gaps_filled(job, seen)
         elif job.is_final and seen.is_final:
-            # squeue keeps an ended job for MinJobAge; sacct adds its exit code and usage.
+            # squeue keeps an ended job for MinJobAge; sacct adds its exit code and usage,
+            # and the GPUs it held where squeue's record of the ended job names none.
             if seen.exit_code is None:
                 seen = replace(seen, exit_code=job.exit_code, exit_signal=job.exit_signal)
             if seen.usage is None and job.usage is not None:
                 seen = replace(seen, usage=job.usage)
+            if not seen.gpus_by_type and job.gpus_by_type:
+                seen = replace(seen, gpus_by_type=dict(job.gpus_by_type))
             merged[job.job_id] = seen
     return merged
 
@@ -166,6 +170,7 @@ _FILLABLE = (
     "start_time",
     "array_job_id",
     "array_task",
+    "output_host",
 )
 
 

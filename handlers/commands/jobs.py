@@ -66,8 +66,9 @@ def jobs_lines(user: str, jobs: list[Job], now: float) -> list[str]:
 
 def job_line(job: Job, now: float) -> str:
     name = literal(job.name, 40)
+    parts = f" ({len(job.het_components)} components)" if job.het_components else ""
     return (
-        f"{literal(job_label(job))} {name} · {literal(job.partition)} · "
+        f"{literal(job_label(job))}{parts} {name} · {literal(job.partition)} · "
         f"{format_gpus(job.gpus_by_type)} · {_status(job, now)}"
     )
 

@@ -6,6 +6,7 @@ import re
 from collections import defaultdict
 from dataclasses import replace
 
+from core.het_jobs import components_line
 from core.overcap_move import offers_move_to_overcap, overcap_nodes_that_fit
 from core.records import Job
 from core.view import ClusterView, LabInfo
@@ -31,7 +32,8 @@ from handlers.router import Command, CommandRequest, UsageError
 USAGE = "why JOBID"
 # Job ids as squeue prints them: 123, 123_4 (array task); a leading # is forgiven. Twelve
 # digits at most keeps int() cheap and far from its 4,300-digit limit.
-_JOB_ID = re.compile(r"#?([0-9]{1,12})(?:_([0-9]{1,9}))?")
+# A het job's component (123+1) is asked about as the job it is part of.
+_JOB_ID = re.compile(r"#?([0-9]{1,12})(?:_([0-9]{1,9})|\+[0-9]{1,6})?")
 _TASK_RANGE = re.compile(r"([0-9]{1,9})(?:-([0-9]{1,9}))?(?::([0-9]{1,9}))?")
 _FINAL_WORDS = {
     "COMPLETED": "completed",
@@ -63,6 +65,8 @@ def run(request: CommandRequest, view: ClusterView) -> Reply:
     job = _find(view, job_id, task)
     if job is not None:
         lines = explain(view, job, request.now)
+        if job.het_components:
+            lines.append(components_line(job))
         # The button only in the owner's own (private) answer.
         offer = not request.here and offers_move_to_overcap(view, job, request.cluster_user)
         if offer:
@@ -86,7 +90,12 @@ def run(request: CommandRequest, view: ClusterView) -> Reply:
 
 def _find(view: ClusterView, job_id: int, task: str | None) -> Job | None:
     if task is None:
-        return view.jobs_by_id.get(job_id)
+        job = view.jobs_by_id.get(job_id)
+        # A het job's later components have job ids of their own, kept in its record.
+        return job or next(
+            (j for j in view.snapshot.jobs if any(c.job_id == job_id for c in j.het_components)),
+            None,
+        )
     in_array = [j for j in view.snapshot.jobs if j.array_job_id == job_id]
     exact = next((j for j in in_array if j.array_task == task), None)
     # Tasks that have not started yet share one record whose task is a range like "[5-9%2]".
