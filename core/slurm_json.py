@@ -687,13 +687,14 @@ def _comment(fields: _Fields) -> str:
     return fields.text("comment")
 
 
-def _het_fields(het_job_id: int | None, f: _Fields, offset_key: str) -> dict[str, int]:
-    """het_job_id and het_offset of a het job's component; nothing for other jobs (Slurm
+def _het_fields(f: _Fields, id_key: str, offset_key: str) -> tuple[int | None, int | None]:
+    """(het job id, offset) of a het job's component; (None, None) for other jobs (Slurm
     writes het job id 0 for them, and an unset offset)."""
+    het_job_id = f.u32(id_key)
     if not het_job_id:
-        return {}
+        return None, None
     offset = f.u32(offset_key)
-    return {"het_job_id": het_job_id, "het_offset": offset if offset is not None else 0}
+    return het_job_id, offset if offset is not None else 0
 
 
 def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Job | None:
@@ -712,6 +713,7 @@ def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Jo
         f, "array_job_id", "array_task_id", "array_task_string"
     )
     exit_code, exit_signal = _exit_info(f.get("exit_code"), state, f)
+    het_job_id, het_offset = _het_fields(f, "het_job_id", "het_job_offset")
     return Job(
         job_id=job_id,
         name=f.text("name"),
@@ -738,7 +740,8 @@ def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Jo
         std_err=f.text("standard_error"),
         comment=_comment(f),
         output_host=sys.intern(f.text("batch_host")),
-        **_het_fields(f.u32("het_job_id"), f, "het_job_offset"),
+        het_job_id=het_job_id,
+        het_offset=het_offset,
     )
 
 
@@ -794,6 +797,7 @@ def _job_from_sacct(raw: dict[str, Any], label: str, warnings: list[str]) -> Job
     state = _sacct_state(f)
     array_job_id, array_task = _array_fields(f.sub("array"), "job_id", "task_id", "task")
     exit_code, exit_signal = _exit_info(f.get("exit_code"), state, f)
+    het_job_id, het_offset = _het_fields(f.sub("het"), "job_id", "job_offset")
     time = f.sub("time")
     return Job(
         job_id=job_id,
@@ -819,7 +823,8 @@ def _job_from_sacct(raw: dict[str, Any], label: str, warnings: list[str]) -> Job
         std_err=_sacct_output_path(f, "stderr"),
         comment=_comment(f),
         usage=usage_from_sacct(raw) if state in FINAL_STATES else None,
-        **_het_fields(f.sub("het").u32("job_id"), f.sub("het"), "job_offset"),
+        het_job_id=het_job_id,
+        het_offset=het_offset,
     )
 
 
