@@ -52,6 +52,11 @@ def het_job(het_id: int, records: Sequence[Job]) -> Job:
     ordered = sorted(records, key=lambda job: (job.het_offset or 0, job.job_id))
     leader = next((job for job in ordered if job.job_id == het_id), ordered[0])
     teller = _telling_component(leader, ordered)
+    # While a component still completes, the exit code of those that ended is kept: 22.05's
+    # sacct cannot give it (SUCCESS/0 for `exit 3`), and the ended job's merge needs it.
+    exit_from = teller
+    if teller.exit_code is None and teller.exit_signal is None:
+        exit_from = next((job for job in (leader, *ordered) if job.exit_code is not None), teller)
     gpus: dict[str, int] = {}
     for job in ordered:
         for gpu_type, count in job.gpus_by_type.items():
@@ -69,8 +74,8 @@ def het_job(het_id: int, records: Sequence[Job]) -> Job:
         start_time=min(starts) if starts and teller.state != "PENDING" else leader.start_time,
         end_time=max(ends) if ends and teller.is_final else leader.end_time,
         restarts=max(job.restarts for job in ordered),
-        exit_code=teller.exit_code,
-        exit_signal=teller.exit_signal,
+        exit_code=exit_from.exit_code,
+        exit_signal=exit_from.exit_signal,
         het_job_id=het_id,
         het_offset=None,
         het_components=tuple(_component(job) for job in ordered),

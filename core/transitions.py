@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from core.records import FINAL_STATES, Job
+from core.records import FINAL_STATES, HetComponent, Job
 
 REQUEUED = "REQUEUED"
 
@@ -154,7 +154,24 @@ def with_gaps_filled(job: Job, seen: Job) -> Job:
     }
     if job.exit_code is None and seen.exit_code is not None:
         gaps["exit_code"], gaps["exit_signal"] = seen.exit_code, seen.exit_signal
+    if job.het_components and seen.het_components:
+        components = _components_filled(job.het_components, seen.het_components)
+        if components != job.het_components:
+            gaps["het_components"] = components
     return replace(job, **gaps) if gaps else job
+
+
+def _components_filled(
+    components: tuple[HetComponent, ...], seen: tuple[HetComponent, ...]
+) -> tuple[HetComponent, ...]:
+    """A het job's components with the exit codes another record of them knew."""
+    known = {c.offset: c for c in seen if c.exit_code is not None}
+    return tuple(
+        replace(c, exit_code=known[c.offset].exit_code, exit_signal=known[c.offset].exit_signal)
+        if c.exit_code is None and c.offset in known
+        else c
+        for c in components
+    )
 
 
 # The fields an end record may lack that squeue's last record of the job can supply.

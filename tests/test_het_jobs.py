@@ -20,6 +20,7 @@ from core.job_notices import decide_job_notice
 from core.records import Job
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
+from core.transitions import merge_observations
 from core.view import ClusterView
 from handlers.actions import cancel_buttons, find_job
 from handlers.commands import command_table
@@ -186,3 +187,19 @@ def test_sacct_reads_the_het_fields_of_both_generations() -> None:
             (het_id, het_id, 0),
             (other_id, het_id, 1),
         ]
+
+
+def test_an_exit_code_seen_while_a_component_completes_is_kept() -> None:
+    """Seen on 22.05: the script's component ended (FAILED, exit 3 in squeue) while the other
+    still completed; sacct then said FAILED with SUCCESS/0 for both (no exit code)."""
+    leader = Job(1, "x", "alice", "a", "p", "FAILED", het_job_id=1, het_offset=0, exit_code=3)
+    other = Job(2, "x", "alice", "a", "p", "COMPLETING", het_job_id=1, het_offset=1)
+    (listed,) = fold_het_jobs([leader, other])
+    assert listed.state == "COMPLETING"
+    ended = [
+        Job(1, "x", "alice", "a", "p", "FAILED", het_job_id=1, het_offset=0),
+        Job(2, "x", "alice", "a", "p", "FAILED", het_job_id=1, het_offset=1),
+    ]
+    merged = merge_observations([listed], fold_het_jobs(ended))[1]
+    assert (merged.state, merged.exit_code) == ("FAILED", 3)
+    assert [c.exit_code for c in merged.het_components] == [3, None]
