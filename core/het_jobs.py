@@ -61,6 +61,10 @@ def het_job(het_id: int, records: Sequence[Job]) -> Job:
     for job in ordered:
         for gpu_type, count in job.gpus_by_type.items():
             gpus[gpu_type] = gpus.get(gpu_type, 0) + count
+    shards: dict[str, int] = {}
+    for job in ordered:
+        for gpu_type, count in job.shards_by_type.items():
+            shards[gpu_type] = shards.get(gpu_type, 0) + count
     nodes = list(dict.fromkeys(job.nodes for job in ordered if job.nodes))
     starts = [job.start_time for job in ordered if job.start_time]
     ends = [job.end_time for job in ordered if job.end_time]
@@ -70,6 +74,7 @@ def het_job(het_id: int, records: Sequence[Job]) -> Job:
         state=teller.state,
         reason=leader.reason or teller.reason,
         gpus_by_type=gpus,
+        shards_by_type=shards,
         nodes=",".join(nodes),
         start_time=min(starts) if starts and teller.state != "PENDING" else leader.start_time,
         end_time=max(ends) if ends and teller.is_final else leader.end_time,

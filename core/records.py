@@ -94,6 +94,8 @@ class Job:
     het_job_id: int | None = None
     het_offset: int | None = None
     het_components: tuple[HetComponent, ...] = ()
+    # GPU shards (gres/shard: parts of a GPU, core/gres_shares.py) by GPU type, the same way.
+    shards_by_type: dict[str, int] = field(default_factory=dict)
 
     @property
     def gpus(self) -> int:
@@ -124,12 +126,17 @@ class Node:
     cpus_allocated: int = 0
     # NodeHostname: the name slurmd runs under, which it writes for %N in output paths.
     hostname: str = ""
+    # GPUs not given out whole but holding shards (or MPS shares) of jobs: not idle.
+    gpus_shared: dict[str, int] = field(default_factory=dict)
 
     @property
     def gpus_idle(self) -> dict[str, int]:
         if not self.schedulable:
             return {t: 0 for t in self.gpus_total}
-        return {t: max(0, n - self.gpus_used.get(t, 0)) for t, n in self.gpus_total.items()}
+        return {
+            t: max(0, n - self.gpus_used.get(t, 0) - self.gpus_shared.get(t, 0))
+            for t, n in self.gpus_total.items()
+        }
 
     @property
     def schedulable(self) -> bool:

@@ -35,6 +35,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from core.efficiency import usage_from_sacct
+from core.gres_shares import partly_used_gpus, shards_in_tres_list, shared_entries, shares_by_type
 from core.records import FINAL_STATES, Job, Node
 from core.slurm_decode import (
     DECODE_WARNINGS,
@@ -697,6 +698,35 @@ def _het_fields(f: _Fields, id_key: str, offset_key: str) -> tuple[int | None, i
     return het_job_id, offset if offset is not None else 0
 
 
+def _shards_in(value: object, factor: int = 1) -> dict[str, int]:
+    """Shards by type in a GRES/TRES string or a list of them (gres_detail), times `factor`;
+    a field of another type says nothing (the GPU parse warns about it)."""
+    specs = value if isinstance(value, list) else [value]
+    shards = shares_by_type(
+        entry for spec in specs if isinstance(spec, str) for entry in shared_entries(spec)
+    )
+    return {t: n * factor for t, n in shards.items()}
+
+
+def _squeue_shards(f: _Fields, state: str) -> dict[str, int]:
+    """GPU shards a job holds (once started) or asks for, read as its GPUs are."""
+    if state != "PENDING":
+        alloc = _shards_in(f.get("tres_alloc_str"))
+        detail = _shards_in(f.get("gres_detail"))
+        # TRES name a type only where typed TRES are tracked; gres_detail always does.
+        if set(alloc) == {""} and sum(detail.values()) == alloc[""]:
+            return detail
+        if alloc or detail:
+            return alloc or detail
+    nodes, tasks = f.u32("node_count") or 1, f.u32("tasks") or 1
+    return (
+        _shards_in(f.get("tres_per_job"))
+        or _shards_in(f.get("tres_per_node"), nodes)
+        or _shards_in(f.get("tres_per_task"), tasks)
+        or _shards_in(f.get("tres_req_str"))
+    )
+
+
 def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Job | None:
     f = _Fields(raw, label, warnings)
     job_id = f.u32("job_id")
@@ -742,6 +772,7 @@ def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Jo
         output_host=sys.intern(f.text("batch_host")),
         het_job_id=het_job_id,
         het_offset=het_offset,
+        shards_by_type=_squeue_shards(f, state),
     )
 
 
@@ -765,6 +796,15 @@ def _sacct_gpus(f: _Fields, state: str) -> dict[str, int]:
         return requested
     allocated = _gpus_from_tres_field(tres, "allocated")
     return allocated if allocated is not None else requested
+
+
+def _sacct_shards(f: _Fields, state: str) -> dict[str, int]:
+    tres = f.sub("tres")
+    if state != "PENDING":
+        held = shards_in_tres_list(tres.get("allocated"))
+        if held:
+            return held
+    return shards_in_tres_list(tres.get("requested"))
 
 
 def _sacct_user(f: _Fields) -> str:
@@ -825,6 +865,7 @@ def _job_from_sacct(raw: dict[str, Any], label: str, warnings: list[str]) -> Job
         usage=usage_from_sacct(raw) if state in FINAL_STATES else None,
         het_job_id=het_job_id,
         het_offset=het_offset,
+        shards_by_type=_sacct_shards(f, state),
     )
 
 
@@ -1006,6 +1047,14 @@ def _node_state_text(state: object, flags: object, fields: _Fields) -> str:
     return "+".join(words) or "UNKNOWN"
 
 
+def _gpus_shared(
+    gres: object, gres_used: object, gpus_total: dict[str, int], gpus_used: dict[str, int]
+) -> dict[str, int]:
+    if not isinstance(gres_used, str) or not isinstance(gres, str):
+        return {}
+    return partly_used_gpus(gres, gres_used, gpus_total, gpus_used)
+
+
 def _node_from_nodes_entry(raw: dict[str, Any], label: str, warnings: list[str]) -> Node | None:
     """One node of `{"nodes": [...]}` (sinfo 22.05, scontrol show nodes --json later)."""
     f = _Fields(raw, label, warnings)
@@ -1014,12 +1063,15 @@ def _node_from_nodes_entry(raw: dict[str, Any], label: str, warnings: list[str])
         warnings.append(f"{label} skipped: missing name")
         return None
     f.label = f"node {name}"
+    gpus_total = _gpus_from_spec_field(f, "gres")
+    gpus_used = _gpus_from_spec_field(f, "gres_used")
     return Node(
         name=name,
         state=_node_state_text(f.get("state"), f.get("state_flags"), f),
         partitions=tuple(f.strings("partitions")),
-        gpus_total=_gpus_from_spec_field(f, "gres"),
-        gpus_used=_gpus_from_spec_field(f, "gres_used"),
+        gpus_total=gpus_total,
+        gpus_used=gpus_used,
+        gpus_shared=_gpus_shared(f.get("gres"), f.get("gres_used"), gpus_total, gpus_used),
         cpus=f.u32("cpus") or 0,
         cpus_allocated=f.u32("alloc_cpus") or 0,
         hostname=f.text("hostname"),
@@ -1066,6 +1118,7 @@ def _nodes_from_sinfo_entry(raw: dict[str, Any], label: str, warnings: list[str]
     gres = f.sub("gres")
     gpus_total = _gpus_from_spec_field(gres, "total")
     gpus_used = _gpus_from_spec_field(gres, "used")
+    gpus_shared = _gpus_shared(gres.get("total"), gres.get("used"), gpus_total, gpus_used)
     count = len(names)
     cpus_field = f.sub("cpus")
     cpus = cpus_field.u32("total") or 0
@@ -1080,6 +1133,7 @@ def _nodes_from_sinfo_entry(raw: dict[str, Any], label: str, warnings: list[str]
             partitions=(partition_name,) if partition_name else (),
             gpus_total=dict(gpus_total),
             gpus_used=dict(gpus_used),
+            gpus_shared=dict(gpus_shared),
             cpus=cpus,
             cpus_allocated=allocated,
         )

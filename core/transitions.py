@@ -59,6 +59,8 @@ def merge_observations(live: Iterable[Job], accounted: Iterable[Job]) -> dict[in
                 seen = replace(seen, usage=job.usage)
             if not seen.gpus_by_type and job.gpus_by_type:
                 seen = replace(seen, gpus_by_type=dict(job.gpus_by_type))
+            if not seen.shards_by_type and job.shards_by_type:
+                seen = replace(seen, shards_by_type=dict(job.shards_by_type))
             merged[job.job_id] = seen
     return merged
 

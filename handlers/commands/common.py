@@ -15,6 +15,7 @@ from core.job_notices import job_label as job_label
 from core.notice_text import format_bytes as format_bytes
 from core.notice_text import format_duration as format_duration
 from core.notice_text import format_gpus as format_gpus
+from core.notice_text import format_job_gpus as format_job_gpus
 from core.slack_text import literal as literal
 from core.user_names import cluster_user_name
 from core.view import ClusterView, LabInfo

@@ -14,7 +14,7 @@ from handlers.commands.common import (
     check_user_name,
     did_you_mean,
     format_duration,
-    format_gpus,
+    format_job_gpus,
     job_label,
     known_users,
     literal,
@@ -69,7 +69,7 @@ def job_line(job: Job, now: float) -> str:
     parts = f" ({len(job.het_components)} components)" if job.het_components else ""
     return (
         f"{literal(job_label(job))}{parts} {name} · {literal(job.partition)} · "
-        f"{format_gpus(job.gpus_by_type)} · {_status(job, now)}"
+        f"{format_job_gpus(job.gpus_by_type, job.shards_by_type)} · {_status(job, now)}"
     )
 
 

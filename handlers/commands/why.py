@@ -14,7 +14,7 @@ from handlers.commands.common import (
     answer,
     format_counts,
     format_duration,
-    format_gpus,
+    format_job_gpus,
     gpu_type_name,
     job_label,
     lab_for_account,
@@ -141,7 +141,7 @@ def _pending(view: ClusterView, job: Job, who: str, now: float) -> list[str]:
     lab = lab_for_account(view, job.account)
     lines = [
         f"{who} is pending in {literal(job.partition)} (account {literal(job.account)}), "
-        f"asking for {format_gpus(job.gpus_by_type)}."
+        f"asking for {format_job_gpus(job.gpus_by_type, job.shards_by_type)}."
     ]
     if code == "BeginTime" and job.restarts:
         lines.append(
@@ -220,9 +220,8 @@ def _active(view: ClusterView, job: Job, who: str, now: float) -> list[str]:
         state = (
             f"is {literal(job.state.lower())} (started {format_duration(now - job.start_time)} ago)"
         )
-    lines = [
-        f"{who} {state}{where}, using {format_gpus(job.gpus_by_type)} in {literal(job.partition)}."
-    ]
+    using = format_job_gpus(job.gpus_by_type, job.shards_by_type)
+    lines = [f"{who} {state}{where}, using {using} in {literal(job.partition)}."]
     if job.start_time and job.time_limit_minutes:
         left = job.start_time + job.time_limit_minutes * 60 - now
         limit = format_duration(job.time_limit_minutes * 60)
