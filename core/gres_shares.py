@@ -103,6 +103,13 @@ def shards_in_tres_list(tres: object) -> dict[str, int]:
     """Shards by type in a TRES list (sacct): `{"type": "gres", "name": "shard:a40", ...}`."""
     if not isinstance(tres, list):
         return {}
+    for item in tres:
+        if type(item) is dict and item.get("type") == "gres":
+            name = item.get("name")
+            if type(name) is str and name.startswith("shard"):
+                break
+    else:
+        return {}  # the common case: a list of cpu, mem, node, billing and GPUs
     entries = []
     for item in tres:
         if not isinstance(item, dict) or item.get("type") != "gres":

@@ -100,15 +100,28 @@ def host_names(nodes: Iterable[Node]) -> dict[str, str]:
     return {node.name: node.hostname for node in nodes if node.hostname not in ("", node.name)}
 
 
+_HOST_PATTERN = re.compile(r"%\d*N")
+
+
 def with_host_names(jobs: Iterable[Job], names: Mapping[str, str]) -> list[Job]:
-    """`jobs` with `output_host` the host name slurmd fills %N with (`host_names`)."""
+    """`jobs` with `output_host` the host name slurmd fills %N with (`host_names`), for the
+    jobs whose output paths use %N (a copy of every running job costs a poll of 100,000
+    jobs most of a second)."""
     if not names:
         return list(jobs)
     resolved = []
     for job in jobs:
-        name = names.get(output_host(job)) if job.nodes or job.output_host else None
+        name = None
+        if (job.nodes or job.output_host) and _uses_host(job):
+            name = names.get(output_host(job))
         resolved.append(job if name is None else replace(job, output_host=name))
     return resolved
+
+
+def _uses_host(job: Job) -> bool:
+    return ("%" in job.std_out and _HOST_PATTERN.search(job.std_out) is not None) or (
+        "%" in job.std_err and _HOST_PATTERN.search(job.std_err) is not None
+    )
 
 
 def default_output_pattern(job: Job) -> str:

@@ -691,6 +691,9 @@ def _comment(fields: _Fields) -> str:
 def _het_fields(f: _Fields, id_key: str, offset_key: str) -> tuple[int | None, int | None]:
     """(het job id, offset) of a het job's component; (None, None) for other jobs (Slurm
     writes het job id 0 for them, and an unset offset)."""
+    raw_id = f.raw.get(id_key)
+    if not raw_id or (type(raw_id) is SlurmNumber and raw_id.number == 0):
+        return None, None  # nearly every job: no het job (checked without a number parse)
     het_job_id = f.u32(id_key)
     if not het_job_id:
         return None, None
@@ -708,8 +711,24 @@ def _shards_in(value: object, factor: int = 1) -> dict[str, int]:
     return {t: n * factor for t, n in shards.items()}
 
 
+_SHARD_FIELDS = ("tres_per_node", "tres_req_str", "tres_alloc_str", "tres_per_job", "tres_per_task")
+
+
+def _names_shards(raw: dict[str, Any]) -> bool:
+    """Whether any field a job's shards are read from names one: almost no job does, and
+    reading them all costs a 100,000-job poll a second (benchmarks/parse_and_store.py)."""
+    for key in _SHARD_FIELDS:
+        value = raw.get(key)
+        if type(value) is str and "shard" in value:
+            return True
+    detail = raw.get("gres_detail")
+    return isinstance(detail, list) and any(type(d) is str and "shard" in d for d in detail)
+
+
 def _squeue_shards(f: _Fields, state: str) -> dict[str, int]:
     """GPU shards a job holds (once started) or asks for, read as its GPUs are."""
+    if not _names_shards(f.raw):
+        return {}
     if state != "PENDING":
         alloc = _shards_in(f.get("tres_alloc_str"))
         detail = _shards_in(f.get("gres_detail"))
@@ -800,11 +819,7 @@ def _sacct_gpus(f: _Fields, state: str) -> dict[str, int]:
 
 def _sacct_shards(f: _Fields, state: str) -> dict[str, int]:
     tres = f.sub("tres")
-    if state != "PENDING":
-        held = shards_in_tres_list(tres.get("allocated"))
-        if held:
-            return held
-    return shards_in_tres_list(tres.get("requested"))
+    return shards_in_tres_list(tres.get("requested" if state == "PENDING" else "allocated"))
 
 
 def _sacct_user(f: _Fields) -> str:
@@ -823,7 +838,7 @@ def _sacct_output_path(f: _Fields, key: str) -> str:
     wrote its host name (seen on 24.11: `het-1-xaea-12.out` for the real `het-1-slurm2411.out`),
     so a pattern with %N is kept for skybot to fill (core/job_output.py)."""
     pattern = f.text(key)
-    if _HOST_PATTERN.search(pattern) and "\\" not in pattern:
+    if "%" in pattern and _HOST_PATTERN.search(pattern) and "\\" not in pattern:
         return pattern
     return f.text(f"{key}_expanded") or pattern
 
