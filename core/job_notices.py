@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 
 from core.blocks import Block, context, section
 from core.efficiency import EfficiencyPolicy, efficiency_lines
+from core.het_jobs import components_line
 from core.job_facts import refused_at_submission, requeue_cause, requeue_words, stopped_run_seconds
 from core.job_output import OutputTail, stdout_path, tail_parts
 from core.log_more import more_block
-from core.notice_text import format_duration, format_gpus
+from core.notice_text import format_duration, format_job_gpus
 from core.records import FINAL_STATES, Job
 from core.slack_text import literal
 from core.transitions import REQUEUED, Transition
@@ -177,9 +178,13 @@ def compose_job_notice(
     )
     facts = [
         f"Partition {literal(job.partition)}",
-        f"GPUs {format_gpus(job.gpus_by_type)}" if job.gpus_by_type else "no GPUs",
+        f"GPUs {format_job_gpus(job.gpus_by_type, job.shards_by_type)}"
+        if job.gpus_by_type or job.shards_by_type
+        else "no GPUs",
     ]
     lines = [headline, " · ".join(facts)]
+    if job.het_components:
+        lines.append(components_line(job))
     interrupted = transition.to_state == REQUEUED
     runtime = (
         _lost_runtime(job, now, run_started)

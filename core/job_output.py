@@ -6,14 +6,18 @@ when the job starts. `expand_output_pattern` does the same filling in, following
 "filename pattern" section:
 
 - `%%` a percent sign; `%A` the array's master job id; `%a` the array task id (4294967294,
-  Slurm's NO_VAL, for a job that is not an array task); `%j` the job id; `%x` the job name;
-  `%u` the user name; `%N` the first node's short name;
+  Slurm's NO_VAL, for a job that is not an array task); `%j` and `%J` the job id; `%x` the
+  job name; `%u` the user name;
+- `%N` the short host name of the node the batch script runs on: through 25.05 slurmd
+  writes its own host name there (`conf->hostname` in src/slurmd/common/fname.c), which is
+  the node's NodeHostname, not its NodeName (with `NodeName=clippy NodeHostname=vm`, the
+  file is `…-vm.out`); the poll puts that name in `Job.output_host`;
+- `%n`, `%t` `0` and `%s` `batch`: the batch script is task 0 on node 0 of the batch step;
 - a number between `%` and the letter zero-pads a number (`%4j` -> `0042`), as Slurm does
   for numeric fields;
 - a backslash anywhere turns expansion off and is itself dropped (`\\%j` stays `%j`);
 - a relative path is relative to the job's working directory;
-- anything else (`%s`, `%t`, `%n`: step, task and node ids of srun's per-task files) stays as it
-  is: a batch job's file does not use them, and a guess would name someone else's file.
+- anything else stays as it is: a guess would name someone else's file.
 
 The tail itself is read by skybot-runner as the job's owner (never as the bot); it arrives as
 bytes, and `shown_lines` turns them into lines fit for a fenced block: any encoding, progress
@@ -27,16 +31,16 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from core.notice_text import format_bytes
-from core.records import Job
+from core.records import Job, Node
 from core.slack_text import fenced_code, literal
 
 NO_VAL_TASK = "4294967294"
-_PATTERN = re.compile(r"%(\d{0,9})([%AajxuN])")
-_NUMERIC = frozenset("Aaj")
+_PATTERN = re.compile(r"%(\d{0,9})([%AajJxuNnst])")
+_NUMERIC = frozenset("AajJnt")
 # ANSI escape sequences (colours, cursor moves) that tqdm and friends write to stderr.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 # Slack shows a few dozen lines well; a line longer than this is cut anyway.
@@ -53,9 +57,13 @@ def expand_output_pattern(pattern: str, job: Job) -> str:
             "A": str(job.array_job_id if job.array_job_id is not None else job.job_id),
             "a": job.array_task if job.array_job_id is not None and job.array_task else NO_VAL_TASK,
             "j": str(job.job_id),
+            "J": str(job.job_id),
             "x": job.name,
             "u": job.user,
-            "N": job.nodes.split(",")[0] if job.nodes else "",
+            "N": output_host(job),
+            "n": "0",
+            "t": "0",
+            "s": "batch",
         }
 
         def fill(match: re.Match[str]) -> str:
@@ -71,6 +79,49 @@ def expand_output_pattern(pattern: str, job: Job) -> str:
     if path and not path.startswith("/") and job.work_dir:
         path = f"{job.work_dir.rstrip('/')}/{path}"
     return path
+
+
+def output_host(job: Job) -> str:
+    """The name Slurm puts for `%N`: the batch host's host name when the poll knew it, else
+    the job's first node (its NodeName: the same on most sites); "" when none is known."""
+    if job.output_host:
+        return job.output_host
+    first = job.nodes.split(",")[0]
+    # A node list is compressed ("gpu[01-04]"): the batch host is its first name.
+    prefix, bracket, rest = first.partition("[")
+    if bracket:
+        start = rest.split("-")[0].split("]")[0]
+        return f"{prefix}{start}{rest.partition(']')[2]}" if start.isdigit() else ""
+    return first
+
+
+def host_names(nodes: Iterable[Node]) -> dict[str, str]:
+    """NodeHostname by NodeName, for the nodes whose two names differ (most sites: none)."""
+    return {node.name: node.hostname for node in nodes if node.hostname not in ("", node.name)}
+
+
+_HOST_PATTERN = re.compile(r"%\d*N")
+
+
+def with_host_names(jobs: Iterable[Job], names: Mapping[str, str]) -> list[Job]:
+    """`jobs` with `output_host` the host name slurmd fills %N with (`host_names`), for the
+    jobs whose output paths use %N (a copy of every running job costs a poll of 100,000
+    jobs most of a second)."""
+    if not names:
+        return list(jobs)
+    resolved = []
+    for job in jobs:
+        name = None
+        if (job.nodes or job.output_host) and _uses_host(job):
+            name = names.get(output_host(job))
+        resolved.append(job if name is None else replace(job, output_host=name))
+    return resolved
+
+
+def _uses_host(job: Job) -> bool:
+    return ("%" in job.std_out and _HOST_PATTERN.search(job.std_out) is not None) or (
+        "%" in job.std_err and _HOST_PATTERN.search(job.std_err) is not None
+    )
 
 
 def default_output_pattern(job: Job) -> str:

@@ -57,6 +57,13 @@ def format_gpus(by_type: Mapping[str, int]) -> str:
     return literal(" ".join(parts)) if parts else "no GPUs"
 
 
+def format_job_gpus(gpus: Mapping[str, int], shards: Mapping[str, int]) -> str:
+    """A job's GPUs and GPU shards as `--gres` spells them: 'a40:1 shard:a40:2'; 'no GPUs'."""
+    parts = [f"{t or 'gpu'}:{n}" for t, n in sorted(gpus.items()) if n]
+    parts += [f"shard:{t}:{n}" if t else f"shard:{n}" for t, n in sorted(shards.items()) if n]
+    return literal(" ".join(parts)) if parts else "no GPUs"
+
+
 def mention(slack_user_ids: list[str] | tuple[str, ...], fallback: str) -> str:
     """`<@U…>` for each linked Slack account, else the cluster name as an inert literal."""
     if slack_user_ids:

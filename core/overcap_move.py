@@ -47,12 +47,14 @@ def waits_at_lab_cap(view: ClusterView, job: Job) -> bool:
 
 def offers_move_to_overcap(view: ClusterView, job: Job, caller: str | None) -> bool:
     """Whether `caller` (a cluster account, None when unlinked) is offered the button: their own
-    single job (no array: the runner moves one job id), waiting at its lab's cap, with idle
-    GPUs on overcap that fit it."""
+    single job (no array: the runner moves one job id; no het job: its components have
+    partitions and accounts of their own), waiting at its lab's cap, with idle GPUs on
+    overcap that fit it."""
     return (
         caller is not None
         and job.user == caller
         and job.array_job_id is None
+        and not job.het_components
         and job.account != view.overcap_account
         and waits_at_lab_cap(view, job)
         and bool(overcap_nodes_that_fit(view, job))

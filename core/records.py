@@ -51,6 +51,20 @@ class EarlierRun:
 
 
 @dataclass(frozen=True, slots=True)
+class HetComponent:
+    """One component (`1234+1`) of a heterogeneous job, as its own Slurm record has it."""
+
+    offset: int
+    job_id: int
+    state: str
+    partition: str = ""
+    gpus_by_type: dict[str, int] = field(default_factory=dict)
+    nodes: str = ""
+    exit_code: int | None = None
+    exit_signal: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Job:
     """One Slurm job (or one array task) as the scheduler reports it."""
 
@@ -84,6 +98,17 @@ class Job:
     comment: str = ""
     # The run before this one, when sacct still lists it (see EarlierRun).
     earlier_run: EarlierRun | None = None
+    # The host name Slurm puts for %N in output paths (core/job_output.py): squeue's
+    # batch_host (a NodeName), which the poll replaces with that node's NodeHostname.
+    output_host: str = ""
+    # A heterogeneous job's id (its first component's) and this record's place in it. Slurm
+    # lists each component as a job of its own id; core/het_jobs.py folds them into one
+    # record of the het job's id, whose `het_components` lists them in offset order.
+    het_job_id: int | None = None
+    het_offset: int | None = None
+    het_components: tuple[HetComponent, ...] = ()
+    # GPU shards (gres/shard: parts of a GPU, core/gres_shares.py) by GPU type, the same way.
+    shards_by_type: dict[str, int] = field(default_factory=dict)
 
     @property
     def gpus(self) -> int:
@@ -112,12 +137,19 @@ class Node:
     gpus_used: dict[str, int] = field(default_factory=dict)
     cpus: int = 0
     cpus_allocated: int = 0
+    # NodeHostname: the name slurmd runs under, which it writes for %N in output paths.
+    hostname: str = ""
+    # GPUs not given out whole but holding shards (or MPS shares) of jobs: not idle.
+    gpus_shared: dict[str, int] = field(default_factory=dict)
 
     @property
     def gpus_idle(self) -> dict[str, int]:
         if not self.schedulable:
             return {t: 0 for t in self.gpus_total}
-        return {t: max(0, n - self.gpus_used.get(t, 0)) for t, n in self.gpus_total.items()}
+        return {
+            t: max(0, n - self.gpus_used.get(t, 0) - self.gpus_shared.get(t, 0))
+            for t, n in self.gpus_total.items()
+        }
 
     @property
     def schedulable(self) -> bool:

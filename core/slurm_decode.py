@@ -26,8 +26,9 @@ import msgspec.structs
 # that parsing the slim decode equals parsing the full document for every fixture.
 JOB_FIELDS = (
     "account", "array", "array_job_id", "array_task_id", "array_task_string", "association",
-    "comment", "current_working_directory", "end_time", "exit_code", "gres_detail", "job_id",
-    "job_state", "name", "node_count", "nodes", "partition", "restart_cnt",
+    "batch_host", "comment", "current_working_directory", "end_time", "exit_code",
+    "gres_detail", "het", "het_job_id", "het_job_offset", "job_id", "job_state", "name",
+    "node_count", "nodes", "partition", "restart_cnt",
     "sockets_per_node", "standard_error", "standard_output", "start_time", "state",
     "state_reason", "stderr", "stderr_expanded", "steps", "stdout", "stdout_expanded",
     "submit_time", "tasks", "time", "time_limit", "tres",
@@ -82,8 +83,8 @@ class SlurmExitCode(msgspec.Struct, kw_only=True, gc=False):
 # Job fields that are numbers, and their 23.02+ wrapping; every other field is kept as decoded.
 _JOB_FIELD_TYPES: dict[str, Any] = {
     **dict.fromkeys(
-        ("array_job_id", "array_task_id", "end_time", "node_count", "sockets_per_node",
-         "start_time", "submit_time", "tasks", "time_limit"),
+        ("array_job_id", "array_task_id", "end_time", "het_job_id", "het_job_offset",
+         "node_count", "sockets_per_node", "start_time", "submit_time", "tasks", "time_limit"),
         _Numeric,
     ),
     "exit_code": SlurmExitCode | _NotAnObject,

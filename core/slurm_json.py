@@ -35,6 +35,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from core.efficiency import usage_from_sacct
+from core.gres_shares import partly_used_gpus, shards_in_tres_list, shared_entries, shares_by_type
 from core.records import FINAL_STATES, Job, Node, stopped_run
 from core.slurm_decode import (
     DECODE_WARNINGS,
@@ -717,6 +718,64 @@ def _unowned(job: Job, label: str, warnings: list[str]) -> Job | None:
     return None
 
 
+def _het_fields(f: _Fields, id_key: str, offset_key: str) -> tuple[int | None, int | None]:
+    """(het job id, offset) of a het job's component; (None, None) for other jobs (Slurm
+    writes het job id 0 for them, and an unset offset)."""
+    raw_id = f.raw.get(id_key)
+    if not raw_id or (type(raw_id) is SlurmNumber and raw_id.number == 0):
+        return None, None  # nearly every job: no het job (checked without a number parse)
+    het_job_id = f.u32(id_key)
+    if not het_job_id:
+        return None, None
+    offset = f.u32(offset_key)
+    return het_job_id, offset if offset is not None else 0
+
+
+def _shards_in(value: object, factor: int = 1) -> dict[str, int]:
+    """Shards by type in a GRES/TRES string or a list of them (gres_detail), times `factor`;
+    a field of another type says nothing (the GPU parse warns about it)."""
+    specs = value if isinstance(value, list) else [value]
+    shards = shares_by_type(
+        entry for spec in specs if isinstance(spec, str) for entry in shared_entries(spec)
+    )
+    return {t: n * factor for t, n in shards.items()}
+
+
+_SHARD_FIELDS = ("tres_per_node", "tres_req_str", "tres_alloc_str", "tres_per_job", "tres_per_task")
+
+
+def _names_shards(raw: dict[str, Any]) -> bool:
+    """Whether any field a job's shards are read from names one: almost no job does, and
+    reading them all costs a 100,000-job poll a second (benchmarks/parse_and_store.py)."""
+    for key in _SHARD_FIELDS:
+        value = raw.get(key)
+        if type(value) is str and "shard" in value:
+            return True
+    detail = raw.get("gres_detail")
+    return isinstance(detail, list) and any(type(d) is str and "shard" in d for d in detail)
+
+
+def _squeue_shards(f: _Fields, state: str) -> dict[str, int]:
+    """GPU shards a job holds (once started) or asks for, read as its GPUs are."""
+    if not _names_shards(f.raw):
+        return {}
+    if state != "PENDING":
+        alloc = _shards_in(f.get("tres_alloc_str"))
+        detail = _shards_in(f.get("gres_detail"))
+        # TRES name a type only where typed TRES are tracked; gres_detail always does.
+        if set(alloc) == {""} and sum(detail.values()) == alloc[""]:
+            return detail
+        if alloc or detail:
+            return alloc or detail
+    nodes, tasks = f.u32("node_count") or 1, f.u32("tasks") or 1
+    return (
+        _shards_in(f.get("tres_per_job"))
+        or _shards_in(f.get("tres_per_node"), nodes)
+        or _shards_in(f.get("tres_per_task"), tasks)
+        or _shards_in(f.get("tres_req_str"))
+    )
+
+
 def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Job | None:
     f = _Fields(raw, label, warnings)
     job_id = f.u32("job_id")
@@ -733,6 +792,7 @@ def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Jo
         f, "array_job_id", "array_task_id", "array_task_string"
     )
     exit_code, exit_signal = _exit_info(f.get("exit_code"), state, f)
+    het_job_id, het_offset = _het_fields(f, "het_job_id", "het_job_offset")
     job = Job(
         job_id=job_id,
         name=f.text("name"),
@@ -758,6 +818,10 @@ def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Jo
         work_dir=sys.intern(f.text("current_working_directory")),
         std_err=f.text("standard_error"),
         comment=_comment(f),
+        output_host=sys.intern(f.text("batch_host")),
+        het_job_id=het_job_id,
+        het_offset=het_offset,
+        shards_by_type=_squeue_shards(f, state),
     )
     return _unowned(job, label, warnings)
 
@@ -784,11 +848,30 @@ def _sacct_gpus(f: _Fields, state: str) -> dict[str, int]:
     return allocated if allocated is not None else requested
 
 
+def _sacct_shards(f: _Fields, state: str) -> dict[str, int]:
+    tres = f.sub("tres")
+    return shards_in_tres_list(tres.get("requested" if state == "PENDING" else "allocated"))
+
+
 def _sacct_user(f: _Fields) -> str:
     user = f.get("user")
     if isinstance(user, str):
         return user
     return f.sub("association").text("user")
+
+
+_HOST_PATTERN = re.compile(r"%\d*N")
+
+
+def _sacct_output_path(f: _Fields, key: str) -> str:
+    """24.11+'s sacct gives the pattern ("stdout") and slurmdbd's filling of it
+    ("stdout_expanded"). slurmdbd fills %N with the first node's NodeName, where slurmd
+    wrote its host name (seen on 24.11: `het-1-xaea-12.out` for the real `het-1-slurm2411.out`),
+    so a pattern with %N is kept for skybot to fill (core/job_output.py)."""
+    pattern = f.text(key)
+    if "%" in pattern and _HOST_PATTERN.search(pattern) and "\\" not in pattern:
+        return pattern
+    return f.text(f"{key}_expanded") or pattern
 
 
 def _job_from_sacct(raw: dict[str, Any], label: str, warnings: list[str]) -> Job | None:
@@ -800,6 +883,7 @@ def _job_from_sacct(raw: dict[str, Any], label: str, warnings: list[str]) -> Job
     state = _sacct_state(f)
     array_job_id, array_task = _array_fields(f.sub("array"), "job_id", "task_id", "task")
     exit_code, exit_signal = _exit_info(f.get("exit_code"), state, f)
+    het_job_id, het_offset = _het_fields(f.sub("het"), "job_id", "job_offset")
     time = f.sub("time")
     job = Job(
         job_id=job_id,
@@ -820,12 +904,14 @@ def _job_from_sacct(raw: dict[str, Any], label: str, warnings: list[str]) -> Job
         restarts=f.u32("restart_cnt") or 0,  # newer sacct only; see parse_sacct
         exit_code=exit_code,
         exit_signal=exit_signal,
-        # 24.11+ only; "stdout" may hold %j patterns, "stdout_expanded" has them filled in.
-        std_out=f.text("stdout_expanded") or f.text("stdout"),
+        std_out=_sacct_output_path(f, "stdout"),
         work_dir=f.text("working_directory"),
-        std_err=f.text("stderr_expanded") or f.text("stderr"),
+        std_err=_sacct_output_path(f, "stderr"),
         comment=_comment(f),
         usage=usage_from_sacct(raw) if state in FINAL_STATES else None,
+        het_job_id=het_job_id,
+        het_offset=het_offset,
+        shards_by_type=_sacct_shards(f, state),
     )
     return _unowned(job, label, warnings)
 
@@ -1010,6 +1096,14 @@ def _node_state_text(state: object, flags: object, fields: _Fields) -> str:
     return "+".join(words) or "UNKNOWN"
 
 
+def _gpus_shared(
+    gres: object, gres_used: object, gpus_total: dict[str, int], gpus_used: dict[str, int]
+) -> dict[str, int]:
+    if not isinstance(gres_used, str) or not isinstance(gres, str):
+        return {}
+    return partly_used_gpus(gres, gres_used, gpus_total, gpus_used)
+
+
 def _node_from_nodes_entry(raw: dict[str, Any], label: str, warnings: list[str]) -> Node | None:
     """One node of `{"nodes": [...]}` (sinfo 22.05, scontrol show nodes --json later)."""
     f = _Fields(raw, label, warnings)
@@ -1018,14 +1112,18 @@ def _node_from_nodes_entry(raw: dict[str, Any], label: str, warnings: list[str])
         warnings.append(f"{label} skipped: missing name")
         return None
     f.label = f"node {name}"
+    gpus_total = _gpus_from_spec_field(f, "gres")
+    gpus_used = _gpus_from_spec_field(f, "gres_used")
     return Node(
         name=name,
         state=_node_state_text(f.get("state"), f.get("state_flags"), f),
         partitions=tuple(f.strings("partitions")),
-        gpus_total=_gpus_from_spec_field(f, "gres"),
-        gpus_used=_gpus_from_spec_field(f, "gres_used"),
+        gpus_total=gpus_total,
+        gpus_used=gpus_used,
+        gpus_shared=_gpus_shared(f.get("gres"), f.get("gres_used"), gpus_total, gpus_used),
         cpus=f.u32("cpus") or 0,
         cpus_allocated=f.u32("alloc_cpus") or 0,
+        hostname=f.text("hostname"),
     )
 
 
@@ -1069,6 +1167,7 @@ def _nodes_from_sinfo_entry(raw: dict[str, Any], label: str, warnings: list[str]
     gres = f.sub("gres")
     gpus_total = _gpus_from_spec_field(gres, "total")
     gpus_used = _gpus_from_spec_field(gres, "used")
+    gpus_shared = _gpus_shared(gres.get("total"), gres.get("used"), gpus_total, gpus_used)
     count = len(names)
     cpus_field = f.sub("cpus")
     cpus = cpus_field.u32("total") or 0
@@ -1083,6 +1182,7 @@ def _nodes_from_sinfo_entry(raw: dict[str, Any], label: str, warnings: list[str]
             partitions=(partition_name,) if partition_name else (),
             gpus_total=dict(gpus_total),
             gpus_used=dict(gpus_used),
+            gpus_shared=dict(gpus_shared),
             cpus=cpus,
             cpus_allocated=allocated,
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from core.records import FINAL_STATES, EarlierRun, Job, stopped_run
+from core.records import FINAL_STATES, EarlierRun, HetComponent, Job, stopped_run
 
 REQUEUED = "REQUEUED"
 
@@ -62,13 +62,19 @@ def merge_observations(
             # a job squeue no longer lists has only sacct's word.
             merged[job.job_id] = job
         elif job.is_final and seen.state == "COMPLETING":
-            merged[job.job_id] = job
+            # What sacct leaves empty (22.05: the output path; the batch host) is squeue's.
+            merged[job.job_id] = with_gaps_filled(job, seen)
         elif job.is_final and seen.is_final:
-            # squeue keeps an ended job for MinJobAge; sacct adds its exit code and usage.
+            # squeue keeps an ended job for MinJobAge; sacct adds its exit code and usage,
+            # and the GPUs it held where squeue's record of the ended job names none.
             if seen.exit_code is None:
                 seen = replace(seen, exit_code=job.exit_code, exit_signal=job.exit_signal)
             if seen.usage is None and job.usage is not None:
                 seen = replace(seen, usage=job.usage)
+            if not seen.gpus_by_type and job.gpus_by_type:
+                seen = replace(seen, gpus_by_type=dict(job.gpus_by_type))
+            if not seen.shards_by_type and job.shards_by_type:
+                seen = replace(seen, shards_by_type=dict(job.shards_by_type))
             merged[job.job_id] = seen
     return merged
 
@@ -178,7 +184,24 @@ def with_gaps_filled(job: Job, seen: Job) -> Job:
     }
     if job.exit_code is None and seen.exit_code is not None:
         gaps["exit_code"], gaps["exit_signal"] = seen.exit_code, seen.exit_signal
+    if job.het_components and seen.het_components:
+        components = _components_filled(job.het_components, seen.het_components)
+        if components != job.het_components:
+            gaps["het_components"] = components
     return replace(job, **gaps) if gaps else job
+
+
+def _components_filled(
+    components: tuple[HetComponent, ...], seen: tuple[HetComponent, ...]
+) -> tuple[HetComponent, ...]:
+    """A het job's components with the exit codes another record of them knew."""
+    known = {c.offset: c for c in seen if c.exit_code is not None}
+    return tuple(
+        replace(c, exit_code=known[c.offset].exit_code, exit_signal=known[c.offset].exit_signal)
+        if c.exit_code is None and c.offset in known
+        else c
+        for c in components
+    )
 
 
 # The fields an end record may lack that squeue's last record of the job can supply.
@@ -194,6 +217,7 @@ _FILLABLE = (
     "start_time",
     "array_job_id",
     "array_task",
+    "output_host",
 )
 
 

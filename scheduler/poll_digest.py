@@ -28,6 +28,8 @@ from typing import Any, Generic, SupportsIndex, TypeVar, overload
 
 import msgspec
 
+from core.het_jobs import fold_het_jobs
+from core.job_output import host_names, with_host_names
 from core.lab_usage import LabName, LabUsage, usage_of_labs
 from core.records import FINAL_STATES, Job, Node
 from core.slurm_json import (
@@ -207,8 +209,22 @@ class PollDigester:
             else:
                 accounted = parsed_sacct.records
                 warnings.extend(parsed_sacct.warnings)
-        changes, rows, live = _changes(base, live, carried, accounted, nodes.records, warnings)
-        usages = _usages(live, request.limits)
+        names = host_names(nodes.records)
+        if names:
+            live, accounted = with_host_names(live, names), with_host_names(accounted, names)
+        folded = fold_het_jobs(live)
+        if len(folded) != len(live):
+            carried = _carried_het_jobs(folded, carried)
+        changes, rows, usable = _changes(
+            base, folded, carried, fold_het_jobs(accounted), nodes.records, warnings
+        )
+        # Caps count each het job component under its own account: usage before folding, of
+        # the jobs the digest could use.
+        kept = {job.job_id for job in usable}
+        usages = _usages(
+            [j for j in live if (j.job_id if j.het_job_id is None else j.het_job_id) in kept],
+            request.limits,
+        )
         changes = replace(
             changes,
             lab_usages=[lab_usage_row(usage, request.limits.overcap_account) for usage in usages],
@@ -226,7 +242,7 @@ class PollDigester:
             usages=[replace(usage, pending_at_cap=()) for usage in usages],
             warnings=self._only_new(warnings),
             accounting_error=accounting_error,
-            jobs=len(live),
+            jobs=len(usable),
         )
 
     def _only_new(self, warnings: list[str]) -> list[str]:
@@ -374,6 +390,9 @@ def _states_by_record(listed: Iterable[tuple[str, JobState]]) -> dict[str, Liste
     # tasks are listed in, with no list of them kept.
     tasks: dict[str, int] = {}
     for key, state in listed:
+        # A het job's component is listed as "<its own job id>+<offset>" ("2+1"), and
+        # fetched, like any job, by its own id.
+        key = key.partition("+")[0]
         if "_" in key:
             record, _, task = key.partition("_")
             tasks[record] = tasks.get(record, 0) + hash((task, state))
@@ -426,6 +445,16 @@ def _merged_live(
         elif job.state not in _GONE_STATES:
             live[job.job_id] = job  # fetched, not found by its key: asked for again next poll
     return list(live.values()), kept_states, known, carried
+
+
+def _carried_het_jobs(folded: Sequence[Job], carried: set[int]) -> set[int]:
+    """Which folded jobs are as in the base poll: a het job only if all its components are
+    (its id is its first component's, which may be carried while another changed)."""
+    carried = set(carried)
+    for job in folded:
+        if job.het_components and any(c.job_id not in carried for c in job.het_components):
+            carried.discard(job.job_id)
+    return carried
 
 
 def _changes(

@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 
 import sqlite_utils
 
+from core.het_jobs import fold_het_jobs
+from core.job_output import host_names, with_host_names
 from core.lab_usage import LabUsage
 from core.records import (
     ContainerImage,
@@ -107,8 +109,13 @@ def save_slurm_poll(
 
     `live` is what squeue lists now; `accounted` is what sacct reported since the last poll
     (empty, with `accounting_answered` false, when sacct failed: jobs that left squeue keep
-    their last state until it answers). Returns the transitions recorded.
+    their last state until it answers). Returns the transitions recorded. A het job's
+    components are stored as the one job they are (core/het_jobs.py), and %N's host names
+    resolved (core/job_output.py), as the poll does.
     """
+    names = host_names(nodes)
+    live = fold_het_jobs(with_host_names(live, names))
+    accounted = fold_het_jobs(with_host_names(accounted, names))
     changes = SlurmChanges(
         full=True,
         job_rows=[job_row(j) for j in live],

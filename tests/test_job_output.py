@@ -6,8 +6,15 @@ from typing import Any
 
 import pytest
 
-from core.job_output import expand_output_pattern, stderr_path, stdout_path, tail_text
-from core.records import Job
+from core.job_output import (
+    expand_output_pattern,
+    host_names,
+    stderr_path,
+    stdout_path,
+    tail_text,
+    with_host_names,
+)
+from core.records import Job, Node
 
 
 def job(**fields: Any) -> Job:
@@ -35,7 +42,10 @@ def job(**fields: Any) -> Job:
         ("/o/100%%-%j.log", "/o/100%-825.log"),
         ("/o/\\%j-%x.out", "/o/%j-%x.out"),  # a backslash turns expansion off
         ("logs/%j.out", "/srv/hoffman-lab/flash9/alice/vit/logs/825.out"),
-        ("/o/%s-%t-%j.out", "/o/%s-%t-825.out"),  # srun's per-task letters stay as given
+        # The batch script is step "batch", task 0 on node 0 (slurmd's _batch_path_check).
+        ("/o/%s-%t-%n-%J.out", "/o/batch-0-0-825.out"),
+        ("/o/%2n-%3t.out", "/o/00-000.out"),
+        ("/o/%b-%r.out", "/o/%b-%r.out"),  # letters 22.05 does not know stay as given
     ],
 )
 def test_patterns_expand_as_slurm_expands_them(pattern: str, expected: str) -> None:
@@ -50,6 +60,20 @@ def test_array_tasks_and_defaults() -> None:
     assert stderr_path(task) == stdout_path(task)
     both = job(std_out="/o/%x-%j.out", std_err="/o/%x-%j.err")
     assert (stdout_path(both), stderr_path(both)) == ("/o/train-825.out", "/o/train-825.err")
+
+
+def test_percent_n_is_the_batch_hosts_host_name_not_its_node_name() -> None:
+    # Issue 26 item 8: with NodeName=clippy NodeHostname=vm, slurmd wrote `…-vm.out`.
+    nodes = [Node("clippy", "MIXED", hostname="vm"), Node("baymax", "IDLE", hostname="baymax")]
+    names = host_names(nodes)
+    assert names == {"clippy": "vm"}
+    running = job(nodes="clippy,baymax", output_host="clippy", std_out="/o/%x-%N.out")
+    (resolved,) = with_host_names([running], names)
+    assert stdout_path(resolved) == "/o/train-vm.out"
+    # Before the poll resolved it (or without squeue's batch_host): the first node's name.
+    assert stdout_path(job(nodes="gpu[07-09]", std_out="/o/%N.out")) == "/o/gpu07.out"
+    (from_nodes,) = with_host_names([job(nodes="clippy", std_out="/o/%N.out")], names)
+    assert stdout_path(from_nodes) == "/o/vm.out"
 
 
 def test_unknown_node_leaves_the_pattern_visible() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from bot.config import IdentityConfig, load_config
 from core.overcap_move import offers_move_to_overcap, overcap_nodes_that_fit
-from core.records import Job, LabCap
+from core.records import HetComponent, Job, LabCap
 from core.view import ClusterView
 from handlers.commands import command_table
 from handlers.commands.common import overcap_flags
@@ -75,6 +75,8 @@ def test_offered_to_the_owner_of_a_job_at_its_labs_cap_that_fits_idle_overcap_gp
         (pending(gpus_by_type={"rtx_6000": 5}), "alice"),  # xaea-12 has 4
         (pending(gpus_by_type={}), "alice"),  # asks for no GPUs: no idle GPUs to point at
         (pending(array_job_id=7, array_task="[1-4]"), "alice"),  # the runner moves single jobs
+        # A het job's components have partitions and accounts of their own.
+        (pending(het_job_id=7, het_components=(HetComponent(0, 7, "PENDING"),)), "alice"),
     ],
 )
 def test_not_offered(waiting: Job, caller: str | None) -> None:

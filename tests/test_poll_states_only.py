@@ -21,8 +21,10 @@ import pytest
 from msgspec.structs import replace
 
 from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
+from core.job_output import host_names, with_host_names
+from core.records import Job
 from core.slurm_decode import decode_slurm_json
-from core.slurm_json import parse_squeue
+from core.slurm_json import parse_sinfo, parse_squeue
 from scheduler.poll_digest import ChangedJobsRequest, PollDigester
 from scheduler.slurm_poller import (
     FULL_RECORDS_EVERY,
@@ -360,10 +362,16 @@ async def test_every_record_is_read_again_every_so_many_polls(tmp_path: Path) ->
     assert full_reads == [True] + [False] * FULL_RECORDS_EVERY + [True]
 
 
+def _with_host_names(jobs: list[Job]) -> list[Job]:
+    nodes = parse_sinfo(decode_slurm_json((FIXTURES / "nodes.json").read_bytes())).records
+    return with_host_names(jobs, host_names(nodes))
+
+
 async def _snapshot_is(writer: StoreWriter, document: dict[str, Any]) -> bool:
-    """The stored jobs are those a full parse of the squeue document gives."""
+    """The stored jobs are those a full parse of the squeue document gives (with %N's host
+    names, as every poll resolves them from the nodes)."""
     snapshot = await writer.run(load_snapshot)
-    expected = parse_squeue(decode_slurm_json(json.dumps(document))).records
+    expected = _with_host_names(parse_squeue(decode_slurm_json(json.dumps(document))).records)
     return sorted(snapshot.jobs, key=lambda j: j.job_id) == sorted(expected, key=lambda j: j.job_id)
 
 
@@ -385,7 +393,9 @@ async def test_a_squeue_without_only_job_state_gets_full_polls(tmp_path: Path) -
     finally:
         await poller.close()
         writer.close()
-    expected = parse_squeue(decode_slurm_json((FIXTURES / "squeue.json").read_bytes())).records
+    expected = _with_host_names(
+        parse_squeue(decode_slurm_json((FIXTURES / "squeue.json").read_bytes())).records
+    )
     assert len(snapshot.jobs) == len(expected)
     # Asked once (refused, and not logged as a call), then never again: full reads only,
     # with no listing of pending jobs' settings (every poll reads every record already).

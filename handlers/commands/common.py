@@ -17,6 +17,7 @@ from core.job_notices import shown_label
 from core.notice_text import format_bytes as format_bytes
 from core.notice_text import format_duration as format_duration
 from core.notice_text import format_gpus as format_gpus
+from core.notice_text import format_job_gpus as format_job_gpus
 from core.notice_text import plural as plural
 from core.records import Job
 from core.slack_text import literal as literal

@@ -11,7 +11,7 @@ from handlers.commands.common import (
     at_most_one,
     find_lab,
     format_counts,
-    format_gpus,
+    format_job_gpus,
     job_label,
     lab_names,
     literal,
@@ -103,7 +103,7 @@ def _top_users(counts: dict[str, int], limit: int = MAX_USERS_SHOWN) -> str:
 
 
 def _waiting_line(job: Job) -> str:
-    gpus = format_gpus(job.gpus_by_type)
+    gpus = format_job_gpus(job.gpus_by_type, job.shards_by_type)
     return f"    {literal(job_label(job))} {literal(job.user)} {gpus} ({literal(job.reason)})"
 
 

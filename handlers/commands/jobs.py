@@ -14,7 +14,7 @@ from handlers.commands.common import (
     check_user_name,
     did_you_mean,
     format_duration,
-    format_gpus,
+    format_job_gpus,
     job_label,
     known_users,
     literal,
@@ -67,9 +67,10 @@ def jobs_lines(user: str, jobs: list[Job], now: float) -> list[str]:
 
 def job_line(job: Job, now: float) -> str:
     name = literal(job.name, 40)
+    parts = f" ({len(job.het_components)} components)" if job.het_components else ""
     return (
-        f"{literal(job_label(job))} {name} · {literal(job.partition)} · "
-        f"{format_gpus(job.gpus_by_type)} · {_status(job, now)}"
+        f"{literal(job_label(job))}{parts} {name} · {literal(job.partition)} · "
+        f"{format_job_gpus(job.gpus_by_type, job.shards_by_type)} · {_status(job, now)}"
     )
 
 

@@ -12,6 +12,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
+from core.het_jobs import components_line
 from core.overcap_move import offers_move_to_overcap
 from core.records import Job
 from core.view import ClusterView
@@ -26,7 +27,8 @@ from store.transitions import last_array_task_record, last_job_record, last_requ
 USAGE = "why JOBID"
 # Job ids as squeue prints them: 123, 123_4 (array task); a leading # is forgiven. Twelve
 # digits at most keeps int() cheap and far from its 4,300-digit limit.
-_JOB_ID = re.compile(r"#?([0-9]{1,12})(?:_([0-9]{1,9}))?")
+# A het job's component (123+1) is asked about as the job it is part of.
+_JOB_ID = re.compile(r"#?([0-9]{1,12})(?:_([0-9]{1,9})|\+[0-9]{1,6})?")
 _TASK_RANGE = re.compile(r"([0-9]{1,9})(?:-([0-9]{1,9}))?(?::([0-9]{1,9}))?")
 
 
@@ -95,6 +97,8 @@ def _live_answer(
     requeue: LastRequeue | None,
 ) -> Reply:
     lines = explain(view, job, request.now, task, requeue)
+    if job.het_components:
+        lines.append(components_line(job))
     # The button only in the owner's own (private) answer.
     offer = not request.here and offers_move_to_overcap(view, job, request.cluster_user)
     if offer:
@@ -142,7 +146,12 @@ def _not_listed(
 
 def _find(view: ClusterView, job_id: int, task: str | None) -> Job | None:
     if task is None:
-        return view.jobs_by_id.get(job_id)
+        job = view.jobs_by_id.get(job_id)
+        # A het job's later components have job ids of their own, kept in its record.
+        return job or next(
+            (j for j in view.snapshot.jobs if any(c.job_id == job_id for c in j.het_components)),
+            None,
+        )
     in_array = [j for j in view.snapshot.jobs if j.array_job_id == job_id]
     exact = next((j for j in in_array if j.array_task == task), None)
     # Tasks that have not started yet share one record whose task is a range like "[5-9%2]".

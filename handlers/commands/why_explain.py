@@ -16,7 +16,7 @@ from core.view import ClusterView, LabInfo
 from handlers.commands.common import (
     format_counts,
     format_duration,
-    format_gpus,
+    format_job_gpus,
     gpu_type_name,
     job_label,
     lab_for_account,
@@ -100,7 +100,7 @@ def _pending(
     lab = lab_for_account(view, job.account)
     lines = [
         f"{who} is pending in {literal(job.partition)} (account {literal(job.account)}), "
-        f"asking for {format_gpus(job.gpus_by_type)}."
+        f"asking for {format_job_gpus(job.gpus_by_type, job.shards_by_type)}."
     ]
     if job.restarts:
         lines.append(requeue_sentence(job, now, requeue))
@@ -218,7 +218,8 @@ def _active(
         started = format_duration(now - job.start_time)
         state = f"is {literal(job.state.lower())} (started {started} ago)"
     lines = [
-        f"{who} {state}{where}, using {format_gpus(job.gpus_by_type)} in {literal(job.partition)}."
+        f"{who} {state}{where}, using {format_job_gpus(job.gpus_by_type, job.shards_by_type)} "
+        f"in {literal(job.partition)}."
     ]
     if job.start_time and job.time_limit_minutes and job.state == "RUNNING":
         left = job.start_time + job.time_limit_minutes * 60 - now
