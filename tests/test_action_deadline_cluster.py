@@ -129,14 +129,16 @@ async def _wait_for_http(ask: Ask) -> None:
 
 @pytest.fixture(params=["socket", "http"])
 async def slow(
-    request: pytest.FixtureRequest, tmp_path: Path, clean_queue: None
+    request: pytest.FixtureRequest, tmp_path: Path, clean_queue: None, checkout_runner: None
 ) -> AsyncIterator[tuple[SlackStandIn, Ask]]:
     async for bot in _bot(tmp_path, request.param, _slow_sudo(tmp_path)):
         yield bot
 
 
 @pytest.fixture
-async def fast(tmp_path: Path, clean_queue: None) -> AsyncIterator[tuple[SlackStandIn, Ask]]:
+async def fast(
+    tmp_path: Path, clean_queue: None, checkout_runner: None
+) -> AsyncIterator[tuple[SlackStandIn, Ask]]:
     async for bot in _bot(tmp_path, "http", "/usr/bin/sudo"):
         yield bot
 
@@ -177,7 +179,7 @@ async def test_runner_commands_are_rate_limited_per_user(fast: tuple[SlackStandI
     answers = [a for a, _, _ in await asyncio.gather(*(ask(f"cancel {held}") for _ in range(30)))]
     slowed = [a for a in answers if a.startswith("Slow down")]
     assert len(answers) - len(slowed) == DEFAULT_CAPACITY, answers
-    assert slowed[0].startswith("Slow down: `/sky submit`, `/sky cancel`, `/sky link`")
+    assert slowed[0].startswith("Slow down: `/sky submit`, `/sky cancel`, `/sky log`, `/sky link`")
     assert "Try again in " in slowed[0]
     # Reads are never limited.
     assert "skybot commands" in (await ask("help"))[0]

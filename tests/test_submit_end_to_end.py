@@ -166,10 +166,12 @@ async def test_alice_submits_as_alice_sees_it_and_only_she_can_cancel_it(bot: Bo
         await asyncio.sleep(0.5)
     assert await listed()
 
+    # Refused by skybot from its snapshot, before the runner (and Slurm) is asked.
     refused = await bot.sky(BOB, f"cancel {job_id}")
-    assert refused.startswith(f"Slurm did not cancel job {job_id}")
+    assert refused.startswith(f"Job `{job_id}` belongs to `alice`, not to you (`bob`)"), refused
     assert any(j["job_id"] == job_id for j in (await asyncio.to_thread(squeue_json))["jobs"])
-    assert await bot.sky(ALICE, f"cancel {job_id}") == f"Cancelled job {job_id} (as `alice`)."
+    cancelled = await bot.sky(ALICE, f"cancel {job_id}")
+    assert cancelled == f"Cancelled job `{job_id}` `submit-me.sh` (as `alice`).", cancelled
     await wait_for(
         lambda: all(j["job_id"] != job_id for j in squeue_json()["jobs"]), 30, "the job to go"
     )

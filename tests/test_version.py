@@ -3,14 +3,22 @@ wheel replaces the code (every build was `0.1.0` before, and pip kept the old on
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-import versioningit
+import pytest
 from packaging.version import Version
 
 import bot
+
+if "SKYBOT_TESTCLUSTER" in os.environ:
+    # The version is computed where wheels are built; the Slurm 24.11 sandbox has no build
+    # tooling, and the wheel is the same for either Slurm.
+    pytest.skip("inside the Slurm 24.11 sandbox: no build tooling", allow_module_level=True)
+
+import versioningit  # after the skip: the sandbox does not have it
 
 REPO = Path(__file__).resolve().parent.parent
 # What every wheel built before the version came from git carried.
