@@ -13,8 +13,8 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Config, Secrets
-from handlers import actions, home, log_button, overcap_button, slash, watch_button
-from handlers.clicks import register_unknown_actions
+from handlers import home, slash
+from handlers.buttons.registry import register_buttons
 from handlers.services import Services
 from handlers.slash import ObserveCommand
 from store.reader import SnapshotCache
@@ -56,11 +56,7 @@ def build_app(
     slash.register_listeners(app, cache, services, observe=observe_command)
     home.register_listeners(app, cache, services)
     publish_home = home.home_publisher(cache, services)
-    actions.register_listeners(app, cache, services, publish_home)
-    log_button.register_listeners(app, cache, services)
-    overcap_button.register_listeners(app, cache, services)
-    watch_button.register_listeners(app, cache, services, publish_home)
-    register_unknown_actions(app)  # last: only what no listener above took
+    register_buttons(app, cache, services, publish_home)
     return app
 
 

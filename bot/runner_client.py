@@ -25,6 +25,7 @@ from typing import Any
 
 from bot import __version__
 from core.runner_contract import RunnerReply, RunnerRequest, is_reply
+from core.runner_replies import NO_REASON
 from core.user_names import is_cluster_user_name
 
 log = logging.getLogger(__name__)
@@ -150,7 +151,7 @@ async def call_runner(
                 log.error("runner version mismatch: %s", mismatch)
                 return _error(mismatch)
             if not reply["ok"] and not isinstance(reply.get("error"), str):
-                reply["error"] = "The skybot runner refused without saying why."
+                reply["error"] = NO_REASON
             return reply
         return _error(f"The skybot runner gave an unreadable answer for {user}.")
     if proc.returncode is not None and proc.returncode < 0:

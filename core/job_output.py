@@ -28,14 +28,13 @@ It also says at which byte the first shown line begins, so "Show more of the log
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from core.notice_text import format_bytes
 from core.records import Job, Node
+from core.runner_replies import Refused, decode_tail
 from core.slack_text import fenced_code, literal
 
 NO_VAL_TASK = "4294967294"
@@ -227,16 +226,10 @@ def tail_bytes(max_lines: int) -> int:
 
 def tail_from_reply(path: str, reply: Mapping[str, object]) -> OutputTail:
     """The runner's answer to `tail` for `path`, or its refusal as a one-line reason."""
-    if not reply.get("ok"):
-        return OutputTail(path, error=str(reply.get("error") or "the runner refused"))
-    try:
-        data = base64.b64decode(str(reply.get("data", "")), validate=True)
-        start, size = int(str(reply["start"])), int(str(reply["size"]))
-    except (KeyError, TypeError, ValueError, binascii.Error):
-        return OutputTail(path, error="the runner's answer could not be read")
-    if not 0 <= start <= size:
-        return OutputTail(path, error="the runner's answer could not be read")
-    return OutputTail(path, data, start, size)
+    tail = decode_tail(reply)
+    if isinstance(tail, Refused):
+        return OutputTail(path, error=tail.reason)
+    return OutputTail(path, tail.data, tail.start, tail.size)
 
 
 # A section block holds 3000 characters; a tail's own text gets this much of it, escaped.

@@ -12,6 +12,8 @@ action but "version"; the bot's client adds it). A reply is always {"ok": true, 
 action (submit: "job_id", "cluster", "script", maybe "warning"; submit-status: "state" and,
 when submitted, "job_id"; cancel: "job_id";
 verify-link: "user"; version: "version"; move-to-overcap: "job_id", "partition", "account").
+Replies are read only through core/runner_replies.py, which decodes each into its action's
+type or `Refused`.
 Which user the runner acts as is sudo's choice, not a field: core/user_names.py says which
 names the bot asks for.
 """
@@ -94,12 +96,6 @@ def submit_request(
 
 def submit_status_request(tag: str, since: float) -> RunnerRequest:
     return {"action": "submit-status", "tag": tag, "since": int(since)}
-
-
-def outcome_unknown(reply: RunnerReply) -> bool:
-    """A failed reply after which the submission may still have reached Slurm (a runner is
-    still at it, sbatch or the runner did not answer in time): ask again, never resubmit."""
-    return reply.get("ok") is False and reply.get("outcome_unknown") is True
 
 
 def cancel_request(job_id: str) -> RunnerRequest:

@@ -15,10 +15,12 @@ from typing import Any, Protocol
 from slack_bolt.async_app import AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
+from core.buttons.cancel import cancel_block
+from core.buttons.remove_watch import remove_buttons
 from core.gpu_watch import Watch, watch_line
 from core.job_notices import job_label
 from core.view import ClusterView
-from handlers.actions import cancel_block, cancelling
+from handlers.buttons.cancel import cancelling
 from handlers.clicks import BackgroundWork
 from handlers.commands import command_table
 from handlers.commands.common import (
@@ -35,7 +37,6 @@ from handlers.commands.help import FOOTER, command_lines
 from handlers.commands.jobs import active_jobs, jobs_lines
 from handlers.commands.notify import CHOICES, current_preference, preference_line
 from handlers.commands.watch import USAGE as WATCH_USAGE
-from handlers.commands.watch import remove_buttons
 from handlers.reply import Block, context, header, lines_to_sections, section
 from handlers.router import CommandTable
 from handlers.services import Services
@@ -184,7 +185,7 @@ def linked_blocks(
 def job_buttons(
     view: ClusterView, user: str, cancelled: frozenset[str] = frozenset()
 ) -> list[Block]:
-    """Cancel, as on `/sky jobs`: the click is checked again (handlers/actions.py)."""
+    """Cancel, as on `/sky jobs`: the click is checked again (handlers/buttons/cancel.py)."""
     return cancel_block([j for j in active_jobs(view, user) if job_label(j) not in cancelled])
 
 

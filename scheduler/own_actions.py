@@ -7,9 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from core.runner_contract import JOB_ID, RunnerCall, RunnerReply, RunnerRequest
-
-# Runner actions that change a job in Slurm.
-CHANGING_ACTIONS = frozenset({"cancel", "move-to-overcap", "submit"})
+from core.runner_replies import CHANGES, Refused, Submitted
 
 
 def refreshing_runner(
@@ -19,10 +17,12 @@ def refreshing_runner(
 
     async def call(user: str, request: RunnerRequest, /) -> RunnerReply:
         reply = await runner(user, request)
-        if request.get("action") in CHANGING_ACTIONS and reply.get("ok") is True:
-            job_id = reply.get("job_id", request.get("job_id"))
-            if isinstance(job_id, str) and JOB_ID.fullmatch(job_id):
-                mark_changed(job_id)
+        decode = CHANGES.get(str(request.get("action")))
+        changed = decode(reply) if decode is not None else None
+        if changed is not None and not isinstance(changed, Refused):
+            # A new job (submit) is in the next poll anyway; a changed one is read again.
+            if not isinstance(changed, Submitted) and JOB_ID.fullmatch(changed.job_id):
+                mark_changed(changed.job_id)
             poll_soon()
         return reply
 

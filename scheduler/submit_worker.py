@@ -20,11 +20,18 @@ from collections.abc import Callable
 from core.config_schema import Config
 from core.runner_contract import (
     RunnerCall,
-    RunnerReply,
-    outcome_unknown,
     submission_comment,
     submit_request,
     submit_status_request,
+)
+from core.runner_replies import (
+    NeverSubmitted,
+    Refused,
+    StillSubmitting,
+    SubmitFailed,
+    Submitted,
+    decode_submit,
+    decode_submit_status,
 )
 from core.slack_text import literal
 from store.health import log_failure
@@ -90,32 +97,31 @@ class SubmissionWorker:
 
     async def _settle(self, submission: Submission) -> bool:
         request = submit_status_request(submission.tag, submission.created_at)
-        reply = await self._runner(submission.cluster_user, request)
-        state = reply.get("state") if reply.get("ok") is True else None
-        if state == "running":
+        status = decode_submit_status(await self._runner(submission.cluster_user, request))
+        if isinstance(status, StillSubmitting):
             log.info("submission #%d: a runner is still submitting it; waiting", submission.id)
             return False
-        if state == "submitted" and isinstance(reply.get("job_id"), int):
-            log.info("submission #%d had reached Slurm as job %d", submission.id, reply["job_id"])
-            await self._finish(submission, job_id=reply["job_id"])
-        elif state == "failed":
-            await self._finish(submission, error=str(reply.get("error") or "unknown error"))
-        elif state == "absent":
+        if isinstance(status, Submitted):
+            log.info("submission #%d had reached Slurm as job %d", submission.id, status.job_id)
+            await self._finish(submission, job_id=status.job_id)
+        elif isinstance(status, SubmitFailed):
+            await self._finish(submission, error=status.error)
+        elif isinstance(status, NeverSubmitted):
             log.info("submission #%d never reached Slurm; queued again", submission.id)
             await self._writer.run(requeue, submission.id)
         else:
-            return await self._unsure(submission, reply)
+            return await self._unsure(submission, status)
         self._unsure_since.pop(submission.id, None)
         return True
 
-    async def _unsure(self, submission: Submission, reply: RunnerReply) -> bool:
+    async def _unsure(self, submission: Submission, refused: Refused) -> bool:
         """The runner could not say: what the poller saw may, else wait, and in the end tell
         the user to look, rather than risk a second job."""
         job_id = await self._writer.run(find_job_by_comment, submission_comment(submission.tag))
         if job_id is not None:
             await self._finish(submission, job_id=job_id)
             return True
-        error = str(reply.get("error") or "no answer")
+        error = refused.reason
         first = self._unsure_since.setdefault(submission.id, time.monotonic())
         if time.monotonic() - first < UNSURE_GIVE_UP_SECONDS:
             log.warning("submission #%d: cannot tell if it reached Slurm: %s", submission.id, error)
@@ -139,14 +145,14 @@ class SubmissionWorker:
             partitions=self._partitions(),
             tag=submission.tag,
         )
-        reply = await self._runner(submission.cluster_user, request)
-        if outcome_unknown(reply):
+        reply = decode_submit(await self._runner(submission.cluster_user, request))
+        if isinstance(reply, Submitted):
+            await self._finish(submission, job_id=reply.job_id)
+        elif reply.outcome_unknown:
             # Left in `submitting`: recover() asks the runner where it stands.
-            log.warning("submission #%d: outcome unknown yet: %s", submission.id, reply["error"])
-        elif reply.get("ok") and isinstance(reply.get("job_id"), int):
-            await self._finish(submission, job_id=reply["job_id"])
+            log.warning("submission #%d: outcome unknown yet: %s", submission.id, reply.reason)
         else:
-            await self._finish(submission, error=str(reply.get("error") or "unknown error"))
+            await self._finish(submission, error=reply.reason)
         return True
 
     async def _finish(

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from bot.config import IdentityConfig, load_config
-from handlers.actions import cancel_block, cancel_clicked
+from core.buttons.cancel import cancel_block
+from handlers.buttons.cancel import cancel_clicked
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from store.writer import StoreWriter

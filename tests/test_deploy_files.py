@@ -4,21 +4,17 @@ sudoers rule parses."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
 from slack_sdk.web.async_client import AsyncWebClient
 
-import handlers
 from bot.cli import EXIT_CONFIG
 from bot.config import DatabaseConfig, load_config
 from bot.manifest import http_manifest
@@ -29,7 +25,7 @@ from bot.startup import (
     EXIT_PORT_UNAVAILABLE,
     EXIT_SCHEMA_TOO_NEW,
 )
-from handlers.clicks import ANY_ACTION
+from handlers.buttons import registry
 
 REPO = Path(__file__).resolve().parent.parent
 # Shipped inside the package; `skybot install` puts them in place (tests/test_install.py).
@@ -339,75 +335,28 @@ def test_unit_does_not_restart_what_a_restart_cannot_fix() -> None:
     assert "WatchdogSec" in settings
 
 
-def action_modules() -> dict[str, ModuleType]:
-    """Every module of handlers/ that handles button clicks (it exports ACTION_IDS)."""
-    found = {}
-    for info in pkgutil.walk_packages(handlers.__path__, "handlers."):
-        module = importlib.import_module(info.name)
-        if hasattr(module, "ACTION_IDS"):
-            found[info.name] = module
-    return found
-
-
-def action_patterns() -> list[re.Pattern[str]]:
-    return [p for m in action_modules().values() for p in m.ACTION_PATTERNS]
-
-
 def action_ids() -> set[str]:
-    return {i for m in action_modules().values() for i in m.ACTION_IDS}
+    return set(registry.ACTION_IDS)
 
 
-def test_every_registered_action_is_a_pattern_a_module_exports() -> None:
-    """Each `@app.action(NAME)` in the code names one of the ACTION_PATTERNS the manifest test
-    below counts, and each exported pattern has a listener: a new button cannot be left out."""
-    registered = []
-    for path, text in source_text().items():
-        for name in re.findall(r"@app\.action\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)", text):
-            module = importlib.import_module(".".join(path.relative_to(REPO).with_suffix("").parts))
-            registered.append(getattr(module, name))
-    assert len(registered) == len(listeners("action")), "an @app.action() not by a name"
-    # The catch-all that acks what no button took (a stale or forged action id) is no button.
-    registered.remove(ANY_ACTION)
-    patterns = action_patterns()
-    assert sorted(p.pattern for p in registered) == sorted(p.pattern for p in patterns)
-    # Every id a module lists is the stem of the ids its pattern takes.
-    for module in action_modules().values():
-        for stem in module.ACTION_IDS:
-            assert any(p.pattern.startswith(f"^{stem}") for p in module.ACTION_PATTERNS), stem
-
-
-def test_every_button_the_code_builds_has_a_handler(manifest: dict[str, Any]) -> None:
-    from core.gpu_watch import Watch
-    from core.job_output import STDERR, STDOUT, TailPart
-    from core.log_more import more_block
-    from handlers.actions import cancel_buttons
-    from handlers.commands.watch import remove_buttons
-    from handlers.overcap_button import move_to_overcap_block
-    from tests.factories import job, make_snapshot, make_view
-
-    modules = {
-        "handlers.actions",
-        "handlers.log_button",
-        "handlers.overcap_button",
-        "handlers.watch_button",
+def test_buttons_are_registered_in_one_place_only() -> None:
+    """Every `app.action(...)` of the production code is the registry's: one listener per
+    button of `BUTTONS` and the catch-all; tests/test_button_registry.py checks that every
+    button built has one."""
+    calls = {
+        path.relative_to(REPO).as_posix(): len(re.findall(r"\bapp\.action\(", text))
+        for path, text in source_text().items()
     }
-    assert modules <= set(action_modules())
+    assert {path: n for path, n in calls.items() if n} == {"handlers/buttons/registry.py": 2}
+    assert len(listeners("action")) == 1  # the catch-all; the buttons' go in a loop
+    assert tuple(b.kind.pattern for b in registry.BUTTONS) == registry.ACTION_PATTERNS
+    for button in registry.BUTTONS:
+        assert button.kind.pattern.pattern.startswith(f"^{button.kind.stem}")
+        assert not registry.ANY_ACTION.pattern.startswith(f"^{button.kind.stem}")
+
+
+def test_interactivity_is_on_when_there_are_buttons(manifest: dict[str, Any]) -> None:
     assert manifest["settings"]["interactivity"]["is_enabled"] is bool(action_ids())
-    block = cancel_buttons([job(12), job(13, array_job_id=9, array_task="4")])
-    ids = [element["action_id"] for element in block["elements"]]
-    assert ids == ["skybot_cancel_job:12", "skybot_cancel_job:9_4"]
-    (more,) = more_block(
-        4294967295, [TailPart(STDERR, "stderr", "", 9), TailPart(STDOUT, "stdout", "", 2**40)]
-    )
-    ids += [element["action_id"] for element in more["elements"]]
-    (move,) = move_to_overcap_block(make_view(make_snapshot()), job(14, state="PENDING"))
-    ids += [element["action_id"] for element in move["elements"]]
-    watches = [Watch(n, "T", "U", "alice", "a40", 2, False, "lab", "p", "a", 0, 1) for n in (7, 8)]
-    (remove,) = remove_buttons(watches)
-    ids += [element["action_id"] for element in remove["elements"]]
-    patterns = action_patterns()
-    assert all(any(p.fullmatch(i) for p in patterns) for i in ids), ids
-    assert len(set(ids)) == len(ids)  # unique within the message, as Block Kit requires
 
 
 def test_the_manifest_for_http_mode_sends_everything_to_skybot(manifest: dict[str, Any]) -> None:

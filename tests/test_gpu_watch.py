@@ -24,11 +24,11 @@ from core.lab_usage import idle_gpus
 from core.records import LabCap
 from core.snapshot import SourceStatus
 from core.view import ClusterView
+from handlers.buttons.remove_watch import unwatch_clicked
 from handlers.commands import command_table
 from handlers.identity import IdentityDirectory
 from handlers.router import dispatch_action_or_read
 from handlers.services import Services
-from handlers.watch_button import unwatch_clicked
 from scheduler.watchers.gpu_watches import check_gpu_watches
 from store.watches import active_watches
 from store.writer import StoreWriter

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from core.buttons.cancel import cancel_buttons
 from core.het_jobs import fold_het_jobs
 from core.job_notices import decide_job_notice
 from core.records import Job
@@ -22,7 +23,7 @@ from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
 from core.transitions import merge_observations
 from core.view import ClusterView
-from handlers.actions import cancel_buttons, jobs_named
+from handlers.buttons.cancel import jobs_named
 from handlers.commands import command_table
 from handlers.router import dispatch
 from scheduler.poll_digest import (

@@ -43,12 +43,12 @@ from core.start_notices import start_notice
 from core.storage_alerts import FillPolicy, HoardPolicy, filesystem_alerts, hoarding_alerts
 from core.transitions import REQUEUED, Transition
 from core.view import ClusterView, LabInfo
+from handlers.buttons.show_more_log import more_clicked
 from handlers.charts import ChartRequests, chart_caption
 from handlers.commands import command_table
 from handlers.commands.watch import free_now, watch_list
 from handlers.home import linked_blocks, unlinked_blocks
 from handlers.identity import IdentityDirectory
-from handlers.log_button import more_clicked
 from handlers.reply import Reply
 from handlers.router import dispatch, dispatch_action_or_read
 from handlers.services import Services
@@ -456,13 +456,13 @@ COVERED = {
     "scheduler/watchers/gpu_watches.py",
     "scheduler/watchers/job_starts.py",
     "core/start_notices.py",
-    "handlers/watch_button.py",  # the list of handlers/commands/watch.py, tested above
+    "handlers/buttons/remove_watch.py",  # the list of handlers/commands/watch.py, tested above
     "handlers/charts.py",
     # Relays answers built (and escaped) by the handlers above to a DM, with a fixed note.
     "handlers/click_answers.py",
     "handlers/home.py",
     "handlers/identity.py",
-    "handlers/log_button.py",
+    "handlers/buttons/show_more_log.py",
     "handlers/router.py",
     "handlers/reply.py",
     "core/blocks.py",  # the block helpers themselves

@@ -9,12 +9,12 @@ from typing import Any
 
 from bot.config import IdentityConfig, load_config
 from core.rate_limit import RateLimiter
-from handlers.actions import cancel_clicked
+from handlers.buttons.cancel import cancel_clicked
+from handlers.buttons.move_to_overcap import move_clicked
 from handlers.commands import command_table
 from handlers.home import home_view
 from handlers.identity import IdentityDirectory
 from handlers.job_actions import ActionOutcome, JobActions
-from handlers.overcap_button import move_clicked
 from handlers.router import dispatch_action_or_read
 from handlers.services import Services
 from store.writer import StoreWriter
@@ -42,7 +42,9 @@ class SlowRunner:
     async def __call__(self, user: str, request: dict[str, Any]) -> dict[str, Any]:
         self.calls.append((user, request))
         await asyncio.sleep(0.2)
-        return self.answer or {"ok": True, "job_id": request["job_id"]}
+        # As the runner answers: move-to-overcap says where the job went, cancel only which.
+        where = {k: request[k] for k in ("partition", "account") if k in request}
+        return self.answer or {"ok": True, "job_id": request["job_id"], **where}
 
 
 def services_for(writer: StoreWriter, runner: SlowRunner) -> Services:

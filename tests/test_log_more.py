@@ -32,8 +32,8 @@ from core.log_more import (
 )
 from core.runner_contract import tail_request
 from core.transitions import Transition
+from handlers.buttons.show_more_log import more_clicked
 from handlers.identity import IdentityDirectory
-from handlers.log_button import more_clicked
 from handlers.services import Services
 from store.snapshots import save_slurm_poll
 from store.writer import StoreWriter

@@ -1,6 +1,6 @@
-"""Move to overcap: when `/sky why` offers it (core/overcap_move.py), and what a click does
-after every check (handlers/overcap_button.py). The real runner, Slack stand-in and cluster:
-tests/test_overcap_button_cluster.py."""
+"""Move to overcap: when `/sky why` offers it (core/overcap_move.py), and what a click
+does after every check (handlers/buttons/move_to_overcap.py). The real runner, Slack stand-in
+and cluster: tests/test_overcap_button_cluster.py."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from bot.config import IdentityConfig, load_config
 from core.overcap_move import offers_move_to_overcap, overcap_nodes_that_fit
 from core.records import HetComponent, Job, LabCap
 from core.view import ClusterView
+from handlers.buttons.move_to_overcap import move_clicked
 from handlers.commands import command_table
 from handlers.commands.common import overcap_flags
 from handlers.identity import IdentityDirectory
-from handlers.overcap_button import move_clicked
 from handlers.router import dispatch
 from handlers.services import Services
 from store.writer import StoreWriter
@@ -138,7 +138,9 @@ class Runner:
 
     async def __call__(self, user: str, request: dict[str, Any]) -> dict[str, Any]:
         self.calls.append((user, request))
-        return self.reply or {"ok": True, "job_id": request["job_id"]}
+        # As the runner answers: move-to-overcap says where the job went, cancel only which.
+        where = {k: request[k] for k in ("partition", "account") if k in request}
+        return self.reply or {"ok": True, "job_id": request["job_id"], **where}
 
 
 async def click(

@@ -10,6 +10,8 @@ from pathlib import Path
 from bot.config import Config
 from bot.doctor.checklist import Check
 from bot.doctor.service_user import COMMAND_TIMEOUT_SECONDS, ServiceUser, run_command
+from core.runner_contract import is_reply
+from core.runner_replies import Version, decode_version
 
 INSTALL_RUNNER = "`skybot install runner sudoers` as root"
 
@@ -56,9 +58,10 @@ async def check_runner_version(config: Config, user: ServiceUser) -> Check:
     )
     try:
         answer = json.loads(output)
-        found = answer.get("version") if answer.get("ok") else None
-    except (ValueError, AttributeError):
-        found = None
+    except ValueError:
+        answer = None
+    version = decode_version(answer) if is_reply(answer) else None
+    found = version.version if isinstance(version, Version) else None
     if found is None:
         last = output.strip().splitlines()[-1:] or [f"exit status {status}"]
         return Check(

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from core.runner_contract import RunnerReply, verify_link_request
+from core.runner_contract import verify_link_request
+from core.runner_replies import Refused, decode_link
 from core.slack_text import fenced_code, literal
 from core.user_names import cluster_user_name
 from handlers.identity import LinkRefused, is_human_account
@@ -58,8 +59,8 @@ async def _check(request: CommandRequest, services: Services) -> Reply:
             "You have no link in progress (codes expire). Start with `/sky link YOUR_CLUSTER_USER`."
         )
     user = pending.cluster_user
-    reply = await services.runner(user, verify_link_request(pending.code))
-    if not reply.get("ok"):  # an answer, not a UsageError: the runner did run
+    reply = decode_link(await services.runner(user, verify_link_request(pending.code)))
+    if isinstance(reply, Refused):  # an answer, not a UsageError: the runner did run
         return simple(_refusal(reply, user))
     try:
         told = await services.identity.confirm_link(request.team_id, request.user_id, user)
@@ -75,12 +76,12 @@ async def _check(request: CommandRequest, services: Services) -> Reply:
     return simple(f"{text} You can delete {LINK_FILE} now. `/sky unlink` undoes this.")
 
 
-def _refusal(reply: RunnerReply, user: str) -> str:
+def _refusal(refused: Refused, user: str) -> str:
     """Why the runner did not take the code, with the commands that fix it when it has them
     (a link file or directory others could write: those make it private)."""
-    error = literal(reply.get("error", "the code did not match"), MAX_REFUSAL_CHARS)
-    fixes = reply.get("fix")
-    if isinstance(fixes, list) and fixes and all(isinstance(f, str) for f in fixes):
+    error = literal(refused.reason, MAX_REFUSAL_CHARS)
+    fixes = refused.fix
+    if fixes:
         return (
             f"Not linked: {error}\nTo make it yours alone, run this on a login node as "
             f"{literal(user)}, then `/sky link check` again:\n"

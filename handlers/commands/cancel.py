@@ -4,14 +4,14 @@ Ownership is checked against the snapshot before the runner is started, as the C
 does: scancel run as someone who does not own the job is refused by Slurm, but only after
 slurmctld has logged a "Security violation" for it. A refused cancel starts nothing, so it
 costs no rate-limit token (UsageError). The cancel itself is shared with the button
-(handlers/actions.py): one scancel per job however many ask at once.
+(handlers/buttons/cancel.py): one scancel per job however many ask at once.
 """
 
 from __future__ import annotations
 
 from core.runner_contract import JOB_ID
 from core.slack_text import literal
-from handlers.actions import cancel_as_owner, cancel_refusal, jobs_named
+from handlers.buttons.cancel import cancel_as_owner, cancel_refusal, jobs_named
 from handlers.commands.common import ago, not_linked
 from handlers.reply import Reply, simple
 from handlers.router import Command, CommandRequest, UsageError

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from core.buttons.cancel import cancel_block
 from core.records import Job
 from core.view import ClusterView
-from handlers.actions import cancel_block
 from handlers.commands.common import (
     answer,
     at_most_one,

@@ -2,7 +2,7 @@
 
 Running or ended (skybot keeps ended jobs `database.history_days`), read by the runner as
 the job's owner (`tail`), with the failure DMs' limits, escaping and "Show more" button
-(handlers/log_button.py). Only ever a private answer: `--here` is refused, and a job of
+(handlers/buttons/show_more_log.py). Only ever a private answer: `--here` is refused, and a job of
 someone else is refused before the runner is asked anything.
 """
 
@@ -14,8 +14,8 @@ from core.job_notices import shown_label
 from core.job_output import STDERR, STDOUT, stderr_path, stdout_path, stream_path, tail_part
 from core.log_more import more_block
 from core.slack_text import literal
+from handlers.buttons.show_more_log import read_output
 from handlers.commands.common import not_linked, own_recorded_job, shown
-from handlers.log_button import read_output
 from handlers.reply import Reply, section
 from handlers.router import Command, CommandRequest, UsageError
 from handlers.services import Services

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from core.buttons.remove_watch import remove_buttons
 from core.gpu_watch import (
     FIRED,
     Outcome,
@@ -26,7 +27,7 @@ from core.job_template import TemplateError, parse_gpus
 from core.notice_text import format_duration
 from core.view import ClusterView, LabInfo
 from handlers.commands.common import literal, not_linked, require_data, shown
-from handlers.reply import Block, Reply, section, simple
+from handlers.reply import Reply, section, simple
 from handlers.router import Command, CommandRequest, UsageError
 from handlers.services import Services
 from store.watches import (
@@ -39,8 +40,6 @@ from store.watches import (
 
 USAGE = "watch TYPE:N [--overcap] [--for 4h]"
 UNWATCH_USAGE = "unwatch ID|all"
-UNWATCH = "skybot_unwatch"
-MAX_BUTTONS = 5
 
 
 async def watch(request: CommandRequest, services: Services) -> Reply:
@@ -166,20 +165,6 @@ def watch_list(watches: list[Watch], now: float) -> Reply:
     lines = ["Your GPU watches:", *(watch_line(w, now) for w in watches)]
     text = "\n".join(lines)
     return Reply(text, [section(text), *remove_buttons(watches)])
-
-
-def remove_buttons(watches: list[Watch]) -> list[Block]:
-    """An actions block with a Remove button per watch (handlers/watch_button.py)."""
-    elements = [
-        {
-            "type": "button",
-            "action_id": f"{UNWATCH}:{w.id}",
-            "text": {"type": "plain_text", "text": f"Remove #{w.id}"},
-            "value": str(w.id),
-        }
-        for w in watches[:MAX_BUTTONS]
-    ]
-    return [{"type": "actions", "elements": elements}] if elements else []
 
 
 async def unwatch(request: CommandRequest, services: Services) -> Reply:

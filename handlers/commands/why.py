@@ -12,13 +12,13 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
+from core.buttons.move_to_overcap import move_to_overcap_block
 from core.het_jobs import components_line
 from core.overcap_move import offers_move_to_overcap
 from core.records import Job
 from core.view import ClusterView
 from handlers.commands.common import answer, job_label, literal, require_data, shown
 from handlers.commands.why_explain import LastRequeue, ended, explain
-from handlers.overcap_button import move_to_overcap_block
 from handlers.reply import Reply
 from handlers.router import Command, CommandRequest, UsageError
 from handlers.services import Services

@@ -1,13 +1,13 @@
 """Clicks on "Show more of the log" (failure DMs): the chunk of output before what was shown.
 
-The button (core/log_more.py) names only a job, which of its files, and where the chunk
-ends. Every click is checked again: the clicking Slack user's own linked account must own
-the job, as skybot recorded it (ended jobs are kept with their transitions for
-`database.history_days`); the file is the one Slurm reported for that job, never a path from
-the button; and it is read by the runner as that account, with the same limits as the DM
-(`log_tail_lines`, the bytes those lines may take, `log_tail_seconds`). Someone else clicking
-a forwarded DM reads nothing. A read counts against the same per-user limit as the commands
-that start the runner; refused clicks cost nothing.
+The button (core/log_more.py: failure and start DMs carry it) names only a job, which of its
+files, and where the chunk ends. Every click is checked again: the clicking Slack user's own
+linked account must own the job, as skybot recorded it (ended jobs are kept with their
+transitions for `database.history_days`); the file is the one Slurm reported for that job, never
+a path from the button; and it is read by the runner as that account, with the same limits as
+the DM (`log_tail_lines`, the bytes those lines may take, `log_tail_seconds`). Someone else
+clicking a forwarded DM reads nothing. A read counts against the same per-user limit as the
+commands that start the runner; refused clicks cost nothing.
 
 The click is acked at once; the chunk follows as a NEW message in the DM, through the click's
 response_url, with its own button for the chunk before it. A follow-up rather than a
@@ -23,9 +23,6 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
-
-from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 
 from core.blocks import Block, section
 from core.job_notices import shown_label
@@ -38,9 +35,8 @@ from core.job_output import (
     tail_from_reply,
 )
 from core.log_more import (
-    LOG_MORE,
-    LOG_MORE_PATTERN,
     MAX_OFFSET,
+    SHOW_MORE_LOG,
     earlier_chunk,
     more_block,
     parse_more_value,
@@ -49,16 +45,12 @@ from core.records import Job
 from core.runner_contract import tail_request
 from core.slack_text import literal
 from core.view import ClusterView
-from handlers.click_answers import answer_later
-from handlers.clicks import BackgroundWork, Click, click_of
+from handlers.clicks import Answer, Button, Click
 from handlers.services import Services
-from store.reader import SnapshotCache
 from store.transitions import last_job_record
 
 log = logging.getLogger(__name__)
 
-ACTION_IDS = frozenset({LOG_MORE})
-ACTION_PATTERNS = (LOG_MORE_PATTERN,)
 IN_YOUR_DM = (
     "The earlier output is in your DM with skybot: job output is shown only there, "
     "never in a channel."
@@ -147,50 +139,20 @@ async def read_output(
     return tail_from_reply(path, reply)
 
 
-def click_is_ephemeral(body: dict[str, Any]) -> bool:
-    """Whether the button sat in a message only the clicker sees (a private answer)."""
-    container = body.get("container") or {}
-    return bool(container.get("is_ephemeral")) or container.get("type") != "message"
+async def clicked(click: Click, view: ClusterView, services: Services) -> Answer:
+    answer = await more_clicked(
+        view, services, click.team_id, click.user_id, click.action_id, click.value
+    )
+    # One clicked under a private answer (`/sky log` in the DM) stays private too.
+    return await _delivered(click, answer, services, private=click.ephemeral)
 
 
-def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) -> None:
-    working = BackgroundWork()
-
-    @app.action(LOG_MORE_PATTERN)
-    async def show_more(ack: AsyncAck, respond: AsyncRespond, body: dict[str, Any]) -> None:
-        await ack()
-        click = click_of(body)
-
-        async def act() -> None:
-            try:
-                answer = await more_clicked(
-                    cache.current(),
-                    services,
-                    click.team_id,
-                    click.user_id,
-                    click.action_id,
-                    click.value,
-                )
-            except Exception:
-                log.exception("show-more button failed")
-                answer = MoreAnswer("skybot could not read that output just now; try again.")
-            # One clicked under a private answer (`/sky log` in the DM) stays private too.
-            await _deliver(respond, click, answer, services, private=click_is_ephemeral(body))
-
-        working.start(act())
-
-
-async def _deliver(
-    respond: AsyncRespond,
-    click: Click,
-    answer: MoreAnswer,
-    services: Services,
-    private: bool = False,
-) -> None:
+async def _delivered(
+    click: Click, answer: MoreAnswer, services: Services, private: bool = False
+) -> Answer:
     """The chunk as a new message where the button was, if that is the owner's DM with skybot;
     clicked anywhere else (a failure DM forwarded or shared into a channel), the chunk goes to
     the owner's DM and the channel gets nothing: job output is shown to its owner only."""
-    what = f"the log chunk {click.user_id} asked for ({click.action_id[:40]!r})"
     if not answer.refused and not click.in_dm:
         if services.dm is not None:
             key = f"log-more:{click.team_id}:{click.user_id}:{click.action_id[:80]}:{time.time()}"
@@ -198,10 +160,14 @@ async def _deliver(
             answer = MoreAnswer(IN_YOUR_DM)
         else:
             answer = MoreAnswer("skybot shows job output only in your DM with it.")
-    message: dict[str, Any] = {
-        "text": answer.text,
-        "blocks": answer.blocks or None,
-        "response_type": "ephemeral" if answer.refused or private else "in_channel",
-        "replace_original": False,
-    }
-    await answer_later(respond, message, user_id=click.user_id, dm=services.dm, what=what)
+    return Answer(
+        answer.text,
+        answer.blocks,
+        replace_original=False,
+        response_type="ephemeral" if answer.refused or private else "in_channel",
+    )
+
+
+BUTTON = Button(
+    SHOW_MORE_LOG, clicked, lambda _: "skybot could not read that output just now; try again."
+)
