@@ -57,7 +57,6 @@ EXCEPTIONS: dict[str, str] = {
     "item 3 reshapes the way into a command",
     "constructor bot/health.py:ServiceStatus": "not a mirror: what readiness reads, one "
     "callable per source",
-    "module core/slurm_json.py": "split next into core/slurm_json/",
     # Being split right now in other worktrees (the lead removes these at merge).
     "module store/snapshots.py": "being split in wt-store",
     "function store/snapshots.py:save_slurm_changes": "being split in wt-store",
