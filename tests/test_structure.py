@@ -30,6 +30,9 @@ _THERE = "'s files this round: split there, or given its own reason at merge"
 _ROW = "mirrors a row of its table, as the store reads it back"
 EXCEPTIONS: dict[str, str] = {
     # Record types that mirror a record of Slurm or of skybot's own files and tables.
+    "constructor handlers/clicks.py:Click": (
+        "mirrors the fields skybot reads from Slack's block_actions payload, built in one place"
+    ),
     "constructor core/records.py:Job": _SLURM + " (squeue/sacct job)",
     "constructor core/records.py:Node": _SLURM + " (sinfo/scontrol node)",
     "constructor core/records.py:HetComponent": _SLURM + " (a het job component's own record)",
