@@ -31,6 +31,7 @@ import msgspec
 from core.het_jobs import fold_het_jobs
 from core.job_output import host_names, with_host_names
 from core.lab_usage import LabName, LabUsage, usage_of_labs
+from core.record_codec import encode_record
 from core.records import FINAL_STATES, Job, Node
 from core.slurm_json import (
     ParseResult,
@@ -41,21 +42,13 @@ from core.slurm_json import (
     sinfo_is_grouped,
 )
 from core.slurm_stream import NotStreamable, record_slices
+from core.snapshot_rows import JobRow, NodeRow, SlurmChanges, job_row, lab_usage_row, node_row
 from core.transitions import merge_observations
 from scheduler.slurm_commands import (
     SlurmCommandError,
     raise_reported_errors,
     slurm_document,
     without_reported_errors,
-)
-from store.codec import encode_record
-from store.snapshots import (
-    JobRow,
-    NodeRow,
-    SlurmChanges,
-    job_row,
-    lab_usage_row,
-    node_row,
 )
 
 T = TypeVar("T")

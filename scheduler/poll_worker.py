@@ -27,9 +27,9 @@ import traceback
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from core.gc_pauses import no_collections
 from scheduler.poll_digest import ChangedJobsRequest, DigestRequest, PollDigest, PollDigester
 from scheduler.slurm_commands import POLL_NICENESS, SlurmCommandError
-from store.gc_pauses import no_collections
 
 log = logging.getLogger(__name__)
 

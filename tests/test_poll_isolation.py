@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
+from core.record_codec import decode_job, encode_record
 from core.records import Job, Node
 from core.transitions import merge_observations
 from scheduler import poll_digest
 from scheduler.poll_digest import DigestRequest, LabLimits, PollDigest, PollDigester
 from scheduler.poll_worker import PollWorker
 from store import unreadable
-from store.codec import decode_job, encode_record
 from store.db import open_db
 from store.loaded_rows import DecodedRows
 from store.row_log import RowChanges

@@ -21,6 +21,7 @@ import pytest
 from core.records import LabCap
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
+from core.snapshot_rows import JobRow
 from core.view import ClusterView, LabInfo
 from scheduler.poll_digest import (
     DigestRequest,
@@ -34,7 +35,6 @@ from scheduler.poll_worker import PollWorker, PollWorkerError
 from store.db import open_db
 from store.loaded_rows import LoadedRows
 from store.snapshots import (
-    JobRow,
     load_lab_limits,
     load_snapshot,
     save_caps,
