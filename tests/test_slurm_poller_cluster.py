@@ -23,7 +23,7 @@ from core.transitions import Transition
 from core.view import ClusterView
 from handlers.commands import command_table
 from handlers.router import dispatch
-from scheduler.slurm_poller import SlurmPoller
+from scheduler.slurm.poller import SlurmPoller
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
 from tests.cluster import cluster_script, sbatch, squeue_json, squeue_state, wait_until

@@ -17,7 +17,7 @@ from msgspec.structs import replace
 
 from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
 from core.records import Node
-from scheduler.slurm_poller import SlurmPoller
+from scheduler.slurm.poller import SlurmPoller
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
 
