@@ -3,7 +3,7 @@
 Against the cluster this runs on (the host's 22.05 one, or the 24.11 sandbox through
 `deploy/testcluster-24.11.sh run`): the four test users queue --jobs held jobs (individual
 jobs: a pending array would be one record), then skybot's own poller (SlurmPoller, the
-commands of scheduler/slurm_commands.py, as the `skybot` user) polls them, and each poll
+commands of scheduler/slurm/commands.py, as the `skybot` user) polls them, and each poll
 reports:
 
   * slurmctld's RPC time for it (sdiag, reset before each poll: count and total time per

@@ -46,7 +46,7 @@ from pathlib import Path
 here = Path(sys.argv[0]).parent
 document = json.loads((here / "squeue.json").read_text())
 if any(a.startswith("--Format=") for a in sys.argv):
-    # The pending jobs' settings (scheduler/pending_changes.py), one "|"-ended field each;
+    # The pending jobs' settings (scheduler/slurm/pending_changes.py), one "|"-ended field each;
     # logged apart from the JSON reads.
     with open(here / "listings.log", "a") as log:
         log.write(" ".join(sys.argv[1:]) + "\\n")
