@@ -20,6 +20,8 @@ from scheduler.slurm.packed import Packer, packed
 
 @dataclass(slots=True)
 class PollRows:
+    """What the digester keeps of one poll, to diff the next one against."""
+
     # Each row's fingerprint (`hash` of the row: 64 bits, within one worker's life) by job
     # id and node name: an equal one means the store holds this row already.
     jobs: dict[int, int] = field(default_factory=dict)
