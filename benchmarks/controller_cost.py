@@ -3,7 +3,7 @@
 Against the cluster this runs on (the host's 22.05 one, or the 24.11 sandbox through
 `deploy/testcluster-24.11.sh run`): the four test users queue --jobs held jobs (individual
 jobs: a pending array would be one record), then skybot's own poller (SlurmPoller, the
-commands of scheduler/slurm_commands.py, as the `skybot` user) polls them, and each poll
+commands of scheduler/slurm/commands.py, as the `skybot` user) polls them, and each poll
 reports:
 
   * slurmctld's RPC time for it (sdiag, reset before each poll: count and total time per
@@ -48,8 +48,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bot.config import DatabaseConfig, SlurmConfig, load_config  # noqa: E402
-from scheduler import slurm_poller  # noqa: E402
-from scheduler.slurm_poller import FULL_RECORDS_EVERY, SlurmPoller  # noqa: E402
+from scheduler.slurm import job_reads  # noqa: E402
+from scheduler.slurm.job_reads import FULL_RECORDS_EVERY  # noqa: E402
+from scheduler.slurm.poller import SlurmPoller  # noqa: E402
 from store.writer import StoreWriter  # noqa: E402
 from tests.slurm_wrappers import COMMANDS, as_user, write_wrappers  # noqa: E402
 
@@ -296,7 +297,7 @@ async def few_changed_phase(rounds: int) -> list[Poll]:
     polls = []
     if 1 + rounds * len(FEW_CHANGED) * len(FETCH_WAYS) >= FULL_RECORDS_EVERY:
         raise ValueError(f"too many polls: the {FULL_RECORDS_EVERY}th reads every record")
-    saved = slurm_poller.ONE_BY_ONE_MAX
+    saved = job_reads.ONE_BY_ONE_MAX
     with tempfile.TemporaryDirectory(prefix="skybot-cost-") as tmp:
         run = PollRun(tmp, full_only=False)
         try:
@@ -309,10 +310,10 @@ async def few_changed_phase(rounds: int) -> list[Poll]:
                     for way, most in FETCH_WAYS.items():
                         cancel(held_job_ids()[:count])
                         submit(count)
-                        slurm_poller.ONE_BY_ONE_MAX = most
+                        job_reads.ONE_BY_ONE_MAX = most
                         polls.append(await run.poll(f"{count} new, {way}"))
         finally:
-            slurm_poller.ONE_BY_ONE_MAX = saved
+            job_reads.ONE_BY_ONE_MAX = saved
             await run.close()
     return polls
 

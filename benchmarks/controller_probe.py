@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bot.config import DatabaseConfig, SlurmConfig, load_config  # noqa: E402
-from scheduler.slurm_poller import SlurmPoller  # noqa: E402
+from scheduler.slurm.poller import SlurmPoller  # noqa: E402
 from store.writer import StoreWriter  # noqa: E402
 from tests.slurm_wrappers import COMMANDS, as_user, write_wrappers  # noqa: E402
 

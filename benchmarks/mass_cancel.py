@@ -8,7 +8,7 @@ poll_seconds`, then every one of them is cancelled at once and the poller goes o
   * before: sacct looks back `sacct_overlap_seconds` (300 s) before the last poll, every
     poll, so every poll for five minutes re-reads all the cancelled jobs;
   * after: sacct looks back from when sdiag last showed slurmctld's queue to slurmdbd
-    empty, once a later sacct has answered (scheduler/slurm_poller.py).
+    empty, once a later sacct has answered (scheduler/slurm/sacct_window.py).
 
 Each poll reports its wall time, slurmctld's read RPC time (sdiag) and slurmdbd's sacct time
 (`sacctmgr show stats`), the size of sacct's output, and the RSS of the bot's process (this

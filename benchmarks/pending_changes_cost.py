@@ -53,8 +53,8 @@ from benchmarks.controller_cost import (  # noqa: E402
     submit,
 )
 from bot.config import DatabaseConfig, SlurmConfig, load_config  # noqa: E402
-from scheduler.pending_changes import PENDING_LISTING  # noqa: E402
-from scheduler.slurm_poller import SlurmPoller  # noqa: E402
+from scheduler.slurm.pending_changes import PENDING_LISTING  # noqa: E402
+from scheduler.slurm.poller import SlurmPoller  # noqa: E402
 from store.snapshots import load_snapshot  # noqa: E402
 from store.writer import StoreWriter  # noqa: E402
 from tests.slurm_wrappers import COMMANDS, as_user, write_wrappers  # noqa: E402

@@ -133,8 +133,8 @@ def measure_child(folder: Path, way: str) -> dict[str, float]:
 async def _measure(folder: Path, way: str) -> dict[str, float]:
     from core.slurm_decode import decode_slurm_json
     from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
-    from scheduler.poll_digest import ChangedJobsRequest, DigestRequest, Generation, LabLimits
-    from scheduler.poll_worker import PollWorker
+    from scheduler.slurm.wire import ChangedJobsRequest, DigestRequest, Generation, LabLimits
+    from scheduler.slurm.worker import PollWorker
     from store.reader import SnapshotCache
     from store.snapshots import save_slurm_changes, save_slurm_poll
     from store.writer import StoreWriter

@@ -183,7 +183,7 @@ def _doctor(path: Path | None, service_user: str | None) -> int:
 
 async def _poll(config: Config, cycles: int) -> int:
     from bot.config import database_path
-    from scheduler.slurm_poller import SlurmPoller
+    from scheduler.slurm.poller import SlurmPoller
     from scheduler.storage_poller import StoragePoller
     from store.snapshots import load_snapshot
     from store.writer import StoreWriter

@@ -16,7 +16,7 @@ from bot.config import Config, database_path
 from bot.service import snapshot_cache
 from handlers.commands import command_table
 from handlers.router import dispatch
-from scheduler.slurm_poller import SlurmPoller
+from scheduler.slurm.poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
 from store.writer import StoreWriter
 

@@ -43,10 +43,10 @@ from handlers.services import Services
 from scheduler.chart_maker import ChartMaker
 from scheduler.digest import WeeklyDigest
 from scheduler.outbox_sender import OutboxSender
-from scheduler.own_actions import refreshing_runner
 from scheduler.schedule import PollSchedule, build_scheduler
 from scheduler.sender_client import sender_client
-from scheduler.slurm_poller import SlurmPoller
+from scheduler.slurm.own_actions import refreshing_runner
+from scheduler.slurm.poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
 from scheduler.submit_worker import SubmissionWorker
 from scheduler.watchers import Watchers

@@ -22,8 +22,8 @@ from apscheduler.triggers.cron import CronTrigger
 
 from core.config_schema import Config
 from scheduler.interval import ClockStepWatch, IntervalLoop, PollProgress
-from scheduler.poll_pacing import PollPacer
-from scheduler.slurm_poller import SlurmPoller
+from scheduler.slurm.pacing import PollPacer
+from scheduler.slurm.poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
 from store.health import is_store_fault
 

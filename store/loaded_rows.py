@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from core.record_codec import decode_job, decode_node
 from core.records import Job, Node
-from store.codec import decode_job, decode_node
 from store.row_log import RowChanges, changes_since, rows_version
 from store.unreadable import UNREADABLE, name_unreadable
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import sqlite_utils
 
+from core.gc_pauses import exempt_from_full_collections, no_collections
 from core.images import GUIDE_MIN_RELEASE
 from core.snapshot import ClusterSnapshot
 from core.view import ClusterView, LabInfo
 from store.db import open_db
-from store.gc_pauses import exempt_from_full_collections, no_collections
 from store.loaded_rows import LoadedRows
 from store.snapshots import load_snapshot, snapshot_version
 

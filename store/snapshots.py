@@ -7,16 +7,24 @@ and reload it only when something new was committed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any, TypeVar
 
 import sqlite_utils
 
+from core.gc_pauses import no_collections
 from core.het_jobs import fold_het_jobs
 from core.job_output import host_names, with_host_names
 from core.lab_usage import LabUsage
+from core.record_codec import (
+    decode_image,
+    decode_job,
+    decode_node,
+    decode_usage,
+    encode_record,
+)
 from core.records import (
     ContainerImage,
     DirectoryUsage,
@@ -27,6 +35,7 @@ from core.records import (
     Node,
 )
 from core.snapshot import SOURCES, ClusterSnapshot, SourceStatus
+from core.snapshot_rows import SlurmChanges, job_row, node_row
 from core.transitions import (
     KnownState,
     Transition,
@@ -40,61 +49,11 @@ from core.transitions import (
     with_known_restarts,
     with_last_seen,
 )
-from store.codec import (
-    decode_image,
-    decode_job,
-    decode_node,
-    decode_usage,
-    encode_record,
-    encode_usage,
-)
-from store.gc_pauses import no_collections
 from store.loaded_rows import LoadedRows
 from store.row_log import log_gone, next_rows_version
 from store.unreadable import name_once, readable
 
 R = TypeVar("R")
-
-
-@dataclass(frozen=True, slots=True)
-class SlurmChanges:
-    """What a poll changed, as rows ready for the tables (see scheduler/poll_digest.py).
-
-    `full` replaces the job and node tables with the rows given (the first poll after a
-    start, or after the poll worker restarted); otherwise rows are upserted and `gone_*`
-    deleted. `observed` holds only the jobs whose record may have changed (squeue's changed
-    records, and what sacct reported that the store was not told already), one per job id:
-    an unchanged record cannot be a transition. `lab_usages` is each lab's usage counted
-    from the jobs as they are after this poll; None (the jobs written with no count) leaves
-    the bot to count it.
-    """
-
-    full: bool
-    job_rows: Sequence[JobRow]
-    gone_job_ids: Sequence[int]
-    node_rows: Sequence[NodeRow]
-    gone_nodes: Sequence[str]
-    observed: Collection[Job]
-    lab_usages: Sequence[LabUsageRow] | None = None
-
-
-# (job_id, user, account, partition, state, record) and (name, record), as stored.
-JobRow = tuple[int, str, str, str, str, str]
-NodeRow = tuple[str, str]
-# (lab, account, overcap account, record): what the usage was counted for, and the count.
-LabUsageRow = tuple[str, str, str, str]
-
-
-def job_row(job: Job) -> JobRow:
-    return (job.job_id, job.user, job.account, job.partition, job.state, encode_record(job))
-
-
-def node_row(node: Node) -> NodeRow:
-    return (node.name, encode_record(node))
-
-
-def lab_usage_row(usage: LabUsage, overcap_account: str) -> LabUsageRow:
-    return (usage.lab, usage.account, overcap_account, encode_usage(usage))
 
 
 def save_slurm_poll(

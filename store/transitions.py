@@ -10,10 +10,10 @@ from collections.abc import Collection
 
 import sqlite_utils
 
+from core.record_codec import decode_job
 from core.records import Job
 from core.transitions import REQUEUED, Transition
 from store.alerts import load_cursor
-from store.codec import decode_job
 
 
 def pending_transition_users(db: sqlite_utils.Database, batch: int) -> tuple[set[str], int | None]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from msgspec.structs import replace
 
 from bot.config import DatabaseConfig, SlurmConfig, load_config
-from scheduler.slurm_poller import SlurmPoller
+from scheduler.slurm.poller import SlurmPoller
 from store.writer import StoreWriter
 from tests.slurm_wrappers import write_wrappers
 

@@ -26,12 +26,8 @@ from core.view import ClusterView
 from handlers.buttons.cancel import jobs_named
 from handlers.commands import command_table
 from handlers.router import dispatch
-from scheduler.poll_digest import (
-    ChangedJobsRequest,
-    DigestRequest,
-    LabLimits,
-    PollDigester,
-)
+from scheduler.slurm.digester import PollDigester
+from scheduler.slurm.wire import ChangedJobsRequest, DigestRequest, LabLimits
 from store.db import open_db
 from store.snapshots import load_snapshot, save_slurm_changes, save_slurm_poll
 from tests.factories import LABS

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from store.codec import decode_job
+from core.record_codec import decode_job
 from tests.bot_process import dms_about, linked_bot, linked_bot_config, wait_for_slurm_poll
 from tests.cluster import sbatch_async, scancel_async, squeue_state, wait_for
 

@@ -15,8 +15,8 @@ def test_json_lines_carry_fields_and_the_exception() -> None:
         raise ValueError("bad poll")
     except ValueError:
         exc_info = sys.exc_info()
-    record = logging.getLogger("scheduler.slurm_poller").makeRecord(
-        "scheduler.slurm_poller",
+    record = logging.getLogger("scheduler.slurm.poller").makeRecord(
+        "scheduler.slurm.poller",
         logging.WARNING,
         __file__,
         1,
@@ -26,7 +26,7 @@ def test_json_lines_carry_fields_and_the_exception() -> None:
     )
     entry = json.loads(JsonLines().format(record))
     assert entry["level"] == "WARNING"
-    assert entry["logger"] == "scheduler.slurm_poller"
+    assert entry["logger"] == "scheduler.slurm.poller"
     assert entry["message"] == "slurm poll failed (next try in 30 s)"
     assert "ValueError: bad poll" in entry["exception"]
     assert entry["time"].endswith("+00:00")

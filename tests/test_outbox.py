@@ -441,7 +441,7 @@ async def test_a_job_array_ending_sends_one_digest(writer: StoreWriter) -> None:
 def test_transition_record_round_trips_through_the_store(tmp_path: Path) -> None:
     # The notifier decodes job_transitions.record; a Transition built from it equals the
     # poller's own.
-    from store.codec import decode_job
+    from core.record_codec import decode_job
     from store.db import open_db
 
     db = open_db(tmp_path / "t.db")

@@ -17,11 +17,11 @@ from msgspec.structs import replace
 
 from bot.config import SlurmConfig, load_config
 from core.runner_contract import RunnerReply, RunnerRequest
-from scheduler.own_actions import refreshing_runner
-from scheduler.pending_changes import PendingWatch, changed_since, pending_fingerprints
-from scheduler.poll_pacing import pending_listing_due
 from scheduler.schedule import build_scheduler
-from scheduler.slurm_poller import SlurmPoller
+from scheduler.slurm.own_actions import refreshing_runner
+from scheduler.slurm.pacing import pending_listing_due
+from scheduler.slurm.pending_changes import PendingWatch, changed_since, pending_fingerprints
+from scheduler.slurm.poller import SlurmPoller
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
 from tests.test_poll_states_only import _add_pending_jobs, _calls, _config, _fetches, _slurm

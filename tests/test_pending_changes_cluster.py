@@ -23,9 +23,9 @@ from bot.config import DatabaseConfig, SlurmConfig, load_config
 from bot.service import lab_infos, runner_call
 from core.records import Job
 from core.runner_contract import RunnerCall, move_to_overcap_request
-from scheduler.own_actions import refreshing_runner
 from scheduler.schedule import PollSchedule, build_scheduler
-from scheduler.slurm_poller import SlurmPoller
+from scheduler.slurm.own_actions import refreshing_runner
+from scheduler.slurm.poller import SlurmPoller
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
 from tests.cluster import as_user, sbatch_async, wait_for

@@ -16,13 +16,14 @@ from typing import Any
 
 import pytest
 
+from core.record_codec import decode_job, encode_record
 from core.records import Job, Node
 from core.transitions import merge_observations
-from scheduler import poll_digest
-from scheduler.poll_digest import DigestRequest, LabLimits, PollDigest, PollDigester
-from scheduler.poll_worker import PollWorker
+from scheduler.slurm import diff
+from scheduler.slurm.digester import PollDigester
+from scheduler.slurm.wire import DigestRequest, LabLimits, PollDigest
+from scheduler.slurm.worker import PollWorker
 from store import unreadable
-from store.codec import decode_job, encode_record
 from store.db import open_db
 from store.loaded_rows import DecodedRows
 from store.row_log import RowChanges
@@ -131,7 +132,7 @@ def _fields(request: DigestRequest) -> dict[str, Any]:
 def test_a_job_or_node_the_digest_cannot_encode_costs_only_itself(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_job_row, real_node_row = poll_digest.job_row, poll_digest.node_row
+    real_job_row, real_node_row = diff.job_row, diff.node_row
 
     def job_row(job: Job) -> Any:
         if job.job_id == 103:
@@ -143,8 +144,8 @@ def test_a_job_or_node_the_digest_cannot_encode_costs_only_itself(
             raise ValueError("a value msgspec cannot encode")
         return real_node_row(node)
 
-    monkeypatch.setattr(poll_digest, "job_row", job_row)
-    monkeypatch.setattr(poll_digest, "node_row", node_row)
+    monkeypatch.setattr(diff, "job_row", job_row)
+    monkeypatch.setattr(diff, "node_row", node_row)
     db = open_db(tmp_path / "skybot.db")
     digest = PollDigester().digest(_request(sacct="sacct.json"))
     save_slurm_changes(db, digest.changes, 1000.0)

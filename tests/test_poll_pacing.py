@@ -9,8 +9,8 @@ import pytest
 from msgspec.structs import replace
 
 from bot.config import SlurmConfig, load_config
-from scheduler.poll_pacing import PollPacer
 from scheduler.schedule import build_scheduler
+from scheduler.slurm.pacing import PollPacer
 
 
 def test_the_interval_grows_past_the_share_and_shrinks_back() -> None:

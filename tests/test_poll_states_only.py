@@ -25,14 +25,15 @@ from core.job_output import host_names, with_host_names
 from core.records import Job
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_sinfo, parse_squeue
-from scheduler.poll_digest import ChangedJobsRequest, PollDigester
-from scheduler.slurm_poller import (
+from scheduler.slurm.digester import PollDigester
+from scheduler.slurm.job_reads import (
     FULL_RECORDS_EVERY,
     ONE_BY_ONE_AT_ONCE,
     ONE_BY_ONE_MAX,
-    SlurmPoller,
     _job_id_lists,
 )
+from scheduler.slurm.poller import SlurmPoller
+from scheduler.slurm.wire import ChangedJobsRequest
 from store.snapshots import load_snapshot, load_source_status
 from store.writer import StoreWriter
 
@@ -45,7 +46,7 @@ from pathlib import Path
 here = Path(sys.argv[0]).parent
 document = json.loads((here / "squeue.json").read_text())
 if any(a.startswith("--Format=") for a in sys.argv):
-    # The pending jobs' settings (scheduler/pending_changes.py), one "|"-ended field each;
+    # The pending jobs' settings (scheduler/slurm/pending_changes.py), one "|"-ended field each;
     # logged apart from the JSON reads.
     with open(here / "listings.log", "a") as log:
         log.write(" ".join(sys.argv[1:]) + "\\n")

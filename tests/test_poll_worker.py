@@ -21,20 +21,15 @@ import pytest
 from core.records import LabCap
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
+from core.snapshot_rows import JobRow
 from core.view import ClusterView, LabInfo
-from scheduler.poll_digest import (
-    DigestRequest,
-    Generation,
-    LabLimits,
-    PollDigest,
-    PollDigester,
-    packed,
-)
-from scheduler.poll_worker import PollWorker, PollWorkerError
+from scheduler.slurm.digester import PollDigester
+from scheduler.slurm.packed import packed
+from scheduler.slurm.wire import DigestRequest, Generation, LabLimits, PollDigest
+from scheduler.slurm.worker import PollWorker, PollWorkerError
 from store.db import open_db
 from store.loaded_rows import LoadedRows
 from store.snapshots import (
-    JobRow,
     load_lab_limits,
     load_snapshot,
     save_caps,
@@ -259,7 +254,7 @@ async def test_a_worker_that_stops_answering_is_killed(tmp_path: Path) -> None:
 
 
 async def test_slurm_errors_in_the_output_come_back_as_slurm_errors(tmp_path: Path) -> None:
-    from scheduler.slurm_commands import SlurmCommandError
+    from scheduler.slurm.commands import SlurmCommandError
 
     worker = PollWorker()
     squeue, nodes, _ = _polls("v0.0.38")[0]

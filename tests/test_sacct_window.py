@@ -21,12 +21,9 @@ import pytest
 from msgspec.structs import replace
 
 from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
-from scheduler.slurm_poller import (
-    _DBD_QUEUE,
-    SACCT_CAUGHT_UP_MARGIN_SECONDS,
-    SlurmPoller,
-    _slurm_time,
-)
+from scheduler.slurm.cli_source import _DBD_QUEUE, _slurm_time
+from scheduler.slurm.poller import SlurmPoller
+from scheduler.slurm.sacct_window import SACCT_CAUGHT_UP_MARGIN_SECONDS
 from store.writer import StoreWriter
 
 V38 = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.38"

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from scheduler.poll_worker import PollWorker
-from scheduler.slurm_commands import POLL_NICENESS, run_slurm
+from scheduler.slurm.commands import POLL_NICENESS, run_slurm
+from scheduler.slurm.worker import PollWorker
 
 # Its own niceness, once the bot has set it (it polls, so the test does not depend on how
 # soon after the start that happens; never set, it prints the bot's after 10 s).

@@ -33,7 +33,7 @@ from core.slurm_json import (
     parse_squeue_pieces,
 )
 from core.slurm_stream import record_slices
-from scheduler.poll_digest import _sacct_jobs, _squeue_jobs
+from scheduler.slurm.digester import _sacct_jobs, _squeue_jobs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 
@@ -82,7 +82,7 @@ def test_the_slim_decode_parses_like_json_loads(document: Path, kind: str) -> No
 
 @pytest.mark.parametrize(("document", "kind"), JOB_DOCUMENTS, ids=str)
 def test_the_pollers_own_reading_gives_the_full_parsers_records(document: Path, kind: str) -> None:
-    """As the poll worker reads a command's output file (scheduler/poll_digest.py)."""
+    """As the poll worker reads a command's output file (scheduler/slurm/digester.py)."""
     path = FIXTURES / document
     read = _squeue_jobs if kind == "squeue" else _sacct_jobs
     assert read(path).records == FULL[kind](json.loads(path.read_bytes())).records

@@ -16,14 +16,14 @@ from msgspec.structs import replace
 from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
 from bot.service import lab_infos
 from core.job_notices import compose_job_notice
+from core.record_codec import decode_job
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_squeue
 from core.transitions import Transition
 from core.view import ClusterView
 from handlers.commands import command_table
 from handlers.router import dispatch
-from scheduler.slurm_poller import SlurmPoller
-from store.codec import decode_job
+from scheduler.slurm.poller import SlurmPoller
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
 from tests.cluster import cluster_script, sbatch, squeue_json, squeue_state, wait_until

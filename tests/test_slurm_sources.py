@@ -17,7 +17,8 @@ from msgspec.structs import replace
 
 from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
 from core.records import Node
-from scheduler.slurm_poller import SlurmPoller
+from scheduler.slurm.cli_source import CliSource
+from scheduler.slurm.poller import SlurmPoller
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
 
@@ -199,3 +200,32 @@ async def test_caps_from_parsable2_where_sacctmgr_has_no_json(tmp_path: Path) ->
     calls = (bin_dir / "calls.log").read_text().splitlines()
     # Asked once whether --json exists; from then on straight to --parsable2.
     assert ["--json" in call for call in calls] == [True, False, False, False]
+
+
+async def test_a_poller_reads_the_cluster_its_source_names(tmp_path: Path) -> None:
+    """The cluster is the poller's parameter: its source's commands and slurm.conf are
+    used, not `[slurm]`'s (whose bin_dir here holds no Slurm at all)."""
+    bin_dir = tmp_path / "other-cluster"
+    bin_dir.mkdir()
+    for command, document in [("sinfo", "sinfo.json"), ("squeue", "squeue.json")]:
+        path = bin_dir / document
+        path.write_text(json.dumps(_load("v0.0.38", document)))
+        # Each run says which slurm.conf it was given.
+        _program(bin_dir, command, f'echo "$SLURM_CONF" >> {shlex.quote(str(bin_dir / "conf.log"))}'
+                 f"; exec cat {shlex.quote(str(path))}")  # fmt: skip
+    _printing(bin_dir, "sacct", _load("v0.0.38", "sacct.json"))
+    config = _config(tmp_path, tmp_path / "no-slurm-here")
+    source = CliSource(str(bin_dir), timeout=10, slurm_conf="/etc/slurm-other/slurm.conf")
+    writer = StoreWriter(config.database.path)
+    try:
+        poller = SlurmPoller(config, writer, source=source, cluster="other")
+        assert poller.cluster == "other"
+        assert await poller.poll_jobs()
+        snapshot = await writer.run(load_snapshot)
+        await poller.close()
+    finally:
+        writer.close()
+    assert {n.name for n in snapshot.nodes} == {"baymax", "clippy", "xaea-12"}
+    assert snapshot.jobs
+    confs = (bin_dir / "conf.log").read_text().splitlines()
+    assert confs and set(confs) == {"/etc/slurm-other/slurm.conf"}

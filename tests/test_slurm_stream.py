@@ -27,8 +27,8 @@ from core.slurm_json import (
     parse_squeue_pieces,
 )
 from core.slurm_stream import NotStreamable, record_slices
-from scheduler.poll_digest import _squeue_jobs
-from scheduler.slurm_commands import SlurmCommandError
+from scheduler.slurm.commands import SlurmCommandError
+from scheduler.slurm.digester import _squeue_jobs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 VERSIONS = ["v0.0.38", "v0.0.40", "v0.0.42"]

@@ -12,15 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.lab_usage import idle_gpus
+from core.snapshot_rows import SlurmChanges, job_row, node_row
 from core.view import LabInfo
 from store import row_log
 from store.db import open_db
 from store.reader import SnapshotCache
 from store.snapshots import (
-    SlurmChanges,
-    job_row,
     load_snapshot,
-    node_row,
     save_slurm_changes,
     save_slurm_poll,
 )

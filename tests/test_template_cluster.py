@@ -30,7 +30,7 @@ from core.view import ClusterView
 from handlers.commands import command_table
 from handlers.reply import Reply
 from handlers.router import dispatch
-from scheduler.slurm_poller import SlurmPoller
+from scheduler.slurm.poller import SlurmPoller
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
 from tests.cluster import slurm_answers

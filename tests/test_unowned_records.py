@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.poll_digest import DigestRequest, LabLimits, PollDigester
+from scheduler.slurm.digester import PollDigester
+from scheduler.slurm.wire import DigestRequest, LabLimits
 from store.db import open_db
 from store.snapshots import load_snapshot, save_slurm_changes
 

@@ -11,6 +11,7 @@ from bot.config import load_config
 from core.job_facts import refused_at_submission, slurm_job_id
 from core.job_notices import REQUEUED_KIND, compose_job_notice, notice_kind
 from core.notice_text import plural
+from core.record_codec import encode_record
 from core.records import EarlierRun, Job
 from core.slurm_json import parse_sacct
 from core.snapshot import SourceStatus
@@ -20,7 +21,6 @@ from handlers.commands.why_explain import LastRequeue, explain
 from handlers.identity import IdentityDirectory
 from handlers.router import dispatch_action_or_read
 from handlers.services import Services
-from store.codec import encode_record
 from store.writer import StoreWriter
 from tests.factories import job, make_view
 from tests.test_commands import NOW, ask, cluster, cluster_jobs

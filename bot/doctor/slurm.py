@@ -8,7 +8,7 @@ import time
 
 from bot.config import Config
 from bot.doctor.checklist import Check
-from scheduler.slurm_commands import SlurmCommandError, run_slurm, run_slurm_json
+from scheduler.slurm.commands import SlurmCommandError, run_slurm, run_slurm_json
 
 SLURM_TIMEOUT_SECONDS = 10.0
 SLURM_FIX = (

@@ -2,7 +2,7 @@
 
 Decoding and parsing `squeue --json` holds the interpreter for seconds at 100,000 jobs; in
 the bot's process that stalls every slash command's answer (issue 17). The child does it
-instead, and sends back only what changed (scheduler/poll_digest.py). It is a plain
+instead, and sends back only what changed (scheduler/slurm/digester.py). It is a plain
 `python -c` child speaking length-prefixed pickles over its stdin and stdout, rather than a
 multiprocessing pool: it imports only the parsing code (multiprocessing's spawn would
 re-import the bot's `__main__`), the loop reads its answers without a thread, and a stuck
@@ -27,9 +27,10 @@ import traceback
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from scheduler.poll_digest import ChangedJobsRequest, DigestRequest, PollDigest, PollDigester
-from scheduler.slurm_commands import POLL_NICENESS, SlurmCommandError
-from store.gc_pauses import no_collections
+from core.gc_pauses import no_collections
+from scheduler.slurm.commands import POLL_NICENESS, SlurmCommandError
+from scheduler.slurm.digester import PollDigester
+from scheduler.slurm.wire import ChangedJobsRequest, DigestRequest, PollDigest
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +38,10 @@ _LENGTH = struct.Struct("!Q")
 # Answers bigger than this are unpickled on a thread (a first, full digest of 100,000 jobs
 # is tens of MB); a steady-state answer is unpickled right away.
 _UNPICKLE_INLINE_BYTES = 1 << 20
-_ROOT = str(Path(__file__).resolve().parent.parent)
+# The checkout (or site-packages) root that holds scheduler/: three levels up.
+_ROOT = str(Path(__file__).resolve().parents[2])
 _CHILD = (
-    "import sys; sys.path.insert(0, sys.argv[1]); from scheduler.poll_worker import serve; serve()"
+    "import sys; sys.path.insert(0, sys.argv[1]); from scheduler.slurm.worker import serve; serve()"
 )
 
 

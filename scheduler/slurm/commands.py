@@ -36,19 +36,27 @@ class SlurmCommandError(Exception):
         return str(self.args[0])
 
 
-async def run_slurm(bin_dir: str, command: str, args: list[str], timeout: float) -> bytes:
+async def run_slurm(
+    bin_dir: str, command: str, args: list[str], timeout: float, slurm_conf: str | None = None
+) -> bytes:
     """Run `bin_dir/command args…` and return its standard output."""
     with tempfile.TemporaryFile(prefix="skybot-slurm-") as output:
-        await run_slurm_into(output, bin_dir, command, args, timeout)
+        await run_slurm_into(output, bin_dir, command, args, timeout, slurm_conf)
         output.seek(0)
         return output.read()
 
 
 async def run_slurm_into(
-    output: BinaryIO, bin_dir: str, command: str, args: list[str], timeout: float
+    output: BinaryIO,
+    bin_dir: str,
+    command: str,
+    args: list[str],
+    timeout: float,
+    slurm_conf: str | None = None,
 ) -> None:
     """Run `bin_dir/command args…` with its standard output going to the file `output`
-    (the poll worker reads squeue's output from there, never through the event loop)."""
+    (the poll worker reads squeue's output from there, never through the event loop).
+    `slurm_conf` names the cluster's slurm.conf when it is not the bot's own SLURM_CONF."""
     program = str(Path(bin_dir) / command)
     try:
         process = await asyncio.create_subprocess_exec(
@@ -57,7 +65,7 @@ async def run_slurm_into(
             stdin=asyncio.subprocess.DEVNULL,
             stdout=output,
             stderr=asyncio.subprocess.PIPE,
-            env=_slurm_environment(),
+            env=_slurm_environment(slurm_conf),
         )
     except OSError as error:
         raise SlurmCommandError(f"cannot start {program}: {error.strerror}") from None
@@ -78,9 +86,9 @@ async def run_slurm_into(
 
 
 async def run_slurm_json(
-    bin_dir: str, command: str, args: list[str], timeout: float
+    bin_dir: str, command: str, args: list[str], timeout: float, slurm_conf: str | None = None
 ) -> dict[str, Any]:
-    return slurm_document(command, await run_slurm(bin_dir, command, args, timeout))
+    return slurm_document(command, await run_slurm(bin_dir, command, args, timeout, slurm_conf))
 
 
 def slurm_document(command: str, raw: bytes) -> dict[str, Any]:
@@ -140,9 +148,11 @@ async def _reap(process: asyncio.subprocess.Process) -> None:
     await process.wait()
 
 
-def _slurm_environment() -> dict[str, str]:
+def _slurm_environment(slurm_conf: str | None = None) -> dict[str, str]:
     # Slurm's own variables (SLURM_CONF, …) matter; a user's SQUEUE_FORMAT etc. must not.
     keep = {"PATH", "LANG", "LC_ALL", "TZ", "HOME", "SLURM_CONF"}
     env = {k: v for k, v in os.environ.items() if k in keep}
     env.setdefault("PATH", "/usr/bin:/bin")
+    if slurm_conf is not None:
+        env["SLURM_CONF"] = slurm_conf
     return env

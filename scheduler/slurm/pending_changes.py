@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from scheduler.poll_pacing import pending_listing_due
+from scheduler.slurm.pacing import pending_listing_due
 
 # Every setting of a pending job that its record shows (core.records.Job), each printed in
 # full (":0"), "|" after each; the job id first and the free text last, so that a name

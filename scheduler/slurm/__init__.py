@@ -1,0 +1,1 @@
+"""The Slurm wing: reading one cluster into the store (poller, sources, worker, digest)."""

@@ -1,0 +1,148 @@
+"""A cluster read through its client commands (squeue, sinfo, scontrol, sacct, sdiag, sacctmgr).
+
+Each Slurm generation's best command is used, found from what the commands print rather than
+configured: nodes from `sinfo --json` while it lists nodes one by one (22.05), from
+`scontrol show nodes --json` once sinfo is seen to group them (23.02+: a group carries its
+first node's GPU totals); caps from `sacctmgr --json` where it exists, `--parsable2` where
+it does not (22.05). sacct lists every run of a requeued job (`--duplicates`), so a
+preemption that came and went between polls is still counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from datetime import datetime
+from pathlib import Path
+
+from core.associations import parse_associations, parse_associations_json
+from scheduler.slurm.commands import SlurmCommandError, run_slurm, run_slurm_into, run_slurm_json
+from scheduler.slurm.pending_changes import PENDING_LISTING
+from scheduler.slurm.source import Associations
+
+log = logging.getLogger(__name__)
+
+# RQ: the run `scontrol requeue` stopped (PR and NF are the runs preemption and node failure
+# stopped), so a requeue is told with its cause and Slurm's times for that run.
+SACCT_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,RQ,TO"
+_DBD_QUEUE = re.compile(rb"^\s*DBD Agent queue size:\s*(\d+)\s*$", re.M)
+# What squeue says, exiting 1, for an id slurmctld no longer holds: a job that ended and
+# was purged (MinJobAge) between the states listing and its fetch. An answer, not an outage.
+_UNKNOWN_JOB = "Invalid job id specified"
+
+SINFO_NODES = ("sinfo", ["--json"])
+SCONTROL_NODES = ("scontrol", ["show", "nodes", "--json"])
+_ASSOCIATIONS = ["show", "associations", "format=account,user,grptres"]
+
+
+class CliSource:
+    """The commands in `bin_dir`, each given `timeout` seconds, with the cluster's
+    slurm.conf (`slurm_conf`; None: the bot's own SLURM_CONF, or Slurm's default)."""
+
+    def __init__(self, bin_dir: str, timeout: float, slurm_conf: str | None = None) -> None:
+        self._bin_dir = bin_dir
+        self._timeout = timeout
+        self._slurm_conf = slurm_conf
+        self._nodes_source = SINFO_NODES
+        # None until sacctmgr has shown whether it knows --json.
+        self._sacctmgr_json: bool | None = None
+
+    @property
+    def nodes_command(self) -> str:
+        return self._nodes_source[0]
+
+    async def jobs_into(self, path: Path, job_ids: str | None = None) -> bool:
+        # --all as in every read: a job in a hidden partition is listed too.
+        if job_ids is None:
+            await self._run_into(path, "squeue", ["--all", "--json"])
+            return True
+        try:
+            await self._run_into(path, "squeue", ["--all", "--json", f"--jobs={job_ids}"])
+        except SlurmCommandError as error:
+            # For a list squeue leaves unknown ids out; for one id it fails.
+            if _UNKNOWN_JOB in error.stderr:
+                return False
+            raise
+        return True
+
+    async def job_states_into(self, path: Path) -> None:
+        await self._run_into(path, "squeue", ["--all", "--only-job-state", "--json"])
+
+    async def pending_jobs_into(self, path: Path) -> None:
+        await self._run_into(path, "squeue", PENDING_LISTING)
+
+    async def nodes_into(self, path: Path) -> None:
+        await self._run_into(path, *self._nodes_source)
+
+    def nodes_are_grouped(self) -> None:
+        log.info("sinfo groups nodes (Slurm 23.02+): reading them from scontrol")
+        self._nodes_source = SCONTROL_NODES
+
+    async def ended_jobs_into(self, path: Path, start: float, end: float) -> None:
+        await self._run_into(
+            path,
+            "sacct",
+            [
+                "--json",
+                "--allusers",
+                "--duplicates",
+                f"--state={SACCT_STATES}",
+                f"--starttime={_slurm_time(start)}",
+                f"--endtime={_slurm_time(end)}",
+            ],
+        )
+
+    async def dbd_queue_size(self) -> int | None:
+        try:
+            shown = await self._run("sdiag", [])
+        except SlurmCommandError as error:
+            log.debug("sdiag did not answer (sacct looks back in full): %s", error)
+            return None
+        found = _DBD_QUEUE.search(shown)
+        return int(found[1]) if found is not None else None
+
+    async def answers_ping(self) -> bool:
+        try:
+            out = await self._run("scontrol", ["ping"])
+        except SlurmCommandError:
+            return False
+        return b"is UP" in out
+
+    async def associations(self) -> Associations:
+        """Caps and members from sacctmgr: its JSON where it has one, else --parsable2."""
+        if self._sacctmgr_json is not False:
+            try:
+                document = await run_slurm_json(
+                    self._bin_dir,
+                    "sacctmgr",
+                    ["--json", *_ASSOCIATIONS],
+                    self._timeout,
+                    self._slurm_conf,
+                )
+            except SlurmCommandError as error:
+                if self._sacctmgr_json or "unrecognized option '--json'" not in error.stderr:
+                    raise
+                log.info("sacctmgr has no --json (Slurm 22.05): reading --parsable2")
+                self._sacctmgr_json = False
+            else:
+                self._sacctmgr_json = True
+                return parse_associations_json(document)
+        raw = await self._run("sacctmgr", ["--parsable2", "--noheader", *_ASSOCIATIONS])
+        return parse_associations(raw.decode(errors="replace"))
+
+    async def _run(self, command: str, args: list[str]) -> bytes:
+        return await run_slurm(self._bin_dir, command, args, self._timeout, self._slurm_conf)
+
+    async def _run_into(self, path: Path, command: str, args: list[str]) -> None:
+        # Truncating last poll's output on the loop froze it for 300 ms at 100,000 jobs (the
+        # filesystem frees 600 MB of blocks): remove it on a thread instead.
+        await asyncio.to_thread(path.unlink, missing_ok=True)
+        with path.open("wb") as output:
+            await run_slurm_into(
+                output, self._bin_dir, command, args, self._timeout, self._slurm_conf
+            )
+
+
+def _slurm_time(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch).strftime("%Y-%m-%dT%H:%M:%S")

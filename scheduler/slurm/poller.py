@@ -1,0 +1,255 @@
+"""The one Slurm poller: a constant number of controller RPCs per cycle, however many users ask.
+
+Per cycle: the jobs and the nodes (slurmctld), and accounting's records of the jobs that
+reached a final state since the last cycle (slurmdbd, not the controller), so a job that ends
+and leaves squeue between two polls is still seen to end. Associations (lab caps) change rarely
+and are read on their own, slower schedule.
+
+The poller decides what to read and when; its cluster's source reads it (a ClusterSource,
+scheduler/slurm/source.py: today the client commands, scheduler/slurm/cli_source.py), and
+the poll worker digests it (scheduler/slurm/worker.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from core.config_schema import Config
+from core.lab_usage import LabUsage
+from scheduler.backoff import Backoff
+from scheduler.slurm.cli_source import CliSource
+from scheduler.slurm.commands import SlurmCommandError
+from scheduler.slurm.job_reads import DIGEST_TIMEOUT_SECONDS, ControllerReads
+from scheduler.slurm.pending_changes import PendingWatch
+from scheduler.slurm.sacct_window import SacctWindow
+from scheduler.slurm.source import ClusterSource
+from scheduler.slurm.wire import DigestRequest, Generation, LabLimits, PollDigest
+from scheduler.slurm.worker import PollWorker, PollWorkerError
+from store.history import save_lab_usage
+from store.snapshots import (
+    load_lab_limits,
+    record_poll_failure,
+    save_caps,
+    save_slurm_changes,
+)
+from store.writer import StoreWriter
+
+log = logging.getLogger(__name__)
+
+# The name of a bot's only cluster, until clusters are configured by name.
+DEFAULT_CLUSTER = "default"
+
+
+class SlurmPoller:
+    """Polls one cluster into the store; on failure keeps the last snapshot and backs off.
+
+    `source` reads the cluster (by default its client commands, as `[slurm]` configures
+    them); `cluster` is the name it goes by."""
+
+    def __init__(
+        self,
+        config: Config,
+        writer: StoreWriter,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        source: ClusterSource | None = None,
+        cluster: str = DEFAULT_CLUSTER,
+    ) -> None:
+        self.cluster = cluster
+        self._config = config
+        self._writer = writer
+        self._clock = clock
+        self._source: ClusterSource = source or CliSource(
+            config.slurm.bin_dir, config.slurm.command_timeout_seconds
+        )
+        self._backoff = Backoff(base_seconds=config.slurm.poll_seconds)
+        self._caps_backoff = Backoff(base_seconds=config.slurm.caps_poll_seconds)
+        self._sacct = SacctWindow(writer, config.slurm.sacct_overlap_seconds)
+        # Whether the last failed full poll was one a ping let through.
+        self._struggling = False
+        self._worker = PollWorker()
+        # The poll the store last committed, which the worker diffs the next one against.
+        self._committed: Generation | None = None
+        self._spool_dir: Path | None = None
+        self._pending = PendingWatch(
+            config.slurm.pending_changes_seconds, config.slurm.poll_seconds, monotonic
+        )
+        self._reads = ControllerReads(self._source, self._worker, self._pending)
+        # Jobs in the last committed poll: when most of them changed, one plain read is
+        # cheaper than fetching them by id.
+        self._jobs_listed = 0
+
+    def set_interval(self, seconds: float) -> None:
+        """The interval polls now run at (stretched while polls are expensive)."""
+        self._pending.interval_seconds = seconds
+
+    def mark_changed(self, job_id: str) -> None:
+        """skybot itself just changed this job (cancel, move to overcap): the next poll
+        fetches its record whatever its state says."""
+        self._pending.mark_changed(job_id)
+
+    @property
+    def consecutive_failures(self) -> int:
+        return self._backoff.failures
+
+    async def poll_jobs(self) -> bool:
+        """One cycle of jobs + nodes + accounting. Returns whether the controller answered.
+
+        The controller (jobs, nodes) and accounting (sacct, slurmdbd) fail independently:
+        with slurmdbd down the snapshot stays current and only job ends wait, because the
+        sacct window does not move until sacct answers again. The reads' output goes to
+        files that the poll worker digests, so nothing here holds the event loop for long.
+        """
+        now = self._clock()
+        probed = False
+        if self._backoff.should_skip(now):
+            # A controller that answered a ping and then failed the full poll all the same
+            # is struggling, not down: it gets the rest of the back-off, without even a ping.
+            if self._struggling or not await self._controller_answers_ping():
+                return False
+            probed = True
+        start, end = await self._sacct.span(now)
+        spool = self._spool()
+        started = self._pending.begin_poll()
+        controller, sacct, dbd_empty_at = await asyncio.gather(
+            self._reads.outputs(spool, started),
+            self._source.ended_jobs_into(spool / "sacct.json", start, end),
+            self._dbd_queue_empty_at(),
+            return_exceptions=True,
+        )
+        if isinstance(sacct, BaseException) and not isinstance(sacct, SlurmCommandError):
+            raise sacct
+        if isinstance(dbd_empty_at, BaseException):
+            raise dbd_empty_at  # sdiag's own failures are None: this is a bug or a cancel
+        try:
+            if isinstance(controller, BaseException):
+                raise controller
+            digest = await self._digest(spool, sacct_answered=sacct is None, states=controller)
+        except (SlurmCommandError, PollWorkerError) as error:
+            await self._failed(now, error, probed)
+            return False
+        self._struggling = False
+        accounting_error = str(sacct) if sacct is not None else digest.accounting_error
+        await self._commit(digest, now, started, accounting_error)
+        self._sacct.note_dbd_queue(dbd_empty_at, sacct_read=accounting_error is None)
+        self._backoff.succeeded()
+        if accounting_error is None and self._caps_backoff.failures:
+            # sacctmgr asks the slurmdbd that just answered sacct: the caps are current again
+            # one poll after accounting is, not when the caps back-off (up to 5 min) runs out.
+            self._caps_backoff.succeeded()
+            await self.poll_caps()
+        await self._record_lab_usage(digest.usages, now)
+        return True
+
+    async def _failed(self, now: float, error: Exception, probed: bool) -> None:
+        delay = self._backoff.failed(now)
+        log.warning("slurm poll failed (next try in %.0f s): %s", delay, error)
+        self._pending.failed()
+        await self._writer.run(record_poll_failure, "slurm", str(error), now)
+        self._struggling = probed
+
+    async def _commit(
+        self, digest: PollDigest, now: float, started: float, accounting_error: str | None
+    ) -> None:
+        """Write the poll's changes; what sacct reported counts only if it could be read."""
+        if accounting_error is not None:
+            log.warning("sacct failed; job ends wait until it answers: %s", accounting_error)
+            await self._writer.run(record_poll_failure, "accounting", accounting_error, now)
+        for warning in digest.warnings:
+            log.warning("slurm data: %s", warning)
+        await self._writer.run(save_slurm_changes, digest.changes, now, accounting_error is None)
+        self._committed = digest.generation
+        self._jobs_listed = digest.jobs
+        self._pending.committed(started)
+        if accounting_error is None:
+            self._sacct.answered(now)
+
+    async def close(self) -> None:
+        """Stop the poll worker and remove the command output files."""
+        await self._worker.close()
+        if self._spool_dir is not None:
+            shutil.rmtree(self._spool_dir, ignore_errors=True)
+            self._spool_dir = None
+
+    async def _digest(self, spool: Path, sacct_answered: bool, states: Path | None) -> PollDigest:
+        caps, members = await self._writer.run(load_lab_limits)
+        limits = LabLimits(
+            tuple((lab.name, lab.account) for lab in self._config.labs),
+            caps,
+            members,
+            self._config.slurm.overcap_account,
+        )
+        squeue = (
+            (spool / "squeue.json",)
+            if states is None
+            else await self._reads.changed_records(
+                spool, states, self._committed, self._jobs_listed
+            )
+        )
+        request = DigestRequest(
+            squeue=squeue,
+            nodes=spool / "nodes.json",
+            sacct=spool / "sacct.json" if sacct_answered else None,
+            limits=limits,
+            base=self._committed,
+            states=states,
+            nodes_command=self._source.nodes_command,
+        )
+        digest = await self._worker.digest(request, DIGEST_TIMEOUT_SECONDS)
+        if digest.nodes_grouped:
+            self._source.nodes_are_grouped()
+            await self._source.nodes_into(spool / "nodes.json")
+            request = replace(request, nodes_command=self._source.nodes_command)
+            digest = await self._worker.digest(request, DIGEST_TIMEOUT_SECONDS)
+        return digest
+
+    async def _dbd_queue_empty_at(self) -> float | None:
+        """When the source was asked, if slurmctld's queue of messages for slurmdbd was
+        empty then; None if it was not, or the source did not say (sacct looks back in full)."""
+        asked = self._clock()
+        return asked if await self._source.dbd_queue_size() == 0 else None
+
+    def _spool(self) -> Path:
+        if self._spool_dir is None or not self._spool_dir.is_dir():
+            self._spool_dir = Path(tempfile.mkdtemp(prefix="skybot-poll-"))
+        return self._spool_dir
+
+    async def _controller_answers_ping(self) -> bool:
+        """While backing off, one ping per cycle (the cheapest controller RPC) tells
+        whether the controller is back, so skybot is current again one poll after Slurm
+        answers rather than when the back-off runs out."""
+        return await self._source.answers_ping()
+
+    async def poll_caps(self) -> bool:
+        now = self._clock()
+        if self._caps_backoff.should_skip(now):
+            return False
+        try:
+            caps, members, warnings = await self._source.associations()
+        except SlurmCommandError as error:
+            delay = self._caps_backoff.failed(now)
+            log.warning("caps poll failed (next try in %.0f s): %s", delay, error)
+            await self._writer.run(record_poll_failure, "caps", str(error), now)
+            return False
+        for warning in warnings:
+            log.warning("slurm associations: %s", warning)
+        await self._writer.run(save_caps, caps, members, now)
+        self._caps_backoff.succeeded()
+        return True
+
+    async def _record_lab_usage(self, usages: list[LabUsage], now: float) -> None:
+        await self._writer.run(
+            save_lab_usage,
+            usages,
+            now,
+            self._config.database.history_days,
+            # A missed poll or two still counts; an outage does not.
+            3 * self._config.slurm.poll_seconds,
+        )

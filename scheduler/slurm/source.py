@@ -1,0 +1,70 @@
+"""Where one cluster's Slurm documents come from: the seam between the poller and a cluster.
+
+The poller (scheduler/slurm/poller.py) decides what to read and when; a source reads it.
+Job, state and node documents go into files, because the poll worker digests them from
+there (at 100,000 jobs a jobs document is 600 MB and must never pass through the event
+loop). Documents are Slurm's JSON as its `--json` commands print them (the data_parser
+layout slurmrestd answers with too), so the digest is the same whatever the source.
+
+Today's one implementation runs the cluster's client commands (scheduler/slurm/cli_source.py).
+A read that the cluster did not answer raises SlurmCommandError
+(scheduler/slurm/commands.py), which fails the poll and keeps the last snapshot.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from core.records import LabCap
+
+# (caps, members by account, warnings), as core/associations.py parses them.
+Associations = tuple[list[LabCap], dict[str, set[str]], list[str]]
+
+
+class ClusterSource(Protocol):
+    """One cluster's Slurm, as the poller reads it."""
+
+    @property
+    def nodes_command(self) -> str:
+        """What printed the nodes document (its name in the digest's errors)."""
+        ...
+
+    async def jobs_into(self, path: Path, job_ids: str | None = None) -> bool:
+        """Every job's full record (including hidden partitions'), or those of `job_ids`
+        (comma-separated); False when the controller holds no such job (one id asked)."""
+        ...
+
+    async def job_states_into(self, path: Path) -> None:
+        """Every job's id and state only (24.05+'s states-only read); a source that cannot
+        raises SlurmCommandError, and the poller reads full records from then on."""
+        ...
+
+    async def pending_jobs_into(self, path: Path) -> None:
+        """The pending jobs' settings, one line per record (scheduler/slurm/pending_changes.py)."""
+        ...
+
+    async def nodes_into(self, path: Path) -> None:
+        """Every node's record."""
+        ...
+
+    def nodes_are_grouped(self) -> None:
+        """The nodes document grouped nodes (23.02+'s sinfo): read them one by one now on."""
+        ...
+
+    async def ended_jobs_into(self, path: Path, start: float, end: float) -> None:
+        """Accounting's records of the jobs that reached a final state (or were requeued)
+        between `start` and `end` (epoch seconds), every run of a requeued job included."""
+        ...
+
+    async def dbd_queue_size(self) -> int | None:
+        """How many messages slurmctld holds for slurmdbd now, or None if it did not say."""
+        ...
+
+    async def answers_ping(self) -> bool:
+        """Whether the controller answers its cheapest request now."""
+        ...
+
+    async def associations(self) -> Associations:
+        """The labs' caps and members, from accounting."""
+        ...
