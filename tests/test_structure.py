@@ -27,6 +27,7 @@ MAX_CONSTRUCTOR_PARAMETERS = 6
 _SLURM = "mirrors a Slurm record field for field"
 _TOML = "mirrors a table of skybot.toml: decoded by msgspec, keyword-only, never built by hand"
 _THERE = "'s files this round: split there, or given its own reason at merge"
+_WIRE = "a message between the poller and its worker process: pickled whole, built in one place"
 _ROW = "mirrors a row of its table, as the store reads it back"
 EXCEPTIONS: dict[str, str] = {
     # Record types that mirror a record of Slurm or of skybot's own files and tables.
@@ -65,15 +66,13 @@ EXCEPTIONS: dict[str, str] = {
     "module store/snapshots.py": "being split in wt-store",
     "function store/snapshots.py:save_slurm_changes": "being split in wt-store",
     "function store/snapshots.py:load_snapshot": "being split in wt-store",
-    "constructor store/snapshots.py:SlurmChanges": "in wt-store" + _THERE,
+    "constructor core/snapshot_rows.py:SlurmChanges": _WIRE
+    + " (one poll's rows: jobs, nodes, lab usage, their removals, the generation)",
     "function store/submissions.py:enqueue": "being split in wt-store",
-    "module scheduler/poll_digest.py": "being split in wt-wing",
-    "function scheduler/poll_digest.py:PollDigester.digest": "being split in wt-wing",
-    "function scheduler/poll_digest.py:_changes": "being split in wt-wing",
-    "constructor scheduler/poll_digest.py:DigestRequest": "in wt-wing" + _THERE,
-    "constructor scheduler/poll_digest.py:PollDigest": "in wt-wing" + _THERE,
-    "module scheduler/slurm_poller.py": "being split in wt-wing",
-    "function scheduler/slurm_poller.py:SlurmPoller.poll_jobs": "being split in wt-wing",
+    "constructor scheduler/slurm/wire.py:DigestRequest": _WIRE
+    + " (the documents of one poll and what the digest needs to read them)",
+    "constructor scheduler/slurm/wire.py:PollDigest": _WIRE
+    + " (the changed rows and what the poller reports)",
     "module scheduler/outbox_sender.py": "being split in wt-sched",
     "constructor scheduler/outbox_sender.py:OutboxSender": "in wt-sched" + _THERE,
     "function scheduler/schedule.py:build_scheduler": "being split in wt-sched",
