@@ -46,15 +46,10 @@ from scheduler.slurm_commands import (
     run_slurm_into,
     run_slurm_json,
 )
+from store.caps_and_storage import save_caps
 from store.history import save_lab_usage
-from store.snapshots import (
-    history_start,
-    load_lab_limits,
-    load_source_status,
-    record_poll_failure,
-    save_caps,
-    save_slurm_changes,
-)
+from store.slurm_writes import history_start, save_slurm_changes
+from store.snapshots import load_lab_limits, load_source_status, record_poll_failure
 from store.writer import StoreWriter
 
 log = logging.getLogger(__name__)

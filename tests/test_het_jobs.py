@@ -32,8 +32,10 @@ from scheduler.poll_digest import (
     PollDigester,
 )
 from store.db import open_db
-from store.snapshots import load_snapshot, save_slurm_changes, save_slurm_poll
+from store.slurm_writes import save_slurm_changes
+from store.snapshots import load_snapshot
 from tests.factories import LABS
+from tests.slurm_polls import save_slurm_poll
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 LIMITS = LabLimits((("hoffman-lab", "hoffman-lab"),), {"hoffman-lab": 8}, {}, "overcap")

@@ -57,10 +57,10 @@ from scheduler.outbox_sender import to_whoever_asked
 from scheduler.submit_worker import report_text
 from store.digests import DigestChannel
 from store.outbox import QueuedMessage
-from store.snapshots import save_slurm_poll
 from store.submissions import Submission
 from store.writer import StoreWriter
 from tests.factories import directory_usage, job, make_snapshot, make_view, node
+from tests.slurm_polls import save_slurm_poll
 from tests.test_commands import NOW, TAKEN_AT
 
 HOSTILE = [

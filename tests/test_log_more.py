@@ -35,9 +35,9 @@ from core.transitions import Transition
 from handlers.identity import IdentityDirectory
 from handlers.log_button import more_clicked
 from handlers.services import Services
-from store.snapshots import save_slurm_poll
 from store.writer import StoreWriter
 from tests.factories import job, make_snapshot, make_view
+from tests.slurm_polls import save_slurm_poll
 
 RUNNER_FILE = Path(__file__).parent.parent / "bot" / "install_files" / "skybot_runner.py"
 LINES = 15

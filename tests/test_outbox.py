@@ -29,12 +29,14 @@ from scheduler.watchers.job_dms import (
 )
 from scheduler.watchers.storage import StorageSettings, storage_alerts_in_db
 from store.alerts import load_cursor, save_preference
+from store.caps_and_storage import save_storage
 from store.outbox import OutboxMessage, enqueue, mark_sent, outbox_rows
-from store.snapshots import load_snapshot, save_slurm_poll, save_storage
+from store.snapshots import load_snapshot
 from store.transitions import pending_transition_users
 from store.writer import StoreWriter
 from tests.factories import directory_usage, filesystem_usage, job
 from tests.slack_standin import SlackStandIn, SlackUser
+from tests.slurm_polls import save_slurm_poll
 
 # The sender's waits (pacing, back-off, Retry-After, token probes) pass in the event loop's
 # time, which looptime fast-forwards: the tests keep their seconds-long design and take

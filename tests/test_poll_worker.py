@@ -31,16 +31,12 @@ from scheduler.poll_digest import (
     packed,
 )
 from scheduler.poll_worker import PollWorker, PollWorkerError
+from store.caps_and_storage import save_caps
 from store.db import open_db
 from store.loaded_rows import LoadedRows
-from store.snapshots import (
-    JobRow,
-    load_lab_limits,
-    load_snapshot,
-    save_caps,
-    save_slurm_changes,
-    save_slurm_poll,
-)
+from store.slurm_writes import save_slurm_changes
+from store.snapshots import JobRow, load_lab_limits, load_snapshot
+from tests.slurm_polls import save_slurm_poll
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 LIMITS = LabLimits((("hoffman-lab", "hoffman-lab"),), {"hoffman-lab": 4}, {}, "overcap")

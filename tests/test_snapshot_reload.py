@@ -16,15 +16,10 @@ from core.view import LabInfo
 from store import row_log
 from store.db import open_db
 from store.reader import SnapshotCache
-from store.snapshots import (
-    SlurmChanges,
-    job_row,
-    load_snapshot,
-    node_row,
-    save_slurm_changes,
-    save_slurm_poll,
-)
+from store.slurm_writes import save_slurm_changes
+from store.snapshots import SlurmChanges, job_row, load_snapshot, node_row
 from tests.factories import job, node
+from tests.slurm_polls import save_slurm_poll
 
 
 def test_a_reload_reuses_unchanged_jobs_and_decodes_changed_ones(tmp_path: Path) -> None:

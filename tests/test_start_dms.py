@@ -16,10 +16,10 @@ from handlers.services import Services
 from scheduler.watchers.job_dms import process_transitions
 from store.alerts import save_starts_wanted
 from store.outbox import outbox_rows
-from store.snapshots import save_slurm_poll
 from store.submissions import enqueue, finish
 from store.writer import StoreWriter
 from tests.factories import job, make_snapshot, make_view
+from tests.slurm_polls import save_slurm_poll
 
 TEAM = "T1"
 

@@ -8,17 +8,13 @@ import sqlite_utils
 from core.lab_usage import lab_usage
 from core.records import DirectoryUsage, FilesystemUsage, LabCap
 from core.view import LabInfo
+from store.caps_and_storage import save_caps, save_storage
 from store.db import SCHEMA_VERSION, SchemaTooNewError, migrate, open_db
 from store.history import lab_usage_series, save_lab_usage
 from store.reader import SnapshotCache
-from store.snapshots import (
-    load_snapshot,
-    record_poll_failure,
-    save_caps,
-    save_slurm_poll,
-    save_storage,
-)
+from store.snapshots import load_snapshot, record_poll_failure
 from tests.factories import job, node
+from tests.slurm_polls import save_slurm_poll
 
 
 @pytest.fixture
@@ -177,7 +173,7 @@ def test_previous_report_size_gives_weekly_growth(db_path: Path) -> None:
 
 
 def test_history_starts_at_the_first_poll_and_stays(db_path: Path) -> None:
-    from store.snapshots import history_start
+    from store.slurm_writes import history_start
 
     db = open_db(db_path)
     assert history_start(db, now=1000.0) == 1000.0

@@ -4,7 +4,6 @@ import pytest
 
 from store.db import open_db
 from store.outbox import OutboxMessage
-from store.snapshots import save_slurm_poll
 from store.submissions import (
     QueueRefused,
     claim_next,
@@ -16,6 +15,7 @@ from store.submissions import (
     submission_counts,
 )
 from tests.factories import job
+from tests.slurm_polls import save_slurm_poll
 
 
 def _enqueue(db, now: float, user: str = "alice", **limits: int):  # type: ignore[no-untyped-def]

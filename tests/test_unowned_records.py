@@ -15,7 +15,8 @@ import pytest
 
 from scheduler.poll_digest import DigestRequest, LabLimits, PollDigester
 from store.db import open_db
-from store.snapshots import load_snapshot, save_slurm_changes
+from store.slurm_writes import save_slurm_changes
+from store.snapshots import load_snapshot
 
 V42 = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.42"
 LIMITS = LabLimits(
