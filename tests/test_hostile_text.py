@@ -25,11 +25,13 @@ from bot.config import IdentityConfig, load_config
 from bot.console import for_terminal
 from core.cap_waits import cap_wait_notices
 from core.chart_specs import LAB_GPUS, ChartSpec
+from core.config_schema import NotificationsConfig
 from core.digest import LabWeek
 from core.gpu_watch import FIRED, Outcome, Spot, Watch, expired_text, fired_text, watch_line
 from core.job_notices import (
     PREEMPTED,
     REQUEUED_KIND,
+    Seen,
     compose_job_notice,
     digest_notice,
 )
@@ -291,7 +293,7 @@ def test_job_notices_keep_hostile_text_inert(hostile: str) -> None:
             )  # fmt: skip
             to_state = REQUEUED if kind in (PREEMPTED, REQUEUED_KIND) else kind
             transition = Transition(ended, "RUNNING", to_state, 1)
-            notices.append(compose_job_notice(transition, kind, now=NOW))
+            notices.append(compose_job_notice(transition, kind, Seen(NOW), NotificationsConfig()))
     digest = digest_notice(notices, "digest")
     for notice in [*notices, digest]:
         assert_all_inert(notice.text, notice.blocks)
@@ -394,7 +396,10 @@ async def test_show_more_of_the_log_keeps_hostile_text_inert(
         assert_all_inert(answer.text, answer.blocks)
     tail = OutputTail(f"/o/{h}", b"x" + line * 40, 900, 5000)
     notice = compose_job_notice(
-        Transition(ended, "RUNNING", "FAILED", 0), "FAILED", now=NOW, output=[tail], tail_lines=15
+        Transition(ended, "RUNNING", "FAILED", 0),
+        "FAILED",
+        Seen(NOW, output=[tail]),
+        NotificationsConfig(log_tail_lines=15),
     )
     assert notice.blocks[-1]["type"] == "actions"
     assert_all_inert(notice.text, notice.blocks)

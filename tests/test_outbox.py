@@ -23,7 +23,6 @@ from core.transitions import Transition
 from scheduler.outbox_sender import OutboxSender
 from scheduler.watchers.job_dms import (
     BATCH,
-    NoticeSettings,
     notify_transitions,
     process_transitions,
 )
@@ -374,7 +373,7 @@ async def test_a_job_decision_replayed_after_a_crash_is_enqueued_once(
 ) -> None:
     await record_jobs(writer)
     links = {"alice": [(TEAM, "U1")], "bob": [(TEAM, "U2")]}
-    settings = NoticeSettings.from_config(config_with())
+    settings = config_with()
 
     def crash_before_commit(db: Any) -> None:
         with db.atomic():
