@@ -14,9 +14,10 @@ from pathlib import Path
 
 import sqlite_utils
 
+from core.config_schema import LabConfig
 from core.images import GUIDE_MIN_RELEASE
 from core.snapshot import ClusterSnapshot
-from core.view import ClusterView, LabInfo
+from core.view import ClusterView
 from store.db import open_db
 from store.gc_pauses import exempt_from_full_collections, no_collections
 from store.loaded_rows import LoadedRows
@@ -27,7 +28,7 @@ class SnapshotCache:
     def __init__(
         self,
         path: Path | str,
-        labs: tuple[LabInfo, ...],
+        labs: tuple[LabConfig, ...],
         overcap_account: str = "overcap",
         overcap_partition: str = "overcap",
         *,

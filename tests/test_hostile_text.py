@@ -25,7 +25,7 @@ from bot.config import IdentityConfig, load_config
 from bot.console import for_terminal
 from core.cap_waits import cap_wait_notices
 from core.chart_specs import LAB_GPUS, ChartSpec
-from core.config_schema import NotificationsConfig
+from core.config_schema import LabConfig, NotificationsConfig
 from core.digest import LabWeek
 from core.gpu_watch import FIRED, Outcome, Spot, Watch, expired_text, fired_text, watch_line
 from core.job_notices import (
@@ -44,7 +44,7 @@ from core.slack_text import literal
 from core.start_notices import start_notice
 from core.storage_alerts import FillPolicy, HoardPolicy, filesystem_alerts, hoarding_alerts
 from core.transitions import REQUEUED, Transition
-from core.view import ClusterView, LabInfo
+from core.view import ClusterView
 from handlers.charts import ChartRequests, chart_caption
 from handlers.commands import command_table
 from handlers.commands.watch import free_now, watch_list
@@ -148,8 +148,9 @@ def test_literal_is_inert(hostile: str) -> None:
 
 def hostile_view(h: str) -> ClusterView:
     labs = (
-        LabInfo("hoffman-lab", "hoffman-lab", "hoffman-lab", ("/srv/hoffman-lab/flash9",)),
-        LabInfo(h, h, h, (h,)),
+        LabConfig("hoffman-lab", "hoffman-lab", "hoffman-lab", ("/srv/hoffman-lab/flash9",)),
+        # The config refuses a relative storage root: the hostile one is absolute.
+        LabConfig(h, h, h, ("/" + h,)),
     )
     jobs = (
         job(101, name=h, partition=h, reason=h, nodes=h, std_out=h, gpus_by_type={h: 2},

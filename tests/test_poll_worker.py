@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 
+from core.config_schema import LabConfig
 from core.records import LabCap
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
-from core.view import ClusterView, LabInfo
+from core.view import ClusterView
 from scheduler.poll_digest import (
     DigestRequest,
     Generation,
@@ -186,7 +187,7 @@ def test_the_usage_a_poll_counts_is_what_the_bot_would_count(tmp_path: Path, ver
     limits = LabLimits(
         (("hoffman-lab", "hoffman-lab"), ("kira-lab", "kira-lab")), caps, members, "overcap"
     )
-    labs = tuple(LabInfo(name, name, account) for name, account in limits.labs)
+    labs = tuple(LabConfig(name, name, account) for name, account in limits.labs)
     digester, rows = PollDigester(), LoadedRows()
     committed: Generation | None = None
     waiting = 0

@@ -14,7 +14,6 @@ import pytest
 from msgspec.structs import replace
 
 from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
-from bot.service import lab_infos
 from core.config_schema import NotificationsConfig
 from core.job_notices import Seen, compose_job_notice
 from core.slurm_decode import decode_slurm_json
@@ -51,7 +50,7 @@ class Harness:
         self.now = time.time()
         self.writer = StoreWriter(config.database.path)
         self.poller = SlurmPoller(config, self.writer, clock=lambda: self.now)
-        self.cache = SnapshotCache(config.database.path, lab_infos(config))
+        self.cache = SnapshotCache(config.database.path, config.labs)
 
     async def poll(self) -> ClusterView:
         self.now = max(self.now, time.time())

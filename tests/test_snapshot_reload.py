@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.config_schema import LabConfig
 from core.lab_usage import idle_gpus
-from core.view import LabInfo
 from store import row_log
 from store.db import open_db
 from store.reader import SnapshotCache
@@ -27,7 +27,7 @@ def test_a_reload_reuses_unchanged_jobs_and_decodes_changed_ones(tmp_path: Path)
     db = open_db(path)
     jobs = [job(job_id=i, state="RUNNING") for i in range(1, 4)]
     save_slurm_poll(db, jobs, [], [], at=1000.0)
-    cache = SnapshotCache(path, (LabInfo("hoffman-lab", "hoffman-lab", "hoffman-lab"),))
+    cache = SnapshotCache(path, (LabConfig("hoffman-lab", "hoffman-lab", "hoffman-lab"),))
     before = {j.job_id: j for j in cache.refresh_blocking().snapshot.jobs}
 
     changed = replace(jobs[1], state="COMPLETED")

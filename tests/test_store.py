@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
+from core.config_schema import LabConfig
 from core.lab_usage import lab_usage
 from core.records import DirectoryUsage, FilesystemUsage, LabCap
-from core.view import LabInfo
 from store.caps_and_storage import save_caps, save_storage
 from store.db import SCHEMA_VERSION, SchemaTooNewError, migrate, open_db
 from store.history import lab_usage_series, save_lab_usage
@@ -143,7 +143,7 @@ def test_a_migration_statement_may_hold_semicolons() -> None:
 
 async def test_reader_sees_new_snapshots_only_after_commit(db_path: Path) -> None:
     writer = open_db(db_path)
-    cache = SnapshotCache(db_path, (LabInfo("hoffman-lab", "hoffman-lab", "hoffman-lab"),))
+    cache = SnapshotCache(db_path, (LabConfig("hoffman-lab", "hoffman-lab", "hoffman-lab"),))
     assert (await cache.refresh()).snapshot.jobs == ()
     with writer.atomic():
         writer.execute("DELETE FROM jobs")
