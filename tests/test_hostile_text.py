@@ -41,8 +41,9 @@ from core.link_notices import new_link_notice
 from core.log_more import LOG_MORE
 from core.records import FINAL_STATES, DirectoryUsage, FilesystemUsage
 from core.slack_text import literal
+from core.snapshot import ClusterSnapshot
 from core.start_notices import start_notice
-from core.storage_alerts import FillPolicy, HoardPolicy, filesystem_alerts, hoarding_alerts
+from core.storage_alerts import filesystem_alerts, hoarding_alerts
 from core.transitions import REQUEUED, Transition
 from core.view import ClusterView
 from handlers.charts import ChartRequests, chart_caption
@@ -308,10 +309,12 @@ def test_storage_alerts_keep_hostile_text_inert(hostile: str) -> None:
         DirectoryUsage(h, "alice", f"{h}/a", datetime(2026, 11, 2), 30 * 1024**3, h),
     ]
     filesystems = [FilesystemUsage(h, 100, 99, 1)]
-    _, hoards = hoarding_alerts(
-        {}, directories, filesystems, {h: 1}, HoardPolicy(top_n=2), {h: h}, {"alice": ["UALICE"]}
+    scan = ClusterSnapshot(
+        directories=tuple(directories), filesystems=tuple(filesystems), previous_kib={h: 1}
     )
-    _, fills = filesystem_alerts({}, filesystems, directories, {h: 1}, FillPolicy(), {h: h})
+    top_two = NotificationsConfig(hoard_top_n=2)
+    _, hoards = hoarding_alerts({}, scan, top_two, {h: h}, {"alice": ["UALICE"]})
+    _, fills = filesystem_alerts({}, scan, NotificationsConfig(), {h: h})
     assert hoards and fills
     for alert in [*hoards, *fills]:
         assert_all_inert(alert.text, alert.blocks)

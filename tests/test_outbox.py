@@ -26,7 +26,7 @@ from scheduler.watchers.job_dms import (
     notify_transitions,
     process_transitions,
 )
-from scheduler.watchers.storage import StorageSettings, storage_alerts_in_db
+from scheduler.watchers.storage import storage_alerts_in_db
 from store.alerts import load_cursor, save_preference
 from store.caps_and_storage import save_storage
 from store.outbox import OutboxMessage, enqueue, mark_sent, outbox_rows
@@ -410,7 +410,7 @@ async def test_a_storage_decision_replayed_is_enqueued_once(writer: StoreWriter)
         100.0,
     )
     snapshot = await writer.run(load_snapshot)
-    settings = StorageSettings.from_config(config_with())
+    settings = config_with()
     assert await writer.run(storage_alerts_in_db, snapshot, {"alice": ["U1"]}, settings) == 2
 
     def forget_state(db: Any) -> None:
