@@ -49,15 +49,15 @@ from bot.config import (  # noqa: E402
     SlackConfig,
     load_config,
 )
-from bot.service import lab_infos  # noqa: E402
 from core.records import Job, LabCap, Node  # noqa: E402
 from handlers.identity import IdentityDirectory  # noqa: E402
 from handlers.services import Services  # noqa: E402
+from store.caps_and_storage import save_caps  # noqa: E402
 from store.db import open_db  # noqa: E402
 from store.reader import SnapshotCache  # noqa: E402
-from store.snapshots import save_caps, save_slurm_poll  # noqa: E402
 from store.writer import StoreWriter  # noqa: E402
 from tests.slack_standin import SlackStandIn  # noqa: E402
+from tests.slurm_polls import save_slurm_poll  # noqa: E402
 
 SECRET = "benchmark-signing-secret"
 TEAM, USER = "T0STANDIN", "UBENCH"
@@ -289,7 +289,7 @@ async def run(requests: int, baseline_requests: int, baseline_jobs: int) -> int:
             api_url=announced["api_url"],
         )
         writer = StoreWriter(db_path)
-        cache = SnapshotCache(db_path, lab_infos(config))
+        cache = SnapshotCache(db_path, config.labs)
         view = await cache.refresh()
         assert len(view.snapshot.jobs) == 10_000
         identity = IdentityDirectory(config.identity, writer)

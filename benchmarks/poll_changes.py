@@ -136,8 +136,9 @@ async def _measure(folder: Path, way: str) -> dict[str, float]:
     from scheduler.slurm.wire import ChangedJobsRequest, DigestRequest, Generation, LabLimits
     from scheduler.slurm.worker import PollWorker
     from store.reader import SnapshotCache
-    from store.snapshots import save_slurm_changes, save_slurm_poll
+    from store.slurm_writes import save_slurm_changes
     from store.writer import StoreWriter
+    from tests.slurm_polls import save_slurm_poll
 
     limits = LabLimits((("hoffman-lab", "hoffman-lab"),), {"hoffman-lab": 32}, {}, "overcap")
     worker = PollWorker()

@@ -26,10 +26,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from core.config_schema import LabConfig
 from core.gpu_watch import Watch, headroom_by_lab, view_free_index, watch_outcomes
 from core.records import Job, LabCap, Node
 from core.snapshot import SOURCES, ClusterSnapshot, SourceStatus
-from core.view import ClusterView, LabInfo
+from core.view import ClusterView
 from store.db import open_db
 from store.watches import NewWatch, active_watches, add_watch
 
@@ -38,8 +39,8 @@ TYPES = ("a40", "a100", "rtx_6000", "2080_ti")
 RUNS = 50
 
 
-def snapshot(rng: random.Random) -> tuple[ClusterSnapshot, tuple[LabInfo, ...]]:
-    labs = tuple(LabInfo(f"lab{i}", f"lab{i}", f"lab{i}") for i in range(LABS))
+def snapshot(rng: random.Random) -> tuple[ClusterSnapshot, tuple[LabConfig, ...]]:
+    labs = tuple(LabConfig(f"lab{i}", f"lab{i}", f"lab{i}") for i in range(LABS))
     partitions = (*(lab.partition for lab in labs[:10]), "overcap")
     nodes = []
     for i in range(NODES):
@@ -71,7 +72,7 @@ def snapshot(rng: random.Random) -> tuple[ClusterSnapshot, tuple[LabInfo, ...]]:
     return ClusterSnapshot(jobs=tuple(jobs), nodes=tuple(nodes), caps=caps, status=status), labs
 
 
-def watches(rng: random.Random, labs: tuple[LabInfo, ...]) -> list[Watch]:
+def watches(rng: random.Random, labs: tuple[LabConfig, ...]) -> list[Watch]:
     out = []
     for i in range(WATCHES):
         lab = labs[i % LABS]

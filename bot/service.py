@@ -35,7 +35,6 @@ from bot.startup import InstanceLock, bind_listener, open_store
 from bot.systemd_notify import notify, watchdog_enabled
 from core.rate_limit import RateLimiter
 from core.runner_contract import RunnerCall, RunnerReply, RunnerRequest
-from core.view import LabInfo
 from handlers.charts import ChartRequests
 from handlers.click_answers import OutboxDms
 from handlers.identity import IdentityDirectory
@@ -56,17 +55,11 @@ from store.writer import StoreWriter
 log = logging.getLogger(__name__)
 
 
-def lab_infos(config: Config) -> tuple[LabInfo, ...]:
-    return tuple(
-        LabInfo(lab.name, lab.partition, lab.account, lab.storage_roots) for lab in config.labs
-    )
-
-
 def snapshot_cache(config: Config) -> SnapshotCache:
     """The in-memory view of the store that commands answer from, as the config describes it."""
     return SnapshotCache(
         database_path(config),
-        lab_infos(config),
+        config.labs,
         config.slurm.overcap_account,
         config.slurm.overcap_partition,
         gpu_min_release=config.images.min_release,

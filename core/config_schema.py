@@ -20,9 +20,11 @@ from msgspec import Meta, field
 
 from core.digest import WEEKDAYS
 from core.images import GUIDE_MIN_RELEASE, gpu_key, parse_release
-from core.job_notices import PREFERENCES
 from core.job_template import TemplateSettings, is_plain_path
 from core.user_names import is_cluster_user_name
+
+# What `/sky notify` and notifications.default_preference accept (core/job_notices.py `wants`).
+PREFERENCES = ("all", "end", "fail", "preempt", "off")
 
 
 class ConfigError(Exception):
@@ -297,6 +299,11 @@ class Config(Section, frozen=True):
             if lab.name.casefold() in seen:
                 raise ValueError(f"labs[{i}].name: duplicate lab name {lab.name!r}")
             seen.add(lab.name.casefold())
+
+    @property
+    def preemptible_partitions(self) -> frozenset[str]:
+        """Partitions whose requeues are preemptions: overcap and the ones named besides."""
+        return frozenset({self.slurm.overcap_partition, *self.notifications.preemptible_partitions})
 
     def lab_named(self, name: str) -> LabConfig | None:
         wanted = name.casefold()

@@ -24,6 +24,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from core.blocks import Block, context, section
+from core.config_schema import Config, NotificationsConfig
 from core.efficiency import EfficiencyPolicy, efficiency_lines
 from core.het_jobs import components_line
 from core.job_facts import refused_at_submission, requeue_cause, requeue_words, stopped_run_seconds
@@ -34,7 +35,6 @@ from core.records import FINAL_STATES, Job
 from core.slack_text import literal
 from core.transitions import REQUEUED, Transition
 
-PREFERENCES = ("all", "end", "fail", "preempt", "off")
 PREFERENCE_MEANINGS = {
     "all": "every job end, preemption and requeue",
     "end": "every job end (completed, failed, cancelled, …), but not preemptions",
@@ -79,6 +79,22 @@ class JobNotice:
     job: Job | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What skybot knows of one transition besides the job's record.
+
+    `at` is when the transition was seen; it stands in for the end of a run Slurm has not
+    given an end time for (a requeued job's lost runtime). `run_started` is when the
+    interrupted run started, as an earlier poll saw it: once requeued, the job's own
+    start_time is Slurm's forecast for its next run. `output` is the end of the job's stderr
+    (and stdout) as its owner's runner read it, shown for failures (`TAIL_KINDS`).
+    """
+
+    at: float
+    run_started: float | None = None
+    output: Sequence[OutputTail] = ()
+
+
 def notice_kind(transition: Transition, preemptible: Collection[str]) -> str | None:
     """What the transition is worth telling, or None if it is not news (e.g. RUNNING)."""
     if transition.to_state == REQUEUED:
@@ -112,40 +128,14 @@ def wants(preference: str, kind: str) -> bool:
 
 
 def decide_job_notice(
-    transition: Transition,
-    preference: str,
-    *,
-    now: float,
-    preemptible: Collection[str],
-    cluster: str = "skynet",
-    run_started: float | None = None,
-    output: Sequence[OutputTail] = (),
-    tail_lines: int = 0,
-    efficiency: EfficiencyPolicy | None = None,
+    transition: Transition, preference: str, seen: Seen, config: Config
 ) -> JobNotice | None:
-    """The DM this transition earns under `preference`, or None.
-
-    `now` is when the transition was seen; it stands in for the end of a run Slurm has not
-    given an end time for (a requeued job's lost runtime). `run_started` is when the
-    interrupted run started, as an earlier poll saw it: once requeued, the job's own
-    start_time is Slurm's forecast for its next run. `output` is the end of the job's stderr
-    (and stdout) as its owner's runner read it, shown for failures (`TAIL_KINDS`), at most
-    `tail_lines` lines each. With an `efficiency` policy, a job that ran long enough gets
-    its CPU, memory and time figures from sacct (core/efficiency.py).
-    """
-    kind = notice_kind(transition, preemptible)
+    """The DM this transition earns under `preference`, or None; what it shows is as
+    `config.notifications` says (`compose_job_notice`)."""
+    kind = notice_kind(transition, config.preemptible_partitions)
     if kind is None or not wants(preference, kind):
         return None
-    return compose_job_notice(
-        transition,
-        kind,
-        now=now,
-        cluster=cluster,
-        run_started=run_started,
-        output=output,
-        tail_lines=tail_lines,
-        efficiency=efficiency,
-    )
+    return compose_job_notice(transition, kind, seen, config.notifications)
 
 
 def notice_key(cluster: str, transition: Transition, kind: str) -> str:
@@ -162,16 +152,12 @@ def notice_key(cluster: str, transition: Transition, kind: str) -> str:
 
 
 def compose_job_notice(
-    transition: Transition,
-    kind: str,
-    *,
-    now: float,
-    cluster: str = "skynet",
-    run_started: float | None = None,
-    output: Sequence[OutputTail] = (),
-    tail_lines: int = 0,
-    efficiency: EfficiencyPolicy | None = None,
+    transition: Transition, kind: str, seen: Seen, settings: NotificationsConfig
 ) -> JobNotice:
+    """The DM telling `transition` as `kind`, keyed by `settings.cluster_name`: failures
+    show at most `settings.log_tail_lines` lines of each output tail, and a job that ran at
+    least `settings.efficiency_min_minutes` its CPU, memory and time figures from sacct
+    (core/efficiency.py)."""
     job = transition.job
     headline = f"{_EMOJI.get(kind, '🔔')} Job {shown_label(job)} {literal(job.name)} " + _what(
         transition, kind
@@ -185,29 +171,15 @@ def compose_job_notice(
     lines = [headline, " · ".join(facts)]
     if job.het_components:
         lines.append(components_line(job))
-    interrupted = transition.to_state == REQUEUED
-    runtime = (
-        _lost_runtime(job, now, run_started)
-        if interrupted
-        else None
-        if never_ran(job)
-        else run_seconds(job, now)
-    )
-    if kind in _INTERRUPTION_KINDS:
-        lost = format_duration(runtime) if runtime is not None else "an unknown amount"
-        lines.append(f"Runtime lost: {lost}, unless the job saved a checkpoint.")
-    elif runtime is not None:
-        lines.append(f"Runtime: {format_duration(runtime)}")
-    elif job.restarts:
-        lines.append("Runtime: it had not started again since its requeue")
-    else:
-        lines.append("Runtime: it never started")
-    if efficiency is not None and job.usage is not None and kind in FINAL_STATES:
+    lines.append(_runtime_line(transition, kind, seen))
+    efficiency = EfficiencyPolicy(min_seconds=60 * settings.efficiency_min_minutes)
+    if job.usage is not None and kind in FINAL_STATES:
         lines.extend(efficiency_lines(job.usage, efficiency, timed_out=kind == "TIMEOUT"))
     lines.append(f"Output: {literal(output_path(job))}")
     advice = _ADVICE.get(kind)
     if kind == PREEMPTED:
         advice = PREEMPT_HINT
+    tail_lines, output = settings.log_tail_lines, seen.output
     parts = tail_parts(output, tail_lines) if output and tail_lines and kind in TAIL_KINDS else []
     tails = [part.markdown for part in parts]
     text = "\n".join(lines + ([advice] if advice else []) + tails)
@@ -217,7 +189,27 @@ def compose_job_notice(
     blocks.extend(section(tail) for tail in tails)
     # "Show more of the log": the chunk before what is shown, read as the clicker on click.
     blocks.extend(more_block(job.job_id, parts))
-    return JobNotice(kind, notice_key(cluster, transition, kind), text, blocks, job)
+    return JobNotice(kind, notice_key(settings.cluster_name, transition, kind), text, blocks, job)
+
+
+def _runtime_line(transition: Transition, kind: str, seen: Seen) -> str:
+    """How long the job ran, or for an interruption how much running was lost."""
+    job = transition.job
+    runtime = (
+        _lost_runtime(job, seen.at, seen.run_started)
+        if transition.to_state == REQUEUED
+        else None
+        if never_ran(job)
+        else run_seconds(job, seen.at)
+    )
+    if kind in _INTERRUPTION_KINDS:
+        lost = format_duration(runtime) if runtime is not None else "an unknown amount"
+        return f"Runtime lost: {lost}, unless the job saved a checkpoint."
+    if runtime is not None:
+        return f"Runtime: {format_duration(runtime)}"
+    if job.restarts:
+        return "Runtime: it had not started again since its requeue"
+    return "Runtime: it never started"
 
 
 def digest_notice(notices: Sequence[JobNotice], key: str) -> JobNotice:

@@ -12,14 +12,17 @@ import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import msgspec
 
 from core.notice_text import plural
 from core.records import Node
 from core.slack_text import literal
-from core.view import LabInfo
+
+if TYPE_CHECKING:
+    # For the annotation only: core/config_schema.py imports this module (TemplateSettings).
+    from core.config_schema import LabConfig
 
 # The guide's rule: 15 CPUs per task on A40 nodes, 7 on every other kind.
 DEFAULT_CPUS_BY_GPU = {"a40": 15}
@@ -105,7 +108,7 @@ class JobAsk:
     """Everything a template depends on besides the settings and the nodes."""
 
     user: str
-    lab: LabInfo
+    lab: LabConfig
     # None: the default, one GPU of any type.
     gpus: GpuAsk | None = None
     image: str | None = None

@@ -4,16 +4,18 @@ Both decisions take the previous alert state and return the new state plus the m
 post, so the caller can store both in one transaction: a decision replayed after a crash then
 finds its own state and says nothing twice.
 
-Hoarding (the user guide: "we may tag you in #skynet-users when one of your directories gets
-large"): a directory is flagged when it is at least `threshold_bytes` big, or among the
-`top_n` largest of its lab. It is pinged once per weekly disk-usage report (key: path + the
-report's `Updated` time). A newer report re-pings a directory that is still over the size
-limit; a directory flagged only for being among the largest is re-pinged only once it grew by
-`regrow_fraction` since the last ping, so the merely biggest are not nagged every week.
+The rules are the `[notifications]` config as it is (core/config_schema.py).
 
-Full filesystems: each threshold (default 90/95/98 %) warns once when crossed upwards, stays
-quiet while the fill level stays above it, and is re-armed only after the level fell
-`rearm_margin` points below it, so a filesystem hovering at 90 % does not flap.
+Hoarding (the user guide: "we may tag you in #skynet-users when one of your directories gets
+large"): a directory is flagged when it is at least `hoard_threshold_bytes` big, or among the
+`hoard_top_n` largest of its lab. It is pinged once per weekly disk-usage report (key: path +
+the report's `Updated` time). A newer report re-pings a directory that is still over the size
+limit; a directory flagged only for being among the largest is re-pinged only once it grew by
+`hoard_regrow_fraction` since the last ping, so the merely biggest are not nagged every week.
+
+Full filesystems: each of `filesystem_thresholds` (default 90/95/98 %) warns once when
+crossed upwards, stays quiet while the fill level stays above it, and is re-armed only after
+the level fell `rearm_margin` points below it, so a filesystem hovering at 90 % does not flap.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from core.blocks import Block, section
+from core.config_schema import NotificationsConfig
 from core.notice_text import format_bytes, format_signed_bytes, mention
 from core.records import DirectoryUsage, FilesystemUsage
 from core.slack_text import literal
+from core.snapshot import ClusterSnapshot
 
 # Directories named in a full-filesystem warning, per list (largest, fastest growing).
 TOP_DIRECTORIES = 3
@@ -41,24 +45,11 @@ class Alert:
 
 
 @dataclass(frozen=True, slots=True)
-class HoardPolicy:
-    threshold_bytes: int = 10 * 1024**4
-    top_n: int = 0
-    regrow_fraction: float = 0.25
-
-
-@dataclass(frozen=True, slots=True)
 class HoardPing:
     """The report a directory was last pinged for, and its size then."""
 
     updated: datetime
     kib: int
-
-
-@dataclass(frozen=True, slots=True)
-class FillPolicy:
-    thresholds: tuple[float, ...] = (90.0, 95.0, 98.0)
-    rearm_margin: float = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,46 +65,43 @@ class FillState:
 
 def hoarding_alerts(
     previous: Mapping[str, HoardPing],
-    directories: Sequence[DirectoryUsage],
-    filesystems: Sequence[FilesystemUsage],
-    previous_kib: Mapping[str, int],
-    policy: HoardPolicy,
+    report: ClusterSnapshot,
+    policy: NotificationsConfig,
     lab_of_root: Mapping[str, str] | None = None,
     slack_ids: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[dict[str, HoardPing], list[Alert]]:
     """(state after this report, pings to post) for the directories in the snapshot.
 
-    `previous_kib` is each directory's size in the report before the current one (for the
-    growth figure); `lab_of_root` names the lab of each storage root; `slack_ids` gives the
-    Slack user ids linked to each cluster user, to mention them.
+    The snapshot's `previous_kib` gives the growth figure; `lab_of_root` names the lab of
+    each storage root; `slack_ids` gives the Slack user ids linked to each cluster user, to
+    mention them.
     """
     labs = lab_of_root or {}
     ids = slack_ids or {}
-    ranks = _ranks_in_lab(directories, labs) if policy.top_n > 0 else {}
-    fs_by_mount = {fs.mount: fs for fs in filesystems}
+    directories = report.directories
+    ranks = _ranks_in_lab(directories, labs) if policy.hoard_top_n > 0 else {}
+    fs_by_mount = {fs.mount: fs for fs in report.filesystems}
     state = dict(previous)
     alerts: list[Alert] = []
     for d in sorted(directories, key=lambda d: (-d.kib, d.path)):
-        over = policy.threshold_bytes > 0 and d.bytes >= policy.threshold_bytes
+        threshold = policy.hoard_threshold_bytes
+        over = threshold > 0 and d.bytes >= threshold
         rank = ranks.get(d.path)
-        ranked = rank is not None and rank <= policy.top_n
+        ranked = rank is not None and rank <= policy.hoard_top_n
         if not (over or ranked):
             continue
         last = previous.get(d.path)
         if last is not None:
             if d.updated <= last.updated:
                 continue  # this report (or an older one) was already pinged
-            grew = d.kib >= last.kib * (1 + policy.regrow_fraction)
+            grew = d.kib >= last.kib * (1 + policy.hoard_regrow_fraction)
             if not over and not grew:
                 continue
         state[d.path] = HoardPing(d.updated, d.kib)
         text = _hoard_text(
             d,
-            over=over,
-            rank=rank if ranked else None,
-            lab=labs.get(d.root),
-            policy=policy,
-            before=previous_kib.get(d.path),
+            _HoardReason(threshold if over else 0, rank if ranked else None, labs.get(d.root)),
+            before=report.previous_kib.get(d.path),
             fs=fs_by_mount.get(d.root),
             who=mention(tuple(ids.get(d.owner, ())), d.owner),
         )
@@ -139,13 +127,20 @@ def _ranks_in_lab(
     return ranks
 
 
+@dataclass(frozen=True, slots=True)
+class _HoardReason:
+    """Why a directory is pinged: the size mark it is over (0: none), its place among its
+    lab's directories (None: not among the largest), and that lab."""
+
+    over_bytes: int
+    rank: int | None
+    lab: str | None
+
+
 def _hoard_text(
     d: DirectoryUsage,
+    reason: _HoardReason,
     *,
-    over: bool,
-    rank: int | None,
-    lab: str | None,
-    policy: HoardPolicy,
     before: int | None,
     fs: FilesystemUsage | None,
     who: str,
@@ -155,11 +150,11 @@ def _hoard_text(
     else:
         growth = f"{format_signed_bytes((d.kib - before) * 1024)} since the previous report"
     reasons = []
-    if over:
-        reasons.append(f"over the {format_bytes(policy.threshold_bytes)} mark")
-    if rank is not None:
-        place = "largest" if rank == 1 else f"{_ordinal(rank)} largest"
-        reasons.append(f"the {place} in {literal(lab or d.root)}")
+    if reason.over_bytes:
+        reasons.append(f"over the {format_bytes(reason.over_bytes)} mark")
+    if reason.rank is not None:
+        place = "largest" if reason.rank == 1 else f"{_ordinal(reason.rank)} largest"
+        reasons.append(f"the {place} in {literal(reason.lab or d.root)}")
     lines = [
         f"📦 {who}: {literal(d.path)} holds {format_bytes(d.bytes)} ({growth}), "
         f"{' and '.join(reasons)}.",
@@ -185,7 +180,7 @@ def _ordinal(n: int) -> str:
 
 
 def fill_step(
-    state: FillState, percent: float, policy: FillPolicy
+    state: FillState, percent: float, policy: NotificationsConfig
 ) -> tuple[FillState, float | None]:
     """One reading of a filesystem's fill level: (new state, threshold to warn about or None).
 
@@ -193,9 +188,10 @@ def fill_step(
     the highest threshold at or under the level is latched, warning if it is higher than what
     was latched before (a jump from 80 % to 99 % gives one warning, for 98 %).
     """
-    kept = [t for t in policy.thresholds if t <= state.level and percent >= t - policy.rearm_margin]
+    thresholds = policy.filesystem_thresholds
+    kept = [t for t in thresholds if t <= state.level and percent >= t - policy.rearm_margin]
     level = max(kept, default=0.0)
-    crossed = max((t for t in policy.thresholds if t <= percent), default=0.0)
+    crossed = max((t for t in thresholds if t <= percent), default=0.0)
     if crossed > level:
         return FillState(crossed, state.warnings + 1), crossed
     return FillState(level, state.warnings), None
@@ -203,22 +199,23 @@ def fill_step(
 
 def filesystem_alerts(
     previous: Mapping[str, FillState],
-    filesystems: Sequence[FilesystemUsage],
-    directories: Sequence[DirectoryUsage],
-    previous_kib: Mapping[str, int],
-    policy: FillPolicy,
+    report: ClusterSnapshot,
+    policy: NotificationsConfig,
     lab_of_root: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, FillState], list[Alert]]:
     """(state after these readings, warnings to post) for every filesystem in the snapshot."""
     state = dict(previous)
     alerts: list[Alert] = []
-    for fs in sorted(filesystems, key=lambda f: f.mount):
+    for fs in sorted(report.filesystems, key=lambda f: f.mount):
         new, crossed = fill_step(previous.get(fs.mount, FillState()), fs.percent_used, policy)
         state[fs.mount] = new
         if crossed is None:
             continue
-        on_it = [d for d in directories if d.root == fs.mount]
-        text = _fill_text(fs, crossed, policy, on_it, previous_kib, (lab_of_root or {}))
+        on_it = [d for d in report.directories if d.root == fs.mount]
+        lab = (lab_of_root or {}).get(fs.mount)
+        text = _fill_text(
+            fs, crossed, policy.filesystem_thresholds, on_it, report.previous_kib, lab
+        )
         key = f"fs:{fs.mount}:{crossed:g}:{new.warnings}"
         alerts.append(Alert(key, text, [section(text)]))
     return state, alerts
@@ -227,14 +224,13 @@ def filesystem_alerts(
 def _fill_text(
     fs: FilesystemUsage,
     crossed: float,
-    policy: FillPolicy,
+    thresholds: Sequence[float],
     directories: Sequence[DirectoryUsage],
     previous_kib: Mapping[str, int],
-    lab_of_root: Mapping[str, str],
+    lab: str | None,
 ) -> str:
-    top = max(policy.thresholds)
-    emoji = "🔴" if crossed >= top else "🟠" if crossed > min(policy.thresholds) else "⚠️"
-    lab = lab_of_root.get(fs.mount)
+    top = max(thresholds)
+    emoji = "🔴" if crossed >= top else "🟠" if crossed > min(thresholds) else "⚠️"
     whose = f" ({literal(lab)})" if lab else ""
     lines = [
         f"{emoji} {literal(fs.mount)}{whose} is {fs.percent_used:.0f}% full (past {crossed:g}%): "

@@ -8,8 +8,9 @@ restart count, because the job itself goes back to PENDING under the same id.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from core.records import FINAL_STATES, EarlierRun, HetComponent, Job, stopped_run
 
@@ -28,6 +29,73 @@ class Transition:
     from_state: str | None
     to_state: str
     restarts: int
+
+
+class KnownJobs(Protocol):
+    """What the store knows of the jobs a poll observed (store/slurm_writes.py answers)."""
+
+    def states(self, job_ids: Sequence[int]) -> tuple[dict[int, KnownState], set[int]]:
+        """The states last recorded for these jobs, and which jobs' stored state is not a
+        state (the store keeps whatever a row was given)."""
+        ...
+
+    def listed_now(self, job_ids: Sequence[int]) -> set[int]:
+        """Which of these jobs squeue lists after this poll."""
+        ...
+
+    def last_seen(self, job_ids: Sequence[int]) -> Mapping[int, Job]:
+        """Each job as skybot last saw it (see `with_last_seen`)."""
+        ...
+
+    def last_allocated_gpus(self, job_ids: Sequence[int]) -> Mapping[int, dict[str, int]]:
+        """The GPUs each job was last seen holding (see `with_gpus`)."""
+        ...
+
+    def history_start(self) -> float:
+        """When the store first watched Slurm (see `ended_before`)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """One poll's transitions, and the jobs whose states the store keeps for the next poll.
+
+    `unreadable` and `incomparable` are the jobs left out (their stored state is not a
+    state; their states cannot be compared), for the store to name: one bad row must not
+    cost every other job its transition.
+    """
+
+    states: Mapping[int, Job]
+    transitions: list[Transition]
+    unreadable: list[int] = field(default_factory=list)
+    incomparable: list[int] = field(default_factory=list)
+
+
+def settle_transitions(observed: Iterable[Job], known_jobs: KnownJobs) -> Settled:
+    """The transitions `observed` (one record per job, see `merge_observations`) makes from
+    what the store knows, each end told with everything skybot saw of the job."""
+    jobs = {job.job_id: job for job in observed}
+    known, unreadable_ids = known_jobs.states(list(jobs))
+    unreadable = sorted(unreadable_ids.intersection(jobs))
+    for job_id in unreadable:
+        del jobs[job_id]
+    jobs = with_known_restarts(known, jobs)
+    ended = ending_without_squeue(known, jobs, live_ids=())
+    listed = known_jobs.listed_now(ended)
+    told_by_sacct = [job_id for job_id in ended if job_id not in listed]
+    if told_by_sacct:
+        jobs = with_last_seen(jobs, known_jobs.last_seen(told_by_sacct))
+    missing_gpus = awaiting_gpus(known, jobs)
+    if missing_gpus:
+        jobs = with_gpus(jobs, known_jobs.last_allocated_gpus(missing_gpus))
+    start = known_jobs.history_start()
+    incomparable: list[int] = []
+    transitions = [
+        t for t in detect_transitions(known, jobs, incomparable) if not ended_before(t, start)
+    ]
+    for job_id in incomparable:
+        del jobs[job_id]
+    return Settled(jobs, transitions, unreadable, incomparable)
 
 
 def merge_observations(

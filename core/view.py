@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
 
+from core.config_schema import LabConfig
 from core.images import GUIDE_MIN_RELEASE
 from core.lab_usage import IdleGpus, LabUsage, idle_by_type, idle_gpus, usage_of_labs
 from core.records import Job
@@ -27,20 +28,10 @@ T = TypeVar("T")
 _FROM_NODES = ("idle", "idle_by_type")
 
 
-@dataclass(frozen=True, slots=True)
-class LabInfo:
-    """The part of a lab's configuration the core needs (kept free of the config module)."""
-
-    name: str
-    partition: str
-    account: str
-    storage_roots: tuple[str, ...] = ()
-
-
 @dataclass
 class ClusterView:
     snapshot: ClusterSnapshot
-    labs: tuple[LabInfo, ...]
+    labs: tuple[LabConfig, ...]
     overcap_account: str = "overcap"
     overcap_partition: str = "overcap"
     # GPU type -> oldest container release that runs on it (config images.min_release).
@@ -92,17 +83,17 @@ class ClusterView:
     def idle_by_type(self) -> dict[str, int]:
         return idle_by_type(self.idle)
 
-    def lab(self, name: str) -> LabInfo | None:
+    def lab(self, name: str) -> LabConfig | None:
         wanted = name.casefold()
         return next((lab for lab in self.labs if lab.name.casefold() == wanted), None)
 
-    def labs_of_user(self, user: str) -> list[LabInfo]:
+    def labs_of_user(self, user: str) -> list[LabConfig]:
         """Labs whose account the user belongs to (association or running jobs)."""
         accounts = {a for a, users in self.snapshot.members.items() if user in users}
         accounts |= {job.account for job in self.jobs_by_user.get(user, ())}
         return [lab for lab in self.labs if lab.account in accounts]
 
-    def usage(self, lab: LabInfo) -> LabUsage:
+    def usage(self, lab: LabConfig) -> LabUsage:
         if lab.name not in self._usage:
             polled = self.snapshot.lab_usages.get((lab.name, lab.account, self.overcap_account))
             if polled is not None:

@@ -27,7 +27,8 @@ from scheduler.shared_files import (
     read_regular_file,
     read_utf8_file,
 )
-from store.snapshots import record_poll_failure, save_storage
+from store.caps_and_storage import save_storage
+from store.snapshots import record_poll_failure
 from store.writer import StoreWriter
 
 log = logging.getLogger(__name__)

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import sqlite_utils
 
+from core.config_schema import LabConfig
 from core.gc_pauses import exempt_from_full_collections, no_collections
 from core.images import GUIDE_MIN_RELEASE
 from core.snapshot import ClusterSnapshot
-from core.view import ClusterView, LabInfo
+from core.view import ClusterView
 from store.db import open_db
 from store.loaded_rows import LoadedRows
 from store.snapshots import load_snapshot, snapshot_version
@@ -27,7 +28,7 @@ class SnapshotCache:
     def __init__(
         self,
         path: Path | str,
-        labs: tuple[LabInfo, ...],
+        labs: tuple[LabConfig, ...],
         overcap_account: str = "overcap",
         overcap_partition: str = "overcap",
         *,

@@ -13,6 +13,7 @@ from typing import Any
 
 import sqlite_utils
 
+from core.config_schema import SubmitConfig
 from core.runner_contract import COMMENT_PREFIX
 from store.outbox import OutboxMessage
 from store.outbox import enqueue as enqueue_messages
@@ -42,22 +43,25 @@ class Submission:
     reported_at: float | None = None
 
 
-def enqueue(
-    db: sqlite_utils.Database,
-    *,
-    team_id: str,
-    user_id: str,
-    cluster_user: str,
-    script: str,
-    options: dict[str, str],
-    response_url: str | None,
-    now: float,
-    max_queued: int,
-    max_per_minute: int,
-    notify_start: bool = False,
-) -> Submission:
-    """Record a submission, unless the user is over their queue cap or rate limit.
+@dataclass(frozen=True, slots=True)
+class SubmissionRequest:
+    """What a user asked to submit, and where the answer goes.
     `notify_start`: DM the submitter when the job starts (`--notify-start`)."""
+
+    team_id: str
+    user_id: str
+    cluster_user: str
+    script: str
+    options: dict[str, str]
+    response_url: str | None = None
+    notify_start: bool = False
+
+
+def enqueue(
+    db: sqlite_utils.Database, request: SubmissionRequest, limits: SubmitConfig, now: float
+) -> Submission:
+    """Record a submission, unless the user is over their queue cap or rate limit."""
+    cluster_user, max_queued = request.cluster_user, limits.max_queued_per_user
     with db.atomic():
         waiting = db.execute(
             "SELECT COUNT(*) FROM submissions WHERE cluster_user = ? AND state IN (?, ?)",
@@ -77,10 +81,10 @@ def enqueue(
             "AND state != ?",
             [cluster_user, now - 60, FAILED],
         ).fetchone()[0]
-        if recent >= max_per_minute:
+        if recent >= limits.max_per_minute:
             raise QueueRefused(
                 f"That is {recent} submissions in the last minute (the limit is "
-                f"{max_per_minute}); wait a minute and try again."
+                f"{limits.max_per_minute}); wait a minute and try again."
             )
         tag = secrets.token_hex(8)
         cursor = db.execute(
@@ -88,16 +92,16 @@ def enqueue(
             "state, response_url, created_at, attempts, notify_start) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
             [
-                team_id,
-                user_id,
+                request.team_id,
+                request.user_id,
                 cluster_user,
-                script,
-                json.dumps(options),
+                request.script,
+                json.dumps(request.options),
                 tag,
                 QUEUED,
-                response_url,
+                request.response_url,
                 now,
-                int(notify_start),
+                int(request.notify_start),
             ],
         )
         submission_id = cursor.lastrowid
@@ -105,11 +109,8 @@ def enqueue(
         _audit(
             db,
             now,
-            team_id,
-            user_id,
-            cluster_user,
-            "submit",
-            {"id": submission_id, "script": script, "options": options},
+            request,
+            {"id": submission_id, "script": request.script, "options": request.options},
             QUEUED,
         )
     found = get(db, submission_id)
@@ -164,16 +165,7 @@ def finish(
             "UPDATE submissions SET state = ?, job_id = ?, error = ?, finished_at = ? WHERE id = ?",
             [state, job_id, error, now, submission.id],
         )
-        _audit(
-            db,
-            now,
-            submission.team_id,
-            submission.user_id,
-            submission.cluster_user,
-            "submit",
-            {"id": submission.id, "job_id": job_id, "error": error},
-            state,
-        )
+        _audit(db, now, submission, {"id": submission.id, "job_id": job_id, "error": error}, state)
     found = get(db, submission.id)
     assert found is not None
     return found
@@ -204,17 +196,14 @@ def submission_counts(db: sqlite_utils.Database) -> dict[str, int]:
 def _audit(
     db: sqlite_utils.Database,
     now: float,
-    team_id: str,
-    user_id: str,
-    cluster_user: str | None,
-    action: str,
+    who: SubmissionRequest | Submission,
     detail: dict[str, Any],
     result: str,
 ) -> None:
     db.execute(
         "INSERT INTO audit (at, team_id, user_id, cluster_user, action, detail, result) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [now, team_id, user_id, cluster_user, action, json.dumps(detail), result],
+        "VALUES (?, ?, ?, ?, 'submit', ?, ?)",
+        [now, who.team_id, who.user_id, who.cluster_user, json.dumps(detail), result],
     )
 
 

@@ -1,4 +1,4 @@
-"""Reading back the job transitions the Slurm poller records (store/snapshots.py).
+"""Reading back the job transitions the Slurm poller records (store/slurm_writes.py).
 
 Rows are read in id order, past the job notifier's cursor (store/alerts.py), so each
 transition is looked at once however the notifier is interrupted.

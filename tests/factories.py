@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from core.config_schema import LabConfig
 from core.records import DirectoryUsage, FilesystemUsage, Job, Node
 from core.snapshot import SOURCES, ClusterSnapshot, SourceStatus
-from core.view import ClusterView, LabInfo
+from core.view import ClusterView
 
 
 def job(job_id: int, **fields: Any) -> Job:
@@ -39,8 +40,8 @@ def node(name: str, gpu_type: str, total: int = 4, used: int = 0, **fields: Any)
 # --- Builders for command tests: storage records, source status, whole snapshots and views.
 
 LABS = (
-    LabInfo("hoffman-lab", "hoffman-lab", "hoffman-lab", ("/srv/hoffman-lab/flash9",)),
-    LabInfo("kira-lab", "kira-lab", "kira-lab", ("/srv/kira-lab/share4",)),
+    LabConfig("hoffman-lab", "hoffman-lab", "hoffman-lab", ("/srv/hoffman-lab/flash9",)),
+    LabConfig("kira-lab", "kira-lab", "kira-lab", ("/srv/kira-lab/share4",)),
 )
 
 
@@ -77,5 +78,5 @@ def make_snapshot(
     return ClusterSnapshot(**fields)
 
 
-def make_view(snapshot: ClusterSnapshot, labs: tuple[LabInfo, ...] = LABS) -> ClusterView:
+def make_view(snapshot: ClusterSnapshot, labs: tuple[LabConfig, ...] = LABS) -> ClusterView:
     return ClusterView(snapshot, labs)

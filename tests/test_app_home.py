@@ -29,12 +29,13 @@ from core.records import LabCap
 from handlers.home import MAX_HOME_BLOCKS, error_view, fit
 from handlers.reply import MAX_SECTION_CHARS, section
 from store.alerts import save_preference
+from store.caps_and_storage import save_caps, save_storage
 from store.db import open_db
-from store.snapshots import save_caps, save_slurm_poll, save_storage
 from store.watches import NewWatch, add_watch
 from tests.bot_process import running_bot
 from tests.factories import directory_usage, filesystem_usage, job
 from tests.slack_standin import SlackStandIn, SlackUser
+from tests.slurm_polls import save_slurm_poll
 
 TEAM = "T0STANDIN"
 # An hour old: the page must say the data is behind, whatever the pollers do meanwhile.

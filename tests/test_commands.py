@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
+from core.config_schema import LabConfig
 from core.records import Job, LabCap
 from core.snapshot import ClusterSnapshot, SourceStatus
-from core.view import ClusterView, LabInfo
+from core.view import ClusterView
 from handlers.commands import command_table
 from handlers.reply import MAX_BLOCKS, MAX_SECTION_CHARS, Reply
 from handlers.router import dispatch
@@ -353,7 +354,7 @@ def test_disk_asker_without_reports_and_unknown_asker() -> None:
 
 
 def test_disk_lab_without_storage_roots() -> None:
-    labs = (*LABS, LabInfo("ha-lab", "ha-lab", "ha-lab"))
+    labs = (*LABS, LabConfig("ha-lab", "ha-lab", "ha-lab"))
     view = make_view(cluster().snapshot, labs)
     assert "no storage roots configured for *`ha-lab`*" in ask("disk ha-lab", view).text
 

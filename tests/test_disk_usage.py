@@ -9,8 +9,9 @@ import pytest
 
 from core.disk_usage import MAX_KIB, DiskUsageError, parse_disk_usage
 from core.records import DirectoryUsage
+from store.caps_and_storage import save_storage
 from store.db import open_db
-from store.snapshots import load_snapshot, save_storage
+from store.snapshots import load_snapshot
 
 # The example from the skynet user guide.
 GOOD = "Updated: 2020-11-21 15:04\nUsage (human-readable): 127.2G\nUsage (K): 133284169\n"

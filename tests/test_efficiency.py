@@ -7,8 +7,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from core.config_schema import Config, NotificationsConfig
 from core.efficiency import EfficiencyPolicy, efficiency_lines, suggested_mem, usage_from_sacct
-from core.job_notices import decide_job_notice
+from core.job_notices import Seen, decide_job_notice
 from core.records import JobUsage
 from core.slurm_json import parse_sacct
 from core.transitions import Transition
@@ -132,9 +133,8 @@ def test_end_dms_show_the_figures() -> None:
     notice = decide_job_notice(
         Transition(ended, "RUNNING", "COMPLETED", 0),
         "all",
-        now=5000,
-        preemptible={"overcap"},
-        efficiency=POLICY,
+        Seen(5000),
+        Config(notifications=NotificationsConfig(efficiency_min_minutes=POLICY.min_seconds / 60)),
     )
     assert notice is not None
     assert "CPU efficiency: 97 % of 1 CPU\nPeak memory: 2.0 GB of 64 GB requested: " in notice.text

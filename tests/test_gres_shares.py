@@ -22,8 +22,9 @@ from core.view import ClusterView
 from handlers.commands import command_table
 from handlers.router import dispatch
 from store.db import open_db
-from store.snapshots import load_snapshot, save_slurm_poll
+from store.snapshots import load_snapshot
 from tests.factories import LABS
+from tests.slurm_polls import save_slurm_poll
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 

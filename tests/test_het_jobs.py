@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from core.buttons.cancel import cancel_buttons
+from core.config_schema import Config
 from core.het_jobs import fold_het_jobs
-from core.job_notices import decide_job_notice
+from core.job_notices import Seen, decide_job_notice
 from core.records import Job
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
@@ -29,8 +30,10 @@ from handlers.router import dispatch
 from scheduler.slurm.digester import PollDigester
 from scheduler.slurm.wire import ChangedJobsRequest, DigestRequest, LabLimits
 from store.db import open_db
-from store.snapshots import load_snapshot, save_slurm_changes, save_slurm_poll
+from store.slurm_writes import save_slurm_changes
+from store.snapshots import load_snapshot
 from tests.factories import LABS
+from tests.slurm_polls import save_slurm_poll
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 LIMITS = LabLimits((("hoffman-lab", "hoffman-lab"),), {"hoffman-lab": 8}, {}, "overcap")
@@ -99,7 +102,7 @@ def test_a_het_jobs_end_is_one_dm_with_each_components_outcome(
     digest = digester.digest(ended)
     transitions = save_slurm_changes(db, digest.changes, 1015.0)
     assert [(t.job.job_id, t.to_state) for t in transitions] == [(het_id, "FAILED")]
-    notice = decide_job_notice(transitions[0], "all", now=1015.0, preemptible=frozenset())
+    notice = decide_job_notice(transitions[0], "all", Seen(1015.0), Config())
     assert notice is not None
     assert f"`{het_id}+0 failed (exit 3)`" in notice.text
     assert f"`{het_id}+1 failed (exit 3)`" in notice.text

@@ -25,11 +25,13 @@ from bot.config import IdentityConfig, load_config
 from bot.console import for_terminal
 from core.cap_waits import cap_wait_notices
 from core.chart_specs import LAB_GPUS, ChartSpec
+from core.config_schema import LabConfig, NotificationsConfig
 from core.digest import LabWeek
 from core.gpu_watch import FIRED, Outcome, Spot, Watch, expired_text, fired_text, watch_line
 from core.job_notices import (
     PREEMPTED,
     REQUEUED_KIND,
+    Seen,
     compose_job_notice,
     digest_notice,
 )
@@ -39,10 +41,11 @@ from core.link_notices import new_link_notice
 from core.log_more import LOG_MORE
 from core.records import FINAL_STATES, DirectoryUsage, FilesystemUsage
 from core.slack_text import literal
+from core.snapshot import ClusterSnapshot
 from core.start_notices import start_notice
-from core.storage_alerts import FillPolicy, HoardPolicy, filesystem_alerts, hoarding_alerts
+from core.storage_alerts import filesystem_alerts, hoarding_alerts
 from core.transitions import REQUEUED, Transition
-from core.view import ClusterView, LabInfo
+from core.view import ClusterView
 from handlers.buttons.show_more_log import more_clicked
 from handlers.charts import ChartRequests, chart_caption
 from handlers.commands import command_table
@@ -57,10 +60,10 @@ from scheduler.outbox_sender import to_whoever_asked
 from scheduler.submit_worker import report_text
 from store.digests import DigestChannel
 from store.outbox import QueuedMessage
-from store.snapshots import save_slurm_poll
 from store.submissions import Submission
 from store.writer import StoreWriter
 from tests.factories import directory_usage, job, make_snapshot, make_view, node
+from tests.slurm_polls import save_slurm_poll
 from tests.test_commands import NOW, TAKEN_AT
 
 HOSTILE = [
@@ -146,8 +149,9 @@ def test_literal_is_inert(hostile: str) -> None:
 
 def hostile_view(h: str) -> ClusterView:
     labs = (
-        LabInfo("hoffman-lab", "hoffman-lab", "hoffman-lab", ("/srv/hoffman-lab/flash9",)),
-        LabInfo(h, h, h, (h,)),
+        LabConfig("hoffman-lab", "hoffman-lab", "hoffman-lab", ("/srv/hoffman-lab/flash9",)),
+        # The config refuses a relative storage root: the hostile one is absolute.
+        LabConfig(h, h, h, ("/" + h,)),
     )
     jobs = (
         job(101, name=h, partition=h, reason=h, nodes=h, std_out=h, gpus_by_type={h: 2},
@@ -291,7 +295,7 @@ def test_job_notices_keep_hostile_text_inert(hostile: str) -> None:
             )  # fmt: skip
             to_state = REQUEUED if kind in (PREEMPTED, REQUEUED_KIND) else kind
             transition = Transition(ended, "RUNNING", to_state, 1)
-            notices.append(compose_job_notice(transition, kind, now=NOW))
+            notices.append(compose_job_notice(transition, kind, Seen(NOW), NotificationsConfig()))
     digest = digest_notice(notices, "digest")
     for notice in [*notices, digest]:
         assert_all_inert(notice.text, notice.blocks)
@@ -305,10 +309,12 @@ def test_storage_alerts_keep_hostile_text_inert(hostile: str) -> None:
         DirectoryUsage(h, "alice", f"{h}/a", datetime(2026, 11, 2), 30 * 1024**3, h),
     ]
     filesystems = [FilesystemUsage(h, 100, 99, 1)]
-    _, hoards = hoarding_alerts(
-        {}, directories, filesystems, {h: 1}, HoardPolicy(top_n=2), {h: h}, {"alice": ["UALICE"]}
+    scan = ClusterSnapshot(
+        directories=tuple(directories), filesystems=tuple(filesystems), previous_kib={h: 1}
     )
-    _, fills = filesystem_alerts({}, filesystems, directories, {h: 1}, FillPolicy(), {h: h})
+    top_two = NotificationsConfig(hoard_top_n=2)
+    _, hoards = hoarding_alerts({}, scan, top_two, {h: h}, {"alice": ["UALICE"]})
+    _, fills = filesystem_alerts({}, scan, NotificationsConfig(), {h: h})
     assert hoards and fills
     for alert in [*hoards, *fills]:
         assert_all_inert(alert.text, alert.blocks)
@@ -394,7 +400,10 @@ async def test_show_more_of_the_log_keeps_hostile_text_inert(
         assert_all_inert(answer.text, answer.blocks)
     tail = OutputTail(f"/o/{h}", b"x" + line * 40, 900, 5000)
     notice = compose_job_notice(
-        Transition(ended, "RUNNING", "FAILED", 0), "FAILED", now=NOW, output=[tail], tail_lines=15
+        Transition(ended, "RUNNING", "FAILED", 0),
+        "FAILED",
+        Seen(NOW, output=[tail]),
+        NotificationsConfig(log_tail_lines=15),
     )
     assert notice.blocks[-1]["type"] == "actions"
     assert_all_inert(notice.text, notice.blocks)

@@ -12,8 +12,9 @@ from core.records import ContainerImage, ImageDirectory
 from scheduler.image_scan import PackageListCache, scan_images
 from scheduler.shared_files import read_regular_file
 from scheduler.storage_poller import StoragePoller
+from store.caps_and_storage import save_storage
 from store.db import open_db
-from store.snapshots import load_snapshot, save_storage
+from store.snapshots import load_snapshot
 from store.writer import StoreWriter
 
 PYTORCH_2312 = "nvcr.io_nvidia_pytorch_23.12-py3.sqsh"

@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
+from core.config_schema import PREFERENCES, Config, NotificationsConfig
 from core.job_notices import (
     MAX_SEPARATE_NOTICES,
-    PREFERENCES,
+    Seen,
     decide_job_notice,
     digest_notice,
     output_path,
@@ -18,7 +19,8 @@ from core.job_notices import (
 from core.transitions import REQUEUED, Transition
 from tests.factories import job
 
-OVERCAP = frozenset({"overcap"})
+# The defaults: overcap is the preemptible partition, keys name the cluster "skynet".
+CONFIG = Config()
 START = 1_700_000_000
 HOUR = 3600
 
@@ -38,7 +40,7 @@ def ended(state: str, **fields: Any) -> Transition:
 
 
 def text_of(transition: Transition, pref: str = "all", now: float = START + 5 * HOUR) -> str:
-    notice = decide_job_notice(transition, pref, now=now, preemptible=OVERCAP)
+    notice = decide_job_notice(transition, pref, Seen(now), CONFIG)
     assert notice is not None
     return notice.text
 
@@ -103,9 +105,7 @@ def test_preempted_on_overcap_says_requeued_restarts_runtime_lost_and_how_to_che
         std_out="/srv/hoffman-lab/flash9/alice/%x-%j.out",
     )
     transition = Transition(requeued, "RUNNING", REQUEUED, 2)
-    notice = decide_job_notice(
-        transition, "preempt", now=START + 2 * HOUR + 30 * 60, preemptible=OVERCAP
-    )
+    notice = decide_job_notice(transition, "preempt", Seen(START + 2 * HOUR + 30 * 60), CONFIG)
     assert notice is not None
     lines = notice.text.splitlines()
     assert lines[:4] == [
@@ -128,27 +128,27 @@ def test_preempted_by_sacct_and_requeue_seen_later_share_one_key() -> None:
     requeued = Transition(
         job(9, partition="overcap", state="PENDING", restarts=1), "PREEMPTED", REQUEUED, 1
     )
-    first = decide_job_notice(preempted, "all", now=START, preemptible=OVERCAP)
-    second = decide_job_notice(requeued, "all", now=START, preemptible=OVERCAP)
+    first = decide_job_notice(preempted, "all", Seen(START), CONFIG)
+    second = decide_job_notice(requeued, "all", Seen(START), CONFIG)
     assert first is not None and second is not None
     assert first.key == second.key == "job:skynet:9:0:PREEMPTED"
 
 
 def test_requeue_off_a_preemptible_partition_is_not_called_a_preemption() -> None:
     transition = Transition(job(5, state="PENDING", restarts=1), "RUNNING", REQUEUED, 1)
-    notice = decide_job_notice(transition, "all", now=START, preemptible=OVERCAP)
+    notice = decide_job_notice(transition, "all", Seen(START), CONFIG)
     assert notice is not None and notice.kind == "REQUEUED"
     assert notice.text.splitlines()[0] == (
         "🔁 Job 5 `job5` was requeued (restart 1) and will start again from the beginning."
     )
-    assert decide_job_notice(transition, "preempt", now=START, preemptible=OVERCAP) is None
+    assert decide_job_notice(transition, "preempt", Seen(START), CONFIG) is None
 
 
 @pytest.mark.parametrize("to_state", ["PENDING", "RUNNING", "COMPLETING", "SUSPENDED"])
 def test_non_final_states_are_not_news(to_state: str) -> None:
     transition = Transition(job(3, state=to_state), "PENDING", to_state, 0)
     for pref in PREFERENCES:
-        assert decide_job_notice(transition, pref, now=START, preemptible=OVERCAP) is None
+        assert decide_job_notice(transition, pref, Seen(START), CONFIG) is None
 
 
 def test_preferences_choose_which_kinds_are_sent() -> None:
@@ -182,7 +182,10 @@ def test_preferences_choose_which_kinds_are_sent() -> None:
 
 def test_key_names_cluster_job_run_and_state() -> None:
     notice = decide_job_notice(
-        ended("COMPLETED", restarts=3), "end", now=START, preemptible=OVERCAP, cluster="sky2"
+        ended("COMPLETED", restarts=3),
+        "end",
+        Seen(START),
+        Config(notifications=NotificationsConfig(cluster_name="sky2")),
     )
     assert notice is not None and notice.key == "job:sky2:1234:3:COMPLETED"
 
@@ -213,10 +216,8 @@ def test_lost_runtime_of_a_requeue_comes_from_when_the_interrupted_run_started()
         end_time=6090945408,
     )
     transition = Transition(requeued, "RUNNING", REQUEUED, 1)
-    unknown = decide_job_notice(transition, "all", now=START + 600, preemptible=OVERCAP)
-    known = decide_job_notice(
-        transition, "all", now=START + 600, preemptible=OVERCAP, run_started=START
-    )
+    unknown = decide_job_notice(transition, "all", Seen(START + 600), CONFIG)
+    known = decide_job_notice(transition, "all", Seen(START + 600, run_started=START), CONFIG)
     assert unknown is not None and known is not None
     assert unknown.text.splitlines()[2] == (
         "Runtime lost: an unknown amount, unless the job saved a checkpoint."
@@ -241,8 +242,8 @@ def test_digest_stands_for_many_notices() -> None:
                 0,
             ),
             "all",
-            now=START,
-            preemptible=OVERCAP,
+            Seen(START),
+            CONFIG,
         )
         for i, state in enumerate(["COMPLETED"] * 22 + ["FAILED"] * 3)
     ]
@@ -267,9 +268,7 @@ def test_lost_runtime_ends_when_slurm_requeued_the_job_not_when_skybot_noticed()
         end_time=6090945408,
     )
     transition = Transition(requeued, "RUNNING", REQUEUED, 1)
-    notice = decide_job_notice(
-        transition, "all", now=START + 11, preemptible=OVERCAP, run_started=START
-    )
+    notice = decide_job_notice(transition, "all", Seen(START + 11, run_started=START), CONFIG)
     assert notice is not None
     assert notice.text.splitlines()[2] == "Runtime lost: 7 s, unless the job saved a checkpoint."
 
@@ -277,7 +276,7 @@ def test_lost_runtime_ends_when_slurm_requeued_the_job_not_when_skybot_noticed()
 def test_a_requeued_job_cancelled_while_waiting_had_started_before() -> None:
     waiting = job(9, state="CANCELLED", partition="overcap", restarts=1, start_time=None)
     notice = decide_job_notice(
-        Transition(waiting, "PENDING", "CANCELLED", 1), "all", now=START, preemptible=OVERCAP
+        Transition(waiting, "PENDING", "CANCELLED", 1), "all", Seen(START), CONFIG
     )
     assert notice is not None
     lines = notice.text.splitlines()

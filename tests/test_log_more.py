@@ -20,7 +20,8 @@ import pytest
 from msgspec.structs import replace
 
 from bot.config import IdentityConfig, load_config
-from core.job_notices import decide_job_notice
+from core.config_schema import Config, NotificationsConfig
+from core.job_notices import Seen, decide_job_notice
 from core.job_output import STDERR, STDOUT, OutputTail, tail_bytes, tail_from_reply, tail_parts
 from core.log_more import (
     BEGINNING,
@@ -35,9 +36,9 @@ from core.transitions import Transition
 from handlers.buttons.show_more_log import more_clicked
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
-from store.snapshots import save_slurm_poll
 from store.writer import StoreWriter
 from tests.factories import job, make_snapshot, make_view
+from tests.slurm_polls import save_slurm_poll
 
 RUNNER_FILE = Path(__file__).parent.parent / "bot" / "install_files" / "skybot_runner.py"
 LINES = 15
@@ -314,10 +315,8 @@ def failure_dm(tail: OutputTail) -> list[dict[str, Any]]:
     notice = decide_job_notice(
         Transition(ENDED, "RUNNING", "FAILED", 0),
         "all",
-        now=200.0,
-        preemptible=(),
-        output=[tail, OutputTail("/home/alice/run/train-7.out", b"done\n", 0, 5)],
-        tail_lines=LINES,
+        Seen(200.0, output=[tail, OutputTail("/home/alice/run/train-7.out", b"done\n", 0, 5)]),
+        Config(notifications=NotificationsConfig(log_tail_lines=LINES)),
     )
     assert notice is not None
     return notice.blocks

@@ -23,18 +23,19 @@ from core.transitions import Transition
 from scheduler.outbox_sender import OutboxSender
 from scheduler.watchers.job_dms import (
     BATCH,
-    NoticeSettings,
     notify_transitions,
     process_transitions,
 )
-from scheduler.watchers.storage import StorageSettings, storage_alerts_in_db
+from scheduler.watchers.storage import storage_alerts_in_db
 from store.alerts import load_cursor, save_preference
+from store.caps_and_storage import save_storage
 from store.outbox import OutboxMessage, enqueue, mark_sent, outbox_rows
-from store.snapshots import load_snapshot, save_slurm_poll, save_storage
+from store.snapshots import load_snapshot
 from store.transitions import pending_transition_users
 from store.writer import StoreWriter
 from tests.factories import directory_usage, filesystem_usage, job
 from tests.slack_standin import SlackStandIn, SlackUser
+from tests.slurm_polls import save_slurm_poll
 
 # The sender's waits (pacing, back-off, Retry-After, token probes) pass in the event loop's
 # time, which looptime fast-forwards: the tests keep their seconds-long design and take
@@ -372,7 +373,7 @@ async def test_a_job_decision_replayed_after_a_crash_is_enqueued_once(
 ) -> None:
     await record_jobs(writer)
     links = {"alice": [(TEAM, "U1")], "bob": [(TEAM, "U2")]}
-    settings = NoticeSettings.from_config(config_with())
+    settings = config_with()
 
     def crash_before_commit(db: Any) -> None:
         with db.atomic():
@@ -409,7 +410,7 @@ async def test_a_storage_decision_replayed_is_enqueued_once(writer: StoreWriter)
         100.0,
     )
     snapshot = await writer.run(load_snapshot)
-    settings = StorageSettings.from_config(config_with())
+    settings = config_with()
     assert await writer.run(storage_alerts_in_db, snapshot, {"alice": ["U1"]}, settings) == 2
 
     def forget_state(db: Any) -> None:

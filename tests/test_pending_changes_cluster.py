@@ -20,7 +20,7 @@ import pytest
 from msgspec.structs import replace
 
 from bot.config import DatabaseConfig, SlurmConfig, load_config
-from bot.service import lab_infos, runner_call
+from bot.service import runner_call
 from core.records import Job
 from core.runner_contract import RunnerCall, move_to_overcap_request
 from scheduler.schedule import PollSchedule, build_scheduler
@@ -75,7 +75,7 @@ async def _running_bot(tmp_path: Path, poll_seconds: float, bound: float) -> Asy
         database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
     )
     writer = StoreWriter(config.database.path)
-    cache = SnapshotCache(config.database.path, lab_infos(config))
+    cache = SnapshotCache(config.database.path, config.labs)
     poller = SlurmPoller(config, writer)
     polls: list[float] = []
 

@@ -27,8 +27,10 @@ from store import unreadable
 from store.db import open_db
 from store.loaded_rows import DecodedRows
 from store.row_log import RowChanges
-from store.snapshots import load_snapshot, save_slurm_changes, save_slurm_poll
+from store.slurm_writes import save_slurm_changes
+from store.snapshots import load_snapshot
 from tests.factories import job
+from tests.slurm_polls import save_slurm_poll
 
 V40 = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.40"
 LIMITS = LabLimits(

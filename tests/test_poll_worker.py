@@ -18,24 +18,22 @@ from typing import Any
 
 import pytest
 
+from core.config_schema import LabConfig
 from core.records import LabCap
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
 from core.snapshot_rows import JobRow
-from core.view import ClusterView, LabInfo
+from core.view import ClusterView
 from scheduler.slurm.digester import PollDigester
 from scheduler.slurm.packed import packed
 from scheduler.slurm.wire import DigestRequest, Generation, LabLimits, PollDigest
 from scheduler.slurm.worker import PollWorker, PollWorkerError
+from store.caps_and_storage import save_caps
 from store.db import open_db
 from store.loaded_rows import LoadedRows
-from store.snapshots import (
-    load_lab_limits,
-    load_snapshot,
-    save_caps,
-    save_slurm_changes,
-    save_slurm_poll,
-)
+from store.slurm_writes import save_slurm_changes
+from store.snapshots import load_lab_limits, load_snapshot
+from tests.slurm_polls import save_slurm_poll
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 LIMITS = LabLimits((("hoffman-lab", "hoffman-lab"),), {"hoffman-lab": 4}, {}, "overcap")
@@ -185,7 +183,7 @@ def test_the_usage_a_poll_counts_is_what_the_bot_would_count(tmp_path: Path, ver
     limits = LabLimits(
         (("hoffman-lab", "hoffman-lab"), ("kira-lab", "kira-lab")), caps, members, "overcap"
     )
-    labs = tuple(LabInfo(name, name, account) for name, account in limits.labs)
+    labs = tuple(LabConfig(name, name, account) for name, account in limits.labs)
     digester, rows = PollDigester(), LoadedRows()
     committed: Generation | None = None
     waiting = 0

@@ -14,9 +14,10 @@ from types import ModuleType
 import pytest
 
 from core import runner_contract as contract
+from core.config_schema import SubmitConfig
 from handlers.commands import submit as submit_command
 from store.db import open_db
-from store.submissions import enqueue
+from store.submissions import SubmissionRequest, enqueue
 
 RUNNER_FILE = Path(__file__).parent.parent / "bot" / "install_files" / "skybot_runner.py"
 
@@ -68,15 +69,9 @@ def test_the_submission_tag_and_job_comment_agree(runner: ModuleType, tmp_path: 
     # The store makes the tags; each must be one the runner takes.
     submission = enqueue(
         open_db(tmp_path / "s.db"),
-        team_id="T1",
-        user_id="U1",
-        cluster_user="alice",
-        script="job.sh",
-        options={},
-        response_url=None,
+        SubmissionRequest("T1", "U1", "alice", "job.sh", {}),
+        SubmitConfig(),
         now=1.0,
-        max_queued=5,
-        max_per_minute=3,
     )
     assert runner.SUBMISSION_TAG.fullmatch(submission.tag)
     assert contract.submission_comment(submission.tag) == f"skybot:{submission.tag}"

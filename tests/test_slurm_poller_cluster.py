@@ -14,8 +14,8 @@ import pytest
 from msgspec.structs import replace
 
 from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
-from bot.service import lab_infos
-from core.job_notices import compose_job_notice
+from core.config_schema import NotificationsConfig
+from core.job_notices import Seen, compose_job_notice
 from core.record_codec import decode_job
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_squeue
@@ -50,7 +50,7 @@ class Harness:
         self.now = time.time()
         self.writer = StoreWriter(config.database.path)
         self.poller = SlurmPoller(config, self.writer, clock=lambda: self.now)
-        self.cache = SnapshotCache(config.database.path, lab_infos(config))
+        self.cache = SnapshotCache(config.database.path, config.labs)
 
     async def poll(self) -> ClusterView:
         self.now = max(self.now, time.time())
@@ -240,7 +240,10 @@ async def test_a_job_cancelled_while_pending_is_told_it_never_started(harness: H
     (record,) = cancelled
     # Slurm's record: start = end = when it was cancelled; no runtime to tell.
     notice = compose_job_notice(
-        Transition(record, "PENDING", "CANCELLED", 0), "CANCELLED", now=time.time()
+        Transition(record, "PENDING", "CANCELLED", 0),
+        "CANCELLED",
+        Seen(time.time()),
+        NotificationsConfig(),
     )
     assert "was cancelled before it started." in notice.text, (record, notice.text)
     assert "Runtime: it never started" in notice.text

@@ -11,18 +11,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.config_schema import LabConfig
 from core.lab_usage import idle_gpus
 from core.snapshot_rows import SlurmChanges, job_row, node_row
-from core.view import LabInfo
 from store import row_log
 from store.db import open_db
 from store.reader import SnapshotCache
-from store.snapshots import (
-    load_snapshot,
-    save_slurm_changes,
-    save_slurm_poll,
-)
+from store.slurm_writes import save_slurm_changes
+from store.snapshots import load_snapshot
 from tests.factories import job, node
+from tests.slurm_polls import save_slurm_poll
 
 
 def test_a_reload_reuses_unchanged_jobs_and_decodes_changed_ones(tmp_path: Path) -> None:
@@ -30,7 +28,7 @@ def test_a_reload_reuses_unchanged_jobs_and_decodes_changed_ones(tmp_path: Path)
     db = open_db(path)
     jobs = [job(job_id=i, state="RUNNING") for i in range(1, 4)]
     save_slurm_poll(db, jobs, [], [], at=1000.0)
-    cache = SnapshotCache(path, (LabInfo("hoffman-lab", "hoffman-lab", "hoffman-lab"),))
+    cache = SnapshotCache(path, (LabConfig("hoffman-lab", "hoffman-lab", "hoffman-lab"),))
     before = {j.job_id: j for j in cache.refresh_blocking().snapshot.jobs}
 
     changed = replace(jobs[1], state="COMPLETED")

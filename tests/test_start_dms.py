@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.config import IdentityConfig, load_config
+from core.config_schema import SubmitConfig
 from core.log_more import LOG_MORE, MAX_OFFSET
 from core.start_notices import is_start, start_notice
 from core.transitions import Transition
@@ -16,10 +17,10 @@ from handlers.services import Services
 from scheduler.watchers.job_dms import process_transitions
 from store.alerts import save_starts_wanted
 from store.outbox import outbox_rows
-from store.snapshots import save_slurm_poll
-from store.submissions import enqueue, finish
+from store.submissions import SubmissionRequest, enqueue, finish
 from store.writer import StoreWriter
 from tests.factories import job, make_snapshot, make_view
+from tests.slurm_polls import save_slurm_poll
 
 TEAM = "T1"
 
@@ -95,11 +96,12 @@ async def test_only_those_who_asked_hear_and_only_once(writer: StoreWriter) -> N
     await writer.run(save_starts_wanted, TEAM, "U3", True, 0.0)
     submission = await writer.run(
         lambda db: enqueue(
-            db, team_id=TEAM, user_id="U1", cluster_user="alice", script="/home/alice/job.sh",
-            options={}, response_url=None, now=0.0, max_queued=5, max_per_minute=5,
-            notify_start=True,
+            db,
+            SubmissionRequest(TEAM, "U1", "alice", "/home/alice/job.sh", {}, notify_start=True),
+            SubmitConfig(),
+            now=0.0,
         )
-    )  # fmt: skip
+    )
     await writer.run(finish, submission, 1.0, job_id=2)
     # The same runs again (a fresh cursor): U3 for both jobs, U1 for the one it submitted.
     await writer.run(wind_back)
@@ -145,11 +147,12 @@ async def test_a_start_seen_before_the_worker_recorded_the_job_id_is_found_by_it
 ) -> None:
     submission = await writer.run(
         lambda db: enqueue(
-            db, team_id=TEAM, user_id="U1", cluster_user="alice", script="/home/alice/job.sh",
-            options={}, response_url=None, now=0.0, max_queued=5, max_per_minute=5,
-            notify_start=True,
+            db,
+            SubmissionRequest(TEAM, "U1", "alice", "/home/alice/job.sh", {}, notify_start=True),
+            SubmitConfig(),
+            now=0.0,
         )
-    )  # fmt: skip
+    )
     comment = f"skybot:{submission.tag}"
     await writer.run(save_slurm_poll, [job(5, state="PENDING", comment=comment)], [], [], 1100.0)
     running = job(5, start_time=1150, nodes="clippy", comment=comment)

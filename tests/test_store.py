@@ -5,20 +5,16 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
+from core.config_schema import LabConfig
 from core.lab_usage import lab_usage
 from core.records import DirectoryUsage, FilesystemUsage, LabCap
-from core.view import LabInfo
+from store.caps_and_storage import save_caps, save_storage
 from store.db import SCHEMA_VERSION, SchemaTooNewError, migrate, open_db
 from store.history import lab_usage_series, save_lab_usage
 from store.reader import SnapshotCache
-from store.snapshots import (
-    load_snapshot,
-    record_poll_failure,
-    save_caps,
-    save_slurm_poll,
-    save_storage,
-)
+from store.snapshots import load_snapshot, record_poll_failure
 from tests.factories import job, node
+from tests.slurm_polls import save_slurm_poll
 
 
 @pytest.fixture
@@ -147,7 +143,7 @@ def test_a_migration_statement_may_hold_semicolons() -> None:
 
 async def test_reader_sees_new_snapshots_only_after_commit(db_path: Path) -> None:
     writer = open_db(db_path)
-    cache = SnapshotCache(db_path, (LabInfo("hoffman-lab", "hoffman-lab", "hoffman-lab"),))
+    cache = SnapshotCache(db_path, (LabConfig("hoffman-lab", "hoffman-lab", "hoffman-lab"),))
     assert (await cache.refresh()).snapshot.jobs == ()
     with writer.atomic():
         writer.execute("DELETE FROM jobs")
@@ -177,7 +173,7 @@ def test_previous_report_size_gives_weekly_growth(db_path: Path) -> None:
 
 
 def test_history_starts_at_the_first_poll_and_stays(db_path: Path) -> None:
-    from store.snapshots import history_start
+    from store.slurm_writes import history_start
 
     db = open_db(db_path)
     assert history_start(db, now=1000.0) == 1000.0

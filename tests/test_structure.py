@@ -34,6 +34,8 @@ EXCEPTIONS: dict[str, str] = {
     "constructor handlers/clicks.py:Click": (
         "mirrors the fields skybot reads from Slack's block_actions payload, built in one place"
     ),
+    "constructor store/submissions.py:SubmissionRequest": _ROW
+    + " (the submissions row it becomes)",
     "constructor core/records.py:Job": _SLURM + " (squeue/sacct job)",
     "constructor core/records.py:Node": _SLURM + " (sinfo/scontrol node)",
     "constructor core/records.py:HetComponent": _SLURM + " (a het job component's own record)",
@@ -63,12 +65,8 @@ EXCEPTIONS: dict[str, str] = {
     "constructor bot/health.py:ServiceStatus": "not a mirror: what readiness reads, one "
     "callable per source",
     # Being split right now in other worktrees (the lead removes these at merge).
-    "module store/snapshots.py": "being split in wt-store",
-    "function store/snapshots.py:save_slurm_changes": "being split in wt-store",
-    "function store/snapshots.py:load_snapshot": "being split in wt-store",
     "constructor core/snapshot_rows.py:SlurmChanges": _WIRE
     + " (one poll's rows: jobs, nodes, lab usage, their removals, the generation)",
-    "function store/submissions.py:enqueue": "being split in wt-store",
     "constructor scheduler/slurm/wire.py:DigestRequest": _WIRE
     + " (the documents of one poll and what the digest needs to read them)",
     "constructor scheduler/slurm/wire.py:PollDigest": _WIRE

@@ -2,11 +2,12 @@ from pathlib import Path
 
 import pytest
 
+from core.config_schema import SubmitConfig
 from store.db import open_db
 from store.outbox import OutboxMessage
-from store.snapshots import save_slurm_poll
 from store.submissions import (
     QueueRefused,
+    SubmissionRequest,
     claim_next,
     enqueue,
     find_job_by_comment,
@@ -16,20 +17,18 @@ from store.submissions import (
     submission_counts,
 )
 from tests.factories import job
+from tests.slurm_polls import save_slurm_poll
 
 
 def _enqueue(db, now: float, user: str = "alice", **limits: int):  # type: ignore[no-untyped-def]
     return enqueue(
         db,
-        team_id="T1",
-        user_id="U1",
-        cluster_user=user,
-        script="job.sh",
-        options={},
-        response_url=None,
-        now=now,
-        max_queued=limits.get("max_queued", 5),
-        max_per_minute=limits.get("max_per_minute", 3),
+        SubmissionRequest("T1", "U1", user, "job.sh", {}),
+        SubmitConfig(
+            max_queued_per_user=limits.get("max_queued", 5),
+            max_per_minute=limits.get("max_per_minute", 3),
+        ),
+        now,
     )
 
 

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from bot.config import load_config
+from core.config_schema import SubmitConfig
 from core.runner_contract import RunnerReply, RunnerRequest
 from scheduler import submit_worker
 from scheduler.submit_worker import SubmissionWorker
 from store.outbox import outbox_rows
-from store.submissions import Submission, claim_next, enqueue, get
+from store.submissions import Submission, SubmissionRequest, claim_next, enqueue, get
 from store.writer import StoreWriter
 
 
@@ -38,15 +39,9 @@ async def _interrupted(writer: StoreWriter) -> Submission:
     def make(db: Any) -> Submission:
         enqueue(
             db,
-            team_id="T1",
-            user_id="U1",
-            cluster_user="alice",
-            script="job.sh",
-            options={},
-            response_url=None,
-            now=time.time(),
-            max_queued=5,
-            max_per_minute=5,
+            SubmissionRequest("T1", "U1", "alice", "job.sh", {}),
+            SubmitConfig(max_queued_per_user=5, max_per_minute=5),
+            time.time(),
         )
         claimed = claim_next(db, time.time())
         assert claimed is not None
@@ -124,15 +119,9 @@ async def test_a_submit_whose_outcome_is_unknown_stays_for_recovery(writer: Stor
     def queue(db: Any) -> None:
         enqueue(
             db,
-            team_id="T1",
-            user_id="U1",
-            cluster_user="alice",
-            script="job.sh",
-            options={},
-            response_url=None,
-            now=time.time(),
-            max_queued=5,
-            max_per_minute=5,
+            SubmissionRequest("T1", "U1", "alice", "job.sh", {}),
+            SubmitConfig(max_queued_per_user=5, max_per_minute=5),
+            time.time(),
         )
 
     await writer.run(queue)

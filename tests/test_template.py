@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import ConfigError, parse_config
+from core.config_schema import LabConfig
 from core.job_template import (
     GpuAsk,
     JobAsk,
@@ -26,7 +27,6 @@ from core.job_template import (
 )
 from core.records import Node
 from core.slack_text import fenced_code
-from core.view import LabInfo
 from handlers.commands import command_table
 from handlers.commands.template import code_sections
 from handlers.reply import MAX_SECTION_CHARS, MAX_TEXT_CHARS, Reply
@@ -159,7 +159,7 @@ def test_overcap_script_requeues_and_checkpoints_on_signal() -> None:
 
 
 def test_image_puts_the_pyxis_options_on_srun() -> None:
-    lab = LabInfo("hoffman-lab", "hoffman-lab", "hoffman-lab", ("/srv/a", "/srv/b"))
+    lab = LabConfig("hoffman-lab", "hoffman-lab", "hoffman-lab", ("/srv/a", "/srv/b"))
     script = batch_script(JobAsk("alice", lab, image=IMAGE), SETTINGS, NODES)
     assert not any("container" in name for name in sbatch_options(script))
     srun = script[script.index("srun -u") :]
@@ -174,7 +174,7 @@ def test_image_puts_the_pyxis_options_on_srun() -> None:
 
 
 def test_every_combination_is_valid_bash_and_fits_one_slack_section() -> None:
-    long_root = LabInfo("lab", "lab", "lab", ("/srv/" + "very-long-storage-name/" * 4,))
+    long_root = LabConfig("lab", "lab", "lab", ("/srv/" + "very-long-storage-name/" * 4,))
     for overcap in (None, ("overcap", "overcap")):
         for image in (None, "x" * 200):
             for gpus in (None, GpuAsk("a40", 4)):
@@ -190,7 +190,7 @@ def test_every_combination_is_valid_bash_and_fits_one_slack_section() -> None:
 
 
 def test_lab_without_storage_logs_where_submitted() -> None:
-    lab = LabInfo("nolab", "nolab", "nolab")
+    lab = LabConfig("nolab", "nolab", "nolab")
     script = batch_script(JobAsk("alice", lab), SETTINGS, NODES)
     assert "--output" not in sbatch_options(script)
     assert "logs go where you submit" in script
@@ -437,7 +437,7 @@ def _run_skeleton(tmp_path: Path, send: signal.Signals) -> tuple[int, list[str]]
     (bin_dir / "scontrol").write_text(f'#!/bin/bash\necho "scontrol $*" >> {log}\n')
     for stand_in in bin_dir.iterdir():
         stand_in.chmod(0o755)
-    lab = LabInfo("lab", "lab", "lab", (str(tmp_path),))
+    lab = LabConfig("lab", "lab", "lab", (str(tmp_path),))
     (tmp_path / "alice").mkdir()
     script = tmp_path / "job.sh"
     script.write_text(batch_script(JobAsk("alice", lab, overcap=("o", "o")), SETTINGS, NODES))

@@ -25,7 +25,6 @@ import pytest
 from msgspec.structs import replace
 
 from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
-from bot.service import lab_infos
 from core.view import ClusterView
 from handlers.commands import command_table
 from handlers.reply import Reply
@@ -78,7 +77,7 @@ def live() -> Iterator[tuple[Config, ClusterView]]:
 
 async def _poll(config: Config) -> ClusterView:
     writer = StoreWriter(config.database.path)
-    cache = SnapshotCache(config.database.path, lab_infos(config))
+    cache = SnapshotCache(config.database.path, config.labs)
     try:
         poller = SlurmPoller(config, writer)
         assert await poller.poll_caps(), "sacctmgr poll failed"

@@ -1,9 +1,14 @@
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from core.records import Job
 from core.transitions import (
     REQUEUED,
     KnownState,
     detect_transitions,
     ending_without_squeue,
     merge_observations,
+    settle_transitions,
     with_last_seen,
 )
 from tests.factories import job
@@ -108,3 +113,72 @@ def test_only_news_from_sacct_alone_is_completed() -> None:
         4: job(4, state="RUNNING"),
     }
     assert ending_without_squeue(known, observed, live_ids={3, 4}) == [1]
+
+
+@dataclass
+class FakeStore:
+    """What a store knows, as plain data (core's `KnownJobs`); records what it was asked."""
+
+    known: dict[int, KnownState] = field(default_factory=dict)
+    unreadable: set[int] = field(default_factory=set)
+    listed: set[int] = field(default_factory=set)
+    seen: dict[int, Job] = field(default_factory=dict)
+    held_gpus: dict[int, dict[str, int]] = field(default_factory=dict)
+    start: float = 0.0
+    asked: list[tuple[str, list[int]]] = field(default_factory=list)
+
+    def states(self, job_ids: Sequence[int]) -> tuple[dict[int, KnownState], set[int]]:
+        self.asked.append(("states", sorted(job_ids)))
+        return {i: s for i, s in self.known.items() if i in job_ids}, self.unreadable
+
+    def listed_now(self, job_ids: Sequence[int]) -> set[int]:
+        self.asked.append(("listed_now", sorted(job_ids)))
+        return self.listed.intersection(job_ids)
+
+    def last_seen(self, job_ids: Sequence[int]) -> Mapping[int, Job]:
+        self.asked.append(("last_seen", sorted(job_ids)))
+        return {i: self.seen[i] for i in job_ids if i in self.seen}
+
+    def last_allocated_gpus(self, job_ids: Sequence[int]) -> Mapping[int, dict[str, int]]:
+        self.asked.append(("last_allocated_gpus", sorted(job_ids)))
+        return {i: self.held_gpus[i] for i in job_ids if i in self.held_gpus}
+
+    def history_start(self) -> float:
+        return self.start
+
+
+def test_settling_completes_an_end_sacct_alone_told_from_what_the_store_saw() -> None:
+    store = FakeStore(
+        known={5: KnownState("RUNNING", 0), 6: KnownState("RUNNING", 0)},
+        listed={6},
+        seen={5: job(5, std_out="/home/alice/5.out")},
+        held_gpus={5: {"a40": 2}},
+    )
+    settled = settle_transitions(
+        [job(5, state="FAILED", exit_code=1), job(6, state="COMPLETING")], store
+    )
+    (end, completing) = settled.transitions
+    assert (end.job.job_id, end.from_state, end.to_state) == (5, "RUNNING", "FAILED")
+    assert end.job.std_out == "/home/alice/5.out"
+    assert end.job.gpus_by_type == {"a40": 2}
+    assert completing.to_state == "COMPLETING"
+    # Only the ended job squeue no longer lists is looked up: job 6 is not final.
+    assert ("last_seen", [5]) in store.asked
+    assert sorted(settled.states) == [5, 6]
+
+
+def test_settling_leaves_out_a_job_whose_stored_state_is_unreadable() -> None:
+    store = FakeStore(unreadable={7, 99})
+    settled = settle_transitions([job(7, state="RUNNING"), job(8, state="RUNNING")], store)
+    assert settled.unreadable == [7]
+    assert [t.job.job_id for t in settled.transitions] == [8]
+    assert sorted(settled.states) == [8]
+
+
+def test_settling_tells_no_end_from_before_the_store_watched() -> None:
+    store = FakeStore(start=2000.0)
+    ended = job(9, state="COMPLETED", end_time=1500)
+    settled = settle_transitions([ended], store)
+    assert settled.transitions == []
+    # Its state is still kept: the next poll must not find it new either.
+    assert list(settled.states) == [9]

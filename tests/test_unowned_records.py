@@ -16,7 +16,8 @@ import pytest
 from scheduler.slurm.digester import PollDigester
 from scheduler.slurm.wire import DigestRequest, LabLimits
 from store.db import open_db
-from store.snapshots import load_snapshot, save_slurm_changes
+from store.slurm_writes import save_slurm_changes
+from store.snapshots import load_snapshot
 
 V42 = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.42"
 LIMITS = LabLimits(

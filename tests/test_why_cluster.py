@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from core.job_notices import REQUEUED_KIND, compose_job_notice, notice_kind
+from core.config_schema import NotificationsConfig
+from core.job_notices import REQUEUED_KIND, Seen, compose_job_notice, notice_kind
 from core.notice_text import format_duration
 from core.transitions import Transition
 from handlers.commands import command_table
@@ -226,7 +227,9 @@ async def test_an_admins_requeue_is_not_called_a_preemption(harness: Harness) ->
     record = await requeue_record(harness, job_id)
     transition = Transition(record, "RUNNING", "REQUEUED", record.restarts)
     assert notice_kind(transition, {"overcap"}) == REQUEUED_KIND
-    notice = compose_job_notice(transition, REQUEUED_KIND, now=time.time() + 30)
+    notice = compose_job_notice(
+        transition, REQUEUED_KIND, Seen(time.time() + 30), NotificationsConfig()
+    )
     lost = stopped_run_seconds(job_id, ("REQUEUED",))
     assert lost >= 3
     assert f"Runtime lost: {format_duration(lost)}," in notice.text
@@ -248,7 +251,9 @@ async def test_a_preemption_is_told_as_one_with_slurms_times(harness: Harness) -
     assert record.earlier_run is not None and record.earlier_run.state == "PREEMPTED"
     transition = Transition(record, "RUNNING", "REQUEUED", record.restarts)
     assert notice_kind(transition, {"overcap"}) == "PREEMPTED"
-    notice = compose_job_notice(transition, "PREEMPTED", now=time.time() + 30)
+    notice = compose_job_notice(
+        transition, "PREEMPTED", Seen(time.time() + 30), NotificationsConfig()
+    )
     lost = stopped_run_seconds(overcap, ("PREEMPTED",))
     assert f"Runtime lost: {format_duration(lost)}," in notice.text
     text = await why(harness, str(overcap), user="dave")
@@ -329,7 +334,9 @@ async def test_a_node_failure_requeue_is_told_as_one(harness: Harness) -> None:
     assert record.earlier_run is not None and record.earlier_run.state == "NODE_FAIL"
     transition = Transition(record, "RUNNING", "REQUEUED", record.restarts)
     assert notice_kind(transition, {"overcap"}) == REQUEUED_KIND
-    notice = compose_job_notice(transition, REQUEUED_KIND, now=time.time() + 30)
+    notice = compose_job_notice(
+        transition, REQUEUED_KIND, Seen(time.time() + 30), NotificationsConfig()
+    )
     assert "was requeued after its node failed (restart 1)" in notice.text
     lost = stopped_run_seconds(job_id, ("NODE_FAIL",))
     assert f"Runtime lost: {format_duration(lost)}," in notice.text

@@ -10,6 +10,7 @@ import difflib
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
+from core.config_schema import LabConfig
 from core.job_notices import job_label as job_label
 from core.job_notices import shown_label
 
@@ -22,7 +23,7 @@ from core.notice_text import plural as plural
 from core.records import Job
 from core.slack_text import literal as literal
 from core.user_names import cluster_user_name
-from core.view import ClusterView, LabInfo
+from core.view import ClusterView
 from handlers.reply import (
     MAX_BLOCKS,
     Block,
@@ -238,7 +239,7 @@ def lab_names(view: ClusterView) -> str:
     return ", ".join(f"{literal(lab.name)}" for lab in view.labs) or "(none configured)"
 
 
-def find_lab(view: ClusterView, name: str) -> LabInfo:
+def find_lab(view: ClusterView, name: str) -> LabConfig:
     """The lab called `name` (any case), or a UsageError with a suggestion or the list."""
     lab = view.lab(name)
     if lab is not None:
@@ -249,7 +250,7 @@ def find_lab(view: ClusterView, name: str) -> LabInfo:
     raise UsageError(f"I don't know a lab called {shown(name)}. Labs: {lab_names(view)}.")
 
 
-def lab_for_account(view: ClusterView, account: str) -> LabInfo | None:
+def lab_for_account(view: ClusterView, account: str) -> LabConfig | None:
     return next((lab for lab in view.labs if lab.account == account), None)
 
 

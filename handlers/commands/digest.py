@@ -10,8 +10,9 @@ from __future__ import annotations
 import time
 from datetime import datetime
 
+from core.config_schema import LabConfig
 from core.digest import WEEK, digest_lines, digest_title
-from core.view import ClusterView, LabInfo
+from core.view import ClusterView
 from handlers.commands.common import find_lab, lab_names, literal, not_linked
 from handlers.reply import Reply, context, section
 from handlers.router import Command, CommandRequest, UsageError
@@ -42,7 +43,7 @@ async def digest(request: CommandRequest, services: Services) -> Reply:
     return await _switch(request, services, view, lab, switch == "on")
 
 
-def _askers_lab(request: CommandRequest, view: ClusterView) -> LabInfo:
+def _askers_lab(request: CommandRequest, view: ClusterView) -> LabConfig:
     if not request.cluster_user:
         raise not_linked("digest LAB")
     labs = view.labs_of_user(request.cluster_user)
@@ -52,7 +53,7 @@ def _askers_lab(request: CommandRequest, view: ClusterView) -> LabInfo:
 
 
 async def _switch(
-    request: CommandRequest, services: Services, view: ClusterView, lab: LabInfo, on: bool
+    request: CommandRequest, services: Services, view: ClusterView, lab: LabConfig, on: bool
 ) -> Reply:
     assert services.writer is not None
     if not request.channel_id.startswith(("C", "G")):
@@ -86,7 +87,7 @@ async def _switch(
     return Reply(f"Done: <#{channel}> will no longer get *{literal(lab.name)}*'s weekly digest.")
 
 
-async def _preview(request: CommandRequest, services: Services, lab: LabInfo) -> Reply:
+async def _preview(request: CommandRequest, services: Services, lab: LabConfig) -> Reply:
     assert services.writer is not None
     now = request.now or time.time()
     week = await services.writer.run(

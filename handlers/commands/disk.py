@@ -7,8 +7,9 @@ growth come from the exact KiB counts of this report and the one before it.
 from __future__ import annotations
 
 from core.chart_specs import LAB_DISK, ChartSpec
+from core.config_schema import LabConfig
 from core.records import DirectoryUsage
-from core.view import ClusterView, LabInfo
+from core.view import ClusterView
 from handlers.commands.common import (
     answer,
     at_most_one,
@@ -66,7 +67,7 @@ def charts(request: CommandRequest, view: ClusterView) -> list[ChartSpec]:
     return [ChartSpec(LAB_DISK, lab.name, since, request.now) for lab in labs]
 
 
-def _lab_lines(view: ClusterView, lab: LabInfo) -> list[str]:
+def _lab_lines(view: ClusterView, lab: LabConfig) -> list[str]:
     if not lab.storage_roots:
         return [f"skybot has no storage roots configured for *{literal(lab.name)}*."]
     dirs = [d for d in view.snapshot.directories if d.root in lab.storage_roots]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from core.chart_specs import LAB_GPUS, ChartSpec
+from core.config_schema import LabConfig
 from core.lab_usage import LabUsage
 from core.records import Job
-from core.view import ClusterView, LabInfo
+from core.view import ClusterView
 from handlers.commands.common import (
     answer,
     at_most_one,
@@ -48,7 +49,7 @@ def charts(request: CommandRequest, view: ClusterView) -> list[ChartSpec]:
     return [ChartSpec(LAB_GPUS, lab.name, since, request.now) for lab in labs]
 
 
-def _askers_labs(request: CommandRequest, view: ClusterView) -> list[LabInfo]:
+def _askers_labs(request: CommandRequest, view: ClusterView) -> list[LabConfig]:
     labs = view.labs_of_user(request.cluster_user) if request.cluster_user else []
     if not labs:
         raise UsageError(
@@ -67,12 +68,12 @@ def cap_phrase(view: ClusterView, usage: LabUsage) -> str:
     return f"{usage.gpus_used}/{plural(usage.cap, 'GPU')} in use ({state})"
 
 
-def lab_lines(view: ClusterView, lab: LabInfo, usage: LabUsage) -> list[str]:
+def lab_lines(view: ClusterView, lab: LabConfig, usage: LabUsage) -> list[str]:
     # The same for everyone until the next poll: worked out once per snapshot.
     return view.memo(("gpus", lab.name), lambda: _lab_lines(view, lab, usage))
 
 
-def _lab_lines(view: ClusterView, lab: LabInfo, usage: LabUsage) -> list[str]:
+def _lab_lines(view: ClusterView, lab: LabConfig, usage: LabUsage) -> list[str]:
     lines = [f"*{literal(lab.name)}*: {cap_phrase(view, usage)}"]
     if usage.by_user:
         lines.append(f"• by user: {_top_users(usage.by_user)}")

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import time
 
-from core.job_notices import PREFERENCE_MEANINGS, PREFERENCES
+from core.config_schema import PREFERENCES
+from core.job_notices import PREFERENCE_MEANINGS
 from core.slack_text import literal
 from handlers.reply import Reply, simple
 from handlers.router import Command, CommandRequest, UsageError

@@ -14,7 +14,7 @@ from handlers.commands.common import not_linked
 from handlers.reply import Reply, simple
 from handlers.router import Command, CommandRequest, UsageError
 from handlers.services import Services
-from store.submissions import QueueRefused, enqueue
+from store.submissions import QueueRefused, SubmissionRequest, enqueue
 
 SUBMIT_USAGE = "submit PATH [--partition P] [--gpus TYPE:N] [--time T] [--qos Q] [--account A] [--job-name N] [--dependency D] [--notify-start]"  # noqa: E501
 # skybot's own flag, never passed to sbatch: DM the submitter when the job starts.
@@ -76,21 +76,16 @@ async def submit(request: CommandRequest, services: Services) -> Reply:
     script, options = parse_submit_args(tuple(a for a in request.args if a != NOTIFY_START))
     if services.writer is None or services.submissions is None:
         raise UsageError("Submitting is not enabled on this skybot.")
-    limits = services.config.submit
+    asked = SubmissionRequest(
+        team_id=request.team_id,
+        user_id=request.user_id,
+        cluster_user=request.cluster_user,
+        script=script,
+        options=options,
+        notify_start=notify_start,
+    )
     try:
-        submission = await services.writer.run(
-            enqueue,
-            team_id=request.team_id,
-            user_id=request.user_id,
-            cluster_user=request.cluster_user,
-            script=script,
-            options=options,
-            response_url=None,
-            now=request.now,
-            max_queued=limits.max_queued_per_user,
-            max_per_minute=limits.max_per_minute,
-            notify_start=notify_start,
-        )
+        submission = await services.writer.run(enqueue, asked, services.config.submit, request.now)
     except QueueRefused as refusal:
         raise UsageError(str(refusal)) from None
     services.submissions.wake()

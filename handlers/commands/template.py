@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.config_schema import LabConfig
 from core.job_template import (
     PROGRAM,
     JobAsk,
@@ -19,7 +20,7 @@ from core.job_template import (
     parse_gpus,
 )
 from core.slack_text import fenced_code
-from core.view import ClusterView, LabInfo
+from core.view import ClusterView
 from handlers.commands.common import find_lab, lab_names, literal, require_data, shown
 from handlers.reply import MAX_SECTION_CHARS, Block, Reply, context, section
 from handlers.router import Command, CommandRequest, UsageError
@@ -68,7 +69,7 @@ def parse_options(args: tuple[str, ...]) -> _Options:
     )
 
 
-def _choose_lab(user: str, view: ClusterView, wanted: str | None) -> tuple[LabInfo, list[str]]:
+def _choose_lab(user: str, view: ClusterView, wanted: str | None) -> tuple[LabConfig, list[str]]:
     """The lab the template is for, and a note when the user could have meant another."""
     labs = view.labs_of_user(user)
     if wanted is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from core.buttons.remove_watch import remove_buttons
+from core.config_schema import LabConfig
 from core.gpu_watch import (
     FIRED,
     Outcome,
@@ -25,7 +26,7 @@ from core.gpu_watch import (
 )
 from core.job_template import TemplateError, parse_gpus
 from core.notice_text import format_duration
-from core.view import ClusterView, LabInfo
+from core.view import ClusterView
 from handlers.commands.common import literal, not_linked, require_data, shown
 from handlers.reply import Reply, section, simple
 from handlers.router import Command, CommandRequest, UsageError
@@ -145,7 +146,7 @@ def _new_watch(
                 f"skybot knows no lab of {literal(me)}, so no cap to watch: "
                 "`/sky watch TYPE:N --overcap` watches idle GPUs on overcap instead."
             )
-        lab: LabInfo = labs[0]
+        lab: LabConfig = labs[0]
         lab_name, partition, account = lab.name, lab.partition, lab.account
     gpu_nodes = [n for n in view.snapshot.nodes if partition in n.partitions]
     if not any(n.gpus_total.get(gpu_type, 0) >= count for n in gpu_nodes):

@@ -7,12 +7,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from core.config_schema import LabConfig
 from core.job_facts import refused_at_submission, requeue_cause, slurm_job_id
 from core.job_notices import never_ran, output_path, run_seconds
 from core.overcap_move import overcap_nodes_that_fit
 from core.records import Job
 from core.transitions import Transition
-from core.view import ClusterView, LabInfo
+from core.view import ClusterView
 from handlers.commands.common import (
     format_counts,
     format_duration,
@@ -157,7 +158,7 @@ def _clock(timestamp: float) -> str:
     return time.strftime("%-d %b %H:%M UTC", time.gmtime(timestamp))
 
 
-def _place_at_cap(view: ClusterView, lab: LabInfo, job: Job) -> list[str]:
+def _place_at_cap(view: ClusterView, lab: LabConfig, job: Job) -> list[str]:
     waiting = view.usage(lab).pending_at_cap
     if len(waiting) < 2 or all(j.job_id != job.job_id for j in waiting):
         return []
@@ -169,7 +170,7 @@ def _place_at_cap(view: ClusterView, lab: LabInfo, job: Job) -> list[str]:
     ]
 
 
-def _cap_sentence(view: ClusterView, lab: LabInfo, job: Job) -> str:
+def _cap_sentence(view: ClusterView, lab: LabConfig, job: Job) -> str:
     usage = view.usage(lab)
     users = f": {format_counts(usage.by_user)}" if usage.by_user else ""
     if usage.cap is None:

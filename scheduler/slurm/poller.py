@@ -32,13 +32,10 @@ from scheduler.slurm.sacct_window import SacctWindow
 from scheduler.slurm.source import ClusterSource
 from scheduler.slurm.wire import DigestRequest, Generation, LabLimits, PollDigest
 from scheduler.slurm.worker import PollWorker, PollWorkerError
+from store.caps_and_storage import save_caps
 from store.history import save_lab_usage
-from store.snapshots import (
-    load_lab_limits,
-    record_poll_failure,
-    save_caps,
-    save_slurm_changes,
-)
+from store.slurm_writes import save_slurm_changes
+from store.snapshots import load_lab_limits, record_poll_failure
 from store.writer import StoreWriter
 
 log = logging.getLogger(__name__)

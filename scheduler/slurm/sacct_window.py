@@ -8,7 +8,8 @@ queue to slurmdbd was seen empty (sdiag) and a later sacct has read past that ti
 
 from __future__ import annotations
 
-from store.snapshots import history_start, load_source_status
+from store.slurm_writes import history_start
+from store.snapshots import load_source_status
 from store.writer import StoreWriter
 
 # After a long outage, do not replay more than this much history.

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import sqlite_utils
 
 from core.config_schema import Config
-from core.efficiency import EfficiencyPolicy
 from core.job_notices import (
     MAX_SEPARATE_NOTICES,
     TAIL_KINDS,
     JobNotice,
+    Seen,
     decide_job_notice,
     digest_notice,
     notice_kind,
@@ -42,31 +41,6 @@ BATCH = 2000
 NOTABLE = FINAL_STATES | {REQUEUED}
 
 
-@dataclass(frozen=True)
-class NoticeSettings:
-    """What the job notifier needs from the config, in a form the writer thread can use."""
-
-    cluster: str
-    default_preference: str
-    preemptible: frozenset[str]
-    # Lines of a failed job's output in its DM (0: none, site-wide).
-    tail_lines: int = 0
-    tail_seconds: float = 10.0
-    efficiency: EfficiencyPolicy | None = None
-
-    @classmethod
-    def from_config(cls, config: Config) -> NoticeSettings:
-        n = config.notifications
-        return cls(
-            cluster=n.cluster_name,
-            default_preference=n.default_preference,
-            preemptible=frozenset({config.slurm.overcap_partition, *n.preemptible_partitions}),
-            tail_lines=n.log_tail_lines,
-            tail_seconds=n.log_tail_seconds,
-            efficiency=EfficiencyPolicy(min_seconds=60 * n.efficiency_min_minutes),
-        )
-
-
 # ------------------------------------------------------------------------------ job DMs
 
 
@@ -84,7 +58,7 @@ async def process_transitions(
     each transition is processed once, whatever crashes in between. With a `runner`, failure
     DMs carry the end of the job's output, read as its owner in a bounded time first.
     """
-    settings = NoticeSettings.from_config(config)
+    settings = config.notifications
     total = 0
     while True:
         users, through = await writer.run(pending_transition_users, batch)
@@ -93,31 +67,32 @@ async def process_transitions(
         # Resolved here, on the event loop that owns the identity directory.
         targets = {user: identity.slack_users_of(user) for user in users}
         tails: dict[int, list[OutputTail]] = {}
-        if runner is not None and settings.tail_lines > 0:
-            wanted = await writer.run(tail_candidates, targets, through, settings)
+        if runner is not None and settings.log_tail_lines > 0:
+            wanted = await writer.run(tail_candidates, targets, through, config)
             tails = await fetch_output_tails(
-                runner, wanted, TailSettings(settings.tail_lines, settings.tail_seconds)
+                runner, wanted, TailSettings(settings.log_tail_lines, settings.log_tail_seconds)
             )
-        total += await writer.run(notify_transitions, targets, through, settings, None, tails)
+        total += await writer.run(notify_transitions, targets, through, config, None, tails)
 
 
 def tail_candidates(
     db: sqlite_utils.Database,
     targets: Mapping[str, Sequence[SlackKey]],
     through: int,
-    settings: NoticeSettings,
+    config: Config,
 ) -> dict[int, Job]:
     """Jobs of the next batch whose DM will show their output: a failure (`TAIL_KINDS`) that
     one of the owner's Slack accounts hears about and has not turned output off for."""
     prefs = load_preferences(db)
     optouts = load_log_tail_optouts(db)
+    preemptible = config.preemptible_partitions
     chosen: dict[int, Job] = {}
     for row_id, transition, _ in load_transitions(db, load_cursor(db), through, NOTABLE):
-        kind = notice_kind(transition, settings.preemptible)
+        kind = notice_kind(transition, preemptible)
         if kind not in TAIL_KINDS:
             continue
         for slack_key in targets.get(transition.job.user, ()):
-            pref = prefs.get(slack_key, settings.default_preference)
+            pref = prefs.get(slack_key, config.notifications.default_preference)
             if slack_key not in optouts and wants(pref, kind):
                 chosen[row_id] = transition.job
                 break
@@ -128,7 +103,7 @@ def notify_transitions(
     db: sqlite_utils.Database,
     targets: Mapping[str, Sequence[SlackKey]],
     through: int,
-    settings: NoticeSettings,
+    config: Config,
     now: float | None = None,
     tails: Mapping[int, Sequence[OutputTail]] | None = None,
 ) -> int:
@@ -139,6 +114,7 @@ def notify_transitions(
     Slack accounts that has not turned it off: DMs go to the owner only, never to a channel.
     """
     tails = tails or {}
+    cluster = config.notifications.cluster_name
     with db.atomic():
         cursor = load_cursor(db)
         if through <= cursor:
@@ -154,26 +130,17 @@ def notify_transitions(
                 else None
             )
             for slack_key in slack_keys:
-                pref = prefs.get(slack_key, settings.default_preference)
-                notice = decide_job_notice(
-                    transition,
-                    pref,
-                    now=at,
-                    preemptible=settings.preemptible,
-                    cluster=settings.cluster,
-                    run_started=started,
-                    output=() if slack_key in optouts else tails.get(row_id, ()),
-                    tail_lines=settings.tail_lines,
-                    efficiency=settings.efficiency,
-                )
+                pref = prefs.get(slack_key, config.notifications.default_preference)
+                output = () if slack_key in optouts else tails.get(row_id, ())
+                notice = decide_job_notice(transition, pref, Seen(at, started, output), config)
                 if notice is not None:
                     per_target.setdefault(slack_key, []).append((row_id, notice))
         messages = [
             message
             for slack_key, items in per_target.items()
-            for message in _messages(slack_key, items, settings)
+            for message in _messages(slack_key, items, cluster)
         ]
-        messages += start_messages(db, targets, cursor, through, settings.cluster)
+        messages += start_messages(db, targets, cursor, through, cluster)
         added = enqueue(db, messages, time.time() if now is None else now)
         if not advance_cursor(db, cursor, through):
             raise RuntimeError("job transition cursor moved during notification")
@@ -195,7 +162,7 @@ def interrupted_run_start(
 
 
 def _messages(
-    slack_key: SlackKey, items: list[tuple[int, JobNotice]], settings: NoticeSettings
+    slack_key: SlackKey, items: list[tuple[int, JobNotice]], cluster: str
 ) -> list[OutboxMessage]:
     team_id, user_id = slack_key
     if len(items) <= MAX_SEPARATE_NOTICES:
@@ -204,6 +171,6 @@ def _messages(
             for _, n in items
         ]
     first, last = items[0][0], items[-1][0]
-    key = f"jobs:{settings.cluster}:{first}-{last}:{team_id}:{user_id}"
+    key = f"jobs:{cluster}:{first}-{last}:{team_id}:{user_id}"
     digest = digest_notice([n for _, n in items], key)
     return [OutboxMessage(digest.key, user_id, digest.text, digest.blocks)]

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import sqlite_utils
 
 from core.config_schema import Config
 from core.snapshot import ClusterSnapshot
 from core.storage_alerts import (
-    FillPolicy,
-    HoardPolicy,
     filesystem_alerts,
     hoarding_alerts,
 )
@@ -27,26 +24,6 @@ from store.snapshots import load_snapshot
 from store.writer import StoreWriter
 
 DAY = 86400.0
-
-
-@dataclass(frozen=True)
-class StorageSettings:
-    channel: str
-    hoard: HoardPolicy
-    fill: FillPolicy
-    lab_of_root: dict[str, str]
-    keep_days: int
-
-    @classmethod
-    def from_config(cls, config: Config) -> StorageSettings:
-        n = config.notifications
-        return cls(
-            channel=config.slack.alert_channel,
-            hoard=HoardPolicy(n.hoard_threshold_bytes, n.hoard_top_n, n.hoard_regrow_fraction),
-            fill=FillPolicy(n.filesystem_thresholds, n.rearm_margin),
-            lab_of_root={root: lab.name for lab in config.labs for root in lab.storage_roots},
-            keep_days=config.database.history_days,
-        )
 
 
 async def check_storage(
@@ -66,44 +43,30 @@ async def check_storage(
         return 0  # never scanned: no data is not "empty disks"
     owners = {d.owner for d in snapshot.directories}
     slack_ids = {o: [uid for _, uid in identity.slack_users_of(o)] for o in owners}
-    return await writer.run(
-        storage_alerts_in_db, snapshot, slack_ids, StorageSettings.from_config(config)
-    )
+    return await writer.run(storage_alerts_in_db, snapshot, slack_ids, config)
 
 
 def storage_alerts_in_db(
     db: sqlite_utils.Database,
     snapshot: ClusterSnapshot,
     slack_ids: Mapping[str, Sequence[str]],
-    settings: StorageSettings,
+    config: Config,
     now: float | None = None,
 ) -> int:
     """Decide, store the new alert state and enqueue the messages, in one transaction."""
     now = time.time() if now is None else now
+    rules = config.notifications
+    lab_of_root = {root: lab.name for lab in config.labs for root in lab.storage_roots}
     with db.atomic():
         hoard_state, hoard = hoarding_alerts(
-            load_hoard_state(db),
-            snapshot.directories,
-            snapshot.filesystems,
-            snapshot.previous_kib,
-            settings.hoard,
-            settings.lab_of_root,
-            slack_ids,
+            load_hoard_state(db), snapshot, rules, lab_of_root, slack_ids
         )
-        fill_state, fill = filesystem_alerts(
-            load_fill_state(db),
-            snapshot.filesystems,
-            snapshot.directories,
-            snapshot.previous_kib,
-            settings.fill,
-            settings.lab_of_root,
-        )
+        fill_state, fill = filesystem_alerts(load_fill_state(db), snapshot, rules, lab_of_root)
         save_hoard_state(db, hoard_state)
         save_fill_state(db, fill_state)
         # Filesystem warnings first: they are the more urgent.
         alerts = [*fill, *hoard]
-        added = enqueue(
-            db, (OutboxMessage(a.key, settings.channel, a.text, a.blocks) for a in alerts), now
-        )
-        prune_outbox(db, now - settings.keep_days * DAY)
+        channel = config.slack.alert_channel
+        added = enqueue(db, (OutboxMessage(a.key, channel, a.text, a.blocks) for a in alerts), now)
+        prune_outbox(db, now - config.database.history_days * DAY)
         return added

@@ -1,0 +1,90 @@
+"""Writing the GPU caps (sacctmgr's associations) and the storage snapshot.
+
+Each replaces its tables whole in one transaction and marks its source current
+(store/snapshots.py), so a reader sees the previous snapshot or this one, never a mix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+import sqlite_utils
+
+from core.record_codec import encode_record
+from core.records import ContainerImage, DirectoryUsage, FilesystemUsage, ImageDirectory, LabCap
+from store.snapshots import mark_success
+
+
+def save_caps(
+    db: sqlite_utils.Database,
+    caps: Iterable[LabCap],
+    members: Mapping[str, Iterable[str]],
+    at: float,
+) -> None:
+    """Replace the GPU caps and account memberships from Slurm's associations."""
+    with db.atomic():
+        db.execute("DELETE FROM lab_caps")
+        db.table("lab_caps").insert_all({"account": c.account, "gpu_cap": c.gpu_cap} for c in caps)
+        db.execute("DELETE FROM lab_members")
+        db.table("lab_members").insert_all(
+            {"account": account, "user": user}
+            for account, users in members.items()
+            for user in users
+        )
+        mark_success(db, "caps", at)
+
+
+def save_storage(
+    db: sqlite_utils.Database,
+    directories: Sequence[DirectoryUsage],
+    filesystems: Sequence[FilesystemUsage],
+    at: float,
+    image_dir: ImageDirectory | None = None,
+    images: Sequence[ContainerImage] = (),
+) -> None:
+    """Replace the storage snapshot and extend its history (one row per weekly report).
+
+    With `image_dir`, the container image list is replaced too; without, it is left as it was.
+    """
+    with db.atomic():
+        if image_dir is not None:
+            _replace_images(db, image_dir, images)
+        db.execute("DELETE FROM directories")
+        db.table("directories").insert_all(_directory_row(d) for d in directories)
+        db.execute("DELETE FROM filesystems")
+        db.table("filesystems").insert_all(asdict(f) for f in filesystems)
+        db.table("directory_history").insert_all(
+            ({"path": d.path, "updated": d.updated.isoformat(), "kib": d.kib} for d in directories),
+            ignore=True,
+        )
+        db.table("filesystem_history").insert_all(
+            (
+                {"at": at, "mount": f.mount, "used_bytes": f.used_bytes, "size_bytes": f.size_bytes}
+                for f in filesystems
+            ),
+            ignore=True,
+        )
+        mark_success(db, "storage", at)
+
+
+def _replace_images(
+    db: sqlite_utils.Database, image_dir: ImageDirectory, images: Sequence[ContainerImage]
+) -> None:
+    conn = db.conn
+    conn.execute("DELETE FROM image_dirs")
+    conn.execute(
+        "INSERT INTO image_dirs (path, error) VALUES (?, ?)", [image_dir.path, image_dir.error]
+    )
+    conn.execute("DELETE FROM images")
+    conn.executemany(
+        "INSERT INTO images (name, record) VALUES (?, ?)",
+        ((image.name, encode_record(image)) for image in images),
+    )
+
+
+def _directory_row(d: DirectoryUsage) -> dict[str, Any]:
+    row = asdict(d)
+    row["updated"] = d.updated.isoformat()
+    return row
