@@ -25,8 +25,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 import core
 from bot.config import IdentityConfig, load_config
 from core.buttons import ButtonKind
+from core.config_schema import Config, NotificationsConfig
 from core.gpu_watch import Watch
-from core.job_notices import decide_job_notice
+from core.job_notices import Seen, decide_job_notice
 from core.job_output import OutputTail
 from core.records import LabCap
 from core.start_notices import start_notice
@@ -121,10 +122,8 @@ def failure_dm() -> list[dict[str, Any]]:
     notice = decide_job_notice(
         Transition(ended, "RUNNING", "FAILED", 0),
         "all",
-        now=200.0,
-        preemptible=(),
-        output=[OutputTail("/home/alice/train-7.err", b"x\n" * 50, 4000, 4100)],
-        tail_lines=5,
+        Seen(at=200.0, output=[OutputTail("/home/alice/train-7.err", b"x\n" * 50, 4000, 4100)]),
+        Config(notifications=NotificationsConfig(log_tail_lines=5)),
     )
     assert notice is not None
     return notice.blocks
