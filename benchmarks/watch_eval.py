@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.config_schema import LabConfig
+from core.cluster_config import LabConfig
 from core.gpu_watch import Watch, headroom_by_lab, view_free_index, watch_outcomes
 from core.records import Job, LabCap, Node
 from core.snapshot import SOURCES, ClusterSnapshot, SourceStatus

@@ -14,18 +14,18 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.cluster_config import LabConfig as LabConfig
+from core.cluster_config import SlurmConfig as SlurmConfig
+from core.config_base import ConfigError as ConfigError
 from core.config_schema import Config as Config
-from core.config_schema import ConfigError as ConfigError
 from core.config_schema import DatabaseConfig as DatabaseConfig
 from core.config_schema import DigestConfig as DigestConfig
 from core.config_schema import IdentityConfig as IdentityConfig
 from core.config_schema import ImagesConfig as ImagesConfig
-from core.config_schema import LabConfig as LabConfig
 from core.config_schema import MetricsConfig as MetricsConfig
 from core.config_schema import NotificationsConfig as NotificationsConfig
 from core.config_schema import RunnerConfig as RunnerConfig
 from core.config_schema import SlackConfig as SlackConfig
-from core.config_schema import SlurmConfig as SlurmConfig
 from core.config_schema import StorageConfig as StorageConfig
 from core.config_schema import SubmitConfig as SubmitConfig
 from core.config_schema import parse_config as parse_config

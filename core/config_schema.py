@@ -18,6 +18,17 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta, field
 
+from core.cluster_config import ClusterConfig, LabConfig, SlurmConfig, unique_labs
+from core.config_base import (
+    ConfigError,
+    NonEmpty,
+    NonNegative,
+    NonNegativeInt,
+    PositiveInt,
+    Seconds,
+    Section,
+)
+from core.config_errors import one_line
 from core.digest import WEEKDAYS
 from core.images import GUIDE_MIN_RELEASE, gpu_key, parse_release
 from core.job_template import TemplateSettings, is_plain_path
@@ -25,21 +36,6 @@ from core.user_names import is_cluster_user_name
 
 # What `/sky notify` and notifications.default_preference accept (core/job_notices.py `wants`).
 PREFERENCES = ("all", "end", "fail", "preempt", "off")
-
-
-class ConfigError(Exception):
-    """A configuration problem, phrased as one line for the operator."""
-
-
-Seconds = Annotated[float, Meta(gt=0)]
-NonNegative = Annotated[float, Meta(ge=0)]
-NonNegativeInt = Annotated[int, Meta(ge=0)]
-PositiveInt = Annotated[int, Meta(ge=1)]
-NonEmpty = Annotated[str, Meta(min_length=1)]
-
-
-class Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A config table: immutable, and a key it does not know is an error, not ignored."""
 
 
 class SlackConfig(Section, frozen=True):
@@ -54,26 +50,6 @@ class SlackConfig(Section, frozen=True):
     def __post_init__(self) -> None:
         if self.mode not in ("socket", "http"):
             raise ValueError(f"mode must be 'socket' or 'http', not {self.mode!r}")
-
-
-class SlurmConfig(Section, frozen=True):
-    bin_dir: str = "/usr/bin"
-    command_timeout_seconds: Seconds = 20.0
-    poll_seconds: Seconds = 15.0
-    caps_poll_seconds: Seconds = 300.0
-    overcap_partition: str = "overcap"
-    overcap_account: str = "overcap"
-    # Each sacct read re-reads this much before the previous poll: slurmdbd records a job's
-    # end a little after the controller. A job's end is announced once however it is set.
-    sacct_overlap_seconds: NonNegative = 300.0
-    # A poll that takes more than this share of poll_seconds stretches the interval (a huge
-    # queue must not turn skybot into the `watch squeue` it replaces); it shrinks back once
-    # polls are cheap again.
-    max_poll_share: Annotated[float, Meta(gt=0, le=1)] = 0.25
-    # Where polls read only job states (Slurm 24.05+), a pending job's partition, account,
-    # QOS, time limit, GRES or hold changed by `scontrol update` shows within this long
-    # (at best within one poll interval plus the poll's own time).
-    pending_changes_seconds: Seconds = 30.0
 
 
 class StorageConfig(Section, frozen=True):
@@ -264,18 +240,6 @@ class WatchConfig(Section, frozen=True):
             raise ValueError("min_seconds must not exceed max_hours")
 
 
-class LabConfig(Section, frozen=True):
-    name: str
-    partition: str
-    account: str
-    storage_roots: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        for root in self.storage_roots:
-            if not root.startswith("/"):
-                raise ValueError(f"storage_roots: {root!r} is not an absolute path")
-
-
 class Config(Section, frozen=True):
     slack: SlackConfig = field(default_factory=SlackConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
@@ -292,13 +256,46 @@ class Config(Section, frozen=True):
     template: TemplateSettings = field(default_factory=TemplateSettings)
     images: ImagesConfig = field(default_factory=ImagesConfig)
     labs: tuple[LabConfig, ...] = ()
+    # Empty in a file without [[clusters]]: parse_config makes the one cluster of [slurm],
+    # [[labs]] and notifications.cluster_name, so a parsed Config always lists its clusters,
+    # and `slurm`, `labs` and `notifications.cluster_name` are the first (default) cluster's.
+    clusters: tuple[ClusterConfig, ...] = ()
 
     def __post_init__(self) -> None:
-        seen: set[str] = set()
-        for i, lab in enumerate(self.labs):
-            if lab.name.casefold() in seen:
-                raise ValueError(f"labs[{i}].name: duplicate lab name {lab.name!r}")
-            seen.add(lab.name.casefold())
+        unique_labs(self.labs)
+        names: set[str] = set()
+        for i, cluster in enumerate(self.clusters):
+            if cluster.name.casefold() in names:
+                raise ValueError(f"clusters[{i}].name: duplicate cluster name {cluster.name!r}")
+            names.add(cluster.name.casefold())
+        owners: dict[str, str] = {}
+        for cluster in self.clusters:
+            for lab in cluster.labs:
+                other = owners.setdefault(lab.name.casefold(), cluster.name)
+                if other != cluster.name:
+                    raise ValueError(
+                        f"clusters: lab {lab.name!r} is in both {other!r} and "
+                        f"{cluster.name!r} (a lab's name selects its cluster)"
+                    )
+
+    @property
+    def default_cluster(self) -> ClusterConfig:
+        """The cluster a command means when it names none: the first."""
+        return self.clusters[0] if self.clusters else self._implied_cluster()
+
+    def _implied_cluster(self) -> ClusterConfig:
+        return ClusterConfig(self.notifications.cluster_name, slurm=self.slurm, labs=self.labs)
+
+    def cluster_named(self, name: str) -> ClusterConfig | None:
+        wanted = name.casefold()
+        return next((c for c in self.clusters if c.name.casefold() == wanted), None)
+
+    def cluster_of_lab(self, lab_name: str) -> ClusterConfig | None:
+        wanted = lab_name.casefold()
+        return next(
+            (c for c in self.clusters if any(lab.name.casefold() == wanted for lab in c.labs)),
+            None,
+        )
 
     @property
     def preemptible_partitions(self) -> frozenset[str]:
@@ -321,10 +318,18 @@ def parse_config(data: dict[str, Any]) -> Config:
     template = data.get("template")
     if isinstance(template, dict) and "image_dir" in template:
         raise ConfigError("template.image_dir is set by images.dir (one image directory)")
+    if data.get("clusters"):
+        for section in ("slurm", "labs"):
+            if section in data:
+                raise ConfigError(
+                    f"{section}: with [[clusters]], each cluster has its own "
+                    f"(clusters.{section}); the first cluster is the default"
+                )
     try:
         config = msgspec.convert(data, Config)
     except msgspec.ValidationError as error:
         raise ConfigError(one_line(error)) from None
+    config = _with_clusters_listed(config)
     # `/sky template --image NAME` points at the directory `/sky images` lists.
     if config.images.dir:
         template_settings = msgspec.structs.replace(config.template, image_dir=config.images.dir)
@@ -332,58 +337,13 @@ def parse_config(data: dict[str, Any]) -> Config:
     return config
 
 
-# ------------------------------------------------------------- msgspec's errors, in our words
-
-_LOCATED = re.compile(r"(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?", re.DOTALL)
-_UNKNOWN = re.compile(r"Object contains unknown field `(?P<name>[^`]*)`")
-_MISSING = re.compile(r"Object missing required field `(?P<name>[^`]*)`")
-_WRONG_TYPE = re.compile(r"Expected `(?P<want>[^`]*)`, got `(?P<got>[^`]*)`")
-_OUT_OF_BOUNDS = re.compile(r"Expected `[^`]*` (?P<op>>=|<=|>|<) (?P<bound>\S+)")
-_EMPTY = re.compile(r"Expected `str` of length >= 1")
-# msgspec's type names as an operator reads them: one value, and several.
-_TYPE_WORDS = {
-    "int": ("a whole number", "whole numbers"),
-    "float": ("a number", "numbers"),
-    "str": ("a string", "strings"),
-    "bool": ("true or false", "true or false values"),
-    "array": ("a list", "lists"),
-    "object": ("a table", "tables"),
-}
-_BOUND_WORDS = {">=": "at least", "<=": "at most", ">": "greater than", "<": "less than"}
-
-
-def one_line(error: msgspec.ValidationError) -> str:
-    """msgspec's message, reworded for an operator and naming the key as the file spells it."""
-    located = _LOCATED.fullmatch(str(error))
-    assert located is not None  # the pattern matches any text
-    what, key = located["what"], (located["path"] or "").lstrip(".")
-    if match := _UNKNOWN.fullmatch(what):
-        if not key:
-            return f"unknown config section or key: {match['name']}"
-        return f"unknown config key: {key}.{match['name']}"
-    if match := _MISSING.fullmatch(what):
-        return f"missing config key: {_join(key, match['name'])}"
-    if match := _WRONG_TYPE.fullmatch(what):
-        want, got = match["want"], match["got"]
-        if key.endswith("]"):  # an item of a list ([0]) or a value of a table ([...])
-            container, _, index = key.rpartition("[")
-            kind = "a table" if index == "...]" else "a list"
-            return f"{container} must be {kind} of {_words(want)[1]}"
-        return f"{key} must be {_words(want)[0]}, not {_words(got)[0]}"
-    if _EMPTY.fullmatch(what):
-        return f"{key} must not be empty"
-    if match := _OUT_OF_BOUNDS.fullmatch(what):
-        op, bound = match["op"], match["bound"].removesuffix(".0")
-        if op == ">=" and bound == "0":
-            return f"{key} must not be negative"
-        return f"{key} must be {_BOUND_WORDS[op]} {bound}"
-    # A section's own rule (__post_init__): its message starts with the key inside the section.
-    return _join(key, what)
-
-
-def _words(type_name: str) -> tuple[str, str]:
-    return _TYPE_WORDS.get(type_name, (f"`{type_name}`", f"`{type_name}` values"))
-
-
-def _join(key: str, rest: str) -> str:
-    return f"{key}.{rest}" if key else rest
+def _with_clusters_listed(config: Config) -> Config:
+    """Today's one-cluster file as a list of one; or, with [[clusters]], the first cluster's
+    settings where the code that serves one cluster reads them."""
+    if not config.clusters:
+        return msgspec.structs.replace(config, clusters=(config.default_cluster,))
+    first = config.clusters[0]
+    notifications = msgspec.structs.replace(config.notifications, cluster_name=first.name)
+    return msgspec.structs.replace(
+        config, slurm=first.slurm, labs=first.labs, notifications=notifications
+    )

@@ -12,17 +12,14 @@ import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import msgspec
 
+from core.cluster_config import LabConfig
 from core.notice_text import plural
 from core.records import Node
 from core.slack_text import literal
-
-if TYPE_CHECKING:
-    # For the annotation only: core/config_schema.py imports this module (TemplateSettings).
-    from core.config_schema import LabConfig
 
 # The guide's rule: 15 CPUs per task on A40 nodes, 7 on every other kind.
 DEFAULT_CPUS_BY_GPU = {"a40": 15}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
 
-from core.config_schema import LabConfig
+from core.cluster_config import LabConfig
 from core.images import GUIDE_MIN_RELEASE
 from core.lab_usage import IdleGpus, LabUsage, idle_by_type, idle_gpus, usage_of_labs
 from core.records import Job

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-from core.config_schema import LabConfig
+from core.cluster_config import LabConfig
 from core.gc_pauses import exempt_from_full_collections, no_collections
 from core.images import GUIDE_MIN_RELEASE
 from core.snapshot import ClusterSnapshot

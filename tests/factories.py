@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from core.config_schema import LabConfig
+from core.cluster_config import LabConfig
 from core.records import DirectoryUsage, FilesystemUsage, Job, Node
 from core.snapshot import SOURCES, ClusterSnapshot, SourceStatus
 from core.view import ClusterView

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from core.config_schema import LabConfig
+from core.cluster_config import LabConfig
 from core.records import Job, LabCap
 from core.snapshot import ClusterSnapshot, SourceStatus
 from core.view import ClusterView

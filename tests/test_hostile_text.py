@@ -25,7 +25,8 @@ from bot.config import IdentityConfig, load_config
 from bot.console import for_terminal
 from core.cap_waits import cap_wait_notices
 from core.chart_specs import LAB_GPUS, ChartSpec
-from core.config_schema import LabConfig, NotificationsConfig
+from core.cluster_config import LabConfig
+from core.config_schema import NotificationsConfig
 from core.digest import LabWeek
 from core.gpu_watch import FIRED, Outcome, Spot, Watch, expired_text, fired_text, watch_line
 from core.job_notices import (

@@ -12,7 +12,8 @@ from msgspec.structs import replace
 
 from bot import service
 from bot.config import load_config
-from core.config_schema import MetricsConfig, SlurmConfig, StorageConfig
+from core.cluster_config import SlurmConfig
+from core.config_schema import MetricsConfig, StorageConfig
 from scheduler.interval import ClockStepWatch, IntervalLoop, PollProgress, next_due
 from scheduler.schedule import build_scheduler
 from store.outbox import OutboxMessage, enqueue, outbox_rows, reschedule, shift_retries

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from core.config_schema import LabConfig
+from core.cluster_config import LabConfig
 from core.records import LabCap
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.config_schema import LabConfig
+from core.cluster_config import LabConfig
 from core.lab_usage import idle_gpus
 from core.snapshot_rows import SlurmChanges, job_row, node_row
 from store import row_log

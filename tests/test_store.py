@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from core.config_schema import LabConfig
+from core.cluster_config import LabConfig
 from core.lab_usage import lab_usage
 from core.records import DirectoryUsage, FilesystemUsage, LabCap
 from store.caps_and_storage import save_caps, save_storage

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import ConfigError, parse_config
-from core.config_schema import LabConfig
+from core.cluster_config import LabConfig
 from core.job_template import (
     GpuAsk,
     JobAsk,

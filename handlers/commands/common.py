@@ -10,7 +10,7 @@ import difflib
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
-from core.config_schema import LabConfig
+from core.cluster_config import LabConfig
 from core.job_notices import job_label as job_label
 from core.job_notices import shown_label
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from datetime import datetime
 
-from core.config_schema import LabConfig
+from core.cluster_config import LabConfig
 from core.digest import WEEK, digest_lines, digest_title
 from core.view import ClusterView
 from handlers.commands.common import find_lab, lab_names, literal, not_linked

@@ -7,7 +7,7 @@ growth come from the exact KiB counts of this report and the one before it.
 from __future__ import annotations
 
 from core.chart_specs import LAB_DISK, ChartSpec
-from core.config_schema import LabConfig
+from core.cluster_config import LabConfig
 from core.records import DirectoryUsage
 from core.view import ClusterView
 from handlers.commands.common import (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from core.chart_specs import LAB_GPUS, ChartSpec
-from core.config_schema import LabConfig
+from core.cluster_config import LabConfig
 from core.lab_usage import LabUsage
 from core.records import Job
 from core.view import ClusterView

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.config_schema import LabConfig
+from core.cluster_config import LabConfig
 from core.job_template import (
     PROGRAM,
     JobAsk,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from core.buttons.remove_watch import remove_buttons
-from core.config_schema import LabConfig
+from core.cluster_config import LabConfig
 from core.gpu_watch import (
     FIRED,
     Outcome,

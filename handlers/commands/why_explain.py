@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from core.config_schema import LabConfig
+from core.cluster_config import LabConfig
 from core.job_facts import refused_at_submission, requeue_cause, slurm_job_id
 from core.job_notices import never_ran, output_path, run_seconds
 from core.overcap_move import overcap_nodes_that_fit
