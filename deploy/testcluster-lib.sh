@@ -479,11 +479,11 @@ stop_restd() {
     rm -f "$1.confhash"
 }
 
-# Whether the token file $1 should be minted again: missing, older than the key (a new key
+# Whether the token file $1 should be minted again: missing, older than the key $2 (a new key
 # voids every token) or past half its lifespan.
 token_stale() {
-    local file=$1 age
-    [[ -s $file && ! $JWT_KEY -nt $file ]] || return 0
+    local file=$1 key=${2:-$JWT_KEY} age
+    [[ -s $file && ! $key -nt $file ]] || return 0
     age=$(($(date +%s) - $(stat -c %Y "$file")))
     ((age > TOKEN_LIFESPAN / 2))
 }
