@@ -1,0 +1,1 @@
+"""Slurm sources: the cluster read through its commands or through slurmrestd."""
