@@ -88,7 +88,9 @@ class RestdClient:
             self._socket = None
             self._base = address.rstrip("/")
         else:
-            raise ValueError(f"slurmrestd address {address!r}: expected http://HOST:PORT or unix:PATH")
+            raise ValueError(
+                f"slurmrestd address {address!r}: expected http://HOST:PORT or unix:PATH"
+            )
 
     async def close(self) -> None:
         if self._session is not None:
@@ -286,4 +288,3 @@ def _first_error(body: bytes) -> str:
         return body[:200].decode(errors="replace").strip()
     errors = document.get("errors") if isinstance(document, dict) else None
     return _describe(errors[0]) if isinstance(errors, list) and errors else ""
-

@@ -71,7 +71,9 @@ class TokenFile:
         try:
             info = os.stat(self.path)
         except OSError as error:
-            raise TokenFileError(f"cannot read the token file {self.path}: {error.strerror}") from None
+            raise TokenFileError(
+                f"cannot read the token file {self.path}: {error.strerror}"
+            ) from None
         identity = (info.st_ino, info.st_size, info.st_mtime_ns)
         if self._token is None or identity != self._seen:
             try:
