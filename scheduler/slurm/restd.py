@@ -240,7 +240,15 @@ class RestdClient:
             )
         if status == 404:
             return RestdError(f"{where} does not serve {path} (HTTP 404)")
-        return RestdError(f"{where}: {path} failed (HTTP {status}): {detail or 'no error given'}")
+        hint = ""
+        if status == 500 and LEGACY_VERSION in path:
+            # 22.05 answers a token slurmctld refused this way too ("Failed while looking for
+            # jobs", "Unspecified error"), with nothing in the answer to tell it apart.
+            self.token.forget()
+            hint = f"; if slurmctld is up, it may have refused the token in {self.token.path}"
+        return RestdError(
+            f"{where}: {path} failed (HTTP {status}): {detail or 'no error given'}{hint}"
+        )
 
     def _document(self, body: bytes, what: str) -> dict[str, Any]:
         try:
