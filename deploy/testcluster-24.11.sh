@@ -284,10 +284,13 @@ bind_restd_dir() {
     nsenter -t "$pid" -m mount --bind "$RESTD_SOCKDIR" "$ROOTFS$RESTD_SOCKDIR"
 }
 
-# A token minted inside (where the sandbox's key is), written on the host.
+# A token minted inside (where the sandbox's key is), written on the host and, at the same
+# path, inside: the cluster lane's tests read this cluster through it from within.
 host_rest_token() {
     [[ $EUID -eq 0 ]] || die "must run as root"
     write_token "$TOKEN_FILE" in_sandbox scontrol
+    install -d -m 0755 "$ROOTFS$(dirname "$TOKEN_FILE")"
+    install -m 0600 -o root -g root "$TOKEN_FILE" "$ROOTFS$TOKEN_FILE"
 }
 
 host_up() {
