@@ -306,7 +306,9 @@ host_up() {
     bind_repo
     bind_restd_dir
     in_sandbox "$SELF" up
-    if token_stale "$TOKEN_FILE" "$ROOTFS$JWT_KEY"; then host_rest_token; fi
+    if token_stale "$TOKEN_FILE" "$ROOTFS$JWT_KEY" || [[ ! -s $ROOTFS$TOKEN_FILE ]]; then
+        host_rest_token
+    fi
     ms=$((($(date +%s%N) - start_ns) / 1000000))
     log "cluster $CLUSTER (Slurm 24.11) is up ($(printf '%d.%03d' $((ms / 1000)) $((ms % 1000))) s)"
 }
