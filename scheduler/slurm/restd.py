@@ -132,8 +132,9 @@ class RestdClient:
     async def nodes(self, update_time: int | None = None) -> SlurmRead:
         """The nodes, as `scontrol show nodes --json` has them (and 22.05's `sinfo --json`)."""
         version = await self.version()
-        params: dict[str, object] = {} if version == LEGACY_VERSION else {"flags": "ALL"}
-        return await self._changed_since("nodes", version, params, update_time)
+        # No flags: the default is SHOW_DETAIL, as scontrol's. flags=ALL drops it, and with it
+        # gres_used (a node with jobs on its GPUs then reads ALLOCATED with none in use).
+        return await self._changed_since("nodes", version, {}, update_time)
 
     async def partitions(self) -> dict[str, Any]:
         version = await self.version()
