@@ -111,6 +111,25 @@ async def test_jobs_and_nodes_read_as_the_cli_reads_them(
     assert nodes == cli_nodes()
 
 
+async def test_job_states_read_as_squeue_only_job_state_reads_them(
+    client: RestdClient, clean_queue: None
+) -> None:
+    if not INSIDE_2411:
+        pytest.skip("22.05 has no states-only read (24.05+)")
+    ids = {
+        sbatch("alice", "-p", "hoffman-lab", "-A", "hoffman-lab", "--hold", "--wrap", "true"),
+        sbatch("dave", "-p", "kira-lab", "-A", "kira-lab", "--wrap", "sleep 300"),
+    }
+
+    def states(document: dict[str, Any]) -> dict[str, list[str]]:
+        return {j["job_id"]: j["state"] for j in document["jobs"] if int(j["job_id"]) in ids}
+
+    wait_until(lambda: "RUNNING" in str(cli_jobs(ids)), timeout=30, what="dave's job to run")
+    rest = states(await client.job_states())
+    assert rest == states(slurm_json("squeue", "--all", "--only-job-state", "--json"))
+    assert sorted(rest.values()) == [["PENDING"], ["RUNNING"]]
+
+
 async def test_ended_jobs_read_from_accounting_as_sacct_reads_them(
     client: RestdClient, clean_queue: None
 ) -> None:
