@@ -21,8 +21,9 @@ esac
 # mmdebstrap: builds the Debian 13 root filesystem of the 24.11 cluster; acl: setfacl, with
 # which tests/test_link_acl_cluster.py grants bob write on alice's link file as a site would;
 # libfaketime: steps the bot's wall clock in tests/test_clock_steps_cluster.py (and the
-# digest's test).
-packages=(slurm-wlm slurmdbd munge mariadb-server sudo systemd python3-venv mmdebstrap acl
+# digest's test); slurmrestd and its JWT plugin: the clusters' REST API, which skybot's
+# slurmrestd source reads.
+packages=(slurm-wlm slurmdbd slurmrestd slurm-wlm-jwt-plugin munge mariadb-server sudo systemd python3-venv mmdebstrap acl
     libfaketime)
 
 if [ "$(id -u)" -ne 0 ]; then

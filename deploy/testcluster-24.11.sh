@@ -10,6 +10,8 @@
 #   deploy/testcluster-24.11.sh run CMD  run CMD inside the sandbox as root, from this checkout
 #                                        (bind-mounted at the same path), on the venv's Python
 #   deploy/testcluster-24.11.sh shell    an interactive shell inside
+#   deploy/testcluster-24.11.sh rest-token        mint skybot's slurmrestd token again (rotation)
+#   deploy/testcluster-24.11.sh stop-restd        stop slurmrestd only (outage tests)
 #   deploy/testcluster-24.11.sh stop-controller   stop slurmctld only (outage tests)
 #   deploy/testcluster-24.11.sh stop-accounting   stop slurmdbd only (outage tests)
 #   deploy/testcluster-24.11.sh pause-controller  SIGSTOP slurmctld: a hung controller
@@ -44,6 +46,14 @@ readonly SANDBOX_HOST=slurm2411
 readonly INSIDE_MARK=/etc/skybot-testcluster-24.11
 readonly VENV=/opt/skybot-venv
 readonly TIMEOUT=${TESTCLUSTER_TIMEOUT:-90}
+# Installed into the rootfs after it is built, not by mmdebstrap: a changed --include list
+# would rebuild every existing rootfs (and its venv) for two packages.
+readonly RESTD_PACKAGES=(slurmrestd slurm-wlm-jwt-plugin)
+# slurmrestd's socket directory: the same path inside and on the host, where it is
+# bind-mounted from (the sandbox has its own network, so no TCP from the host).
+readonly RESTD_SOCKDIR=/run/skybot-slurmrestd/24.11
+# On the host: skybot's token for this cluster.
+readonly TOKEN_FILE=/etc/skybot/slurm-24.11.jwt
 
 # Paths inside the sandbox.
 readonly ETC=/etc/slurm
@@ -55,6 +65,7 @@ readonly MYSQL_SOCK=/run/mysqld/mysqld.sock
 readonly MYSQL_PID=/run/mysqld/mysqld.pid
 readonly MUNGE_PID=/run/munge/munged.pid
 readonly RUNDIR=/run/slurm
+readonly RESTD_PID=$RUNDIR/slurmrestd.pid
 # The daemons run from Debian's own second names (what /usr/sbin/slurmctld and slurmd point to),
 # so their process names differ from the host cluster's: the host sees the sandbox's
 # processes, and a `pkill -x slurmctld` aimed at the 22.05 cluster must not stop this one's.
@@ -129,6 +140,21 @@ build_rootfs() {
     rootfs_wanted >"$new/.skybot-rootfs"
     rm -rf "$ROOTFS"
     mv "$new" "$ROOTFS"
+}
+
+rootfs_has() { in_chroot dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+# apt inside the rootfs, from the host's namespaces (the sandbox has no network), with the
+# archive mmdebstrap wrote into its sources.
+ensure_rootfs_packages() {
+    local package missing=()
+    for package in "${RESTD_PACKAGES[@]}"; do rootfs_has "$package" || missing+=("$package"); done
+    ((${#missing[@]} == 0)) && return 0
+    {
+        in_chroot DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+            in_chroot DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+    } >"$STATE/apt.log" 2>&1 || fail_with_logs "apt-get install ${missing[*]} in the rootfs failed" "$STATE/apt.log"
+    log "installed ${missing[*]} into the rootfs"
 }
 
 # What skybot and its tests need, read from pyproject.toml so the list has one home.
@@ -247,6 +273,26 @@ bind_repo() {
     nsenter -t "$pid" -m mount --bind "$REPO" "$ROOTFS$REPO"
 }
 
+# slurmrestd's socket directory at the same path inside, so host clients reach the socket.
+# The host's directory is never removed: a new one would not be the one bound here.
+bind_restd_dir() {
+    local pid
+    pid=$(sandbox_pid)
+    mkdir -p "$RESTD_SOCKDIR"
+    nsenter -t "$pid" -m mkdir -p "$ROOTFS$RESTD_SOCKDIR"
+    nsenter -t "$pid" -m mountpoint -q "$ROOTFS$RESTD_SOCKDIR" && return 0
+    nsenter -t "$pid" -m mount --bind "$RESTD_SOCKDIR" "$ROOTFS$RESTD_SOCKDIR"
+}
+
+# A token minted inside (where the sandbox's key is), written on the host and, at the same
+# path, inside: the cluster lane's tests read this cluster through it from within.
+host_rest_token() {
+    [[ $EUID -eq 0 ]] || die "must run as root"
+    write_token "$TOKEN_FILE" in_sandbox scontrol
+    install -d -m 0755 "$ROOTFS$(dirname "$TOKEN_FILE")"
+    install -m 0600 -o root -g root "$TOKEN_FILE" "$ROOTFS$TOKEN_FILE"
+}
+
 host_up() {
     local start_ns ms
     start_ns=$(date +%s%N)
@@ -255,9 +301,14 @@ host_up() {
     chmod 0755 "$STATE"
     timed "rootfs ($SUITE)" build_rootfs
     timed "venv ($VENV)" build_venv
+    timed "slurmrestd packages" ensure_rootfs_packages
     timed "sandbox" start_sandbox
     bind_repo
+    bind_restd_dir
     in_sandbox "$SELF" up
+    if token_stale "$TOKEN_FILE" "$ROOTFS$JWT_KEY" || [[ ! -s $ROOTFS$TOKEN_FILE ]]; then
+        host_rest_token
+    fi
     ms=$((($(date +%s%N) - start_ns) / 1000000))
     log "cluster $CLUSTER (Slurm 24.11) is up ($(printf '%d.%03d' $((ms / 1000)) $((ms % 1000))) s)"
 }
@@ -332,6 +383,7 @@ write_configs() {
             "/var/spool/slurmd-%n" "$RUNDIR" "$LOGDIR"
         slurm_conf_policies
         slurm_conf_nodes "$SANDBOX_HOST"
+        conf_jwt
     } | install_file "$ETC/slurm.conf" 0644
 
     {
@@ -341,7 +393,8 @@ write_configs() {
 
     install_file "$ETC/cgroup.conf" 0644 <<<"CgroupPlugin=disabled"
 
-    install_file "$ETC/slurmdbd.conf" 0600 <<EOF
+    {
+        cat <<EOF
 # Generated by deploy/testcluster-24.11.sh.
 AuthType=auth/munge
 DbdHost=localhost
@@ -356,6 +409,8 @@ StorageUser=$DB_USER
 StoragePass=$(db_password)
 StorageLoc=$DB_NAME
 EOF
+        conf_jwt
+    } | install_file "$ETC/slurmdbd.conf" 0600
 
     install_file /etc/mysql/mariadb.conf.d/90-skybot-testcluster.cnf 0644 <<EOF
 [mysqld]
@@ -546,6 +601,8 @@ inside_up() {
     timed "lab storage" ensure_storage
     timed "images" ensure_images
     timed "fake GPUs" ensure_fake_gpus
+    timed "JWT key, slurmrestd user" ensure_jwt_key
+    ensure_restd_user
     timed "configs" write_configs
     timed "munged" start_munge
     timed "MariaDB" start_mariadb
@@ -556,6 +613,7 @@ inside_up() {
     timed "slurmd" start_slurmds
     timed "spare node drained" hold_spare_node
     timed "nodes registered" wait_for_nodes
+    timed "slurmrestd" start_restd "$RESTD_PID" "$RESTD_SOCKDIR" "$LOGDIR/slurmrestd.log" "$(conf_hash)"
     timed "runner + sudoers" install_runner
     sinfo -h -N -o '%N %T %G' | sort -u | sed 's/^/  node /'
 }
@@ -563,6 +621,7 @@ inside_up() {
 inside_down() {
     local node specs=() pid
     cancel_all_jobs
+    stop_restd "$RESTD_PID"
     for node in "${NODES[@]}"; do specs+=("slurmd $node|$RUNDIR/slurmd-$node.pid|$SLURMD"); done
     stop_daemons "${specs[@]}" "slurmctld|$RUNDIR/slurmctld.pid|$CTLD"
     # Inside the sandbox's PID namespace every slurmstepd is this cluster's.
@@ -581,6 +640,9 @@ inside_status() {
     else row slurmdbd down ""; fi
     if pid=$(pid_of "$RUNDIR/slurmctld.pid" "$CTLD") && ctld_ok; then row slurmctld up "pid $pid, $(slurmctld -V)"
     else row slurmctld down ""; fi
+    if pid=$(pid_of "$RESTD_PID" slurmrestd) && restd_ok "$RESTD_SOCKDIR"; then
+        row slurmrestd up "pid $pid, $RESTD_SOCKDIR/$RESTD_SOCKET_NAME"
+    else row slurmrestd down ""; fi
     local states=""
     ctld_ok && states=$(sinfo -h -N -o '%N %T' 2>/dev/null | sort -u || true)
     for node in "${NODES[@]}"; do
@@ -614,6 +676,7 @@ if inside; then
         # By its pid file, as on the host cluster.
         stop-controller) stop_pidfile slurmctld "$RUNDIR/slurmctld.pid" "$CTLD" ;;
         stop-accounting) stop_pidfile slurmdbd "$RUNDIR/slurmdbd.pid" slurmdbd ;;
+        stop-restd) stop_restd "$RESTD_PID" ;;
         pause-controller) signal_pidfile STOP slurmctld "$RUNDIR/slurmctld.pid" ;;
         resume-controller) signal_pidfile CONT slurmctld "$RUNDIR/slurmctld.pid" ;;
         -h | --help | help) usage ;;
@@ -628,6 +691,8 @@ else
         shell) bind_repo; EXEC=exec in_sandbox /bin/bash -i ;;
         stop-controller) in_sandbox "$SELF" stop-controller ;;
         stop-accounting) in_sandbox "$SELF" stop-accounting ;;
+        stop-restd) in_sandbox "$SELF" stop-restd ;;
+        rest-token) host_rest_token ;;
         pause-controller) in_sandbox "$SELF" pause-controller ;;
         resume-controller) in_sandbox "$SELF" resume-controller ;;
         -h | --help | help) usage ;;

@@ -400,3 +400,107 @@ cancel_all_jobs() {
     log "cancelled jobs: $jobs"
     wait_for 20 no_active_jobs || log "warning: some jobs were still completing after 20 s"
 }
+
+# ---------------------------------------------------------------------------------------------
+# slurmrestd with JWT: the same on both clusters. Recipe and pitfalls:
+# ../../shared/reference/slurmrestd-on-one-host.md. The JWT lines are part of the generated
+# slurm.conf and slurmdbd.conf, so every `up` writes the same files and a config written without
+# them (an older checkout's `up`) changes the config hash, which restarts the daemons with them.
+
+readonly JWT_KEY=/etc/slurm/jwt_hs256.key
+# slurmrestd refuses to run as root or as SlurmUser (root here), so it has a user of its own.
+readonly RESTD_USER=slurmrestd
+# The account skybot's slurmrestd source reads as: the bot's own service user, not SlurmUser.
+# A SlurmUser token may act as anyone (a job submitted with it and X-SLURM-USER-NAME: alice
+# runs as alice); skybot's token can only read what any user can, and cancel nothing but its
+# own (no) jobs, so a leaked token file costs no one's jobs.
+readonly RESTD_READER=$SERVICE_USER
+# The minted token's lifespan (s); `up` mints a new one after half of it.
+readonly TOKEN_LIFESPAN=${TESTCLUSTER_JWT_LIFESPAN:-604800}
+readonly RESTD_SOCKET_NAME=slurmrestd.sock
+
+# Appended to both slurm.conf and slurmdbd.conf: slurmctld checks the tokens slurmrestd passes
+# on, slurmdbd those of the accounting requests.
+conf_jwt() {
+    printf '\n# JWT beside munge: slurmrestd (SLURM_JWT=daemon) passes each request'"'"'s token on.\n'
+    printf 'AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key=%s\n' "$JWT_KEY"
+}
+
+ensure_jwt_key() {
+    mkdir -p "$(dirname "$JWT_KEY")"
+    if [[ ! -s $JWT_KEY ]]; then
+        (umask 077; dd if=/dev/random of="$JWT_KEY" bs=32 count=1 status=none)
+        log "created $JWT_KEY"
+    fi
+    # Whoever reads the key can mint a token for anyone: only SlurmUser (root) may.
+    chown root:root "$JWT_KEY"
+    chmod 0600 "$JWT_KEY"
+}
+
+ensure_restd_user() {
+    id -u "$RESTD_USER" >/dev/null 2>&1 && return 0
+    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$RESTD_USER"
+    log "created system user $RESTD_USER"
+}
+
+restd_ok() { [[ -S $1/$RESTD_SOCKET_NAME ]]; }
+
+# Start (or keep) slurmrestd. $1: pid file, $2: socket directory, $3: log file, $4: the
+# config hash it runs with (a changed slurm.conf restarts it), then any extra listen addresses.
+# The socket's mode is 0777 whatever the umask: the directory (0755) guards only against
+# replacing it; a request without a valid token gets HTTP 401 however it connects.
+start_restd() {
+    local pidfile=$1 sockdir=$2 logfile=$3 hash=$4
+    shift 4
+    if pid_of "$pidfile" slurmrestd >/dev/null; then
+        if [[ $(cat "$pidfile.confhash" 2>/dev/null) == "$hash" ]] && restd_ok "$sockdir"; then
+            return 0
+        fi
+        stop_pidfile slurmrestd "$pidfile" slurmrestd
+    fi
+    # Never removed and made again: the 24.11 sandbox has this directory bind-mounted.
+    mkdir -p "$sockdir"
+    chown "$RESTD_USER:$RESTD_USER" "$sockdir"
+    chmod 0755 "$sockdir"
+    rm -f "$sockdir/$RESTD_SOCKET_NAME"
+    # SLURM_JWT=daemon: without it every token gets HTTP 401 ("Rejecting thread config token").
+    # setpriv rather than runuser, so that $! is slurmrestd itself.
+    SLURM_JWT=daemon setsid setpriv --reuid="$RESTD_USER" --regid="$RESTD_USER" --init-groups -- \
+        slurmrestd -a rest_auth/jwt "$@" "unix:$sockdir/$RESTD_SOCKET_NAME" \
+        </dev/null >>"$logfile" 2>&1 &
+    echo $! >"$pidfile"
+    wait_for 15 restd_ok "$sockdir" || fail_with_logs "slurmrestd did not open its socket" "$logfile"
+    echo "$hash" >"$pidfile.confhash"
+    log "started slurmrestd on ${*:+$* and }$sockdir/$RESTD_SOCKET_NAME"
+}
+
+stop_restd() {
+    stop_pidfile slurmrestd "$1" slurmrestd
+    rm -f "$1.confhash"
+}
+
+# Whether the token file $1 should be minted again: missing, older than the key $2 (a new key
+# voids every token) or past half its lifespan.
+token_stale() {
+    local file=$1 key=${2:-$JWT_KEY} age
+    [[ -s $file && ! $key -nt $file ]] || return 0
+    age=$(($(date +%s) - $(stat -c %Y "$file")))
+    ((age > TOKEN_LIFESPAN / 2))
+}
+
+# Write a token for RESTD_READER to FILE ($1), root-owned 0600, from the command given after it
+# (`scontrol`, here or inside the sandbox). Written whole and renamed, so a reader that re-reads
+# it on change never sees half a token; re-running it is the rotation.
+write_token() {
+    local file=$1 out tmp
+    shift
+    out=$("$@" token username="$RESTD_READER" lifespan="$TOKEN_LIFESPAN" 2>&1) ||
+        die "scontrol token failed: $out"
+    [[ $out == SLURM_JWT=* ]] || die "scontrol token printed no token: $out"
+    install -d -m 0755 "$(dirname "$file")"
+    tmp=$(mktemp "$file.XXXXXX")
+    chmod 0600 "$tmp"
+    printf '%s\n' "$out" >"$tmp"
+    mv -f "$tmp" "$file"
+    log "minted $file (user $RESTD_READER, lifespan $TOKEN_LIFESPAN s)"
+}

@@ -1,0 +1,66 @@
+"""The 24.11 cluster's slurmrestd read from the host, through the socket directory
+deploy/testcluster-24.11.sh bind-mounts at the same path inside its sandbox: one host process
+can read both test clusters. Reads only, so it runs beside the 24.11 lane (which holds that
+cluster's lock and changes its queue): it compares what a running lane does not change. The
+full comparison with the CLI runs inside the lane (tests/test_restd_cluster.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from core.slurm_json import parse_sinfo, parse_squeue
+from scheduler.slurm.restd import RestdClient
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.skipif(
+        Path("/etc/skybot-testcluster-24.11").exists(),
+        reason="inside the sandbox: tests/test_restd_cluster.py reads this cluster there",
+    ),
+]
+
+REPO = Path(__file__).resolve().parent.parent
+SOCKET = "unix:/run/skybot-slurmrestd/24.11/slurmrestd.sock"
+TOKEN = Path("/etc/skybot/slurm-24.11.jwt")
+
+
+def sandbox_nodes() -> dict[str, dict[str, int]]:
+    result = subprocess.run(
+        [
+            str(REPO / "deploy" / "testcluster-24.11.sh"),
+            "run",
+            "scontrol",
+            "show",
+            "nodes",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return {n.name: n.gpus_total for n in parse_sinfo(json.loads(result.stdout)).records}
+
+
+async def test_the_2411_cluster_is_read_from_the_host() -> None:
+    if not Path(SOCKET.removeprefix("unix:")).is_socket():
+        pytest.fail("no 24.11 slurmrestd socket on the host: run deploy/testcluster-24.11.sh up")
+    async with RestdClient(SOCKET, TOKEN, timeout=20) as restd:
+        assert await restd.version() == "v0.0.42"
+        nodes = await restd.nodes()
+        jobs = await restd.jobs()
+        states = await restd.job_states()
+    assert nodes.document is not None and jobs.document is not None
+    # The sandbox's own five nodes, GPUs and all: not the host cluster's three.
+    rest_nodes = {n.name: n.gpus_total for n in parse_sinfo(nodes.document).records}
+    assert rest_nodes == sandbox_nodes()
+    assert "olaf" in rest_nodes
+    parsed = parse_squeue(jobs.document)
+    assert not parsed.warnings
+    assert isinstance(states["jobs"], list)
+    # 24.11 stamps its answers with the controller's time, which the next read sends back.
+    assert jobs.update_time > 1_700_000_000
