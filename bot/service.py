@@ -42,9 +42,17 @@ from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from scheduler.chart_maker import ChartMaker
 from scheduler.digest import WeeklyDigest
+from scheduler.outbox_policy import SenderPacing
 from scheduler.outbox_sender import OutboxSender
 from scheduler.own_actions import refreshing_runner
-from scheduler.schedule import PollSchedule, build_scheduler
+from scheduler.schedule import (
+    AfterPoll,
+    PollHooks,
+    PollJob,
+    PollSchedule,
+    build_schedule,
+    slurm_pacer,
+)
 from scheduler.sender_client import sender_client
 from scheduler.slurm_poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
@@ -128,9 +136,7 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         sender_client(
             secrets.bot_token, secrets.api_url or DEFAULT_SLACK_API_URL, metrics.observe_send
         ),
-        per_channel_per_second=config.notifications.messages_per_second_per_channel,
-        token_probe_seconds=config.notifications.token_probe_seconds,
-        token_probe_max_seconds=config.notifications.token_probe_max_seconds,
+        SenderPacing.from_config(config.notifications),
         charts=ChartMaker(config, writer),
         observe=metrics.observe_send,
     )
@@ -143,17 +149,10 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     )
     watchers = Watchers(config, writer, identity, sender.wake, cache.current, tail_runner)
     slurm_poller = SlurmPoller(config, writer)
-    schedule = build_scheduler(
-        config,
-        slurm_poller,
-        StoragePoller(config, writer),
-        cache.refresh,
-        after_slurm=watchers.after_slurm_poll,
-        after_storage=watchers.after_storage_poll,
-        observe=metrics.observe_poll,
-        observe_interval=metrics.observe_poll_interval,
-        weekly_digest=WeeklyDigest(config, writer, sender.wake).run,
-        after_each_poll=writer.check_file,
+    schedule = build_schedule(
+        poll_jobs(config, slurm_poller, StoragePoller(config, writer), cache.refresh, watchers),
+        poll_hooks(config, metrics, writer, slurm_poller),
+        [WeeklyDigest(config, writer, sender.wake).calendar()],
     )
     schedule.on_clock_step.append(sender.clock_stepped)
     # A cancel or a move to overcap shows in the snapshot at once, not a poll or more later.
@@ -179,13 +178,57 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     heartbeat = Heartbeat(on_beat=_feed_watchdog(config, schedule) if watchdog_enabled() else None)
     runtime = Runtime(writer, cache, schedule, sender, submissions, app, metrics, heartbeat)
     if config.slack.mode != "http":
-
-        def connected() -> None:
-            metrics.observe_slack_connected()
-            sender.link_restored()  # what waited on the outage goes out now
-
-        runtime.slack = SocketModeLink(socket_mode_handler(app, secrets.app_token), connected)
+        runtime.slack = _socket_mode(app, secrets, metrics, sender)
     return runtime
+
+
+def poll_jobs(
+    config: Config,
+    slurm: SlurmPoller,
+    storage: StoragePoller,
+    refresh: AfterPoll,
+    watchers: Watchers | None = None,
+) -> list[PollJob]:
+    """What skybot polls and how often. After each poll the snapshot cache is refreshed, then
+    the watchers run (if given), so they see the snapshot just written."""
+    after_slurm = () if watchers is None else (watchers.after_slurm_poll,)
+    after_storage = () if watchers is None else (watchers.after_storage_poll,)
+    return [
+        PollJob(
+            "slurm",
+            config.slurm.poll_seconds,
+            slurm.poll_jobs,
+            (refresh, *after_slurm),
+            # The poller plans its listings of pending jobs on the interval.
+            pacer=slurm_pacer(config),
+            on_interval=slurm.set_interval,
+        ),
+        PollJob("caps", config.slurm.caps_poll_seconds, slurm.poll_caps, (refresh,)),
+        PollJob("storage", config.storage.poll_seconds, storage.poll, (refresh, *after_storage)),
+    ]
+
+
+def poll_hooks(
+    config: Config, metrics: Metrics, writer: StoreWriter, slurm: SlurmPoller
+) -> PollHooks:
+    return PollHooks(
+        grace_seconds=config.slurm.command_timeout_seconds,
+        observe=metrics.observe_poll,
+        observe_interval=metrics.observe_poll_interval,
+        after_each=writer.check_file,
+        # The Slurm poll worker ends with the polls.
+        close_pollers=slurm.close,
+    )
+
+
+def _socket_mode(
+    app: AsyncApp, secrets: Secrets, metrics: Metrics, sender: OutboxSender
+) -> SocketModeLink:
+    def connected() -> None:
+        metrics.observe_slack_connected()
+        sender.link_restored()  # what waited on the outage goes out now
+
+    return SocketModeLink(socket_mode_handler(app, secrets.app_token), connected)
 
 
 # A poller is late for readiness after stale_after_polls intervals (plus its command

@@ -14,10 +14,9 @@ from bot import service
 from bot.config import load_config
 from core.config_schema import MetricsConfig, SlurmConfig, StorageConfig
 from scheduler.interval import ClockStepWatch, IntervalLoop, PollProgress, next_due
-from scheduler.schedule import build_scheduler
 from store.outbox import OutboxMessage, enqueue, outbox_rows, reschedule, shift_retries
 from store.writer import StoreWriter
-from tests.test_schedule import _HangingPolls, _refresh
+from tests.test_schedule import _HangingPolls, schedule_for
 
 
 def test_a_run_longer_than_the_interval_skips_the_ticks_it_overran() -> None:
@@ -100,7 +99,7 @@ async def test_a_stuck_poller_fails_readiness_and_starves_the_watchdog(
     fed: list[str] = []
     monkeypatch.setattr(service, "notify", fed.append)
     polls = _HangingPolls()
-    schedule = build_scheduler(config, polls, polls, _refresh)  # type: ignore[arg-type]
+    schedule = schedule_for(config, polls)
     beat = service._feed_watchdog(config, schedule)
     schedule.start()
     try:

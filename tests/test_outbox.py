@@ -4,6 +4,7 @@ never sent twice; decisions replayed after a crash are enqueued once."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -20,6 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.config import Config, NotificationsConfig, load_config
 from core.chart_specs import LAB_GPUS, ChartFile, ChartSpec
 from core.transitions import Transition
+from scheduler.outbox_policy import SenderPacing
 from scheduler.outbox_sender import OutboxSender
 from scheduler.watchers.job_dms import (
     BATCH,
@@ -40,6 +42,8 @@ from tests.slack_standin import SlackStandIn, SlackUser
 # time, which looptime fast-forwards: the tests keep their seconds-long design and take
 # milliseconds. The sender reads the same time through `loop_clock`.
 pytestmark = pytest.mark.looptime
+
+PACING_FIELDS = {field.name for field in dataclasses.fields(SenderPacing)}
 
 TEAM = "T0STANDIN"
 ALICE = SlackUser("U1", "alice")
@@ -78,11 +82,13 @@ def loop_clock() -> Callable[[], float]:
 
 
 def sender_for(writer: StoreWriter, client: AsyncWebClient, **kwargs: Any) -> OutboxSender:
-    kwargs.setdefault("clock", loop_clock())
+    """A sender at test pace: `kwargs` are SenderPacing's fields, the clock, charts, observe."""
     kwargs.setdefault("per_channel_per_second", 20.0)
     kwargs.setdefault("retry_base_seconds", 0.2)
     kwargs.setdefault("idle_seconds", 0.2)
-    return OutboxSender(writer, client, **kwargs)
+    paced = {name: kwargs.pop(name) for name in list(kwargs) if name in PACING_FIELDS}
+    kwargs.setdefault("clock", loop_clock())
+    return OutboxSender(writer, client, SenderPacing(**paced), **kwargs)
 
 
 @asynccontextmanager

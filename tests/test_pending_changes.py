@@ -20,11 +20,11 @@ from core.runner_contract import RunnerReply, RunnerRequest
 from scheduler.own_actions import refreshing_runner
 from scheduler.pending_changes import PendingWatch, changed_since, pending_fingerprints
 from scheduler.poll_pacing import pending_listing_due
-from scheduler.schedule import build_scheduler
 from scheduler.slurm_poller import SlurmPoller
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
 from tests.test_poll_states_only import _add_pending_jobs, _calls, _config, _fetches, _slurm
+from tests.test_schedule import schedule_for
 
 
 def test_the_listing_runs_when_skipping_it_would_break_the_bound() -> None:
@@ -269,7 +269,7 @@ async def test_the_next_slurm_poll_is_brought_forward_even_during_a_poll() -> No
     for while a poll runs comes right after it (APScheduler would skip a second instance)."""
     config = replace(load_config(None), slurm=SlurmConfig(poll_seconds=300))
     polls = _Polls()
-    schedule = build_scheduler(config, polls, polls, _nothing)  # type: ignore[arg-type]
+    schedule = schedule_for(config, polls, _nothing)
     schedule.start()
     try:
         await _until(lambda: polls.polls == 1)  # the first poll, at start

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import pytest
 
-from bot.config import load_config
-from scheduler.schedule import build_scheduler
+from bot.config import Config, load_config
+from bot.service import poll_jobs
+from scheduler.schedule import AfterPoll, PollHooks, PollSchedule, build_schedule
 
 
 class _HangingPolls:
@@ -36,11 +38,22 @@ async def _refresh() -> None:
     return None
 
 
+def schedule_for(
+    config: Config, polls: Any, refresh: AfterPoll = _refresh, storage: Any = None, **hooks: Any
+) -> PollSchedule:
+    """skybot's polls as `skybot run` lists them; `polls` stands in for the storage poller too
+    unless `storage` is given."""
+    hooks.setdefault("grace_seconds", config.slurm.command_timeout_seconds)
+    hooks.setdefault("close_pollers", polls.close)
+    jobs = poll_jobs(config, polls, polls if storage is None else storage, refresh)
+    return build_schedule(jobs, PollHooks(**hooks))
+
+
 async def test_stop_ends_running_polls_without_logging_them_as_failures(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     polls = _HangingPolls()
-    schedule = build_scheduler(load_config(None), polls, polls, _refresh)  # type: ignore[arg-type]
+    schedule = schedule_for(load_config(None), polls)
     caplog.set_level(logging.DEBUG)
     schedule.start()
     await asyncio.wait_for(polls.started.wait(), 10)
