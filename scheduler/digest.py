@@ -66,9 +66,20 @@ class WeeklyDigest:
         now = self._clock()
         settings = self._config.digest
         until = week_ending(now, settings.weekday, settings.hour, self.tz)
+        week = datetime.fromtimestamp(until, self.tz).strftime("%Y-%m-%d %H:%M")
         if now - until > settings.catch_up_hours * 3600:
+            log.info(
+                "weekly digest: the week to %s was due %.0f h ago, over catch_up_hours (%g): "
+                "not posted late",
+                week,
+                (now - until) / 3600,
+                settings.catch_up_hours,
+            )
             return 0
-        return await self.post_week(until)
+        added = await self.post_week(until)
+        if not added:
+            log.info("weekly digest: the week to %s is already queued or posted", week)
+        return added
 
     async def post_week(self, until: float) -> int:
         """Enqueue the digests of the week ending at `until` for every channel that had asked

@@ -197,8 +197,19 @@ class PollSchedule:
             )
             if self.scheduler.running:
                 self.scheduler.wakeup()
+                self._say_calendar()
             for listener in self.on_clock_step:
                 listener(moved)
+
+    def _say_calendar(self) -> None:
+        """When each calendar job runs next, by the clock as it now is (due now: at once)."""
+        for job in self.scheduler.get_jobs():
+            when = job.next_run_time
+            log.info(
+                "%s: next run %s",
+                job.name,
+                "none" if when is None else when.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            )
 
     async def stop(self) -> None:
         self.stopping = True
@@ -233,8 +244,14 @@ def build_schedule(
             misfire_grace_time=entry.misfire_grace_seconds,
         )
         if entry.catch_up_at_start:
+            # Added now, started later: with APScheduler's default grace of 1 s, a slow
+            # start-up (a busy host) skipped the catch-up run as "missed".
             scheduler.add_job(
-                entry.run, "date", run_date=datetime.now(), id=f"{entry.name}-catch-up"
+                entry.run,
+                "date",
+                run_date=datetime.now(),
+                id=f"{entry.name}-catch-up",
+                misfire_grace_time=None,
             )
     return schedule
 
