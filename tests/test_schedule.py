@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from datetime import datetime, tzinfo
 from typing import Any
 
 import pytest
+from apscheduler.triggers.cron import CronTrigger
 
 from bot.config import Config, load_config
 from bot.service import poll_jobs
-from scheduler.schedule import AfterPoll, PollHooks, PollSchedule, build_schedule
+from scheduler import schedule as schedule_module
+from scheduler.schedule import AfterPoll, CalendarJob, PollHooks, PollSchedule, build_schedule
 
 
 class _HangingPolls:
@@ -66,3 +70,31 @@ async def test_stop_ends_running_polls_without_logging_them_as_failures(
     assert polls.closed  # the Slurm poll worker is stopped with the pollers
     failures = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert failures == []
+
+
+class _TenSecondsAgo(datetime):
+    """`datetime.now()` as it was 10 s ago: a calendar built that long before it started."""
+
+    @classmethod
+    def now(cls, tz: tzinfo | None = None) -> _TenSecondsAgo:
+        return cls.fromtimestamp(time.time() - 10, tz)
+
+
+async def test_the_start_up_catch_up_runs_however_slow_the_start_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """It is added when the schedule is built and runs once the scheduler starts: a start-up
+    slower than APScheduler's default grace of 1 s skipped it as "missed"."""
+    ran = asyncio.Event()
+
+    async def catch_up() -> None:
+        ran.set()
+
+    monkeypatch.setattr(schedule_module, "datetime", _TenSecondsAgo)
+    weekly = CalendarJob("digest", catch_up, CronTrigger(day_of_week="mon", hour=9), 3600)
+    schedule = build_schedule([], PollHooks(grace_seconds=1.0), [weekly])
+    schedule.start()
+    try:
+        await asyncio.wait_for(ran.wait(), 10)
+    finally:
+        await schedule.stop()
