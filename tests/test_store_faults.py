@@ -12,7 +12,6 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from bot.startup import EXIT_ALREADY_RUNNING
-from tests.bot_process import free_port, start_bot, wait_until_listening
+from tests.bot_process import VERBOSE_SKYBOT, free_port, start_bot, wait_until_listening
 from tests.clock_steps import metric, scrape
 from tests.slack_standin import SlackStandIn
 from tests.test_run_lifecycle import exit_code_after_sigterm, readiness, running, write_config
@@ -29,12 +28,6 @@ from tests.tmpfs import mounted_tmpfs
 # Slurm's commands are missing: every poll fails at once, and records that it failed (a write).
 RECOVERED = "the database works again after"
 POLLING = 'bin_dir = "{}/no-slurm"\npoll_seconds = 0.2\ncaps_poll_seconds = 0.2\n'
-# `skybot run -v`: each poll that meets the failing store says so at DEBUG.
-VERBOSE = (
-    sys.executable,
-    "-c",
-    "import sys; from bot.cli import main; sys.exit(main([*sys.argv[1:], '-v']))",
-)
 MET_FAILING_STORE = "poll: the database is failing"
 
 
@@ -105,7 +98,10 @@ async def test_a_full_disk_is_one_episode_with_metric_readiness_and_recovery(
             tmp_path, metrics_port=port, database=database, slurm=POLLING.format(tmp_path)
         )
         async with SlackStandIn() as slack:
-            with log.open("wb") as out, running(start_bot(config, slack, VERBOSE, log=out)) as bot:
+            with (
+                log.open("wb") as out,
+                running(start_bot(config, slack, VERBOSE_SKYBOT, log=out)) as bot,
+            ):
                 await wait_until_listening(f"http://127.0.0.1:{port}/livez", attempts=400)
                 assert (await _store_check(port))["ok"] is True
                 filler = _fill(disk)
