@@ -46,6 +46,7 @@ from scheduler.outbox_policy import SenderPacing
 from scheduler.outbox_sender import OutboxSender
 from scheduler.own_actions import refreshing_runner
 from scheduler.schedule import (
+    SLURM_POLL,
     AfterPoll,
     PollHooks,
     PollJob,
@@ -195,7 +196,7 @@ def poll_jobs(
     after_storage = () if watchers is None else (watchers.after_storage_poll,)
     return [
         PollJob(
-            "slurm",
+            SLURM_POLL,
             config.slurm.poll_seconds,
             slurm.poll_jobs,
             (refresh, *after_slurm),
