@@ -29,6 +29,7 @@ from bot.app import (
 from bot.config import Config, Secrets, database_path
 from bot.health import Heartbeat, ServiceStatus
 from bot.metrics import Metrics, metrics_app
+from bot.polling import poll_hooks, poll_jobs
 from bot.runner_client import call_runner
 from bot.slack_link import SocketModeLink, socket_mode_handler
 from bot.startup import InstanceLock, bind_listener, open_store
@@ -45,15 +46,7 @@ from scheduler.digest import WeeklyDigest
 from scheduler.outbox_policy import SenderPacing
 from scheduler.outbox_sender import OutboxSender
 from scheduler.own_actions import refreshing_runner
-from scheduler.schedule import (
-    SLURM_POLL,
-    AfterPoll,
-    PollHooks,
-    PollJob,
-    PollSchedule,
-    build_schedule,
-    slurm_pacer,
-)
+from scheduler.schedule import PollSchedule, build_schedule
 from scheduler.sender_client import sender_client
 from scheduler.slurm_poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
@@ -181,45 +174,6 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     if config.slack.mode != "http":
         runtime.slack = _socket_mode(app, secrets, metrics, sender)
     return runtime
-
-
-def poll_jobs(
-    config: Config,
-    slurm: SlurmPoller,
-    storage: StoragePoller,
-    refresh: AfterPoll,
-    watchers: Watchers | None = None,
-) -> list[PollJob]:
-    """What skybot polls and how often. After each poll the snapshot cache is refreshed, then
-    the watchers run (if given), so they see the snapshot just written."""
-    after_slurm = () if watchers is None else (watchers.after_slurm_poll,)
-    after_storage = () if watchers is None else (watchers.after_storage_poll,)
-    return [
-        PollJob(
-            SLURM_POLL,
-            config.slurm.poll_seconds,
-            slurm.poll_jobs,
-            (refresh, *after_slurm),
-            # The poller plans its listings of pending jobs on the interval.
-            pacer=slurm_pacer(config),
-            on_interval=slurm.set_interval,
-        ),
-        PollJob("caps", config.slurm.caps_poll_seconds, slurm.poll_caps, (refresh,)),
-        PollJob("storage", config.storage.poll_seconds, storage.poll, (refresh, *after_storage)),
-    ]
-
-
-def poll_hooks(
-    config: Config, metrics: Metrics, writer: StoreWriter, slurm: SlurmPoller
-) -> PollHooks:
-    return PollHooks(
-        grace_seconds=config.slurm.command_timeout_seconds,
-        observe=metrics.observe_poll,
-        observe_interval=metrics.observe_poll_interval,
-        after_each=writer.check_file,
-        # The Slurm poll worker ends with the polls.
-        close_pollers=slurm.close,
-    )
 
 
 def _socket_mode(

@@ -12,7 +12,7 @@ import pytest
 from apscheduler.triggers.cron import CronTrigger
 
 from bot.config import Config, load_config
-from bot.service import poll_jobs
+from bot.polling import poll_jobs
 from scheduler import schedule as schedule_module
 from scheduler.schedule import AfterPoll, CalendarJob, PollHooks, PollSchedule, build_schedule
 
