@@ -9,6 +9,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TypeAlias
 
 from bot import __version__
 from bot.config import DEFAULT_CONFIG_PATH, Config, ConfigError, Secrets, load_config
@@ -209,17 +210,7 @@ async def _poll(config: Config, cycles: int) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    logging_flags = argparse.ArgumentParser(add_help=False)
-    logging_flags.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    logging_flags.add_argument(
-        "--log-json", action="store_true", help="log one JSON object per line (for collectors)"
-    )
-    common = argparse.ArgumentParser(add_help=False, parents=[logging_flags])
-    common.add_argument(
-        "--config",
-        help=f"TOML config file (default: $SKYBOT_CONFIG, {DEFAULT_CONFIG_PATH} if it exists, "
-        "or the built-in config for the local test cluster)",
-    )
+    logging_flags, common = _shared_flags()
     parser = argparse.ArgumentParser(prog="skybot", description=__doc__)
     parser.add_argument("--version", action="version", version=f"skybot {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -245,6 +236,33 @@ def _parser() -> argparse.ArgumentParser:
         help="check sudo, storage and database access as this user (default: the current "
         "user; checking as another user needs root)",
     )
+    _add_backup_and_restore(sub, common)
+    _add_install(sub, logging_flags)
+    _add_show(sub, common)
+    return parser
+
+
+def _shared_flags() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The logging flags every command takes, and those plus --config."""
+    logging_flags = argparse.ArgumentParser(add_help=False)
+    logging_flags.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    logging_flags.add_argument(
+        "--log-json", action="store_true", help="log one JSON object per line (for collectors)"
+    )
+    common = argparse.ArgumentParser(add_help=False, parents=[logging_flags])
+    common.add_argument(
+        "--config",
+        help=f"TOML config file (default: $SKYBOT_CONFIG, {DEFAULT_CONFIG_PATH} if it exists, "
+        "or the built-in config for the local test cluster)",
+    )
+    return logging_flags, common
+
+
+# argparse names no public type for it.
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _add_backup_and_restore(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     backup = sub.add_parser(
         "backup",
         parents=[common],
@@ -257,6 +275,9 @@ def _parser() -> argparse.ArgumentParser:
         help="with the bot stopped: put a backup in place of the database (kept beside it)",
     )
     restore.add_argument("backup", help="a file `skybot backup` wrote")
+
+
+def _add_install(sub: Subcommands, logging_flags: argparse.ArgumentParser) -> None:
     install = sub.add_parser(
         "install",
         parents=[logging_flags],
@@ -278,6 +299,9 @@ def _parser() -> argparse.ArgumentParser:
     install.add_argument(
         "--root", default="/", help="install below this directory instead of / (staging)"
     )
+
+
+def _add_show(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     show = sub.add_parser(
         "show",
         parents=[common],
@@ -290,7 +314,6 @@ def _parser() -> argparse.ArgumentParser:
         help="the manifest for HTTP mode: Socket Mode off, and commands, button clicks and "
         "events sent to URL (https://HOST/slack/events)",
     )
-    return parser
 
 
 if __name__ == "__main__":

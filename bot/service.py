@@ -29,6 +29,7 @@ from bot.app import (
 from bot.config import Config, Secrets, database_path
 from bot.health import Heartbeat, ServiceStatus
 from bot.metrics import Metrics, metrics_app
+from bot.polling import poll_hooks, poll_jobs
 from bot.runner_client import call_runner
 from bot.slack_link import SocketModeLink, socket_mode_handler
 from bot.startup import InstanceLock, bind_listener, open_store
@@ -41,8 +42,9 @@ from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from scheduler.chart_maker import ChartMaker
 from scheduler.digest import WeeklyDigest
+from scheduler.outbox_policy import SenderPacing
 from scheduler.outbox_sender import OutboxSender
-from scheduler.schedule import PollSchedule, build_scheduler
+from scheduler.schedule import PollSchedule, build_schedule
 from scheduler.sender_client import sender_client
 from scheduler.slurm.own_actions import refreshing_runner
 from scheduler.slurm.poller import SlurmPoller
@@ -121,9 +123,7 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         sender_client(
             secrets.bot_token, secrets.api_url or DEFAULT_SLACK_API_URL, metrics.observe_send
         ),
-        per_channel_per_second=config.notifications.messages_per_second_per_channel,
-        token_probe_seconds=config.notifications.token_probe_seconds,
-        token_probe_max_seconds=config.notifications.token_probe_max_seconds,
+        SenderPacing.from_config(config.notifications),
         charts=ChartMaker(config, writer),
         observe=metrics.observe_send,
     )
@@ -136,17 +136,10 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     )
     watchers = Watchers(config, writer, identity, sender.wake, cache.current, tail_runner)
     slurm_poller = SlurmPoller(config, writer)
-    schedule = build_scheduler(
-        config,
-        slurm_poller,
-        StoragePoller(config, writer),
-        cache.refresh,
-        after_slurm=watchers.after_slurm_poll,
-        after_storage=watchers.after_storage_poll,
-        observe=metrics.observe_poll,
-        observe_interval=metrics.observe_poll_interval,
-        weekly_digest=WeeklyDigest(config, writer, sender.wake).run,
-        after_each_poll=writer.check_file,
+    schedule = build_schedule(
+        poll_jobs(config, slurm_poller, StoragePoller(config, writer), cache.refresh, watchers),
+        poll_hooks(config, metrics, writer, slurm_poller),
+        [WeeklyDigest(config, writer, sender.wake).calendar()],
     )
     schedule.on_clock_step.append(sender.clock_stepped)
     # A cancel or a move to overcap shows in the snapshot at once, not a poll or more later.
@@ -172,13 +165,18 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     heartbeat = Heartbeat(on_beat=_feed_watchdog(config, schedule) if watchdog_enabled() else None)
     runtime = Runtime(writer, cache, schedule, sender, submissions, app, metrics, heartbeat)
     if config.slack.mode != "http":
-
-        def connected() -> None:
-            metrics.observe_slack_connected()
-            sender.link_restored()  # what waited on the outage goes out now
-
-        runtime.slack = SocketModeLink(socket_mode_handler(app, secrets.app_token), connected)
+        runtime.slack = _socket_mode(app, secrets, metrics, sender)
     return runtime
+
+
+def _socket_mode(
+    app: AsyncApp, secrets: Secrets, metrics: Metrics, sender: OutboxSender
+) -> SocketModeLink:
+    def connected() -> None:
+        metrics.observe_slack_connected()
+        sender.link_restored()  # what waited on the outage goes out now
+
+    return SocketModeLink(socket_mode_handler(app, secrets.app_token), connected)
 
 
 # A poller is late for readiness after stale_after_polls intervals (plus its command

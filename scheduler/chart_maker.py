@@ -11,7 +11,7 @@ from datetime import datetime, tzinfo
 
 from core.chart_specs import LAB_DISK, LAB_GPUS, ChartFile, ChartSpec, SizeSample, UsageSample
 from core.config_schema import Config
-from scheduler.outbox_sender import ChartUnavailable
+from scheduler.chart_upload import ChartUnavailable
 from store.history import directory_size_series, lab_usage_samples
 from store.writer import StoreWriter
 

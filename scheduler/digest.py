@@ -15,12 +15,14 @@ from collections.abc import Callable
 from datetime import datetime, tzinfo
 
 import sqlite_utils
+from apscheduler.triggers.cron import CronTrigger
 
 from core.blocks import context, section
 from core.chart_specs import LAB_GPUS, ChartSpec
 from core.config_schema import Config
 from core.digest import WEEK, LabWeek, digest_key, digest_lines, digest_title, week_ending
 from core.slack_text import literal
+from scheduler.schedule import CalendarJob
 from store.digests import DigestChannel, digest_channels, lab_week
 from store.outbox import OutboxMessage, enqueue
 from store.writer import StoreWriter
@@ -48,14 +50,36 @@ class WeeklyDigest:
         assert self._tz is not None
         return self._tz
 
+    def calendar(self) -> CalendarJob:
+        """At the configured time each week, and once at start-up to catch up on a digest
+        missed while skybot was down."""
+        digest = self._config.digest
+        return CalendarJob(
+            "weekly lab digest",
+            self.run,
+            CronTrigger(day_of_week=digest.weekday, hour=digest.hour),
+            misfire_grace_seconds=int(digest.catch_up_hours * 3600) or 1,
+        )
+
     async def run(self) -> int:
         """Enqueue the due week's digests; returns how many messages were new."""
         now = self._clock()
         settings = self._config.digest
         until = week_ending(now, settings.weekday, settings.hour, self.tz)
+        week = datetime.fromtimestamp(until, self.tz).strftime("%Y-%m-%d %H:%M")
         if now - until > settings.catch_up_hours * 3600:
+            log.info(
+                "weekly digest: the week to %s was due %.0f h ago, over catch_up_hours (%g): "
+                "not posted late",
+                week,
+                (now - until) / 3600,
+                settings.catch_up_hours,
+            )
             return 0
-        return await self.post_week(until)
+        added = await self.post_week(until)
+        if not added:
+            log.info("weekly digest: the week to %s is already queued or posted", week)
+        return added
 
     async def post_week(self, until: float) -> int:
         """Enqueue the digests of the week ending at `until` for every channel that had asked

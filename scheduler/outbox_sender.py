@@ -33,22 +33,28 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from core.blocks import section
-from core.chart_specs import ChartFile, ChartSpec
-from core.slack_text import literal
 from scheduler.backoff import Backoff
+from scheduler.chart_upload import ChartRenderer, ChartUnavailable, upload_chart
+from scheduler.outbox_policy import (
+    MAX_ATTEMPTS_UNKNOWN_ERROR,
+    PERMANENT_ERRORS,
+    TOKEN_ERRORS,
+    SenderPacing,
+    redirect_target,
+    retry_after,
+    send_outcome,
+    to_whoever_asked,
+)
 from scheduler.outbox_recheck import already_delivered, is_direct_message, outbox_metadata
 from store.health import log_failure
 from store.outbox import (
-    OutboxMessage,
     QueuedMessage,
     load_queued_heads,
     mark_sending,
@@ -63,51 +69,9 @@ from store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
 
-# chat.postMessage errors that no retry can fix.
-PERMANENT_ERRORS = frozenset(
-    {
-        "user_not_found",
-        "users_not_found",
-        "channel_not_found",
-        "is_archived",
-        "not_in_channel",
-        "user_disabled",
-        "cannot_dm_bot",
-        "messages_tab_disabled",
-        "restricted_action",
-        "restricted_action_read_only_channel",
-        "restricted_action_thread_only_channel",
-        "restricted_action_non_threadable_channel",
-        "invalid_blocks",
-        "invalid_blocks_format",
-        "invalid_arguments",
-        "msg_too_long",
-        "no_text",
-        "too_many_attachments",
-        "duplicate_channel_not_found",
-    }
-)
-# Errors about the bot token itself (deactivated, revoked, expired, missing): every call would
-# fail the same way, so they pause the sender instead of condemning one message.
-# `missing_scope` is not one of them: a scope is per method (a missing files:write stops charts,
-# not DMs), so it stays a per-message error, retried and in the end parked with its reason.
-TOKEN_ERRORS = frozenset(
-    {"account_inactive", "invalid_auth", "token_revoked", "token_expired", "not_authed"}
-)
-# Other ok:false errors (a missing scope, …) may be fixed by the admins, so they are retried
-# with back-off, but not forever.
-MAX_ATTEMPTS_UNKNOWN_ERROR = 12
 # (outcome): one attempt's result, for the metrics: "ok", "ratelimited", Slack's error code,
 # "http_5xx", "network_error" or "chart_unavailable".
 ObserveSend = Callable[[str], None]
-# Draws a chart row's picture (scheduler/chart_maker.py); ChartUnavailable if it never can.
-ChartRenderer = Callable[[ChartSpec], Awaitable[ChartFile]]
-
-
-class ChartUnavailable(Exception):
-    """The chart cannot be drawn (its lab is gone from the config, charts are off): park it."""
-
-
 # Network failures are worth retrying, however they surface.
 _NETWORK_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
@@ -138,26 +102,18 @@ class OutboxSender:
         self,
         writer: StoreWriter,
         client: AsyncWebClient,
+        pacing: SenderPacing | None = None,
         *,
-        per_channel_per_second: float = 1.0,
-        retry_base_seconds: float = 5.0,
-        retry_max_seconds: float = 900.0,
-        connection_retry_max_seconds: float = 60.0,
-        idle_seconds: float = 30.0,
-        token_probe_seconds: float = 5.0,
-        token_probe_max_seconds: float = 60.0,
         clock: Callable[[], float] = time.time,
         charts: ChartRenderer | None = None,
         observe: ObserveSend | None = None,
     ) -> None:
+        pacing = pacing or SenderPacing()
         self._writer = writer
         self._client = client
         self._charts = charts
-        self._interval = 1.0 / per_channel_per_second
-        self._retry_base = retry_base_seconds
-        self._retry_max = retry_max_seconds
-        self._connection_retry_max = connection_retry_max_seconds
-        self._idle = idle_seconds
+        self._pacing = pacing
+        self._interval = 1.0 / pacing.per_channel_per_second
         self._clock = clock
         self._observe = observe
         self._wake = asyncio.Event()
@@ -167,9 +123,11 @@ class OutboxSender:
         # Earliest time the next message may go to each target (the per-channel pace).
         self._free_at: dict[str, float] = {}
         self._pause: SenderPause | None = None
-        self._probes = Backoff(token_probe_seconds, token_probe_max_seconds)
+        self._probes = Backoff(pacing.token_probe_seconds, pacing.token_probe_max_seconds)
         # How far the wall clock jumped since the queued retries were last shifted by it.
         self._clock_moved = 0.0
+        # Passes over the outbox finished so far: a test waits for the next one.
+        self.passes = 0
 
     @property
     def paused(self) -> SenderPause | None:
@@ -223,12 +181,17 @@ class OutboxSender:
                     self._retry_all = False
                     await self._writer.run(retry_queued_now, self._clock())
                 report = await self.send_due()
-                wait = self._idle
+                self.passes += 1
+                wait = self._pacing.idle_seconds
                 if report.next_due is not None:
                     wait = min(wait, max(0.0, report.next_due - self._clock()))
             except Exception:
-                log_failure(log, "outbox sender pass failed; trying again in %.0f s", self._idle)
-                wait = self._idle
+                log_failure(
+                    log,
+                    "outbox sender pass failed; trying again in %.0f s",
+                    self._pacing.idle_seconds,
+                )
+                wait = self._pacing.idle_seconds
             if self._pause is None:
                 await _wait_any(stop, self._wake, wait)
 
@@ -300,14 +263,18 @@ class OutboxSender:
                 found = await already_delivered(self._client, message)
                 channel, ts = found if found is not None else await self._post(message)
             else:
-                channel, ts = await self._upload_chart(message, message.chart)
+                channel, ts = await upload_chart(self._client, self._charts, message, message.chart)
         except SlackApiError as error:
             await self._failed(message, error, report)
             return False
         except _NETWORK_ERRORS as error:
             self._observed("network_error")
             await self._retry_later(
-                message, f"network: {error!r}", report, self._connection_retry_max, unsure=True
+                message,
+                f"network: {error!r}",
+                report,
+                self._pacing.connection_retry_max_seconds,
+                unsure=True,
             )
             return False
         except ChartUnavailable as error:
@@ -338,48 +305,32 @@ class OutboxSender:
         )
         return str(response.get("channel") or ""), str(response.get("ts") or "")
 
-    async def _upload_chart(self, message: QueuedMessage, spec: ChartSpec) -> tuple[str, str]:
-        """Draw the chart now and upload it (files_upload_v2) with the message as its comment."""
-        if self._charts is None:
-            raise ChartUnavailable("this skybot draws no charts")
-        chart = await self._charts(spec)
-        channel = message.target
-        if channel[:1] in ("U", "W"):
-            # Unlike chat.postMessage, file sharing needs the DM's own channel id.
-            opened = await self._client.conversations_open(users=channel)
-            channel = str(opened["channel"]["id"])
-        await self._client.files_upload_v2(
-            channel=channel,
-            file=chart.png,
-            filename=chart.filename,
-            title=chart.title,
-            alt_txt=chart.alt_text,
-            initial_comment=message.text,
-        )
-        return channel, ""
-
     async def _failed(
         self, message: QueuedMessage, error: SlackApiError, report: SendReport
     ) -> None:
         status = error.response.status_code
         code = str(error.response.get("error") or f"http_{status}")
-        self._observed(_outcome(status, code))
+        self._observed(send_outcome(status, code))
         if status == 429:
-            retry_after = _retry_after(error.response.headers)
-            until = self._clock() + retry_after
+            wait = retry_after(error.response.headers)
+            until = self._clock() + wait
             # Slack's limit is per channel: hold this channel's queue, not just this message.
             self._free_at[message.target] = max(self._free_at.get(message.target, 0.0), until)
-            await self._writer.run(reschedule, message.id, until, f"ratelimited ({retry_after} s)")
+            await self._writer.run(reschedule, message.id, until, f"ratelimited ({wait} s)")
             report.retried += 1
-            log.info("outbox %s: rate limited, retrying in %d s", message.key, retry_after)
+            log.info("outbox %s: rate limited, retrying in %d s", message.key, wait)
         elif status >= 500:
             await self._retry_later(
-                message, f"http {status}: {code}", report, self._connection_retry_max, unsure=True
+                message,
+                f"http {status}: {code}",
+                report,
+                self._pacing.connection_retry_max_seconds,
+                unsure=True,
             )
         elif code in TOKEN_ERRORS:
             # Not this message's fault: it stays as it is, and so does everything else.
             self._pause_for(code)
-        elif code in PERMANENT_ERRORS and _refused_to(message):
+        elif code in PERMANENT_ERRORS and redirect_target(message):
             redirect = to_whoever_asked(message, code)
             await self._writer.run(park_and_redirect, message.id, code, redirect, self._clock())
             report.parked += 1
@@ -412,39 +363,16 @@ class OutboxSender:
         unsure: bool = False,
     ) -> None:
         """`unsure`: Slack may have the message (no answer, or a 5xx): ask before resending."""
-        cap = self._retry_max if max_delay is None else min(max_delay, self._retry_max)
-        delay = min(cap, self._retry_base * 2**message.attempts)
+        cap = (
+            self._pacing.retry_max_seconds
+            if max_delay is None
+            else min(max_delay, self._pacing.retry_max_seconds)
+        )
+        delay = min(cap, self._pacing.retry_base_seconds * 2**message.attempts)
         at = self._clock() + delay
         await self._writer.run(reschedule, message.id, at, error, maybe_delivered=unsure)
         report.retried += 1
         log.info("outbox %s: %s; retrying in %.0f s", message.key, error, delay)
-
-
-def _outcome(status: int, code: str) -> str:
-    if status == 429:
-        return "ratelimited"
-    return f"http_{status}" if status >= 500 else code
-
-
-def _refused_to(message: QueuedMessage) -> str:
-    """Who gets the message if its channel refuses it ("" for nobody: it is parked only)."""
-    return message.refused_to if message.refused_to != message.target else ""
-
-
-def to_whoever_asked(message: QueuedMessage, code: str) -> OutboxMessage:
-    """The refused message, in the DM of whoever asked for it, saying why it is there."""
-    why = (
-        f"I could not post this in <#{message.target}> (Slack said {literal(code)}): skybot "
-        "must be a member there, `/invite @skybot`. Here it is."
-    )
-    blocks = [section(why), *message.blocks] if message.blocks else None
-    return OutboxMessage(
-        f"{message.key}:refused",
-        message.refused_to,
-        f"{why}\n{message.text}",
-        blocks,
-        message.chart,
-    )
 
 
 def _oldest_per_target(queued: list[QueuedMessage]) -> list[QueuedMessage]:
@@ -452,21 +380,6 @@ def _oldest_per_target(queued: list[QueuedMessage]) -> list[QueuedMessage]:
     for message in queued:  # oldest first
         heads.setdefault(message.target, message)
     return list(heads.values())
-
-
-def _retry_after(headers: Mapping[str, Any] | None) -> int:
-    """Slack's Retry-After (seconds), at least 1. aiohttp gives a case-insensitive multidict;
-    other transports may give a plain dict or a list per header."""
-    value: object = None
-    for name, raw in (headers or {}).items():
-        if str(name).lower() == "retry-after":
-            value = raw
-    if isinstance(value, list | tuple):
-        value = value[0] if value else None
-    try:
-        return max(1, int(str(value)))
-    except (TypeError, ValueError):
-        return 1
 
 
 async def _wait_any(stop: asyncio.Event, wake: asyncio.Event, timeout: float) -> None:

@@ -1,4 +1,9 @@
-"""The time-driven side of skybot, in the bot's event loop.
+"""The time-driven side of skybot, in the bot's event loop, as data.
+
+The composition root (bot/service.py) says what runs when: a list of `PollJob`s (a name, an
+interval, the poll, and what follows each completed run) and a list of `CalendarJob`s; then
+`build_schedule` turns them into one `PollSchedule`. Another cluster's polls are more entries
+in the list, not another parameter.
 
 Polls run on the monotonic clock (scheduler/interval.py): a wall-clock step in either
 direction changes nothing about when they run. APScheduler keeps only what is meant by the
@@ -10,21 +15,19 @@ the same week enqueue nothing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.base import BaseTrigger
 
 from core.config_schema import Config
 from scheduler.interval import ClockStepWatch, IntervalLoop, PollProgress
 from scheduler.slurm.pacing import PollPacer
-from scheduler.slurm.poller import SlurmPoller
-from scheduler.storage_poller import StoragePoller
 from store.health import is_store_fault
 
 log = logging.getLogger(__name__)
@@ -37,17 +40,61 @@ OnClockStep = Callable[[float], None]
 
 # How often the wall clock is compared with the monotonic one.
 CLOCK_CHECK_SECONDS = 1.0
+# The poll that `poll_slurm_soon` brings forward.
+SLURM_POLL = "slurm"
+
+
+@dataclass(frozen=True)
+class PollJob:
+    """One poll, repeated every `seconds` of monotonic time, one run at a time."""
+
+    name: str
+    seconds: float
+    poll: Callable[[], Awaitable[object]]
+    # Run in this order after each poll that completed: the snapshot cache's refresh first,
+    # then the watchers, so that they see the snapshot just written.
+    then: tuple[AfterPoll, ...] = ()
+    # Stretches the interval while polls are expensive (the Slurm poll's share of the
+    # controller), and who else plans on the interval.
+    pacer: PollPacer | None = None
+    on_interval: Callable[[float], None] | None = None
+
+
+@dataclass(frozen=True)
+class CalendarJob:
+    """Work at calendar times (APScheduler's trigger on the wall clock), and once at start-up
+    to catch up on a run missed while skybot was down (the work decides whether one is due)."""
+
+    name: str
+    run: AfterPoll
+    trigger: BaseTrigger
+    misfire_grace_seconds: int
+    catch_up_at_start: bool = True
+
+
+@dataclass(frozen=True)
+class PollHooks:
+    """What every poll reports to, and what ends the pollers' own processes at shutdown."""
+
+    # How long one poll may take on top of its interval before it is late (the Slurm
+    # command timeout): an outage makes polls fail, not stop completing.
+    grace_seconds: float
+    observe: ObservePoll | None = None
+    observe_interval: ObservePoll | None = None
+    # After every poll attempt, failed or not (the database file's identity check).
+    after_each: Callable[[], object] | None = None
+    close_pollers: Callable[[], Awaitable[None]] | None = None
+    clock: Callable[[], float] = time.perf_counter
 
 
 @dataclass
 class PollSchedule:
-    """The poll loops, the digest's calendar, and the polls running right now: shutdown ends
-    those instead of abandoning them (and their Slurm client processes) to a closed loop."""
+    """The poll loops, the calendar, and the polls running right now: shutdown ends those
+    instead of abandoning them (and their Slurm client processes) to a closed loop."""
 
     scheduler: AsyncIOScheduler
+    hooks: PollHooks
     loops: dict[str, IntervalLoop] = field(default_factory=dict)
-    # Ends what the pollers keep running between polls (the Slurm poll worker).
-    close_pollers: Callable[[], Awaitable[None]] | None = None
     in_flight: set[asyncio.Task[None]] = field(default_factory=set)
     on_clock_step: list[OnClockStep] = field(default_factory=list)
     stopping: bool = False
@@ -67,12 +114,15 @@ class PollSchedule:
                 late.append(progress.describe_late(silent))
         return late
 
-    def poll_slurm_soon(self) -> None:
-        """Bring the next Slurm poll forward to now (right after the running one, if one
-        runs): skybot just changed a job, and its user should see that at once."""
-        loop = self.loops.get("slurm")
+    def poll_soon(self, name: str) -> None:
+        """Bring the poll `name` forward to now (right after the running one, if one runs)."""
+        loop = self.loops.get(name)
         if loop is not None and not self.stopping:
             loop.run_soon()
+
+    def poll_slurm_soon(self) -> None:
+        """skybot just changed a job: its user should see that at once, not a poll later."""
+        self.poll_soon(SLURM_POLL)
 
     def start(self) -> None:
         self.scheduler.start()
@@ -81,6 +131,56 @@ class PollSchedule:
             loop.progress.started_at = now
             self._tasks.append(asyncio.create_task(loop.run(), name=f"poll-{source}"))
         self._tasks.append(asyncio.create_task(self._watch_clock(), name="clock-steps"))
+
+    async def run_poll(self, job: PollJob) -> None:
+        """One run of `job` and what follows it; a failing store is said once by its health,
+        anything else is the loop's to log."""
+        task = asyncio.current_task()
+        if task is not None:
+            self.in_flight.add(task)
+        try:
+            started = self.hooks.clock()
+            await job.poll()
+            self._observe(job, self.hooks.clock() - started)
+            for then in job.then:
+                await then()
+        except asyncio.CancelledError:
+            # Ended by stop(): not a failure, and it ends the poll's loop too.
+            if self.stopping:
+                log.debug("%s poll ended: skybot is stopping", job.name)
+            raise
+        except Exception as error:
+            if not is_store_fault(error):
+                raise
+            log.debug("%s poll: the database is failing: %s", job.name, error)
+        finally:
+            self.in_flight.discard(task)
+            if self.hooks.after_each is not None:
+                self.hooks.after_each()
+
+    def _observe(self, job: PollJob, took: float) -> None:
+        if self.hooks.observe is not None:
+            self.hooks.observe(job.name, took)
+        if job.pacer is None:
+            return
+        interval = job.pacer.observe(took)
+        if interval is None:
+            return
+        if interval > job.pacer.base_seconds:
+            log.warning(
+                "%s poll took %.1f s, over %.0f%% of the poll interval: polling every %.0f s",
+                job.name,
+                took,
+                100 * job.pacer.max_share,
+                interval,
+            )
+        else:
+            log.info("%s polls are cheap again: polling every %.0f s", job.name, interval)
+        self.loops[job.name].progress.interval = interval
+        if job.on_interval is not None:
+            job.on_interval(interval)
+        if self.hooks.observe_interval is not None:
+            self.hooks.observe_interval(job.name, interval)
 
     async def _watch_clock(self) -> None:
         watch = ClockStepWatch(time.time, time.monotonic)
@@ -97,8 +197,19 @@ class PollSchedule:
             )
             if self.scheduler.running:
                 self.scheduler.wakeup()
+                self._say_calendar()
             for listener in self.on_clock_step:
                 listener(moved)
+
+    def _say_calendar(self) -> None:
+        """When each calendar job runs next, by the clock as it now is (due now: at once)."""
+        for job in self.scheduler.get_jobs():
+            when = job.next_run_time
+            log.info(
+                "%s: next run %s",
+                job.name,
+                "none" if when is None else when.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            )
 
     async def stop(self) -> None:
         self.stopping = True
@@ -109,145 +220,47 @@ class PollSchedule:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
-        if self.close_pollers is not None:
-            await self.close_pollers()
+        if self.hooks.close_pollers is not None:
+            await self.hooks.close_pollers()
 
 
-@dataclass
-class _PollSpec:
-    source: str
-    poll: Callable[[], Awaitable[bool]]
-    seconds: float
-    watch: AfterPoll | None
-
-
-def build_scheduler(
-    config: Config,
-    slurm: SlurmPoller,
-    storage: StoragePoller,
-    after_poll: AfterPoll,
-    *,
-    after_slurm: AfterPoll | None = None,
-    after_storage: AfterPoll | None = None,
-    observe: ObservePoll | None = None,
-    observe_interval: ObservePoll | None = None,
-    weekly_digest: AfterPoll | None = None,
-    after_each_poll: Callable[[], object] | None = None,
-    clock: Callable[[], float] = time.perf_counter,
+def build_schedule(
+    polls: Sequence[PollJob], hooks: PollHooks, calendar: Sequence[CalendarJob] = ()
 ) -> PollSchedule:
-    """One instance of each poll at a time; a late run is coalesced, never queued up.
-
-    `after_poll` (the snapshot cache refresh) runs after every poll; `after_slurm` and
-    `after_storage` (the watchers) run after it, so they see the snapshot just written;
-    `after_each_poll` (the database file's identity check) after every poll attempt.
-    """
+    """One instance of each job at a time; a late run is coalesced, never queued up."""
     scheduler = AsyncIOScheduler(job_defaults={"max_instances": 1, "coalesce": True})
-    schedule = PollSchedule(scheduler, close_pollers=slurm.close)
-    pace = _pacing(config, schedule, observe_interval, slurm.set_interval)
-
-    def then_refresh(spec: _PollSpec) -> Callable[[], Awaitable[None]]:
-        async def run() -> None:
-            task = asyncio.current_task()
-            if task is not None:
-                schedule.in_flight.add(task)
-            try:
-                started = clock()
-                await spec.poll()
-                took = clock() - started
-                if observe is not None:
-                    observe(spec.source, took)
-                if spec.source == "slurm":
-                    pace(took)
-                await after_poll()
-                if spec.watch is not None:
-                    await spec.watch()
-            except asyncio.CancelledError:
-                # Ended by stop(): not a failure, and it ends the poll's loop too.
-                if schedule.stopping:
-                    log.debug("%s poll ended: skybot is stopping", spec.source)
-                raise
-            except Exception as error:
-                if not is_store_fault(error):
-                    raise
-                # The store's health says this once per episode, not once per poll.
-                log.debug("%s poll: the database is failing: %s", spec.source, error)
-            finally:
-                schedule.in_flight.discard(task)
-                if after_each_poll is not None:
-                    after_each_poll()
-
-        return run
-
-    grace = config.slurm.command_timeout_seconds
-    for spec in _poll_specs(config, slurm, storage, after_slurm, after_storage):
-        if observe_interval is not None:
-            observe_interval(spec.source, spec.seconds)
-        progress = PollProgress(spec.source, spec.seconds, grace)
-        schedule.loops[spec.source] = IntervalLoop(progress, then_refresh(spec))
-    if weekly_digest is not None:
-        _add_digest(config, scheduler, weekly_digest)
+    schedule = PollSchedule(scheduler, hooks)
+    for job in polls:
+        if hooks.observe_interval is not None:
+            hooks.observe_interval(job.name, job.seconds)
+        progress = PollProgress(job.name, job.seconds, hooks.grace_seconds)
+        schedule.loops[job.name] = IntervalLoop(progress, functools.partial(schedule.run_poll, job))
+    for entry in calendar:
+        scheduler.add_job(
+            entry.run,
+            entry.trigger,
+            id=entry.name,
+            name=entry.name,
+            misfire_grace_time=entry.misfire_grace_seconds,
+        )
+        if entry.catch_up_at_start:
+            # Added now, started later: with APScheduler's default grace of 1 s, a slow
+            # start-up (a busy host) skipped the catch-up run as "missed".
+            scheduler.add_job(
+                entry.run,
+                "date",
+                run_date=datetime.now(),
+                id=f"{entry.name}-catch-up",
+                misfire_grace_time=None,
+            )
     return schedule
 
 
-def _poll_specs(
-    config: Config,
-    slurm: SlurmPoller,
-    storage: StoragePoller,
-    after_slurm: AfterPoll | None,
-    after_storage: AfterPoll | None,
-) -> list[_PollSpec]:
-    return [
-        _PollSpec("slurm", slurm.poll_jobs, config.slurm.poll_seconds, after_slurm),
-        _PollSpec("caps", slurm.poll_caps, config.slurm.caps_poll_seconds, None),
-        _PollSpec("storage", storage.poll, config.storage.poll_seconds, after_storage),
-    ]
-
-
-def _pacing(
-    config: Config,
-    schedule: PollSchedule,
-    observe_interval: ObservePoll | None,
-    tell_poller: Callable[[float], None],
-) -> Callable[[float], None]:
-    pacer = PollPacer(
+def slurm_pacer(config: Config) -> PollPacer:
+    """The Slurm poll's interval, stretched while a poll costs over `max_poll_share` of it."""
+    return PollPacer(
         base_seconds=config.slurm.poll_seconds,
         max_share=config.slurm.max_poll_share,
         # Never so long that /readyz would call the snapshot stale between two polls.
         max_seconds=config.slurm.poll_seconds * max(1.0, config.metrics.stale_after_polls - 1),
     )
-
-    def pace(seconds: float) -> None:
-        interval = pacer.observe(seconds)
-        if interval is None:
-            return
-        if interval > config.slurm.poll_seconds:
-            log.warning(
-                "slurm poll took %.1f s, over %.0f%% of the poll interval: polling every %.0f s",
-                seconds,
-                100 * config.slurm.max_poll_share,
-                interval,
-            )
-        else:
-            log.info("slurm polls are cheap again: polling every %.0f s", interval)
-        with contextlib.suppress(KeyError):
-            schedule.loops["slurm"].progress.interval = interval
-        # It plans its listings of pending jobs on the interval.
-        tell_poller(interval)
-        if observe_interval is not None:
-            observe_interval("slurm", interval)
-
-    return pace
-
-
-def _add_digest(config: Config, scheduler: AsyncIOScheduler, weekly_digest: AfterPoll) -> None:
-    # At the configured time, and once at start-up to catch up on a digest missed while
-    # skybot was down (the digest itself decides whether one is due).
-    digest = config.digest
-    scheduler.add_job(
-        weekly_digest,
-        CronTrigger(day_of_week=digest.weekday, hour=digest.hour),
-        id="digest",
-        name="weekly lab digest",
-        misfire_grace_time=int(digest.catch_up_hours * 3600) or 1,
-    )
-    scheduler.add_job(weekly_digest, "date", run_date=datetime.now(), id="digest-catch-up")

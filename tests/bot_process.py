@@ -64,6 +64,15 @@ async def running_bot(
         await asyncio.wait_for(task, stop_timeout)
 
 
+# `skybot` run with -v (debug logging: each Slack answer the bot receives, each poll that
+# meets a failing store), for tests that wait for such a line in its log.
+VERBOSE_SKYBOT = (
+    sys.executable,
+    "-c",
+    "import sys; from bot.cli import main; sys.exit(main([*sys.argv[1:], '-v']))",
+)
+
+
 def start_bot(
     config_file: Path,
     slack: SlackStandIn,

@@ -1,6 +1,6 @@
 """A whole Slurm poll saved in one call, for tests and benchmarks that need a store state.
 
-Production saves what a poll changed (scheduler/poll_digest.py digests squeue and sacct into
+Production saves what a poll changed (scheduler/slurm/digester.py digests squeue and sacct into
 `SlurmChanges`, store/slurm_writes.py `save_slurm_changes` writes it); a test that only needs
 "squeue listed these, sacct reported those" states it here, as the full replacement a first
 poll makes.

@@ -1,4 +1,4 @@
-"""[[clusters]]: several clusters in one file, and today's one-cluster file read as a list of one."""
+"""[[clusters]]: several clusters in one file; today's one-cluster file read as a list of one."""
 
 from __future__ import annotations
 

@@ -43,6 +43,19 @@ def _digests(slack: SlackStandIn) -> list[str]:
     ]
 
 
+def _lines(log: Path, text: str) -> list[str]:
+    return [line for line in log.read_text(errors="replace").splitlines() if text in line]
+
+
+async def _logged(log: Path, text: str, count: int = 1, timeout: float = 15) -> str:
+    """The `count`th line of the bot's log that holds `text`, once it is there."""
+    deadline = time.monotonic() + timeout
+    while len(found := _lines(log, text)) < count:
+        assert time.monotonic() < deadline, f"not {count} lines with {text!r} in {timeout} s"
+        await asyncio.sleep(0.05)
+    return found[count - 1]
+
+
 async def _wait_for_digest(slack: SlackStandIn, timeout: float) -> float:
     started = time.monotonic()
     while not _digests(slack):
@@ -68,14 +81,21 @@ async def test_the_digest_fires_once_across_steps_over_its_time(tmp_path: Path) 
             ) as bot,
         ):
             await wait_until_listening(f"http://127.0.0.1:{port}/livez", attempts=400)
-            await asyncio.sleep(2)
-            assert _digests(slack) == []  # 08:00: last week's is too old to catch up on
+            # The catch-up run at start-up has decided: 08:00, last week's is too old.
+            assert "not posted late" in await _logged(log, "weekly digest: ")
+            assert _digests(slack) == []
             set_clock(control, f"@{MONDAY} 09:00:05")  # forward 1 h, over 09:00
             delay = await _wait_for_digest(slack, 15)
             set_clock(control, f"@{MONDAY} 08:00:10")  # back 1 h
-            await asyncio.sleep(4)
+            await _logged(log, "the wall clock jumped back")
             set_clock(control, f"@{MONDAY} 09:00:20")  # forward over 09:00 again
-            await asyncio.sleep(6)
+            await _logged(log, "the wall clock jumped forward", 2)
+            # The calendar as it stands after the third step: next week's run, or (if due
+            # again today) a run that finds this week's digest queued already.
+            calendar = await _logged(log, "weekly lab digest: next run", 3)
+            if MONDAY in calendar.split("next run")[1]:
+                await _logged(log, "is already queued or posted")
+            assert len(_lines(log, "messages queued for the week")) == 1
             code, _ = await exit_code_after_sigterm(bot)
     print(f"digest posted {delay:.1f} s after the step forward over its time")
     (digest,) = _digests(slack)

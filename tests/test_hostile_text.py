@@ -57,7 +57,7 @@ from handlers.reply import Reply
 from handlers.router import dispatch, dispatch_action_or_read
 from handlers.services import Services
 from scheduler.digest import digest_messages
-from scheduler.outbox_sender import to_whoever_asked
+from scheduler.outbox_policy import to_whoever_asked
 from scheduler.submit_worker import report_text
 from store.digests import DigestChannel
 from store.outbox import QueuedMessage
@@ -458,7 +458,7 @@ COVERED = {
     "core/digest.py",
     "scheduler/digest.py",
     "scheduler/submit_worker.py",
-    "scheduler/outbox_sender.py",
+    "scheduler/outbox_policy.py",
     # These wrap the notices above into outbox rows and add no text.
     "scheduler/watchers/job_dms.py",
     "scheduler/watchers/storage.py",

@@ -53,11 +53,24 @@ async def test_metrics_and_health_report_what_the_bot_holds(tmp_path: Path) -> N
         await slack.wait_for_calls("chat.postMessage", 2, timeout=10)
         for text in ("help", "gpus hoffman-lab", "gpus hoffman-lab", "nonsense words"):
             await slack.send_slash_command(command="/sky", text=text, timeout=10)
-        await asyncio.sleep(1.5)  # the first polls have run, the link was seen up
         async with aiohttp.ClientSession() as session:
-            async with session.get(f"{base}/metrics") as response:
-                assert response.status == 200
-                text = await response.text()
+            # Until the first Slurm poll has run, the link was seen up, the commands and the
+            # DMs are counted.
+            settled = (
+                'skybot_poll_duration_seconds_count{source="slurm"} 1.0',
+                "skybot_command_duration_seconds_count 4.0",
+                "skybot_slack_connected 1.0",
+                'skybot_outbox_messages{state="queued"} 0.0',
+            )
+            deadline = time.monotonic() + 10
+            while True:
+                async with session.get(f"{base}/metrics") as response:
+                    assert response.status == 200
+                    text = await response.text()
+                if all(line in text for line in settled):
+                    break
+                assert time.monotonic() < deadline, text
+                await asyncio.sleep(0.05)
             async with session.get(f"{base}/readyz") as response:
                 ready_status = response.status
                 ready = await response.json()

@@ -4,6 +4,7 @@ never sent twice; decisions replayed after a crash are enqueued once."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -20,6 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.config import Config, NotificationsConfig, load_config
 from core.chart_specs import LAB_GPUS, ChartFile, ChartSpec
 from core.transitions import Transition
+from scheduler.outbox_policy import SenderPacing
 from scheduler.outbox_sender import OutboxSender
 from scheduler.watchers.job_dms import (
     BATCH,
@@ -41,6 +43,8 @@ from tests.slurm_polls import save_slurm_poll
 # time, which looptime fast-forwards: the tests keep their seconds-long design and take
 # milliseconds. The sender reads the same time through `loop_clock`.
 pytestmark = pytest.mark.looptime
+
+PACING_FIELDS = {field.name for field in dataclasses.fields(SenderPacing)}
 
 TEAM = "T0STANDIN"
 ALICE = SlackUser("U1", "alice")
@@ -79,11 +83,13 @@ def loop_clock() -> Callable[[], float]:
 
 
 def sender_for(writer: StoreWriter, client: AsyncWebClient, **kwargs: Any) -> OutboxSender:
-    kwargs.setdefault("clock", loop_clock())
+    """A sender at test pace: `kwargs` are SenderPacing's fields, the clock, charts, observe."""
     kwargs.setdefault("per_channel_per_second", 20.0)
     kwargs.setdefault("retry_base_seconds", 0.2)
     kwargs.setdefault("idle_seconds", 0.2)
-    return OutboxSender(writer, client, **kwargs)
+    paced = {name: kwargs.pop(name) for name in list(kwargs) if name in PACING_FIELDS}
+    kwargs.setdefault("clock", loop_clock())
+    return OutboxSender(writer, client, SenderPacing(**paced), **kwargs)
 
 
 @asynccontextmanager
@@ -112,6 +118,17 @@ async def wait_until_settled(writer: StoreWriter, timeout: float = 30.0) -> None
         if time.monotonic() > deadline:
             raise AssertionError(f"still queued after {timeout} s: {await states(writer)}")
         await asyncio.sleep(0.05)
+
+
+async def more_passes(sender: OutboxSender, count: int = 2, timeout: float = 10.0) -> None:
+    """Until the running `sender` has finished `count` more passes over the outbox, woken at
+    once: whatever it would send from the outbox as it stands now, it has sent by then."""
+    target = sender.passes + count
+    deadline = time.monotonic() + timeout
+    while sender.passes < target:
+        assert time.monotonic() < deadline, f"the sender made no {count} passes in {timeout} s"
+        sender.wake()
+        await asyncio.sleep(0.01)
 
 
 def delivered(slack: SlackStandIn) -> list[tuple[str, str]]:
@@ -214,8 +231,9 @@ async def test_permanent_failures_are_parked_with_the_error_and_not_retried(
         "fine": ("sent", None),
     }
     async with running(sender):
-        await asyncio.sleep(1.0)
+        await more_passes(sender)
     assert len(slack.calls_to("chat.postMessage")) == 3  # nothing tried again
+    assert await writer.run(outbox_rows, "queued") == []  # nor ever will be
 
 
 async def test_nothing_marked_sent_is_ever_sent_again(
@@ -230,8 +248,10 @@ async def test_nothing_marked_sent_is_ever_sent_again(
     assert await writer.run(mark_sent, row["id"], time.time()) is False
     second = StoreWriter(db_path)
     try:
-        async with running(sender_for(second, client_for(slack))):
-            await asyncio.sleep(0.5)
+        fresh = sender_for(second, client_for(slack))
+        async with running(fresh):
+            await more_passes(fresh)
+            assert await second.run(outbox_rows, "queued") == []  # nor ever will be
     finally:
         second.close()
     assert delivered(slack) == [("U1", "only once")]
@@ -568,12 +588,16 @@ async def test_messages_waiting_on_an_outage_go_out_when_the_link_is_back(
 ) -> None:
     slack.fail_next("chat.postMessage", status=503, times=2)
     await put(writer, OutboxMessage("a", "U1", "to alice"), OutboxMessage("b", "U2", "to bob"))
-    # Retries an hour apart: only link_restored() can bring them forward.
+    # Retries a minute apart (the most a 5xx waits): only link_restored() brings them forward.
     sender = sender_for(writer, client_for(slack), retry_base_seconds=3600)
     async with running(sender):
         await slack.wait_for_calls("chat.postMessage", 2, timeout=10)
-        await asyncio.sleep(0.5)
-        assert [r["state"] for r in await writer.run(outbox_rows)] == ["queued", "queued"]
+        await more_passes(sender)
+        assert len(slack.calls_to("chat.postMessage")) == 2
+        rows = await writer.run(outbox_rows)
+        assert [r["state"] for r in rows] == ["queued", "queued"]
+        # Not retried on their own for a while yet (5xx retries wait up to a minute).
+        assert all(r["next_attempt_at"] > loop_clock()() + 30 for r in rows)
         sender.link_restored()
         await wait_until_settled(writer)
     assert sorted(delivered(slack)) == [("U1", "to alice"), ("U2", "to bob")]

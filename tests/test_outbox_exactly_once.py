@@ -25,7 +25,7 @@ import pytest
 
 from store.db import open_db
 from store.outbox import OutboxMessage, enqueue
-from tests.bot_process import start_bot
+from tests.bot_process import VERBOSE_SKYBOT, start_bot
 from tests.slack_standin import SlackStandIn, SlackUser
 
 ALICE = "UALICE"
@@ -38,6 +38,12 @@ async def until(check: Callable[[], object], timeout: float, what: str) -> None:
     while not check():
         assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
         await asyncio.sleep(0.05)
+
+
+def _received_answer(log: Path) -> bool:
+    """The bot's Slack client logged chat.postMessage's answer for the DM."""
+    lines = log.read_text(errors="replace").splitlines()
+    return any("Received the following response" in line and TEXT in line for line in lines)
 
 
 def outbox_row(database: Path) -> tuple[str, float | None]:
@@ -62,7 +68,8 @@ async def test_a_dm_cut_off_by_kill_9_arrives_once(tmp_path: Path, step: str) ->
     db = open_db(database)
     enqueue(db, [OutboxMessage("job:9092:end", ALICE, TEXT)], time.time())
     db.close()
-    log = (tmp_path / "bot.log").open("ab")
+    log_path = tmp_path / "bot.log"
+    log = log_path.open("ab")
     async with SlackStandIn(users=[SlackUser(ALICE, "alice")]) as slack:
 
         def copies() -> list[str]:
@@ -73,7 +80,7 @@ async def test_a_dm_cut_off_by_kill_9_arrives_once(tmp_path: Path, step: str) ->
             slack.hold_next("chat.postMessage", 30)
         else:
             slack.answer_late("chat.postMessage", 15 if step == STEPS[1] else 2)
-        first = start_bot(config_file, slack, log=log)
+        first = start_bot(config_file, slack, VERBOSE_SKYBOT, log=log)
         second: subprocess.Popen[bytes] | None = None
         try:
             if step == STEPS[0]:
@@ -84,7 +91,8 @@ async def test_a_dm_cut_off_by_kill_9_arrives_once(tmp_path: Path, step: str) ->
                 blocker = sqlite3.connect(database, timeout=10, isolation_level=None)
                 blocker.execute("BEGIN IMMEDIATE")  # the bot's next write waits for this
                 await until(lambda: slack.calls_to("chat.postMessage"), 10, "Slack's answer")
-                await asyncio.sleep(1)  # the bot has the answer and waits to record it
+                # The bot has the answer (its client logs it), and waits to record it.
+                await until(lambda: _received_answer(log_path), 10, "the bot to get the answer")
             first.send_signal(signal.SIGKILL)
             first.wait(timeout=10)
             if blocker is not None:
@@ -94,8 +102,8 @@ async def test_a_dm_cut_off_by_kill_9_arrives_once(tmp_path: Path, step: str) ->
             assert state == "queued" and sending_since is not None, (state, sending_since)
 
             second = start_bot(config_file, slack, log=log)
+            # Marked sent only after Slack's answer: every copy this bot posted is in Slack.
             await until(lambda: outbox_row(database)[0] == "sent", 40, "the DM to be settled")
-            await asyncio.sleep(2)  # room for a wrong second copy
         finally:
             for bot in (first, second):
                 if bot is not None and bot.poll() is None:

@@ -17,7 +17,6 @@ from msgspec.structs import replace
 
 from bot.config import SlurmConfig, load_config
 from core.runner_contract import RunnerReply, RunnerRequest
-from scheduler.schedule import build_scheduler
 from scheduler.slurm.own_actions import refreshing_runner
 from scheduler.slurm.pacing import pending_listing_due
 from scheduler.slurm.pending_changes import PendingWatch, changed_since, pending_fingerprints
@@ -25,6 +24,7 @@ from scheduler.slurm.poller import SlurmPoller
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
 from tests.test_poll_states_only import _add_pending_jobs, _calls, _config, _fetches, _slurm
+from tests.test_schedule import schedule_for
 
 
 def test_the_listing_runs_when_skipping_it_would_break_the_bound() -> None:
@@ -234,12 +234,19 @@ class _Polls:
         self.hold = False
         self.started = asyncio.Event()
         self.release = asyncio.Event()
+        self.running = 0
+        self.most_at_once = 0
 
     async def poll_jobs(self) -> bool:
         self.polls += 1
+        self.running += 1
+        self.most_at_once = max(self.most_at_once, self.running)
         self.started.set()
-        if self.hold:
-            await self.release.wait()
+        try:
+            if self.hold:
+                await self.release.wait()
+        finally:
+            self.running -= 1
         return True
 
     async def poll_caps(self) -> bool:
@@ -264,16 +271,17 @@ async def _until(condition: Any, seconds: float = 5.0) -> None:
             await asyncio.sleep(0.01)
 
 
+# The loop's time is fake (looptime): a wait asserts on that clock, however slow the machine.
+@pytest.mark.looptime
 async def test_the_next_slurm_poll_is_brought_forward_even_during_a_poll() -> None:
     """Polls every 300 s: an action's poll comes at once, not minutes later, and one asked
     for while a poll runs comes right after it (APScheduler would skip a second instance)."""
     config = replace(load_config(None), slurm=SlurmConfig(poll_seconds=300))
     polls = _Polls()
-    schedule = build_scheduler(config, polls, polls, _nothing)  # type: ignore[arg-type]
+    schedule = schedule_for(config, polls, _nothing)
     schedule.start()
     try:
         await _until(lambda: polls.polls == 1)  # the first poll, at start
-        await asyncio.sleep(0.1)
         schedule.poll_slurm_soon()
         await _until(lambda: polls.polls == 2)
 
@@ -282,11 +290,12 @@ async def test_the_next_slurm_poll_is_brought_forward_even_during_a_poll() -> No
         schedule.poll_slurm_soon()
         await asyncio.wait_for(polls.started.wait(), 5)
         schedule.poll_slurm_soon()  # during poll 3
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # loop time, fast-forwarded: everything due by then has run
         assert polls.polls == 3
         polls.hold = False
         polls.release.set()
         await _until(lambda: polls.polls == 4)
+        assert polls.most_at_once == 1  # poll 4 waited for poll 3 to end
     finally:
         await schedule.stop()
 

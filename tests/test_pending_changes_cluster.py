@@ -23,12 +23,13 @@ from bot.config import DatabaseConfig, SlurmConfig, load_config
 from bot.service import runner_call
 from core.records import Job
 from core.runner_contract import RunnerCall, move_to_overcap_request
-from scheduler.schedule import PollSchedule, build_scheduler
+from scheduler.schedule import PollSchedule
 from scheduler.slurm.own_actions import refreshing_runner
 from scheduler.slurm.poller import SlurmPoller
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
 from tests.cluster import as_user, sbatch_async, wait_for
+from tests.test_schedule import schedule_for
 
 pytestmark = pytest.mark.cluster
 
@@ -83,7 +84,7 @@ async def _running_bot(tmp_path: Path, poll_seconds: float, bound: float) -> Asy
         await cache.refresh()
         polls.append(time.monotonic())
 
-    schedule = build_scheduler(config, poller, _NoStorage(), refresh)  # type: ignore[arg-type]
+    schedule = schedule_for(config, poller, refresh, _NoStorage())
     runner = refreshing_runner(runner_call(config), poller.mark_changed, schedule.poll_slurm_soon)
     schedule.start()
     try:

@@ -9,8 +9,8 @@ import pytest
 from msgspec.structs import replace
 
 from bot.config import SlurmConfig, load_config
-from scheduler.schedule import build_scheduler
 from scheduler.slurm.pacing import PollPacer
+from tests.test_schedule import schedule_for
 
 
 def test_the_interval_grows_past_the_share_and_shrinks_back() -> None:
@@ -63,10 +63,9 @@ async def test_the_schedule_stretches_the_slurm_poll_and_says_so(
     polls = _Polls(clock)
     intervals: list[tuple[str, float]] = []
     config = replace(load_config(None), slurm=SlurmConfig(poll_seconds=10, max_poll_share=0.25))
-    schedule = build_scheduler(
+    schedule = schedule_for(
         config,
-        polls,  # type: ignore[arg-type]
-        polls,  # type: ignore[arg-type]
+        polls,
         _nothing,
         observe_interval=lambda source, seconds: intervals.append((source, seconds)),
         clock=clock,

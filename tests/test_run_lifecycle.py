@@ -20,7 +20,7 @@ import pytest
 from bot.startup import EXIT_ALREADY_RUNNING, EXIT_PORT_UNAVAILABLE
 from store.outbox import OutboxMessage, enqueue, outbox_rows
 from store.writer import StoreWriter
-from tests.bot_process import free_port, start_bot, wait_until_listening
+from tests.bot_process import VERBOSE_SKYBOT, free_port, start_bot, wait_until_listening
 from tests.cluster import cluster_script
 from tests.slack_standin import SlackStandIn, SlackUser
 from tests.slurm_wrappers import COMMANDS, write_wrappers
@@ -182,9 +182,18 @@ async def test_sigterm_ends_run_while_the_sender_waits_out_a_rate_limit(tmp_path
     async with SlackStandIn(users=[SlackUser("U1", "alice")]) as slack:
         # Slack says "come back in a minute", again and again: the SDK sleeps on it.
         slack.fail_next("chat.postMessage", status=429, retry_after=60, times=100)
-        with running(start_bot(write_config(tmp_path, metrics_port=port), slack)) as bot:
+        config = write_config(tmp_path, metrics_port=port)
+        log = tmp_path / "bot.log"
+        with (
+            log.open("wb") as out,
+            running(start_bot(config, slack, VERBOSE_SKYBOT, log=out)) as bot,
+        ):
             await slack.wait_for_call("chat.postMessage", timeout=60)
-            await asyncio.sleep(1)
+            # The SDK's rate-limit handler took the 429 and waits before trying again.
+            deadline = time.monotonic() + 30
+            while not any("A retry handler found" in line for line in stderr_lines(log)):
+                assert time.monotonic() < deadline, "the SDK never retried the 429"
+                await asyncio.sleep(0.05)
             code, _ = await exit_code_after_sigterm(bot)
     assert code == 0
     writer = StoreWriter(database)

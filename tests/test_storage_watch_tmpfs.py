@@ -21,6 +21,7 @@ from bot.config import (
     load_config,
 )
 from handlers.identity import IdentityDirectory
+from scheduler.outbox_policy import SenderPacing
 from scheduler.outbox_sender import OutboxSender
 from scheduler.storage_poller import StoragePoller
 from scheduler.watchers import Watchers
@@ -74,7 +75,9 @@ class Bot:
         self.poller = StoragePoller(config, self.writer)
         self.identity = IdentityDirectory(config.identity, self.writer)
         self.sender = OutboxSender(
-            self.writer, slack.web_client(), per_channel_per_second=10.0, idle_seconds=0.2
+            self.writer,
+            slack.web_client(),
+            SenderPacing(per_channel_per_second=10.0, idle_seconds=0.2),
         )
         self.watchers = Watchers(config, self.writer, self.identity, self.sender.wake)
 
@@ -149,7 +152,8 @@ async def test_full_filesystem_warns_once_stays_quiet_and_warns_again_after_refi
         assert await bot.poll() == 0
     (mount / "alice" / "data.bin").unlink()  # emptied: quiet, and re-armed
     assert await bot.poll() == 0
-    await asyncio.sleep(0.3)
+    # Nothing queued: nothing can be posted later either.
+    assert await bot.writer.run(outbox_rows, "queued") == []
     assert len(posts(slack)) == 1
 
     fill(mount / "alice" / "data.bin", int(7.7 * MIB))  # refilled: warns again

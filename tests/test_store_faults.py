@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from bot.startup import EXIT_ALREADY_RUNNING
-from tests.bot_process import free_port, start_bot, wait_until_listening
+from tests.bot_process import VERBOSE_SKYBOT, free_port, start_bot, wait_until_listening
 from tests.clock_steps import metric, scrape
 from tests.slack_standin import SlackStandIn
 from tests.test_run_lifecycle import exit_code_after_sigterm, readiness, running, write_config
@@ -27,11 +27,36 @@ from tests.tmpfs import mounted_tmpfs
 
 # Slurm's commands are missing: every poll fails at once, and records that it failed (a write).
 RECOVERED = "the database works again after"
-POLLING = 'bin_dir = "{}/no-slurm"\npoll_seconds = 1\ncaps_poll_seconds = 1\n'
+POLLING = 'bin_dir = "{}/no-slurm"\npoll_seconds = 0.2\ncaps_poll_seconds = 0.2\n'
+MET_FAILING_STORE = "poll: the database is failing"
 
 
 def _lines(log: Path, what: Callable[[str], bool]) -> list[str]:
     return [line for line in log.read_text(errors="replace").splitlines() if what(line)]
+
+
+async def _more_polls(log: Path, count: int) -> None:
+    """Until `count` more polls have met the failing store (each tried to write, and failed)."""
+    seen = len(_lines(log, lambda line: MET_FAILING_STORE in line))
+    await _until(
+        lambda: len(_lines(log, lambda line: MET_FAILING_STORE in line)) >= seen + count,
+        30,
+        f"{count} more polls to meet the failing database",
+    )
+
+
+async def _slurm_polls_completed(port: int) -> float:
+    count = metric(await scrape(port), "skybot_poll_duration_seconds_count", 'source="slurm"')
+    return count or 0.0
+
+
+async def _more_completed_polls(port: int, count: int) -> None:
+    """Until `count` more Slurm polls have completed (the database file is checked after each)."""
+    target = await _slurm_polls_completed(port) + count
+    deadline = time.monotonic() + 30
+    while await _slurm_polls_completed(port) < target:
+        assert time.monotonic() < deadline, f"not {count} more Slurm polls in 30 s"
+        await asyncio.sleep(0.1)
 
 
 def _errors(log: Path) -> list[str]:
@@ -73,12 +98,15 @@ async def test_a_full_disk_is_one_episode_with_metric_readiness_and_recovery(
             tmp_path, metrics_port=port, database=database, slurm=POLLING.format(tmp_path)
         )
         async with SlackStandIn() as slack:
-            with log.open("wb") as out, running(start_bot(config, slack, log=out)) as bot:
+            with (
+                log.open("wb") as out,
+                running(start_bot(config, slack, VERBOSE_SKYBOT, log=out)) as bot,
+            ):
                 await wait_until_listening(f"http://127.0.0.1:{port}/livez", attempts=400)
                 assert (await _store_check(port))["ok"] is True
                 filler = _fill(disk)
                 await _until(lambda: bool(_errors(log)), 30, "an ERROR about the full disk")
-                await asyncio.sleep(5)  # five more polls, each of which fails to write
+                await _more_polls(log, 5)
                 errors = _errors(log)
                 text = await scrape(port)
                 store = await _store_check(port)
@@ -131,7 +159,8 @@ async def test_a_database_deleted_or_replaced_under_the_bot_is_an_error_and_not_
                 shutil.copy(database, tmp_path / "copy.db")
                 os.replace(tmp_path / "copy.db", database)
             await _until(lambda: bool(_errors(log)), 15, f"an ERROR about the {what} database")
-            await asyncio.sleep(3)  # more polls: still one ERROR
+            # More polls, each followed by the file's check: still one ERROR.
+            await _more_completed_polls(port, 3)
             store = await _store_check(port)
             text = await scrape(port)
             code, _ = await exit_code_after_sigterm(bot)

@@ -36,12 +36,16 @@ EXCEPTIONS: dict[str, str] = {
     ),
     "constructor store/submissions.py:SubmissionRequest": _ROW
     + " (the submissions row it becomes)",
+    "constructor core/cluster_config.py:ClusterConfig": _TOML + " ([[clusters]])",
+    "constructor scheduler/outbox_policy.py:SenderPacing": (
+        "the outbox's pacing, read from [notifications] once by SenderPacing.from_config"
+    ),
     "constructor core/records.py:Job": _SLURM + " (squeue/sacct job)",
     "constructor core/records.py:Node": _SLURM + " (sinfo/scontrol node)",
     "constructor core/records.py:HetComponent": _SLURM + " (a het job component's own record)",
     "constructor core/records.py:JobUsage": _SLURM + " (sacct's usage columns)",
     "constructor core/config_schema.py:Config": _TOML + " (the top level)",
-    "constructor core/config_schema.py:SlurmConfig": _TOML + " ([slurm])",
+    "constructor core/cluster_config.py:SlurmConfig": _TOML + " ([slurm])",
     "constructor core/config_schema.py:NotificationsConfig": _TOML + " ([notifications])",
     "constructor core/gpu_watch.py:Watch": _ROW + " (watches)",
     "constructor store/outbox.py:QueuedMessage": _ROW + " (outbox)",
@@ -71,12 +75,7 @@ EXCEPTIONS: dict[str, str] = {
     + " (the documents of one poll and what the digest needs to read them)",
     "constructor scheduler/slurm/wire.py:PollDigest": _WIRE
     + " (the changed rows and what the poller reports)",
-    "module scheduler/outbox_sender.py": "being split in wt-sched",
-    "constructor scheduler/outbox_sender.py:OutboxSender": "in wt-sched" + _THERE,
-    "function scheduler/schedule.py:build_scheduler": "being split in wt-sched",
-    "function bot/service.py:build_runtime": "being split in wt-sched",
     "constructor bot/service.py:Runtime": "in wt-sched" + _THERE,
-    "function bot/cli.py:_parser": "being split in wt-sched",
     "function handlers/slash.py:register_listeners": "being split in wt-dispatch",
     "function bot/metrics.py:Metrics.__init__": "being split in wt-dispatch",
     "function bot/runner_client.py:call_runner": "being split in wt-buttons",
@@ -154,13 +153,16 @@ def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     return count - 1  # self
 
 
-def offenders_in(relative: str, source: str) -> list[Offender]:
-    """Everything in one module's source that is over a limit."""
+def offenders_in(
+    relative: str, source: str, records: dict[str, int] | None = None
+) -> list[Offender]:
+    """Everything in one module's source that is over a limit. `records`: the record types
+    known so far by name (a base imported from another module counts), added to."""
     found = []
     lines = len(source.splitlines())
     if lines > MAX_MODULE_LINES:
         found.append(Offender(f"module {relative}", lines, MAX_MODULE_LINES, "lines"))
-    records: dict[str, int] = {}
+    records = {} if records is None else records
 
     def visit(node: ast.AST, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
@@ -195,13 +197,20 @@ def offenders_in(relative: str, source: str) -> list[Offender]:
 
 
 def offenders(root: Path = ROOT) -> list[Offender]:
-    found = []
-    for package in PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            relative = path.relative_to(root).as_posix()
-            if relative not in NOT_CHECKED:
-                found += offenders_in(relative, path.read_text())
-    return found
+    modules = [
+        (relative, path.read_text())
+        for package in PACKAGES
+        for path in sorted((root / package).rglob("*.py"))
+        if (relative := path.relative_to(root).as_posix()) not in NOT_CHECKED
+    ]
+    # First every module's record types, so a Struct whose base (e.g. config_base.Section)
+    # lives in another module is still seen as one.
+    records: dict[str, int] = {}
+    for relative, source in modules:
+        offenders_in(relative, source, records)
+    return [
+        found for relative, source in modules for found in offenders_in(relative, source, records)
+    ]
 
 
 def judge(found: list[Offender], exceptions: dict[str, str]) -> list[str]:
@@ -262,6 +271,14 @@ def test_record_types_count_their_fields_inherited_ones_too() -> None:
         "constructor core/x.py:T: 8 fields (limit 6)",
         "constructor core/x.py:N: 7 fields (limit 6)",
     ]
+
+
+def test_a_record_whose_base_is_in_another_module_is_still_a_record(tmp_path: Path) -> None:
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "base.py").write_text("class Section(msgspec.Struct):\n  pass\n")
+    fields = "".join(f"  f{i}: int\n" for i in range(7))
+    (tmp_path / "core" / "tables.py").write_text(f"class Wide(Section):\n{fields}")
+    assert [o.key for o in offenders(tmp_path)] == ["constructor core/tables.py:Wide"]
 
 
 def test_an_exception_no_longer_needed_or_missing_fails() -> None:

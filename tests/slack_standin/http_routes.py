@@ -12,6 +12,7 @@ import itertools
 import json
 import secrets
 import time
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import BodyPartReader, web
@@ -101,7 +102,9 @@ class HttpRoutes:
             headers = {**headers, "x-oauth-scopes": self.ws.bot_scopes}
         late = self.late_answers.get(method)
         if late:
-            await asyncio.sleep(late.pop(0))
+            # On the loop's clock, as the sleep it replaces: fast-forwarded under looptime.
+            clock = asyncio.get_running_loop().time
+            await _until_or_gone(request, clock() + late.pop(0), clock)
         self.calls.append(Call(method, params, token, status, body))
         return web.json_response(body, status=status, headers=headers)
 
@@ -115,13 +118,8 @@ class HttpRoutes:
         holds = self.held_requests.get(method)
         if not holds:
             return True
-        until = time.monotonic() + holds.pop(0)
         self.holding.append(method)
-        while time.monotonic() < until:
-            if request.transport is None or request.transport.is_closing():
-                return False
-            await asyncio.sleep(0.05)
-        return True
+        return await _until_or_gone(request, time.monotonic() + holds.pop(0), time.monotonic)
 
     def answer(self, method: str, params: dict[str, Any], token: str | None) -> Answer:
         if not token:
@@ -177,3 +175,13 @@ class HttpRoutes:
         post = ResponseUrlPost(url=f"{self.root_url}{path}", body=body, command=self._hooks[path])
         self.response_posts.append(post)
         return web.Response(text="ok")
+
+
+async def _until_or_gone(request: web.Request, until: float, clock: Callable[[], float]) -> bool:
+    """Wait until `until` on `clock`; False as soon as the caller has gone away (a late
+    answer then goes nowhere, and the stand-in's shutdown need not wait it out)."""
+    while clock() < until:
+        if request.transport is None or request.transport.is_closing():
+            return False
+        await asyncio.sleep(0.05)
+    return True
