@@ -24,7 +24,6 @@ from core.transitions import merge_observations
 from core.view import ClusterView
 from handlers.actions import cancel_buttons, jobs_named
 from handlers.commands import command_table
-from handlers.router import dispatch
 from scheduler.poll_digest import (
     ChangedJobsRequest,
     DigestRequest,
@@ -33,6 +32,7 @@ from scheduler.poll_digest import (
 )
 from store.db import open_db
 from store.snapshots import load_snapshot, save_slurm_changes, save_slurm_poll
+from tests.asking import answer_from_view
 from tests.factories import LABS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
@@ -139,7 +139,7 @@ def _view(version: str) -> ClusterView:
 
 
 def _ask(view: ClusterView, text: str) -> str:
-    reply = dispatch(
+    reply = answer_from_view(
         command_table(), view, text, team_id="T1", user_id="U1", cluster_user="alice", now=1010.0
     )
     return reply.text
