@@ -47,6 +47,7 @@ class Metrics:
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
+        self._command_counters: dict[str, Counter] = {}
         self._add_work_metrics(self.registry)
         self._add_outbox_gauges(self.registry)
         self._add_health_gauges(self.registry)
@@ -163,7 +164,12 @@ class Metrics:
         self.poll_seconds.labels(source).observe(seconds)
 
     def observe_command(self, command: str, seconds: float) -> None:
-        self.commands.labels(command).inc()
+        # Called on every ack: the labelled child is looked up once per subcommand, not per
+        # call (the names are the command table's and "unknown", so the dict stays small).
+        counter = self._command_counters.get(command)
+        if counter is None:
+            counter = self._command_counters[command] = self.commands.labels(command)
+        counter.inc()
         self.command_seconds.observe(seconds)
 
     def observe_send(self, result: str) -> None:

@@ -18,6 +18,7 @@ import difflib
 import functools
 import logging
 import math
+import re
 import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -102,11 +103,21 @@ class Words:
     chart: bool
 
 
+# Text without quotes or backslashes splits as shlex would split it, on shlex's whitespace:
+# the common case skips shlex's character-by-character lexer, a third of a command's routing.
+_NOTHING_QUOTED = re.compile(r"[^'\"\\]*")
+_SHELL_SPACE = re.compile(r"[ \t\r\n]+")
+
+
 def split_words(text: str) -> Words:
-    try:
-        words = shlex.split(text)
-    except ValueError as error:
-        raise UsageError(f"I could not read that command ({error}). Check your quotes.") from None
+    if _NOTHING_QUOTED.fullmatch(text):
+        words = [word for word in _SHELL_SPACE.split(text) if word]
+    else:
+        try:
+            words = shlex.split(text)
+        except ValueError as error:
+            message = f"I could not read that command ({error}). Check your quotes."
+            raise UsageError(message) from None
     return Words(
         [w for w in words if w not in ("--here", "--chart")],
         "--here" in words,
