@@ -258,9 +258,7 @@ async def serve_bare(mode: str, reply_file: str, port: int) -> None:
     """The floor: Bolt acking with a fixed payload, nothing else."""
     payload = json.loads(Path(reply_file).read_text())
     http = mode == "http"
-    client = AsyncWebClient(
-        token=os.environ["BARE_BOT_TOKEN"], base_url=os.environ["BARE_API_URL"]
-    )
+    client = AsyncWebClient(token=os.environ["BARE_BOT_TOKEN"], base_url=os.environ["BARE_API_URL"])
     app = AsyncApp(
         client=client,
         signing_secret=SECRET if http else "unused",
