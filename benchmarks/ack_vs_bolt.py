@@ -115,6 +115,8 @@ async def skybot(
     http, metrics = free_port(), free_port()
     config = config_file(folder, mode, folder / "bin", http, metrics)
     command = [sys.executable, "-m", "bot.cli"]
+    if os.environ.get("WTD_EXPERIMENT"):
+        command = [sys.executable, "-c", os.environ["WTD_EXPERIMENT"]]
     if profile:
         command = [sys.executable, "-m", "cProfile", "-o", f"{profile}.{mode}", "-m", "bot.cli"]
     log = (folder / f"skybot-{mode}.log").open("wb")
