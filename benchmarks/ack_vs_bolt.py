@@ -64,7 +64,16 @@ class Target:
 
     name: str
     send: Send
+    # The server's process: its CPU time per ack is the figure host noise moves least.
+    pid: int
     latencies: dict[int, list[float]] = field(default_factory=dict)
+    cpu_seconds: dict[int, float] = field(default_factory=dict)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of the process so far (/proc/PID/stat, in clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def stretch(target: Target, concurrency: int, seconds: float) -> None:
@@ -83,10 +92,13 @@ async def stretch(target: Target, concurrency: int, seconds: float) -> None:
         while time.monotonic() < end:
             kept.append(await target.send() * 1000)
 
+    cpu_before = cpu_seconds(target.pid)
     try:
         await asyncio.gather(*(sender() for _ in range(concurrency)))
     finally:
         gc.enable()
+    spent = cpu_seconds(target.pid) - cpu_before
+    target.cpu_seconds[concurrency] = target.cpu_seconds.get(concurrency, 0.0) + spent
 
 
 async def interleave(pair: tuple[Target, Target], seconds: float, rounds: int) -> None:
@@ -94,6 +106,7 @@ async def interleave(pair: tuple[Target, Target], seconds: float, rounds: int) -
         for target in pair:  # warm-up, not kept
             await stretch(target, level, 0.5)
             target.latencies.pop(level)
+            target.cpu_seconds.pop(level)
         for turn in range(rounds):
             for target in pair if turn % 2 == 0 else pair[::-1]:
                 await stretch(target, level, seconds)
@@ -121,8 +134,8 @@ def config_file(folder: Path, mode: str, bin_dir: Path, http: int, metrics: int)
 @contextlib.asynccontextmanager
 async def skybot(
     folder: Path, mode: str, slack: SlackStandIn, profile: str | None
-) -> AsyncIterator[str]:
-    """`skybot run` up and its snapshot loaded; yields its events URL (HTTP mode)."""
+) -> AsyncIterator[tuple[str, int]]:
+    """`skybot run` up and its snapshot loaded; yields its events URL (HTTP mode) and pid."""
     http, metrics = free_port(), free_port()
     config = config_file(folder, mode, folder / "bin", http, metrics)
     command = [sys.executable, "-m", "bot.cli"]
@@ -134,7 +147,7 @@ async def skybot(
     process = start_bot(config, slack, command, cwd=REPO, log=log, signing_secret=SECRET)
     try:
         await wait_ready(f"http://127.0.0.1:{metrics}", timeout=300)
-        yield f"http://127.0.0.1:{http}/slack/events"
+        yield f"http://127.0.0.1:{http}/slack/events", process.pid
     finally:
         process.terminate()
         process.wait(timeout=60)
@@ -142,7 +155,7 @@ async def skybot(
 
 
 @contextlib.asynccontextmanager
-async def bare_bolt(folder: Path, mode: str, slack: SlackStandIn) -> AsyncIterator[str]:
+async def bare_bolt(folder: Path, mode: str, slack: SlackStandIn) -> AsyncIterator[tuple[str, int]]:
     """The bare Bolt app in its own process, acking with skybot's payload (reply.json)."""
     port = free_port()
     process = subprocess.Popen(
@@ -158,7 +171,7 @@ async def bare_bolt(folder: Path, mode: str, slack: SlackStandIn) -> AsyncIterat
     try:
         assert process.stdout is not None
         await asyncio.get_running_loop().run_in_executor(None, process.stdout.readline)
-        yield f"http://127.0.0.1:{port}/slack/events"
+        yield f"http://127.0.0.1:{port}/slack/events", process.pid
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -180,14 +193,14 @@ def socket_sender(slack: SlackStandIn) -> Send:
 async def run_http(folder: Path, args: argparse.Namespace) -> tuple[Target, Target]:
     async with (
         SlackStandIn() as slack,
-        skybot(folder, "http", slack, args.profile) as url,
+        skybot(folder, "http", slack, args.profile) as (url, pid),
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200)) as session,
     ):
         await capture_reply(session, url, folder / "reply.json")
-        async with bare_bolt(folder, "http", slack) as bare_url:
+        async with bare_bolt(folder, "http", slack) as (bare_url, bare_pid):
             pair = (
-                Target("bare Bolt", http_sender(session, bare_url, TEXT)),
-                Target("skybot", http_sender(session, url, TEXT)),
+                Target("bare Bolt", http_sender(session, bare_url, TEXT), bare_pid),
+                Target("skybot", http_sender(session, url, TEXT), pid),
             )
             await interleave(pair, args.stretch, args.rounds)
     return pair
@@ -215,7 +228,7 @@ async def run_socket(folder: Path, args: argparse.Namespace) -> tuple[Target, Ta
     async with (
         SlackStandIn() as for_skybot,
         SlackStandIn() as for_bolt,
-        skybot(folder, "socket", for_skybot, args.profile),
+        skybot(folder, "socket", for_skybot, args.profile) as (_, pid),
     ):
         await for_skybot.wait_for_socket_connection(timeout=60)
         delivery = await for_skybot.send_slash_command(
@@ -223,11 +236,11 @@ async def run_socket(folder: Path, args: argparse.Namespace) -> tuple[Target, Ta
         )
         assert delivery.payload and "hoffman-lab" in delivery.payload["text"], delivery.payload
         (folder / "reply.json").write_text(json.dumps(delivery.payload))
-        async with bare_bolt(folder, "socket", for_bolt):
+        async with bare_bolt(folder, "socket", for_bolt) as (_, bare_pid):
             await for_bolt.wait_for_socket_connection(timeout=60)
             pair = (
-                Target("bare Bolt", socket_sender(for_bolt)),
-                Target("skybot", socket_sender(for_skybot)),
+                Target("bare Bolt", socket_sender(for_bolt), bare_pid),
+                Target("skybot", socket_sender(for_skybot), pid),
             )
             await interleave(pair, args.stretch, args.rounds)
     return pair
@@ -241,10 +254,12 @@ def print_table(transport: str, pair: tuple[Target, Target]) -> list[float]:
         b50, b99 = percentiles(bolt.latencies[level])
         s50, s99 = percentiles(bot.latencies[level])
         ratios += [s50 / b50, s99 / b99]
+        b_cpu, s_cpu = (t.cpu_seconds[level] / len(t.latencies[level]) * 1e6 for t in pair)
         print(
             f"| {transport} | {level} | {b50:.2f} / {b99:.2f} ms | {s50:.2f} / {s99:.2f} ms | "
             f"{s50 / b50:.2f}x / {s99 / b99:.2f}x | "
-            f"{len(bolt.latencies[level]):,} / {len(bot.latencies[level]):,} |"
+            f"{len(bolt.latencies[level]):,} / {len(bot.latencies[level]):,} | "
+            f"{b_cpu:.0f} / {s_cpu:.0f} µs ({s_cpu / b_cpu:.2f}x) |"
         )
     return ratios
 
@@ -262,8 +277,11 @@ async def run(args: argparse.Namespace) -> int:
         f"\n`/sky {TEXT}` acks, 10,000-job snapshot; skybot run and a bare Bolt app taking "
         f"turns in {args.stretch:g} s stretches, {args.rounds} each per row"
     )
-    print("| transport | c | bare Bolt p50 / p99 | skybot p50 / p99 | ratio p50 / p99 | acks |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| transport | c | bare Bolt p50 / p99 | skybot p50 / p99 | ratio p50 / p99 | acks | "
+        "server CPU per ack, Bolt / skybot |"
+    )
+    print("|---|---|---|---|---|---|---|")
     worst = max(r for transport, pair in results.items() for r in print_table(transport, pair))
     print(f"worst ratio {worst:.2f}x (target <= 1.2x)")
     return 0

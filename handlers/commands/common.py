@@ -205,7 +205,7 @@ def answer(
     """The standard reply: warnings first, the body, then "as of …" — in text and blocks alike."""
     warnings, age_line = freshness_lines(view, request.now, source, also)
     blocks: list[Block] = [section(w) for w in warnings]
-    body = lines_to_sections(lines)
+    body = _sections(view, lines)
     room = MAX_BLOCKS - len(blocks) - 1
     if len(body) > room:  # cannot happen with bounded lists, but Slack rejects 51 blocks
         body = [*body[: room - 1], section("… (answer shortened)")]
@@ -216,6 +216,25 @@ def answer(
 
 
 # ---------------------------------------------------------------- arguments and names
+
+
+# Bodies packed into sections per snapshot: enough for every lab's answer, bounded so that
+# answers which differ every time (ages, a user's own jobs) cannot grow it between polls.
+MAX_SHARED_BODIES = 64
+
+
+def _sections(view: ClusterView, lines: list[str]) -> list[Block]:
+    """The body's sections. A body is often the snapshot's alone (a lab's lines, memoised
+    per view) and asked for by many, so it is packed once per snapshot, not once per ack.
+    The blocks are shared by those answers: nothing changes a block once built."""
+    shared: dict[tuple[str, ...], list[Block]] = view.memo("shared bodies", dict)
+    key = tuple(lines)
+    body = shared.get(key)
+    if body is None:
+        body = lines_to_sections(lines)
+        if len(shared) < MAX_SHARED_BODIES:
+            shared[key] = body
+    return body
 
 
 def at_most_one(request: CommandRequest, usage: str) -> str | None:
