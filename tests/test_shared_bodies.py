@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from handlers.commands.common import MAX_SHARED_BODIES, answer
+from handlers.commands.common import (
+    _COUNTS_SHOWN,
+    MAX_COUNTS_SHOWN,
+    MAX_SHARED_BODIES,
+    answer,
+    format_counts,
+)
 from handlers.reply import lines_to_sections
 from handlers.request import CommandRequest
 from tests.test_commands import NOW, cluster
@@ -30,3 +36,12 @@ def test_bodies_that_differ_every_time_do_not_grow_the_snapshots_memo() -> None:
         assert f"job running for {i} s" in reply.text
         assert f"job running for {i} s" in reply.blocks[0]["text"]["text"]
     assert len(view.memo("shared bodies", dict)) == MAX_SHARED_BODIES
+
+
+def test_count_lists_are_shown_alike_from_the_cache_and_it_stays_bounded() -> None:
+    assert format_counts({"a40": 3, "": 1}) == "`a40` 3, `gpu` 1"
+    assert format_counts({"a40": 3, "": 1}) == "`a40` 3, `gpu` 1"
+    assert format_counts({"": 1, "a40": 3}) == "`gpu` 1, `a40` 3"  # the caller's order
+    for i in range(3 * MAX_COUNTS_SHOWN):
+        assert format_counts({f"user{i}": i}) == f"`user{i}` {i}"
+    assert len(_COUNTS_SHOWN) <= MAX_COUNTS_SHOWN

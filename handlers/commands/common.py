@@ -84,9 +84,22 @@ def gpu_type_name(gpu_type: str) -> str:
     return gpu_type or "gpu"
 
 
+# format_counts' answers: the same few count lists (idle GPUs by type, a lab's use) are
+# shown in every ack until the next poll; bounded, since users' counts differ too.
+_COUNTS_SHOWN: dict[tuple[tuple[str, int], ...], str] = {}
+MAX_COUNTS_SHOWN = 256
+
+
 def format_counts(counts: Mapping[str, int]) -> str:
     """'alice 2, bob 2' in the mapping's order (callers sort)."""
-    return ", ".join(f"{literal(gpu_type_name(k))} {v}" for k, v in counts.items())
+    key = tuple(counts.items())
+    shown = _COUNTS_SHOWN.get(key)
+    if shown is None:
+        shown = ", ".join(f"{literal(gpu_type_name(k))} {v}" for k, v in key)
+        if len(_COUNTS_SHOWN) >= MAX_COUNTS_SHOWN:
+            _COUNTS_SHOWN.clear()
+        _COUNTS_SHOWN[key] = shown
+    return shown
 
 
 def bounded(lines: list[str], limit: int = MAX_LIST_LINES) -> list[str]:
