@@ -26,6 +26,7 @@ import contextlib
 import gc
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -155,11 +156,16 @@ async def skybot(
 
 
 @contextlib.asynccontextmanager
-async def bare_bolt(folder: Path, mode: str, slack: SlackStandIn) -> AsyncIterator[tuple[str, int]]:
+async def bare_bolt(
+    folder: Path, mode: str, slack: SlackStandIn, profile: str | None
+) -> AsyncIterator[tuple[str, int]]:
     """The bare Bolt app in its own process, acking with skybot's payload (reply.json)."""
     port = free_port()
+    python = [sys.executable]
+    if profile:
+        python = [sys.executable, "-m", "cProfile", "-o", f"{profile}.bare-{mode}"]
     process = subprocess.Popen(
-        [sys.executable, __file__, "--bare", mode, str(folder / "reply.json"), str(port)],
+        [*python, __file__, "--bare", mode, str(folder / "reply.json"), str(port)],
         env={
             "BARE_API_URL": slack.api_url,
             "BARE_BOT_TOKEN": slack.bot_token,
@@ -197,7 +203,7 @@ async def run_http(folder: Path, args: argparse.Namespace) -> tuple[Target, Targ
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200)) as session,
     ):
         await capture_reply(session, url, folder / "reply.json")
-        async with bare_bolt(folder, "http", slack) as (bare_url, bare_pid):
+        async with bare_bolt(folder, "http", slack, args.profile) as (bare_url, bare_pid):
             pair = (
                 Target("bare Bolt", http_sender(session, bare_url, TEXT), bare_pid),
                 Target("skybot", http_sender(session, url, TEXT), pid),
@@ -236,7 +242,7 @@ async def run_socket(folder: Path, args: argparse.Namespace) -> tuple[Target, Ta
         )
         assert delivery.payload and "hoffman-lab" in delivery.payload["text"], delivery.payload
         (folder / "reply.json").write_text(json.dumps(delivery.payload))
-        async with bare_bolt(folder, "socket", for_bolt) as (_, bare_pid):
+        async with bare_bolt(folder, "socket", for_bolt, args.profile) as (_, bare_pid):
             await for_bolt.wait_for_socket_connection(timeout=60)
             pair = (
                 Target("bare Bolt", socket_sender(for_bolt), bare_pid),
@@ -310,7 +316,10 @@ async def serve_bare(mode: str, reply_file: str, port: int) -> None:
     else:
         await AsyncSocketModeHandler(app, os.environ["BARE_APP_TOKEN"]).connect_async()
     print("up", flush=True)
-    await asyncio.Event().wait()
+    stop = asyncio.Event()
+    # SIGTERM ends it normally, so that a profile (--profile) is written.
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
 
 
 def main() -> int:

@@ -89,10 +89,14 @@ def request_of(command: dict[str, Any], services: Services) -> CommandRequest | 
         identity = services.identity.lookup(team_id, slack_id)
         return identity.cluster_user if identity is not None else None
 
-    try:
-        text = decode_command_text(command.get("text", ""), cluster_user_of)
-    except UsageError as refusal:
-        return simple(str(refusal))
+    text = command.get("text", "")
+    # Slack's escapes all start with `<` or `&` (handlers/slack_input.py): most commands have
+    # none, and need no decoding.
+    if "<" in text or "&" in text:
+        try:
+            text = decode_command_text(text, cluster_user_of)
+        except UsageError as refusal:
+            return simple(str(refusal))
     return CommandRequest(
         team_id=team_id,
         user_id=user_id,

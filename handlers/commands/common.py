@@ -146,15 +146,16 @@ def freshness_lines(
 
 def _warning(view: ClusterView, now: float, source: str) -> str | None:
     status = view.snapshot.source(source)
-    label = SOURCE_LABELS.get(source, source)
     if status.taken_at is None:
         return None if source != "caps" else "⚠️ skybot has not read the lab GPU caps yet."
+    stale = now - status.taken_at > STALE_AFTER_SECONDS.get(source, 600.0)
+    if not (status.failing or stale):
+        return None  # the usual case, on every ack: no words to make
     data_age = ago(status.taken_at, now)
     if status.failing:
         return "⚠️ " + outage_words(source, status.error or "", status.error_at, data_age, now)
-    if now - status.taken_at > STALE_AFTER_SECONDS.get(source, 600.0):
-        return f"⚠️ {label} data is from {data_age}; skybot may be behind."
-    return None
+    label = SOURCE_LABELS.get(source, source)
+    return f"⚠️ {label} data is from {data_age}; skybot may be behind."
 
 
 def outage_words(
