@@ -12,10 +12,13 @@ Mode) sends signed `/sky gpus hoffman-lab` to one, then the other, in short stre
 (--stretch s, --rounds times each, the order swapped every round), at 1, 10 and 50 in
 flight, over HTTP and over Socket Mode. Host noise on this shared machine then falls on
 both alike, and the ratio of skybot to Bolt is what is compared. Target (issue 32): p50 and
-p99 within 1.2x of bare Bolt at every concurrency over both transports.
+p99 within 1.2x of bare Bolt at every concurrency over both transports. Each server's CPU
+time per ack (/proc/PID/stat over its own stretches) is printed too: on a busy host it moves
+far less than the latencies do.
 
     python3 benchmarks/ack_vs_bolt.py [--stretch 2] [--rounds 5] [--transport http socket]
-    python3 benchmarks/ack_vs_bolt.py --profile skybot.prof   # skybot under cProfile
+    python3 benchmarks/ack_vs_bolt.py --profile PREFIX   # both servers under cProfile:
+        PREFIX.http, PREFIX.socket (skybot), PREFIX.bare-http, PREFIX.bare-socket
 """
 
 from __future__ import annotations
