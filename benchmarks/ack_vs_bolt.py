@@ -17,6 +17,7 @@ time per ack (/proc/PID/stat over its own stretches) is printed too: on a busy h
 far less than the latencies do.
 
     python3 benchmarks/ack_vs_bolt.py [--stretch 2] [--rounds 5] [--transport http socket]
+    python3 benchmarks/ack_vs_bolt.py --fixed-answer   # skybot less working out answers
     python3 benchmarks/ack_vs_bolt.py --profile PREFIX   # both servers under cProfile:
         PREFIX.http, PREFIX.socket (skybot), PREFIX.bare-http, PREFIX.bare-socket
 """
@@ -137,14 +138,14 @@ def config_file(folder: Path, mode: str, bin_dir: Path, http: int, metrics: int)
 
 @contextlib.asynccontextmanager
 async def skybot(
-    folder: Path, mode: str, slack: SlackStandIn, profile: str | None
+    folder: Path, mode: str, slack: SlackStandIn, profile: str | None, fixed_answer: bool
 ) -> AsyncIterator[tuple[str, int]]:
     """`skybot run` up and its snapshot loaded; yields its events URL (HTTP mode) and pid."""
     http, metrics = free_port(), free_port()
     config = config_file(folder, mode, folder / "bin", http, metrics)
     command = [sys.executable, "-m", "bot.cli"]
-    if os.environ.get("WTD_EXPERIMENT"):
-        command = [sys.executable, "-c", os.environ["WTD_EXPERIMENT"]]
+    if fixed_answer:
+        command = [sys.executable, str(REPO / "benchmarks" / "skybot_fixed_answer.py")]
     if profile:
         command = [sys.executable, "-m", "cProfile", "-o", f"{profile}.{mode}", "-m", "bot.cli"]
     log = (folder / f"skybot-{mode}.log").open("wb")
@@ -202,7 +203,7 @@ def socket_sender(slack: SlackStandIn) -> Send:
 async def run_http(folder: Path, args: argparse.Namespace) -> tuple[Target, Target]:
     async with (
         SlackStandIn() as slack,
-        skybot(folder, "http", slack, args.profile) as (url, pid),
+        skybot(folder, "http", slack, args.profile, args.fixed_answer) as (url, pid),
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200)) as session,
     ):
         await capture_reply(session, url, folder / "reply.json")
@@ -237,7 +238,7 @@ async def run_socket(folder: Path, args: argparse.Namespace) -> tuple[Target, Ta
     async with (
         SlackStandIn() as for_skybot,
         SlackStandIn() as for_bolt,
-        skybot(folder, "socket", for_skybot, args.profile) as (_, pid),
+        skybot(folder, "socket", for_skybot, args.profile, args.fixed_answer) as (_, pid),
     ):
         await for_skybot.wait_for_socket_connection(timeout=60)
         delivery = await for_skybot.send_slash_command(
@@ -331,6 +332,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5, help="turns of each server per row")
     parser.add_argument("--transport", nargs="+", default=["http", "socket"])
     parser.add_argument("--profile", help="run skybot under cProfile, writing PROFILE.MODE")
+    parser.add_argument(
+        "--fixed-answer",
+        action="store_true",
+        help="skybot answers every command with its first answer (benchmarks/"
+        "skybot_fixed_answer.py): its cost per ack apart from working out the answer",
+    )
     parser.add_argument("--bare", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare:
