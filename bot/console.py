@@ -15,6 +15,7 @@ from typing import TextIO
 from bot.config import Config, database_path
 from bot.service import snapshot_cache
 from handlers.commands import command_table
+from handlers.request import CommandRequest
 from handlers.router import dispatch
 from scheduler.slurm.poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
@@ -58,9 +59,10 @@ async def run_console(
                 continue
             text = line.removeprefix("/sky").strip() if line.startswith("/sky") else line
             view = await cache.refresh()
-            reply = dispatch(
-                table, view, text, team_id="console", user_id=f"console:{user}", cluster_user=user
+            request = CommandRequest(
+                team_id="console", user_id=f"console:{user}", text=text, cluster_user=user
             )
+            reply = await dispatch(table, request, view)
             print(for_terminal(reply.text), file=stdout, flush=True)
     finally:
         cache.close()

@@ -14,6 +14,7 @@ from typing import TextIO
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # The journal stamps every line itself.
 JOURNAL_FORMAT = "%(levelname)s %(name)s: %(message)s"
+QUIET_UNLESS_VERBOSE = ("apscheduler", "aiohttp.access")
 
 
 class JsonLines(logging.Formatter):
@@ -85,7 +86,10 @@ def configure_logging(verbose: bool = False, json_lines: bool = False) -> None:
     )
     handler.setFormatter(JournalPriorities(formatter) if journal else formatter)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
-    if not verbose:
-        # APScheduler says "Running job …" and "… executed successfully" at INFO for every
-        # poll, several lines every 15 s; its warnings (a missed run) still come through.
-        logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    # Without --verbose, only warnings from two chatty loggers: APScheduler says "Running
+    # job …" and "… executed successfully" at INFO for every poll, several lines every 15 s;
+    # aiohttp's access log writes a line per Slack request, which cost about as much as
+    # answering it. Who asked what is logged per command at DEBUG (handlers.slash) and
+    # counted by subcommand (skybot_commands); `--verbose` brings both kinds of line back.
+    for chatty in QUIET_UNLESS_VERBOSE:
+        logging.getLogger(chatty).setLevel(logging.NOTSET if verbose else logging.WARNING)

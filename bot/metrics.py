@@ -47,101 +47,114 @@ class Metrics:
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
+        self._command_counters: dict[str, Counter] = {}
+        self._add_work_metrics(self.registry)
+        self._add_outbox_gauges(self.registry)
+        self._add_health_gauges(self.registry)
+
+    def _add_work_metrics(self, registry: CollectorRegistry) -> None:
+        """Durations and counts, observed where the work happens."""
         self.poll_seconds = Histogram(
             "skybot_poll_duration_seconds",
             "Time one poll took, by source.",
             ["source"],
             buckets=_POLL,
-            registry=self.registry,
+            registry=registry,
         )
         self.poll_interval = Gauge(
             "skybot_poll_interval_seconds",
             "The interval polls run at, by source (the Slurm poll's stretches while polls are "
             "expensive: slurm.max_poll_share).",
             ["source"],
-            registry=self.registry,
+            registry=registry,
         )
         self.commands = Counter(
             "skybot_commands",
             "Slash commands answered, by subcommand.",
             ["command"],
-            registry=self.registry,
+            registry=registry,
         )
         self.command_seconds = Histogram(
             "skybot_command_duration_seconds",
             "Time from receiving a command to its answer.",
             buckets=_FAST,
-            registry=self.registry,
-        )
-        self.snapshot_age = Gauge(
-            "skybot_snapshot_age_seconds",
-            "Age of the last good snapshot, by source.",
-            ["source"],
-            registry=self.registry,
-        )
-        self.source_failing = Gauge(
-            "skybot_source_failing",
-            "1 while the last poll of a source failed.",
-            ["source"],
-            registry=self.registry,
-        )
-        self.store_failing = Gauge(
-            "skybot_store_failing",
-            "1 while the database fails (disk full, read-only, I/O error) or its file was "
-            "deleted or replaced under the running bot.",
-            registry=self.registry,
-        )
-        self.outbox = Gauge(
-            "skybot_outbox_messages",
-            "Outbox messages by state (queued, sent, parked).",
-            ["state"],
-            registry=self.registry,
-        )
-        self.submissions = Gauge(
-            "skybot_submissions",
-            "Chat submissions by state (queued, submitted, failed, …).",
-            ["state"],
-            registry=self.registry,
-        )
-        self.parked = Gauge(
-            "skybot_outbox_parked_messages",
-            "Parked outbox messages by reason (Slack's error code, or chart).",
-            ["reason"],
-            registry=self.registry,
+            registry=registry,
         )
         self.sends = Counter(
             "skybot_slack_sends",
             "Outbox sends to Slack by result: ok, ratelimited, Slack's error code, http_5xx, "
             "network_error, chart_unavailable.",
             ["result"],
-            registry=self.registry,
-        )
-        self.sender_paused = Gauge(
-            "skybot_outbox_sender_paused",
-            "1 while Slack refuses the bot token and the outbox is paused.",
-            registry=self.registry,
-        )
-        self.slack_connected = Gauge(
-            "skybot_slack_connected",
-            "1 while the Socket Mode connection to Slack is up (HTTP mode: always 1).",
-            registry=self.registry,
+            registry=registry,
         )
         self.slack_connections = Counter(
             "skybot_slack_connections",
             "Socket Mode connections established (the first one and every reconnect).",
-            registry=self.registry,
+            registry=registry,
+        )
+
+    def _add_outbox_gauges(self, registry: CollectorRegistry) -> None:
+        """The outbox and submissions, counted in the store at scrape time."""
+        self.outbox = Gauge(
+            "skybot_outbox_messages",
+            "Outbox messages by state (queued, sent, parked).",
+            ["state"],
+            registry=registry,
+        )
+        self.submissions = Gauge(
+            "skybot_submissions",
+            "Chat submissions by state (queued, submitted, failed, …).",
+            ["state"],
+            registry=registry,
+        )
+        self.parked = Gauge(
+            "skybot_outbox_parked_messages",
+            "Parked outbox messages by reason (Slack's error code, or chart).",
+            ["reason"],
+            registry=registry,
+        )
+        self.sender_paused = Gauge(
+            "skybot_outbox_sender_paused",
+            "1 while Slack refuses the bot token and the outbox is paused.",
+            registry=registry,
+        )
+
+    def _add_health_gauges(self, registry: CollectorRegistry) -> None:
+        """Sources, store, Slack and the event loop, read at scrape time."""
+        self.snapshot_age = Gauge(
+            "skybot_snapshot_age_seconds",
+            "Age of the last good snapshot, by source.",
+            ["source"],
+            registry=registry,
+        )
+        self.source_failing = Gauge(
+            "skybot_source_failing",
+            "1 while the last poll of a source failed.",
+            ["source"],
+            registry=registry,
+        )
+        self.store_failing = Gauge(
+            "skybot_store_failing",
+            "1 while the database fails (disk full, read-only, I/O error) or its file was "
+            "deleted or replaced under the running bot.",
+            registry=registry,
+        )
+        self.slack_connected = Gauge(
+            "skybot_slack_connected",
+            "1 while the Socket Mode connection to Slack is up (HTTP mode: always 1).",
+            registry=registry,
         )
         self.ready = Gauge(
             "skybot_ready",
             "1 while every readiness check passes, by check (slack, slurm, accounting, sender, "
             "pollers, store).",
             ["check"],
-            registry=self.registry,
+            registry=registry,
         )
         self.loop_lag = Gauge(
             "skybot_event_loop_lag_seconds",
             "How late the event loop ran its last 1 s heartbeat.",
-            registry=self.registry,
+            registry=registry,
         )
 
     def observe_poll_interval(self, source: str, seconds: float) -> None:
@@ -151,7 +164,12 @@ class Metrics:
         self.poll_seconds.labels(source).observe(seconds)
 
     def observe_command(self, command: str, seconds: float) -> None:
-        self.commands.labels(command).inc()
+        # Called on every ack: the labelled child is looked up once per subcommand, not per
+        # call (the names are the command table's and "unknown", so the dict stays small).
+        counter = self._command_counters.get(command)
+        if counter is None:
+            counter = self._command_counters[command] = self.commands.labels(command)
+        counter.inc()
         self.command_seconds.observe(seconds)
 
     def observe_send(self, result: str) -> None:

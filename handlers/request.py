@@ -6,24 +6,30 @@ for these types.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from core.chart_specs import ChartSpec
 
 
 @dataclass(frozen=True, kw_only=True)
 class CommandRequest:
-    """One `/sky` invocation, already split into words."""
+    """One `/sky` invocation. An edge (the Slack listener, the console) fills in who asked
+    and what they typed; the router splits `text` into `args` and the flags every command
+    understands (`--here`, `--chart`; a `--cluster NAME` would join them) before a command
+    sees it."""
 
     team_id: str
     user_id: str
-    args: tuple[str, ...]
+    # What followed `/sky`, with Slack's mention markup already decoded.
+    text: str = ""
+    args: tuple[str, ...] = ()
     here: bool = False
     # The asker's cluster account, when skybot knows it.
     cluster_user: str | None = None
     # When the command arrived (epoch seconds), for "as of 12 s ago".
-    now: float = 0.0
+    now: float = field(default_factory=time.time)
     # `--chart`: also draw this answer's chart, and the channel the command was typed in.
     chart: bool = False
     channel_id: str = ""

@@ -1,10 +1,13 @@
-"""The `/sky` slash command listener.
+"""The `/sky` slash command listener: Slack's edge into the one `dispatch`.
 
 Read-only answers are computed from the in-memory snapshot and sent in the ack itself: with
 the app in `process_before_response` mode that is one HTTP response (or one Socket Mode ack)
 well inside Slack's 3 seconds, and nothing on that path waits for Slurm or the database.
 Everything after receipt (who asked, then the answer) runs under one deadline; an answer that
 misses it is acked as "working on it" and follows by response_url.
+
+Each command is logged at DEBUG (who asked what, how fast) and counted by subcommand in the
+metrics, not logged at INFO: a line per command costs about as much as the answer itself.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
@@ -20,11 +24,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 from handlers.click_answers import answer_later
 from handlers.commands import command_table
 from handlers.reply import Reply, simple
+from handlers.request import CommandRequest
 from handlers.router import (
     ACK_DEADLINE_SECONDS,
     CommandTable,
+    LateReply,
     UsageError,
-    dispatch_action_or_read,
+    dispatch,
     within,
 )
 from handlers.services import Services
@@ -51,54 +57,110 @@ def register_listeners(
         ack: AsyncAck, respond: AsyncRespond, client: AsyncWebClient, command: dict[str, Any]
     ) -> None:
         started = time.perf_counter()
-        team_id = command.get("team_id", "")
-        user_id = command.get("user_id", "")
-
-        def cluster_user_of(slack_id: str) -> str | None:
-            identity = services.identity.lookup(team_id, slack_id)
-            return identity.cluster_user if identity is not None else None
-
-        async def late(reply: Reply) -> None:
-            if command.get("response_url"):
-                what = f"the late answer to {_metric_name(commands, text)!r} from {user_id}"
-                await answer_later(
-                    respond, reply.for_slack(), user_id=user_id, dm=services.dm, what=what
-                )
-            else:
-                await client.chat_postMessage(channel=user_id, text=reply.text, blocks=reply.blocks)
-
-        try:
-            text = decode_command_text(command.get("text", ""), cluster_user_of)
-        except UsageError as refusal:
-            await ack(**simple(str(refusal)).for_slack())
+        asked = request_of(command, services)
+        if isinstance(asked, Reply):
+            await ack(**asked.for_slack())
             return
-
-        async def answer() -> Reply:
-            try:
-                cluster_user = await services.identity.resolve(team_id, user_id)
-            except Exception:
-                log.exception("resolving %s/%s to a cluster account failed", team_id, user_id)
-                cluster_user = None
-            return await dispatch_action_or_read(
-                commands,
-                cache.current(),
-                services,
-                text,
-                team_id=team_id,
-                user_id=user_id,
-                cluster_user=cluster_user,
-                channel_id=command.get("channel_id", ""),
+        name = _metric_name(commands, asked.text)
+        late = _late_answer(command, respond, client, services, f"{name!r} from {asked.user_id}")
+        reply = await _answer(commands, asked, cache, services, late, started)
+        await ack(**reply.for_slack())
+        seconds = time.perf_counter() - started
+        if observe is not None:
+            observe(name, seconds)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "/sky %r from %s/%s (%s) answered in %.1f ms",
+                asked.text[:200],
+                asked.team_id,
+                asked.user_id,
+                asked.cluster_user,
+                seconds * 1000,
             )
 
-        # One budget from receipt: resolving who asked (users.info with the SDK's retries, a
-        # database write) counts against Slack's 3 s as much as the answer does.
-        budget = ACK_DEADLINE_SECONDS - (time.perf_counter() - started)
-        name = _metric_name(commands, text)
-        what = f"`/sky {name}`" if name != "unknown" else "that"
-        reply = await within(answer(), budget, late, what)
-        await ack(**reply.for_slack())
-        if observe is not None:
-            observe(name, time.perf_counter() - started)
+
+def request_of(command: dict[str, Any], services: Services) -> CommandRequest | Reply:
+    """The request Slack's payload carries, the asker's account as far as memory knows it;
+    or the refusal of a mention of someone skybot does not know."""
+    team_id = command.get("team_id", "")
+    user_id = command.get("user_id", "")
+
+    def cluster_user_of(slack_id: str) -> str | None:
+        identity = services.identity.lookup(team_id, slack_id)
+        return identity.cluster_user if identity is not None else None
+
+    text = command.get("text", "")
+    # Slack's escapes all start with `<` or `&` (handlers/slack_input.py): most commands have
+    # none, and need no decoding.
+    if "<" in text or "&" in text:
+        try:
+            text = decode_command_text(text, cluster_user_of)
+        except UsageError as refusal:
+            return simple(str(refusal))
+    return CommandRequest(
+        team_id=team_id,
+        user_id=user_id,
+        text=text,
+        cluster_user=cluster_user_of(user_id),
+        channel_id=command.get("channel_id", ""),
+    )
+
+
+async def _answer(
+    commands: CommandTable,
+    request: CommandRequest,
+    cache: SnapshotCache,
+    services: Services,
+    late: LateReply,
+    started: float,
+) -> Reply:
+    # One budget from receipt: resolving who asked (users.info with the SDK's retries, a
+    # database write) counts against Slack's 3 s as much as the answer does.
+    budget = ACK_DEADLINE_SECONDS - (time.perf_counter() - started)
+    if request.cluster_user is not None:  # known from memory: only the command may await
+        return await dispatch(
+            commands, request, cache.current(), services, late=late, deadline=budget
+        )
+
+    async def resolve_then_answer() -> Reply:
+        try:
+            cluster_user = await services.identity.resolve(request.team_id, request.user_id)
+        except Exception:
+            log.exception(
+                "resolving %s/%s to a cluster account failed", request.team_id, request.user_id
+            )
+            cluster_user = None
+        resolved = replace(request, cluster_user=cluster_user)
+        return await dispatch(commands, resolved, cache.current(), services)
+
+    name = _metric_name(commands, request.text)
+    what = f"`/sky {name}`" if name != "unknown" else "that"
+    return await within(resolve_then_answer(), budget, late, what)
+
+
+def _late_answer(
+    command: dict[str, Any],
+    respond: AsyncRespond,
+    client: AsyncWebClient,
+    services: Services,
+    what: str,
+) -> LateReply:
+    """Where an answer that missed the ack goes: the response_url, else a DM."""
+    user_id = command.get("user_id", "")
+
+    async def late(reply: Reply) -> None:
+        if command.get("response_url"):
+            await answer_later(
+                respond,
+                reply.for_slack(),
+                user_id=user_id,
+                dm=services.dm,
+                what=f"the late answer to {what}",
+            )
+        else:
+            await client.chat_postMessage(channel=user_id, text=reply.text, blocks=reply.blocks)
+
+    return late
 
 
 def _metric_name(commands: CommandTable, text: str) -> str:

@@ -19,15 +19,10 @@ from core.rate_limit import RateLimiter
 from handlers.commands import command_table
 from handlers.identity import IdentityDirectory
 from handlers.reply import Reply, simple
-from handlers.router import (
-    Command,
-    CommandRequest,
-    CommandTable,
-    UsageError,
-    dispatch_action_or_read,
-)
+from handlers.router import Command, CommandRequest, CommandTable, UsageError
 from handlers.services import Services
 from store.writer import StoreWriter
+from tests.asking import answer_with_services
 from tests.test_commands import NOW, cluster
 
 
@@ -62,7 +57,7 @@ async def ask(
     now: float = NOW,
     deadline: float = 0.05,
 ) -> Reply:
-    return await dispatch_action_or_read(
+    return await answer_with_services(
         table,
         cluster(),
         replace(services, limiter=limiter),

@@ -38,9 +38,9 @@ from handlers.commands import command_table
 from handlers.commands.watch import watch_list
 from handlers.home import linked_blocks
 from handlers.identity import IdentityDirectory
-from handlers.router import dispatch
 from handlers.services import Services
 from store.writer import StoreWriter
+from tests.asking import answer_from_view
 from tests.factories import job, make_snapshot, make_view, node
 
 ROOT = Path(__file__).parent.parent
@@ -134,8 +134,8 @@ def rendered_messages() -> dict[str, list[dict[str, Any]]]:
     table = command_table()
 
     def command(text: str) -> list[dict[str, Any]]:
-        reply = dispatch(table, view(), text, team_id="T1", user_id="U1",
-                         cluster_user="alice", now=NOW)  # fmt: skip
+        reply = answer_from_view(table, view(), text, team_id="T1", user_id="U1",
+                                 cluster_user="alice", now=NOW)  # fmt: skip
         return reply.blocks
 
     started = Transition(

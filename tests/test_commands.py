@@ -13,7 +13,7 @@ from core.snapshot import ClusterSnapshot, SourceStatus
 from core.view import ClusterView
 from handlers.commands import command_table
 from handlers.reply import MAX_BLOCKS, MAX_SECTION_CHARS, Reply
-from handlers.router import dispatch
+from tests.asking import answer_from_view
 from tests.factories import (
     LABS,
     directory_usage,
@@ -76,7 +76,7 @@ def ask(
     cluster_user: str | None = "alice",
     now: float = NOW,
 ) -> Reply:
-    reply = dispatch(
+    reply = answer_from_view(
         command_table(),
         view or cluster(),
         text,

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from core.view import ClusterView
 from handlers.commands import command_table
 from handlers.reply import MAX_BLOCKS, MAX_SECTION_CHARS, Reply
-from handlers.router import dispatch
+from tests.asking import answer_from_view
 from tests.factories import make_snapshot, make_view
 from tests.test_commands import NOW, cluster
 
@@ -68,7 +68,7 @@ def check(reply: Reply) -> None:
 def test_any_text_gets_a_bounded_answer(
     text: str, view: ClusterView, cluster_user: str | None
 ) -> None:
-    reply = dispatch(
+    reply = answer_from_view(
         TABLE, view, text, team_id="T1", user_id="U1", cluster_user=cluster_user, now=NOW
     )
     check(reply)

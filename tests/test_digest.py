@@ -13,12 +13,12 @@ from bot.config import ConfigError, IdentityConfig, load_config, parse_config
 from core.digest import LabWeek, digest_lines, week_ending
 from handlers.commands import command_table
 from handlers.identity import IdentityDirectory
-from handlers.router import dispatch_action_or_read
 from handlers.services import Services
 from scheduler.digest import WeeklyDigest
 from store.digests import DigestChannel, add_digest_channel, digest_channels
 from store.outbox import outbox_rows
 from store.writer import StoreWriter
+from tests.asking import answer_with_services
 from tests.factories import make_snapshot, make_view
 
 # Monday 30 Nov 2026, 09:00 UTC: a digest is due.
@@ -188,7 +188,7 @@ async def sky(
 ) -> str:
     assert services.view is not None
     cluster_user = {"UALICE": "alice", "UCAROL": "carol"}.get(user)
-    reply = await dispatch_action_or_read(
+    reply = await answer_with_services(
         command_table(),
         services.view(),
         services,

@@ -11,7 +11,8 @@ import pytest
 
 from handlers.commands import command_table
 from handlers.commands.submit import parse_submit_args
-from handlers.router import UsageError, dispatch
+from handlers.router import UsageError
+from tests.asking import answer_from_view
 from tests.test_commands import NOW, cluster
 
 
@@ -51,7 +52,7 @@ def test_submit_takes_each_option_once() -> None:
     ],
 )
 def test_other_commands_refuse_an_option_given_twice(text: str) -> None:
-    reply = dispatch(
+    reply = answer_from_view(
         command_table(), cluster(), text, team_id="T1", user_id="U1", cluster_user="alice", now=NOW
     )
     assert "twice" in reply.text or "only once" in reply.text

@@ -27,11 +27,11 @@ from core.view import ClusterView
 from handlers.buttons.remove_watch import unwatch_clicked
 from handlers.commands import command_table
 from handlers.identity import IdentityDirectory
-from handlers.router import dispatch_action_or_read
 from handlers.services import Services
 from scheduler.watchers.gpu_watches import check_gpu_watches
 from store.watches import active_watches
 from store.writer import StoreWriter
+from tests.asking import answer_with_services
 from tests.factories import job, make_snapshot, make_view, node
 
 
@@ -147,7 +147,7 @@ class Bot:
         raise AssertionError("watches never need the runner")
 
     async def sky(self, text: str, user: str = "alice", now: float = 10.0) -> str:
-        reply = await dispatch_action_or_read(
+        reply = await answer_with_services(
             command_table(), self.view, self.services, text,
             team_id="T1", user_id="U1" if user == "alice" else "U2", cluster_user=user, now=now,
         )  # fmt: skip

@@ -20,9 +20,9 @@ from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
 from core.view import ClusterView
 from handlers.commands import command_table
-from handlers.router import dispatch
 from store.db import open_db
 from store.snapshots import load_snapshot
+from tests.asking import answer_from_view
 from tests.factories import LABS
 from tests.slurm_polls import save_slurm_poll
 
@@ -121,7 +121,7 @@ def test_a_shard_job_shows_its_shards() -> None:
     assert jobs[9002].shards_by_type == {"": 2}
     user = running["user_name"]
     view = _view(_load("v0.0.42", "nodes.json"), [running, pending])
-    reply = dispatch(
+    reply = answer_from_view(
         command_table(), view, f"jobs {user}", team_id="T1", user_id="U1",
         cluster_user=user, now=1010.0,
     )  # fmt: skip

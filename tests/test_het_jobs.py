@@ -26,12 +26,12 @@ from core.transitions import merge_observations
 from core.view import ClusterView
 from handlers.buttons.cancel import jobs_named
 from handlers.commands import command_table
-from handlers.router import dispatch
 from scheduler.slurm.digester import PollDigester
 from scheduler.slurm.wire import ChangedJobsRequest, DigestRequest, LabLimits
 from store.db import open_db
 from store.slurm_writes import save_slurm_changes
 from store.snapshots import load_snapshot
+from tests.asking import answer_from_view
 from tests.factories import LABS
 from tests.slurm_polls import save_slurm_poll
 
@@ -139,7 +139,7 @@ def _view(version: str) -> ClusterView:
 
 
 def _ask(view: ClusterView, text: str) -> str:
-    reply = dispatch(
+    reply = answer_from_view(
         command_table(), view, text, team_id="T1", user_id="U1", cluster_user="alice", now=1010.0
     )
     return reply.text

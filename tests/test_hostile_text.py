@@ -54,7 +54,6 @@ from handlers.commands.watch import free_now, watch_list
 from handlers.home import linked_blocks, unlinked_blocks
 from handlers.identity import IdentityDirectory
 from handlers.reply import Reply
-from handlers.router import dispatch, dispatch_action_or_read
 from handlers.services import Services
 from scheduler.digest import digest_messages
 from scheduler.outbox_policy import to_whoever_asked
@@ -63,6 +62,7 @@ from store.digests import DigestChannel
 from store.outbox import QueuedMessage
 from store.submissions import Submission
 from store.writer import StoreWriter
+from tests.asking import answer_from_view, answer_with_services
 from tests.factories import directory_usage, job, make_snapshot, make_view, node
 from tests.slurm_polls import save_slurm_poll
 from tests.test_commands import NOW, TAKEN_AT
@@ -226,7 +226,7 @@ async def test_every_command_keeps_hostile_text_inert(
     view = hostile_view(hostile)
     services = hostile_services(writer, view, hostile)
     for text in command_texts(name, hostile):
-        reply = await dispatch_action_or_read(
+        reply = await answer_with_services(
             TABLE,
             view,
             services,
@@ -240,7 +240,9 @@ async def test_every_command_keeps_hostile_text_inert(
         assert "internal error" not in reply.text, text
         assert_all_inert(reply)
         # The console shows the same answers in a terminal, where bidi controls reorder too.
-        console = dispatch(TABLE, view, text, team_id="console", user_id="c", cluster_user="alice")
+        console = answer_from_view(
+            TABLE, view, text, team_id="console", user_id="c", cluster_user="alice"
+        )
         assert not BIDI & set(for_terminal(console.text))
 
 
@@ -251,7 +253,7 @@ async def test_the_submit_reply_keeps_a_hostile_path_inert(
     """Issue 13 item 5: `/sky submit "x`<!channel>`y" --here` posted a working @channel."""
     view = hostile_view(hostile)
     services = hostile_services(writer, view, hostile)
-    reply = await dispatch_action_or_read(
+    reply = await answer_with_services(
         TABLE,
         view,
         services,
@@ -272,7 +274,7 @@ async def test_unknown_command_and_help_keep_hostile_text_inert(
     view = hostile_view(hostile)
     services = hostile_services(writer, view, hostile)
     for text in (shlex.quote(hostile), f"help {shlex.quote(hostile)}"):
-        reply = await dispatch_action_or_read(
+        reply = await answer_with_services(
             TABLE, view, services, text, team_id="T1", user_id="UALICE", now=NOW
         )
         assert_all_inert(reply)
@@ -424,7 +426,7 @@ async def test_link_refusals_and_link_notices_keep_hostile_text_inert(
 
     services.runner = refuses_with_fixes
     await services.identity.start_link("T1", "UASKER", "alice")
-    reply = await dispatch_action_or_read(
+    reply = await answer_with_services(
         TABLE, view, services, "link check", team_id="T1", user_id="UASKER", now=NOW
     )
     assert reply.text.startswith("Not linked") and "```" in reply.text

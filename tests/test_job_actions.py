@@ -15,9 +15,9 @@ from handlers.commands import command_table
 from handlers.home import home_view
 from handlers.identity import IdentityDirectory
 from handlers.job_actions import ActionOutcome, JobActions
-from handlers.router import dispatch_action_or_read
 from handlers.services import Services
 from store.writer import StoreWriter
+from tests.asking import answer_with_services
 from tests.factories import job, make_snapshot, make_view
 
 VIEW = make_view(
@@ -56,7 +56,7 @@ def services_for(writer: StoreWriter, runner: SlowRunner) -> Services:
 async def sky(services: Services, text: str, user_id: str = "UALICE") -> str:
     table = command_table()
     cluster_user = services.identity.lookup("T1", user_id)
-    reply = await dispatch_action_or_read(
+    reply = await answer_with_services(
         table,
         VIEW,
         services,

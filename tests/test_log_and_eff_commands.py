@@ -11,9 +11,9 @@ from bot.config import IdentityConfig, load_config
 from core.records import JobUsage
 from handlers.commands import command_table
 from handlers.identity import IdentityDirectory
-from handlers.router import dispatch_action_or_read
 from handlers.services import Services
 from store.writer import StoreWriter
+from tests.asking import answer_with_services
 from tests.factories import job, make_snapshot, make_view
 
 USAGE = JobUsage(
@@ -72,7 +72,7 @@ def services(writer: StoreWriter, runner: Runner) -> Services:
 
 
 async def sky(services: Services, text: str, user: str = "alice") -> tuple[str, Any]:
-    reply = await dispatch_action_or_read(
+    reply = await answer_with_services(
         command_table(), services.view(), services, text,  # type: ignore[misc]
         team_id="T1", user_id="U1" if user == "alice" else "U2", cluster_user=user,
     )  # fmt: skip

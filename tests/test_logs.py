@@ -3,11 +3,12 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from bot.logs import JsonLines
+from bot.logs import QUIET_UNLESS_VERBOSE, JsonLines, configure_logging
 
 
 def test_json_lines_carry_fields_and_the_exception() -> None:
@@ -85,3 +86,28 @@ def test_no_prefix_unless_stderr_is_the_journal(tmp_path: Path, journal: str | N
     lines = _stderr_of_a_process(tmp_path, journal)
     assert not any(line.startswith("<") for line in lines)
     assert any(line.endswith("ERROR skybot.test: error line") for line in lines)
+
+
+@pytest.fixture
+def restored_loggers() -> Iterator[None]:
+    root = logging.getLogger()
+    saved = (root.level, list(root.handlers))
+    levels = {name: logging.getLogger(name).level for name in QUIET_UNLESS_VERBOSE}
+    yield
+    root.setLevel(saved[0])
+    root.handlers[:] = saved[1]
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+
+
+@pytest.mark.usefixtures("restored_loggers")
+def test_no_access_log_line_per_request_unless_verbose() -> None:
+    """Issue 32: aiohttp's INFO line per Slack request cost as much as the answer."""
+    logging.getLogger().handlers.clear()
+    configure_logging(verbose=False)
+    assert logging.getLogger().isEnabledFor(logging.INFO)
+    assert not logging.getLogger("aiohttp.access").isEnabledFor(logging.INFO)
+    logging.getLogger().handlers.clear()
+    configure_logging(verbose=True)
+    assert logging.getLogger("aiohttp.access").isEnabledFor(logging.INFO)
+    assert logging.getLogger("handlers.slash").isEnabledFor(logging.DEBUG)

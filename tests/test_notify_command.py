@@ -10,10 +10,10 @@ from msgspec.structs import replace
 from bot.config import ConfigError, IdentityConfig, load_config, parse_config
 from handlers.commands import command_table
 from handlers.identity import IdentityDirectory
-from handlers.router import dispatch_action_or_read
 from handlers.services import Services
 from store.alerts import load_preference, log_tails_wanted
 from store.writer import StoreWriter
+from tests.asking import answer_with_services
 from tests.factories import make_snapshot, make_view
 
 
@@ -28,7 +28,7 @@ def services(writer: StoreWriter) -> Services:
 
 
 async def sky(services: Services, text: str, user_id: str = "U1") -> str:
-    reply = await dispatch_action_or_read(
+    reply = await answer_with_services(
         command_table(),
         make_view(make_snapshot()),
         services,

@@ -17,9 +17,9 @@ from handlers.buttons.move_to_overcap import move_clicked
 from handlers.commands import command_table
 from handlers.commands.common import overcap_flags
 from handlers.identity import IdentityDirectory
-from handlers.router import dispatch
 from handlers.services import Services
 from store.writer import StoreWriter
+from tests.asking import answer_from_view
 from tests.factories import job, make_snapshot, make_view, node
 
 # hoffman-lab (cap 4) has all its GPUs in use; clippy has 3 idle a40s on overcap.
@@ -95,7 +95,7 @@ POINTER = "*Move to overcap* below moves it there as it is, with the same job id
 
 
 def buttons(view: ClusterView, text: str, cluster_user: str | None) -> list[dict[str, Any]]:
-    reply = dispatch(command_table(), view, text, team_id="T1", user_id="U1",
+    reply = answer_from_view(command_table(), view, text, team_id="T1", user_id="U1",
                      cluster_user=cluster_user, now=1_010.0)  # fmt: skip
     found = [e for b in reply.blocks if b["type"] == "actions" for e in b["elements"]]
     # The answer's words point at the button exactly when there is one.

@@ -22,10 +22,10 @@ from core.slurm_json import parse_squeue
 from core.transitions import Transition
 from core.view import ClusterView
 from handlers.commands import command_table
-from handlers.router import dispatch
 from scheduler.slurm.poller import SlurmPoller
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
+from tests.asking import answer_from_view
 from tests.cluster import cluster_script, sbatch, squeue_json, squeue_state, wait_until
 from tests.slurm_wrappers import COMMANDS, as_user, write_wrappers
 
@@ -468,7 +468,7 @@ async def test_free_counts_each_node_of_one_gpu_type_by_its_own_total(
         SPARE_NODE: ({"a40": 2}, {"a40": 1}, {"a40": 1}),
     }
     assert view.idle_by_type == {"2080_ti": 4, "a40": 4, "rtx_6000": 4}
-    free = dispatch(
+    free = answer_from_view(
         command_table(), view, "free a40", team_id="T1", user_id="U1", cluster_user="alice"
     ).text
     assert "*`a40`*: 4 idle" in free

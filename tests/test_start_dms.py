@@ -12,13 +12,13 @@ from core.start_notices import is_start, start_notice
 from core.transitions import Transition
 from handlers.commands import command_table
 from handlers.identity import IdentityDirectory
-from handlers.router import dispatch_action_or_read
 from handlers.services import Services
 from scheduler.watchers.job_dms import process_transitions
 from store.alerts import save_starts_wanted
 from store.outbox import outbox_rows
 from store.submissions import SubmissionRequest, enqueue, finish
 from store.writer import StoreWriter
+from tests.asking import answer_with_services
 from tests.factories import job, make_snapshot, make_view
 from tests.slurm_polls import save_slurm_poll
 
@@ -130,7 +130,7 @@ async def test_submit_notify_start_is_skybots_flag_not_sbatchs(writer: StoreWrit
         raise AssertionError("submitting is queued; the worker runs sbatch")
 
     services = Services(load_config(None), identity, no_runner, submissions=Wakes(), writer=writer)
-    reply = await dispatch_action_or_read(
+    reply = await answer_with_services(
         command_table(), make_view(make_snapshot()), services,
         "submit job.sh --notify-start --time 10", team_id="T1", user_id="U1",
         cluster_user="alice",

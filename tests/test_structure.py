@@ -76,8 +76,6 @@ EXCEPTIONS: dict[str, str] = {
     "constructor scheduler/slurm/wire.py:PollDigest": _WIRE
     + " (the changed rows and what the poller reports)",
     "constructor bot/service.py:Runtime": "in wt-sched" + _THERE,
-    "function handlers/slash.py:register_listeners": "being split in wt-dispatch",
-    "function bot/metrics.py:Metrics.__init__": "being split in wt-dispatch",
     "function bot/runner_client.py:call_runner": "being split in wt-buttons",
 }
 

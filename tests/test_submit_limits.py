@@ -11,11 +11,11 @@ from typing import Any
 from bot.config import IdentityConfig, load_config
 from handlers.commands import command_table
 from handlers.identity import IdentityDirectory
-from handlers.router import dispatch_action_or_read
 from handlers.services import Services
 from scheduler.submit_worker import SubmissionWorker
 from store.submissions import submission_counts
 from store.writer import StoreWriter
+from tests.asking import answer_with_services
 from tests.factories import make_snapshot, make_view
 
 
@@ -34,7 +34,7 @@ async def test_refused_submissions_do_not_use_up_the_minute(writer: StoreWriter)
     view = make_view(make_snapshot())
 
     async def submit(path: str) -> str:
-        reply = await dispatch_action_or_read(
+        reply = await answer_with_services(
             command_table(),
             view,
             services,

@@ -1,4 +1,4 @@
-"""`/sky template`: the pure generator, the command through dispatch(), and the checkpoint
+"""`/sky template`: the pure generator, the command through answer_from_view(), and the checkpoint
 skeleton's shell logic run by a real bash (with stand-ins for srun and scontrol)."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from core.slack_text import fenced_code
 from handlers.commands import command_table
 from handlers.commands.template import code_sections
 from handlers.reply import MAX_SECTION_CHARS, MAX_TEXT_CHARS, Reply
-from handlers.router import dispatch
+from tests.asking import answer_from_view
 from tests.factories import LABS, make_snapshot, make_view, node
 from tests.test_commands import NOW, TAKEN_AT, assert_slack_safe, cluster, one_liner
 
@@ -58,7 +58,7 @@ def sbatch_options(script: str) -> dict[str, str]:
 
 def ask(text: str, cluster_user: str | None = "alice", **view_fields: object) -> Reply:
     view = cluster(nodes=NODES, **view_fields)
-    reply = dispatch(
+    reply = answer_from_view(
         command_table(),
         view,
         text,
@@ -308,7 +308,7 @@ def test_command_every_flag_together() -> None:
 def test_command_overcap_uses_the_views_overcap_names() -> None:
     view = cluster(nodes=NODES)
     view.overcap_partition, view.overcap_account = "preempt", "preempt-acct"
-    reply = dispatch(command_table(), view, "template --overcap", team_id="T", user_id="U",
+    reply = answer_from_view(command_table(), view, "template --overcap", team_id="T", user_id="U",
                      cluster_user="carol", now=NOW)  # fmt: skip
     options = sbatch_options(code_of(reply))
     assert (options["--partition"], options["--account"]) == ("preempt", "preempt-acct")
@@ -327,7 +327,7 @@ def test_command_uses_the_configured_settings() -> None:
     settings = parse_config(
         {"template": {"mem_per_gpu": "40G", "cpus_per_task_by_gpu": {"a40": 12}}}
     ).template
-    reply = dispatch(command_table(settings), cluster(nodes=NODES), "template --gpus a40:1",
+    reply = answer_from_view(command_table(settings), cluster(nodes=NODES), "template --gpus a40:1",
                      team_id="T", user_id="U", cluster_user="alice", now=NOW)  # fmt: skip
     options = sbatch_options(code_of(reply))
     assert options["--mem-per-gpu"] == "40G" and options["--cpus-per-task"] == "12"
@@ -372,7 +372,7 @@ def test_command_errors_are_one_clear_line(text: str, user: str | None, expected
 
 def test_command_before_slurm_was_read_says_so() -> None:
     view = make_view(make_snapshot(None))
-    reply = dispatch(command_table(), view, "template", team_id="T", user_id="U",
+    reply = answer_from_view(command_table(), view, "template", team_id="T", user_id="U",
                      cluster_user="alice", now=TAKEN_AT)  # fmt: skip
     assert "has not heard from Slurm yet" in one_liner(reply)
 

@@ -28,10 +28,10 @@ from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
 from core.view import ClusterView
 from handlers.commands import command_table
 from handlers.reply import Reply
-from handlers.router import dispatch
 from scheduler.slurm.poller import SlurmPoller
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
+from tests.asking import answer_from_view
 from tests.cluster import slurm_answers
 
 pytestmark = pytest.mark.cluster
@@ -99,7 +99,7 @@ def scripts_dir() -> Iterator[Path]:
 def template(live: tuple[Config, ClusterView], user: str, options: str) -> str:
     """What `/sky template OPTIONS` shows USER, as they would copy it out of Slack."""
     config, view = live
-    reply = dispatch(command_table(config.template), view, f"template {options}",
+    reply = answer_from_view(command_table(config.template), view, f"template {options}",
                      team_id="T1", user_id="U1", cluster_user=user)  # fmt: skip
     return _code(reply)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -79,3 +80,15 @@ async def test_bad_signature_is_refused_by_bolt(http_bot: str) -> None:
 async def test_six_minute_old_request_is_refused(http_bot: str) -> None:
     status, _ = await _post(http_bot, age_seconds=6 * 60)
     assert status == 401
+
+
+async def test_who_asked_what_is_logged_at_debug(
+    http_bot: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 32: with no access log line per request, an operator still sees each command."""
+    caplog.set_level(logging.DEBUG, logger="handlers.slash")
+    status, _ = await _post(http_bot)
+    assert status == 200
+    lines = [r.getMessage() for r in caplog.records if r.name == "handlers.slash"]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("/sky 'help' from T1/U1 (None) answered in "), lines

@@ -14,9 +14,9 @@ from bot.config import ConfigError, load_config, parse_config
 from core.user_names import cluster_user_name, is_cluster_user_name
 from handlers.commands import command_table
 from handlers.identity import IdentityDirectory
-from handlers.router import dispatch_action_or_read
 from handlers.services import Services
 from store.writer import StoreWriter
+from tests.asking import answer_with_services
 from tests.test_commands import ask, cluster
 
 VALID = ["alice", "_svc", "a.b-c_d", "a" * 32, "bob2"]
@@ -61,7 +61,7 @@ async def _link_answer(tmp_path: Path, typed: str) -> str:
 
         identity = IdentityDirectory(load_config(None).identity, writer)
         services = Services(load_config(None), identity, no_runner, writer=writer)
-        reply = await dispatch_action_or_read(
+        reply = await answer_with_services(
             command_table(), cluster(), services, f"link {typed}", team_id="T1", user_id="U9"
         )
         return reply.text

@@ -20,9 +20,9 @@ from core.transitions import REQUEUED, Transition, merge_observations
 from handlers.commands import command_table
 from handlers.commands.why_explain import LastRequeue, explain
 from handlers.identity import IdentityDirectory
-from handlers.router import dispatch_action_or_read
 from handlers.services import Services
 from store.writer import StoreWriter
+from tests.asking import answer_with_services
 from tests.factories import job, make_view
 from tests.test_commands import NOW, ask, cluster, cluster_jobs
 
@@ -198,7 +198,7 @@ async def test_ended_job_is_answered_from_history(writer: StoreWriter) -> None:
     )  # fmt: skip
 
     async def why(text: str) -> str:
-        reply = await dispatch_action_or_read(
+        reply = await answer_with_services(
             command_table(), view, services, text, team_id="T1", user_id="U1",
             cluster_user="alice", now=NOW,
         )  # fmt: skip

@@ -22,8 +22,8 @@ from core.notice_text import format_duration
 from core.transitions import Transition
 from handlers.commands import command_table
 from handlers.identity import IdentityDirectory
-from handlers.router import dispatch_action_or_read
 from handlers.services import Services
+from tests.asking import answer_with_services
 from tests.cluster import sbatch, squeue_json
 from tests.test_slurm_poller_cluster import Harness, _config
 
@@ -55,7 +55,7 @@ async def why(harness: Harness, question: str, user: str = "alice") -> str:
         writer=harness.writer,
         view=lambda: view,
     )
-    reply = await dispatch_action_or_read(
+    reply = await answer_with_services(
         command_table(),
         view,
         services,

@@ -85,9 +85,22 @@ def gpu_type_name(gpu_type: str) -> str:
     return gpu_type or "gpu"
 
 
+# format_counts' answers: the same few count lists (idle GPUs by type, a lab's use) are
+# shown in every ack until the next poll; bounded, since users' counts differ too.
+_COUNTS_SHOWN: dict[tuple[tuple[str, int], ...], str] = {}
+MAX_COUNTS_SHOWN = 256
+
+
 def format_counts(counts: Mapping[str, int]) -> str:
     """'alice 2, bob 2' in the mapping's order (callers sort)."""
-    return ", ".join(f"{literal(gpu_type_name(k))} {v}" for k, v in counts.items())
+    key = tuple(counts.items())
+    shown = _COUNTS_SHOWN.get(key)
+    if shown is None:
+        shown = ", ".join(f"{literal(gpu_type_name(k))} {v}" for k, v in key)
+        if len(_COUNTS_SHOWN) >= MAX_COUNTS_SHOWN:
+            _COUNTS_SHOWN.clear()
+        _COUNTS_SHOWN[key] = shown
+    return shown
 
 
 def bounded(lines: list[str], limit: int = MAX_LIST_LINES) -> list[str]:
@@ -134,15 +147,16 @@ def freshness_lines(
 
 def _warning(view: ClusterView, now: float, source: str) -> str | None:
     status = view.snapshot.source(source)
-    label = SOURCE_LABELS.get(source, source)
     if status.taken_at is None:
         return None if source != "caps" else "⚠️ skybot has not read the lab GPU caps yet."
+    stale = now - status.taken_at > STALE_AFTER_SECONDS.get(source, 600.0)
+    if not (status.failing or stale):
+        return None  # the usual case, on every ack: no words to make
     data_age = ago(status.taken_at, now)
     if status.failing:
         return "⚠️ " + outage_words(source, status.error or "", status.error_at, data_age, now)
-    if now - status.taken_at > STALE_AFTER_SECONDS.get(source, 600.0):
-        return f"⚠️ {label} data is from {data_age}; skybot may be behind."
-    return None
+    label = SOURCE_LABELS.get(source, source)
+    return f"⚠️ {label} data is from {data_age}; skybot may be behind."
 
 
 def outage_words(
@@ -206,7 +220,7 @@ def answer(
     """The standard reply: warnings first, the body, then "as of …" — in text and blocks alike."""
     warnings, age_line = freshness_lines(view, request.now, source, also)
     blocks: list[Block] = [section(w) for w in warnings]
-    body = lines_to_sections(lines)
+    body = _sections(view, lines)
     room = MAX_BLOCKS - len(blocks) - 1
     if len(body) > room:  # cannot happen with bounded lists, but Slack rejects 51 blocks
         body = [*body[: room - 1], section("… (answer shortened)")]
@@ -217,6 +231,25 @@ def answer(
 
 
 # ---------------------------------------------------------------- arguments and names
+
+
+# Bodies packed into sections per snapshot: enough for every lab's answer, bounded so that
+# answers which differ every time (ages, a user's own jobs) cannot grow it between polls.
+MAX_SHARED_BODIES = 64
+
+
+def _sections(view: ClusterView, lines: list[str]) -> list[Block]:
+    """The body's sections. A body is often the snapshot's alone (a lab's lines, memoised
+    per view) and asked for by many, so it is packed once per snapshot, not once per ack.
+    The blocks are shared by those answers: nothing changes a block once built."""
+    shared: dict[tuple[str, ...], list[Block]] = view.memo("shared bodies", dict)
+    key = tuple(lines)
+    body = shared.get(key)
+    if body is None:
+        body = lines_to_sections(lines)
+        if len(shared) < MAX_SHARED_BODIES:
+            shared[key] = body
+    return body
 
 
 def at_most_one(request: CommandRequest, usage: str) -> str | None:

@@ -1,0 +1,351 @@
+"""Benchmark: skybot's `/sky gpus` ack against Bolt's own floor, in the same minutes.
+
+Two servers are up at once, each its own process:
+  * `skybot run` (this checkout, `python -m bot.cli run`), its snapshot a synthetic 10,000-job,
+    1,000-node cluster (benchmarks/poll_ack_latency.py's wrappers, read once: the next poll is
+    an hour away, so no poll runs while it answers);
+  * a bare Bolt AsyncApp (`process_before_response=True`, as skybot runs it) whose listener
+    does nothing but ack with the very payload skybot gave for the same command, so both
+    replies are the same size.
+The client (this process, one aiohttp session, or one Slack stand-in per app for Socket
+Mode) sends signed `/sky gpus hoffman-lab` to one, then the other, in short stretches
+(--stretch s, --rounds times each, the order swapped every round), at 1, 10 and 50 in
+flight, over HTTP and over Socket Mode. Host noise on this shared machine then falls on
+both alike, and the ratio of skybot to Bolt is what is compared. Target (issue 32): p50 and
+p99 within 1.2x of bare Bolt at every concurrency over both transports. Each server's CPU
+time per ack (/proc/PID/stat over its own stretches) is printed too: on a busy host it moves
+far less than the latencies do.
+
+    python3 benchmarks/ack_vs_bolt.py [--stretch 2] [--rounds 5] [--transport http socket]
+    python3 benchmarks/ack_vs_bolt.py --fixed-answer   # skybot less working out answers
+    python3 benchmarks/ack_vs_bolt.py --profile PREFIX   # both servers under cProfile:
+        PREFIX.http, PREFIX.socket (skybot), PREFIX.bare-http, PREFIX.bare-socket
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlencode
+
+import aiohttp
+from aiohttp import web
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncAck, AsyncApp
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.web.async_client import AsyncWebClient
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from ack_latency import SECRET, TEAM, USER, http_sender  # noqa: E402
+from poll_ack_latency import wait_ready, write_slurm  # noqa: E402
+
+from tests.bot_process import free_port, start_bot  # noqa: E402
+from tests.slack_standin import SlackStandIn  # noqa: E402
+
+LEVELS = (1, 10, 50)
+TEXT = "gpus hoffman-lab"
+Send = Callable[[], Awaitable[float]]
+
+
+@dataclass
+class Target:
+    """One server and what it answered, by concurrency."""
+
+    name: str
+    send: Send
+    # The server's process: its CPU time per ack is the figure host noise moves least.
+    pid: int
+    latencies: dict[int, list[float]] = field(default_factory=dict)
+    cpu_seconds: dict[int, float] = field(default_factory=dict)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of the process so far (/proc/PID/stat, in clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def stretch(target: Target, concurrency: int, seconds: float) -> None:
+    """`concurrency` senders back to back for `seconds`; latencies (ms) kept by level.
+
+    No collections in this process while it measures: what it keeps (the latencies, the
+    stand-ins' journals) grows all run, and a full collection over it would land on
+    whichever server's turn it is. Between stretches it is collected and frozen."""
+    kept = target.latencies.setdefault(concurrency, [])
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    end = time.monotonic() + seconds
+
+    async def sender() -> None:
+        while time.monotonic() < end:
+            kept.append(await target.send() * 1000)
+
+    cpu_before = cpu_seconds(target.pid)
+    try:
+        await asyncio.gather(*(sender() for _ in range(concurrency)))
+    finally:
+        gc.enable()
+    spent = cpu_seconds(target.pid) - cpu_before
+    target.cpu_seconds[concurrency] = target.cpu_seconds.get(concurrency, 0.0) + spent
+
+
+async def interleave(pair: tuple[Target, Target], seconds: float, rounds: int) -> None:
+    for level in LEVELS:
+        for target in pair:  # warm-up, not kept
+            await stretch(target, level, 0.5)
+            target.latencies.pop(level)
+            target.cpu_seconds.pop(level)
+        for turn in range(rounds):
+            for target in pair if turn % 2 == 0 else pair[::-1]:
+                await stretch(target, level, seconds)
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[round(0.99 * (len(ordered) - 1))]
+
+
+def config_file(folder: Path, mode: str, bin_dir: Path, http: int, metrics: int) -> Path:
+    path = folder / f"skybot-{mode}.toml"
+    path.write_text(
+        f'[slack]\nmode = "{mode}"\nhttp_host = "127.0.0.1"\nhttp_port = {http}\n'
+        f'[slurm]\nbin_dir = "{bin_dir}"\npoll_seconds = 3600\ncommand_timeout_seconds = 120\n'
+        f'[database]\npath = "{folder}/skybot-{mode}.db"\n'
+        f'[metrics]\nhost = "127.0.0.1"\nport = {metrics}\n'
+        f'[identity]\nlinks = {{ "{TEAM}/{USER}" = "alice" }}\n'
+        '[[labs]]\nname = "hoffman-lab"\npartition = "hoffman-lab"\naccount = "hoffman-lab"\n'
+        '[[labs]]\nname = "kira-lab"\npartition = "kira-lab"\naccount = "kira-lab"\n'
+    )
+    return path
+
+
+@contextlib.asynccontextmanager
+async def skybot(
+    folder: Path, mode: str, slack: SlackStandIn, profile: str | None, fixed_answer: bool
+) -> AsyncIterator[tuple[str, int]]:
+    """`skybot run` up and its snapshot loaded; yields its events URL (HTTP mode) and pid."""
+    http, metrics = free_port(), free_port()
+    config = config_file(folder, mode, folder / "bin", http, metrics)
+    command = [sys.executable, "-m", "bot.cli"]
+    if fixed_answer:
+        command = [sys.executable, str(REPO / "benchmarks" / "skybot_fixed_answer.py")]
+    if profile:
+        command = [sys.executable, "-m", "cProfile", "-o", f"{profile}.{mode}", "-m", "bot.cli"]
+    log = (folder / f"skybot-{mode}.log").open("wb")
+    process = start_bot(config, slack, command, cwd=REPO, log=log, signing_secret=SECRET)
+    try:
+        await wait_ready(f"http://127.0.0.1:{metrics}", timeout=300)
+        yield f"http://127.0.0.1:{http}/slack/events", process.pid
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+        log.close()
+
+
+@contextlib.asynccontextmanager
+async def bare_bolt(
+    folder: Path, mode: str, slack: SlackStandIn, profile: str | None
+) -> AsyncIterator[tuple[str, int]]:
+    """The bare Bolt app in its own process, acking with skybot's payload (reply.json)."""
+    port = free_port()
+    python = [sys.executable]
+    if profile:
+        python = [sys.executable, "-m", "cProfile", "-o", f"{profile}.bare-{mode}"]
+    process = subprocess.Popen(
+        [*python, __file__, "--bare", mode, str(folder / "reply.json"), str(port)],
+        env={
+            "BARE_API_URL": slack.api_url,
+            "BARE_BOT_TOKEN": slack.bot_token,
+            "BARE_APP_TOKEN": slack.app_token,
+            "PATH": "/usr/bin:/bin",
+        },
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert process.stdout is not None
+        await asyncio.get_running_loop().run_in_executor(None, process.stdout.readline)
+        yield f"http://127.0.0.1:{port}/slack/events", process.pid
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def socket_sender(slack: SlackStandIn) -> Send:
+    async def send() -> float:
+        started = time.perf_counter()
+        delivery = await slack.send_slash_command(
+            command="/sky", text=TEXT, user_id=USER, team_id=TEAM, timeout=30
+        )
+        elapsed = time.perf_counter() - started
+        assert delivery.payload and delivery.payload.get("text"), delivery.payload
+        return elapsed
+
+    return send
+
+
+async def run_http(folder: Path, args: argparse.Namespace) -> tuple[Target, Target]:
+    async with (
+        SlackStandIn() as slack,
+        skybot(folder, "http", slack, args.profile, args.fixed_answer) as (url, pid),
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200)) as session,
+    ):
+        await capture_reply(session, url, folder / "reply.json")
+        async with bare_bolt(folder, "http", slack, args.profile) as (bare_url, bare_pid):
+            pair = (
+                Target("bare Bolt", http_sender(session, bare_url, TEXT), bare_pid),
+                Target("skybot", http_sender(session, url, TEXT), pid),
+            )
+            await interleave(pair, args.stretch, args.rounds)
+    return pair
+
+
+async def capture_reply(session: aiohttp.ClientSession, url: str, path: Path) -> None:
+    """skybot's ack to the command, as JSON, for the bare app to send back unchanged."""
+    body = urlencode({"team_id": TEAM, "user_id": USER, "command": "/sky", "text": TEXT,
+                      "channel_id": "C1", "response_url": "http://127.0.0.1:1/unused"})  # fmt: skip
+    timestamp = str(int(time.time()))
+    headers = {
+        "X-Slack-Request-Timestamp": timestamp,
+        "X-Slack-Signature": SignatureVerifier(SECRET).generate_signature(
+            timestamp=timestamp, body=body
+        ),
+        "Content-Type": "application/x-www-form-urlencoded",
+    }
+    async with session.post(url, data=body, headers=headers) as response:
+        reply = await response.json()
+    assert "hoffman-lab" in reply["text"], reply
+    path.write_text(json.dumps(reply))
+
+
+async def run_socket(folder: Path, args: argparse.Namespace) -> tuple[Target, Target]:
+    async with (
+        SlackStandIn() as for_skybot,
+        SlackStandIn() as for_bolt,
+        skybot(folder, "socket", for_skybot, args.profile, args.fixed_answer) as (_, pid),
+    ):
+        await for_skybot.wait_for_socket_connection(timeout=60)
+        delivery = await for_skybot.send_slash_command(
+            command="/sky", text=TEXT, user_id=USER, team_id=TEAM, timeout=30
+        )
+        assert delivery.payload and "hoffman-lab" in delivery.payload["text"], delivery.payload
+        (folder / "reply.json").write_text(json.dumps(delivery.payload))
+        async with bare_bolt(folder, "socket", for_bolt, args.profile) as (_, bare_pid):
+            await for_bolt.wait_for_socket_connection(timeout=60)
+            pair = (
+                Target("bare Bolt", socket_sender(for_bolt), bare_pid),
+                Target("skybot", socket_sender(for_skybot), pid),
+            )
+            await interleave(pair, args.stretch, args.rounds)
+    return pair
+
+
+def print_table(transport: str, pair: tuple[Target, Target]) -> list[float]:
+    """The table's rows for one transport; returns every ratio."""
+    bolt, bot = pair
+    ratios = []
+    for level in LEVELS:
+        b50, b99 = percentiles(bolt.latencies[level])
+        s50, s99 = percentiles(bot.latencies[level])
+        ratios += [s50 / b50, s99 / b99]
+        b_cpu, s_cpu = (t.cpu_seconds[level] / len(t.latencies[level]) * 1e6 for t in pair)
+        print(
+            f"| {transport} | {level} | {b50:.2f} / {b99:.2f} ms | {s50:.2f} / {s99:.2f} ms | "
+            f"{s50 / b50:.2f}x / {s99 / b99:.2f}x | "
+            f"{len(bolt.latencies[level]):,} / {len(bot.latencies[level]):,} | "
+            f"{b_cpu:.0f} / {s_cpu:.0f} µs ({s_cpu / b_cpu:.2f}x) |"
+        )
+    return ratios
+
+
+async def run(args: argparse.Namespace) -> int:
+    results: dict[str, tuple[Target, Target]] = {}
+    with tempfile.TemporaryDirectory(prefix="skybot-ack-vs-bolt-") as tmp:
+        folder = Path(tmp)
+        write_slurm(folder / "bin", "v0.0.42", 10_000, 1_000, 0.0)
+        if "http" in args.transport:
+            results["HTTP"] = await run_http(folder, args)
+        if "socket" in args.transport:
+            results["Socket Mode"] = await run_socket(folder, args)
+    print(
+        f"\n`/sky {TEXT}` acks, 10,000-job snapshot; skybot run and a bare Bolt app taking "
+        f"turns in {args.stretch:g} s stretches, {args.rounds} each per row"
+    )
+    print(
+        "| transport | c | bare Bolt p50 / p99 | skybot p50 / p99 | ratio p50 / p99 | acks | "
+        "server CPU per ack, Bolt / skybot |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    worst = max(r for transport, pair in results.items() for r in print_table(transport, pair))
+    print(f"worst ratio {worst:.2f}x (target <= 1.2x)")
+    return 0
+
+
+async def serve_bare(mode: str, reply_file: str, port: int) -> None:
+    """The floor: Bolt acking with a fixed payload, nothing else."""
+    payload = json.loads(Path(reply_file).read_text())
+    http = mode == "http"
+    client = AsyncWebClient(token=os.environ["BARE_BOT_TOKEN"], base_url=os.environ["BARE_API_URL"])
+    app = AsyncApp(
+        client=client,
+        signing_secret=SECRET if http else "unused",
+        request_verification_enabled=http,
+        process_before_response=True,
+    )
+
+    @app.command("/sky")
+    async def sky(ack: AsyncAck) -> None:
+        await ack(**payload)
+
+    if http:
+        runner = web.AppRunner(app.web_app(path="/slack/events"))
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+    else:
+        await AsyncSocketModeHandler(app, os.environ["BARE_APP_TOKEN"]).connect_async()
+    print("up", flush=True)
+    stop = asyncio.Event()
+    # SIGTERM ends it normally, so that a profile (--profile) is written.
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stretch", type=float, default=2.0, help="seconds per turn")
+    parser.add_argument("--rounds", type=int, default=5, help="turns of each server per row")
+    parser.add_argument("--transport", nargs="+", default=["http", "socket"])
+    parser.add_argument("--profile", help="run skybot under cProfile, writing PROFILE.MODE")
+    parser.add_argument(
+        "--fixed-answer",
+        action="store_true",
+        help="skybot answers every command with its first answer (benchmarks/"
+        "skybot_fixed_answer.py): its cost per ack apart from working out the answer",
+    )
+    parser.add_argument("--bare", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.bare:
+        mode, reply_file, port = args.bare
+        asyncio.run(serve_bare(mode, reply_file, int(port)))
+        return 0
+    return asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
