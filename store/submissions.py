@@ -68,31 +68,8 @@ def enqueue(
 ) -> Submission:
     """Record a submission to `cluster`, unless the user is over their queue cap or rate
     limit (counted over every cluster: they bound one person's use of the runner)."""
-    cluster_user, max_queued = request.cluster_user, limits.max_queued_per_user
     with db.atomic():
-        waiting = db.execute(
-            "SELECT COUNT(*) FROM submissions WHERE cluster_user = ? AND state IN (?, ?)",
-            [cluster_user, QUEUED, SUBMITTING],
-        ).fetchone()[0]
-        if waiting >= max_queued:
-            raise QueueRefused(
-                f"You already have {waiting} submissions waiting (the limit is {max_queued}); "
-                "try again when they are through."
-            )
-        # A submission that failed (the runner refused the script or options, or sbatch
-        # did) put nothing in the queue: it does not count, so a mistyped path does not
-        # cost the corrected one its turn. The per-user token bucket (handlers/router.py)
-        # still bounds how often anyone starts the runner.
-        recent = db.execute(
-            "SELECT COUNT(*) FROM submissions WHERE cluster_user = ? AND created_at > ? "
-            "AND state != ?",
-            [cluster_user, now - 60, FAILED],
-        ).fetchone()[0]
-        if recent >= limits.max_per_minute:
-            raise QueueRefused(
-                f"That is {recent} submissions in the last minute (the limit is "
-                f"{limits.max_per_minute}); wait a minute and try again."
-            )
+        _refuse_over_limits(db, request.cluster_user, limits, now)
         tag = secrets.token_hex(8)
         cursor = db.execute(
             "INSERT INTO submissions (cluster, team_id, user_id, cluster_user, script, options, "
@@ -102,7 +79,7 @@ def enqueue(
                 cluster,
                 request.team_id,
                 request.user_id,
-                cluster_user,
+                request.cluster_user,
                 request.script,
                 json.dumps(request.options),
                 tag,
@@ -124,6 +101,35 @@ def enqueue(
     found = get(db, submission_id)
     assert found is not None
     return found
+
+
+def _refuse_over_limits(
+    db: sqlite_utils.Database, cluster_user: str, limits: SubmitConfig, now: float
+) -> None:
+    """QueueRefused if the user has too many submissions waiting or made in the last minute."""
+    max_queued = limits.max_queued_per_user
+    waiting = db.execute(
+        "SELECT COUNT(*) FROM submissions WHERE cluster_user = ? AND state IN (?, ?)",
+        [cluster_user, QUEUED, SUBMITTING],
+    ).fetchone()[0]
+    if waiting >= max_queued:
+        raise QueueRefused(
+            f"You already have {waiting} submissions waiting (the limit is {max_queued}); "
+            "try again when they are through."
+        )
+    # A submission that failed (the runner refused the script or options, or sbatch
+    # did) put nothing in the queue: it does not count, so a mistyped path does not
+    # cost the corrected one its turn. The per-user token bucket (handlers/router.py)
+    # still bounds how often anyone starts the runner.
+    recent = db.execute(
+        "SELECT COUNT(*) FROM submissions WHERE cluster_user = ? AND created_at > ? AND state != ?",
+        [cluster_user, now - 60, FAILED],
+    ).fetchone()[0]
+    if recent >= limits.max_per_minute:
+        raise QueueRefused(
+            f"That is {recent} submissions in the last minute (the limit is "
+            f"{limits.max_per_minute}); wait a minute and try again."
+        )
 
 
 def claim_next(db: sqlite_utils.Database, cluster: str, now: float) -> Submission | None:

@@ -18,6 +18,7 @@ from core.records import Job, Node
 from core.snapshot_rows import SlurmChanges, job_row, node_row
 from core.transitions import Transition, merge_observations
 from store.slurm_writes import save_slurm_changes
+from tests.factories import CLUSTER
 
 
 def save_slurm_poll(
@@ -47,4 +48,4 @@ def save_slurm_poll(
         gone_nodes=(),
         observed=merge_observations(live, accounted).values(),
     )
-    return save_slurm_changes(db, changes, at, accounting_answered)
+    return save_slurm_changes(db, CLUSTER, changes, at, accounting_answered)
