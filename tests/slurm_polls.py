@@ -28,6 +28,7 @@ def save_slurm_poll(
     nodes: Sequence[Node],
     at: float,
     accounting_answered: bool = True,
+    cluster: str = CLUSTER,
 ) -> list[Transition]:
     """Replace the job and node snapshot and record state transitions, in one transaction.
 
@@ -48,4 +49,4 @@ def save_slurm_poll(
         gone_nodes=(),
         observed=merge_observations(live, accounted).values(),
     )
-    return save_slurm_changes(db, CLUSTER, changes, at, accounting_answered)
+    return save_slurm_changes(db, cluster, changes, at, accounting_answered)
