@@ -17,6 +17,7 @@ import sqlite_utils
 from core.config_schema import Config
 from core.lab_usage import LabUsage
 from core.records import LabCap
+from core.snapshot_rows import SlurmChanges
 from core.view import ClusterView
 from scheduler.watchers.gpu_watches import check_gpu_watches
 from scheduler.watchers.job_dms import notify_transitions
@@ -28,7 +29,8 @@ from store.db import MIGRATIONS, SCHEMA_VERSION, migrate, open_db
 from store.history import lab_usage_samples, save_lab_usage
 from store.identities import load_identities
 from store.outbox import outbox_rows
-from store.slurm_writes import history_start
+from store.reader import SnapshotCache
+from store.slurm_writes import history_start, save_slurm_changes
 from store.snapshots import load_snapshot, load_source_status
 from store.submissions import SUBMITTING, claim_next, interrupted
 from store.transitions import last_job_record
@@ -115,6 +117,7 @@ def test_a_dm_queued_before_the_upgrade_is_not_enqueued_again_and_the_next_is(
     queued = [r["key"] for r in outbox_rows(db, "queued")]
     assert queued == ["job:skynet:1:0:COMPLETED:T1:UALICE"]
     # The cursor came over: only job 2's end, recorded after the old notifier ran, is new.
+    assert load_cursor(db, CLUSTER) == 3
     assert notify_all(db, CLUSTER) == 1
     keys = sorted(r["key"] for r in outbox_rows(db))
     assert keys == ["job:skynet:1:0:COMPLETED:T1:UALICE", "job:skynet:2:0:FAILED:T1:UBOB"]
@@ -236,3 +239,24 @@ def test_caps_and_history_of_two_clusters_stay_apart() -> None:
         save_lab_usage(db, cluster, [LabUsage(LAB, LAB, None, used)], 100.0, 30)
     assert [s.gpus_used for s in lab_usage_samples(db, "north", LAB, 0, 200)] == [3]
     assert [s.gpus_used for s in lab_usage_samples(db, "south", LAB, 0, 200)] == [1]
+
+
+def test_each_clusters_reader_catches_up_with_its_own_rows_only(tmp_path: Path) -> None:
+    path = tmp_path / "skybot.db"
+    db = open_db(path)
+    two_clusters(db)
+    north, south = SnapshotCache(path, "north", ()), SnapshotCache(path, "south", ())
+    assert [j.user for j in north.refresh_blocking().snapshot.jobs] == ["alice"]
+    south_view = south.refresh_blocking()
+    # Job 1 and gpu01 leave north in a poll of changes only; south's are untouched.
+    gone = SlurmChanges(
+        full=False, job_rows=(), gone_job_ids=(1,), node_rows=(), gone_nodes=("gpu01",),
+        observed=(),
+    )  # fmt: skip
+    save_slurm_changes(db, "north", gone, 300.0)
+    assert north.refresh_blocking().snapshot.jobs == ()
+    assert north.current().snapshot.nodes == ()
+    assert south.refresh_blocking() is south_view  # nothing new on south: not even reloaded
+    assert [(j.job_id, j.user) for j in south_view.snapshot.jobs] == [(1, "bob")]
+    north.close()
+    south.close()
