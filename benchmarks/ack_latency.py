@@ -38,6 +38,8 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.signature import SignatureVerifier
 
+from tests.factories import CLUSTER
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -101,7 +103,9 @@ def synthetic_snapshot(path: Path, jobs: int) -> None:
     ]
     db = open_db(path)
     save_slurm_poll(db, records, [], nodes, at=time.time())
-    save_caps(db, [LabCap(lab, 32) for lab in labs], {"hoffman-lab": {"bench"}}, at=time.time())
+    save_caps(
+        db, CLUSTER, [LabCap(lab, 32) for lab in labs], {"hoffman-lab": {"bench"}}, at=time.time()
+    )
     db.close()
 
 
@@ -289,7 +293,7 @@ async def run(requests: int, baseline_requests: int, baseline_jobs: int) -> int:
             api_url=announced["api_url"],
         )
         writer = StoreWriter(db_path)
-        cache = SnapshotCache(db_path, config.labs)
+        cache = SnapshotCache(db_path, config.default_cluster.name, config.labs)
         view = await cache.refresh()
         assert len(view.snapshot.jobs) == 10_000
         identity = IdentityDirectory(config.identity, writer)

@@ -34,6 +34,8 @@ from pathlib import Path
 
 from msgspec.structs import replace
 
+from tests.factories import CLUSTER
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -128,7 +130,7 @@ async def phase(title: str, bound: float, polls: int) -> list[Poll]:
                 rpcs = read_stats()
                 shown = ""
                 if moved:
-                    jobs = (await writer.run(load_snapshot)).jobs
+                    jobs = (await writer.run(load_snapshot, CLUSTER)).jobs
                     partition = {job.job_id: job.partition for job in jobs}
                     count = sum(partition.get(job_id) == "debug" for job_id in moved)
                     shown = f"{count}/{len(moved)} shown"

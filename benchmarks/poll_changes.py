@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.factories import CLUSTER
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -152,7 +154,7 @@ async def _measure(folder: Path, way: str) -> dict[str, float]:
     first_peaks = (0.0, 0.0)
     with tempfile.TemporaryDirectory() as tmp:
         writer = StoreWriter(Path(tmp) / "bench.db")
-        snapshot = SnapshotCache(Path(tmp) / "bench.db", labs=())
+        snapshot = SnapshotCache(Path(tmp) / "bench.db", CLUSTER, labs=())
         if way != "before":
             await worker.start()  # as a running bot's is: its start is not a poll's cost
         for poll in range(1 + STEADY_POLLS):
@@ -186,7 +188,7 @@ async def _measure(folder: Path, way: str) -> dict[str, float]:
                     states=states,
                 )
                 digest = await worker.digest(request, 600)
-                await writer.run(save_slurm_changes, digest.changes, at)
+                await writer.run(save_slurm_changes, CLUSTER, digest.changes, at)
                 committed = digest.generation
                 del digest
             timings.append(time.perf_counter() - start)

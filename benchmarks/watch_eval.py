@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.factories import CLUSTER
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.cluster_config import LabConfig
@@ -107,7 +109,9 @@ def with_store(view: ClusterView, db_path: Path) -> float:
     try:
         started = time.perf_counter()
         with db.atomic():
-            watch_outcomes(active_watches(db), view_free_index(view), headroom_by_lab(view), 2000.0)
+            watch_outcomes(
+                active_watches(db, CLUSTER), view_free_index(view), headroom_by_lab(view), 2000.0
+            )
         return (time.perf_counter() - started) * 1000
     finally:
         db.close()
@@ -118,7 +122,7 @@ def stored(active: list[Watch], db_path: Path) -> None:
     for w in active:
         new = NewWatch(w.team_id, w.user_id, w.cluster_user, w.gpu_type, w.count, w.overcap,
                        w.lab, w.partition, w.account)  # fmt: skip
-        add_watch(db, new, 0.0, 1e12, 10)
+        add_watch(db, CLUSTER, new, 0.0, 1e12, 10)
     db.close()
 
 

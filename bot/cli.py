@@ -186,16 +186,19 @@ async def _poll(config: Config, cycles: int) -> int:
     from bot.config import database_path
     from scheduler.slurm.poller import SlurmPoller
     from scheduler.storage_poller import StoragePoller
+    from store.clusters import adopt_unnamed_rows
     from store.snapshots import load_snapshot
     from store.writer import StoreWriter
 
     writer = StoreWriter(database_path(config))
-    slurm = SlurmPoller(config, writer)
+    cluster = config.default_cluster.name
+    await writer.run(adopt_unnamed_rows, cluster)
+    slurm = SlurmPoller(config, writer, cluster=cluster)
     try:
-        ok = await slurm.poll_caps() and await StoragePoller(config, writer).poll()
+        ok = await slurm.poll_caps() and await StoragePoller(config, writer, cluster=cluster).poll()
         for _ in range(cycles):
             ok = await slurm.poll_jobs() and ok
-        snapshot = await writer.run(load_snapshot)
+        snapshot = await writer.run(load_snapshot, config.default_cluster.name)
     finally:
         await slurm.close()
         writer.close()

@@ -19,6 +19,7 @@ from handlers.request import CommandRequest
 from handlers.router import dispatch
 from scheduler.slurm.poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
+from store.clusters import adopt_unnamed_rows
 from store.writer import StoreWriter
 
 BANNER = (
@@ -76,9 +77,13 @@ def for_terminal(text: str) -> str:
 
 async def _poll_once(config: Config, writer: StoreWriter) -> None:
     """Fresh data before the first prompt; a Slurm outage shows up as a warning in answers."""
-    slurm = SlurmPoller(config, writer)
+    cluster = config.default_cluster.name
+    await writer.run(adopt_unnamed_rows, cluster)
+    slurm = SlurmPoller(config, writer, cluster=cluster)
     try:
-        await asyncio.gather(slurm.poll_caps(), StoragePoller(config, writer).poll())
+        await asyncio.gather(
+            slurm.poll_caps(), StoragePoller(config, writer, cluster=cluster).poll()
+        )
         await slurm.poll_jobs()
     finally:
         await slurm.close()

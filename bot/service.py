@@ -51,6 +51,7 @@ from scheduler.slurm.poller import SlurmPoller
 from scheduler.storage_poller import StoragePoller
 from scheduler.submit_worker import SubmissionWorker
 from scheduler.watchers import Watchers
+from store.clusters import adopt_unnamed_rows
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
 
@@ -61,6 +62,7 @@ def snapshot_cache(config: Config) -> SnapshotCache:
     """The in-memory view of the store that commands answer from, as the config describes it."""
     return SnapshotCache(
         database_path(config),
+        config.default_cluster.name,
         config.labs,
         config.slurm.overcap_account,
         config.slurm.overcap_partition,
@@ -113,6 +115,8 @@ class Runtime:
 
 async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     writer = open_store(database_path(config))
+    # Rows from before clusters had names are today's cluster's: named before anything reads.
+    await writer.run(adopt_unnamed_rows, config.default_cluster.name)
     cache = snapshot_cache(config)
     await cache.refresh()
     client = web_client(secrets)
@@ -134,10 +138,19 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     tail_runner = runner_call(
         config, min(config.runner.timeout_seconds, config.notifications.log_tail_seconds)
     )
-    watchers = Watchers(config, writer, identity, sender.wake, cache.current, tail_runner)
-    slurm_poller = SlurmPoller(config, writer)
+    cluster = config.default_cluster.name
+    watchers = Watchers(
+        config, writer, identity, sender.wake, cache.current, tail_runner, cluster=cluster
+    )
+    slurm_poller = SlurmPoller(config, writer, cluster=cluster)
     schedule = build_schedule(
-        poll_jobs(config, slurm_poller, StoragePoller(config, writer), cache.refresh, watchers),
+        poll_jobs(
+            config,
+            slurm_poller,
+            StoragePoller(config, writer, cluster=cluster),
+            cache.refresh,
+            watchers,
+        ),
         poll_hooks(config, metrics, writer, slurm_poller),
         [WeeklyDigest(config, writer, sender.wake).calendar()],
     )
@@ -146,7 +159,7 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     runner = refreshing_runner(
         runner_call(config), slurm_poller.mark_changed, schedule.poll_slurm_soon
     )
-    submissions = SubmissionWorker(config, writer, runner, wake_sender=sender.wake)
+    submissions = SubmissionWorker(config, writer, runner, wake_sender=sender.wake, cluster=cluster)
     services = Services(
         config,
         identity,

@@ -33,7 +33,10 @@ class ChartMaker:
             raise ChartUnavailable(f"no lab named {spec.lab!r} in the config")
         assert self._tz is not None
         if spec.kind == LAB_GPUS:
-            samples = await self._writer.run(lab_usage_samples, lab.name, spec.since, spec.until)
+            cluster = (self._config.cluster_of_lab(lab.name) or self._config.default_cluster).name
+            samples = await self._writer.run(
+                lab_usage_samples, cluster, lab.name, spec.since, spec.until
+            )
             return await asyncio.to_thread(self._gpu_chart, spec, samples)
         if spec.kind == LAB_DISK:
             series = await self._writer.run(

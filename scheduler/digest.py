@@ -100,7 +100,10 @@ class WeeklyDigest:
             if lab is None:
                 log.warning("digest for %s: no such lab in the config", subscription.lab)
                 continue
-            week = lab_week(db, lab.name, lab.account, lab.storage_roots, until - WEEK, until)
+            cluster = (self._config.cluster_of_lab(lab.name) or self._config.default_cluster).name
+            week = lab_week(
+                db, cluster, lab.name, lab.account, lab.storage_roots, until - WEEK, until
+            )
             messages += digest_messages(week, subscription, self.tz, self._config.digest.top_users)
         return enqueue(db, messages, self._clock())
 

@@ -91,7 +91,10 @@ class StoragePoller:
         writer: StoreWriter,
         clock: Callable[[], float] = time.time,
         read_packages: ListReader = read_regular_file,
+        cluster: str | None = None,
     ) -> None:
+        # The cluster whose storage source this is (by default the configuration's default).
+        self.cluster = config.default_cluster.name if cluster is None else cluster
         self._config = config
         self._writer = writer
         self._clock = clock
@@ -115,7 +118,7 @@ class StoragePoller:
             delay = self._backoff.failed(now)
             message = "; ".join(scan.errors)
             log.warning("storage poll failed (next try in %.0f s): %s", delay, message)
-            await self._writer.run(record_poll_failure, "storage", message, now)
+            await self._writer.run(record_poll_failure, self.cluster, "storage", message, now)
             return False
         for error in scan.errors:
             log.warning("storage root unreadable: %s", error)
@@ -123,6 +126,7 @@ class StoragePoller:
             log.warning("image directory %s: %s", scan.image_dir.path, scan.image_dir.error)
         await self._writer.run(
             save_storage,
+            self.cluster,
             scan.directories,
             scan.filesystems,
             now,

@@ -62,7 +62,11 @@ class SubmissionWorker:
         runner: RunnerCall,
         wake_sender: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.time,
+        cluster: str | None = None,
     ) -> None:
+        # The cluster whose submissions this worker performs (by default the configuration's
+        # default); a bot with several clusters runs one worker for each.
+        self.cluster = config.default_cluster.name if cluster is None else cluster
         self._config = config
         self._writer = writer
         self._runner = runner
@@ -89,7 +93,7 @@ class SubmissionWorker:
 
     async def recover(self) -> int:
         """Settle submissions left in `submitting`; returns how many were settled."""
-        stuck = await self._writer.run(interrupted)
+        stuck = await self._writer.run(interrupted, self.cluster)
         settled = 0
         for submission in stuck:
             settled += await self._settle(submission)
@@ -117,7 +121,9 @@ class SubmissionWorker:
     async def _unsure(self, submission: Submission, refused: Refused) -> bool:
         """The runner could not say: what the poller saw may, else wait, and in the end tell
         the user to look, rather than risk a second job."""
-        job_id = await self._writer.run(find_job_by_comment, submission_comment(submission.tag))
+        job_id = await self._writer.run(
+            find_job_by_comment, submission.cluster, submission_comment(submission.tag)
+        )
         if job_id is not None:
             await self._finish(submission, job_id=job_id)
             return True
@@ -135,7 +141,7 @@ class SubmissionWorker:
         return True
 
     async def perform_next(self) -> bool:
-        submission = await self._writer.run(claim_next, self._clock())
+        submission = await self._writer.run(claim_next, self.cluster, self._clock())
         if submission is None:
             return False
         request = submit_request(

@@ -12,6 +12,7 @@ from datetime import datetime
 import sqlite_utils
 
 from core.storage_alerts import FillState, HoardPing
+from store.clusters import cluster_counter
 
 JOB_TRANSITIONS_CURSOR = "job_transitions"
 
@@ -56,24 +57,31 @@ def save_fill_state(db: sqlite_utils.Database, state: Mapping[str, FillState]) -
 # ------------------------------------------------------------------------------ cursor
 
 
-def load_cursor(db: sqlite_utils.Database, name: str = JOB_TRANSITIONS_CURSOR) -> int:
-    """The id of the last job_transitions row already turned into notices."""
-    row = db.execute("SELECT value FROM notify_cursors WHERE name = ?", [name]).fetchone()
+def load_cursor(db: sqlite_utils.Database, cluster: str, name: str = JOB_TRANSITIONS_CURSOR) -> int:
+    """The id of the cluster's last job_transitions row already turned into notices."""
+    row = db.execute(
+        "SELECT value FROM notify_cursors WHERE name = ?", [cluster_counter(name, cluster)]
+    ).fetchone()
     return row[0] if row else 0
 
 
 def advance_cursor(
-    db: sqlite_utils.Database, expected: int, value: int, name: str = JOB_TRANSITIONS_CURSOR
+    db: sqlite_utils.Database,
+    cluster: str,
+    expected: int,
+    value: int,
+    name: str = JOB_TRANSITIONS_CURSOR,
 ) -> bool:
-    """Move the cursor from `expected` to `value`; False (and no change) if someone moved it."""
+    """Move the cluster's cursor from `expected` to `value`; False (and no change) if someone
+    moved it."""
     with db.atomic():
-        current = load_cursor(db, name)
+        current = load_cursor(db, cluster, name)
         if current != expected:
             return False
         db.execute(
             "INSERT INTO notify_cursors (name, value) VALUES (?, ?) "
             "ON CONFLICT(name) DO UPDATE SET value = excluded.value",
-            [name, value],
+            [cluster_counter(name, cluster), value],
         )
         return True
 
@@ -141,15 +149,18 @@ def load_log_tail_optouts(db: sqlite_utils.Database) -> set[tuple[str, str]]:
     }
 
 
-def load_cap_episodes(db: sqlite_utils.Database) -> dict[str, float]:
-    """Lab -> when its current stretch at the GPU cap began."""
-    return dict(db.execute("SELECT lab, since FROM cap_episodes").fetchall())
+def load_cap_episodes(db: sqlite_utils.Database, cluster: str) -> dict[str, float]:
+    """Lab -> when its current stretch at the GPU cap began, on the cluster."""
+    return dict(
+        db.execute("SELECT lab, since FROM cap_episodes WHERE cluster = ?", [cluster]).fetchall()
+    )
 
 
-def save_cap_episodes(db: sqlite_utils.Database, episodes: dict[str, float]) -> None:
-    db.execute("DELETE FROM cap_episodes")
+def save_cap_episodes(db: sqlite_utils.Database, cluster: str, episodes: dict[str, float]) -> None:
+    db.execute("DELETE FROM cap_episodes WHERE cluster = ?", [cluster])
     db.conn.executemany(
-        "INSERT INTO cap_episodes (lab, since) VALUES (?, ?)", list(episodes.items())
+        "INSERT INTO cap_episodes (cluster, lab, since) VALUES (?, ?, ?)",
+        [(cluster, lab, since) for lab, since in episodes.items()],
     )
 
 

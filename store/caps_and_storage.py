@@ -19,32 +19,37 @@ from store.snapshots import mark_success
 
 def save_caps(
     db: sqlite_utils.Database,
+    cluster: str,
     caps: Iterable[LabCap],
     members: Mapping[str, Iterable[str]],
     at: float,
 ) -> None:
-    """Replace the GPU caps and account memberships from Slurm's associations."""
+    """Replace the cluster's GPU caps and account memberships from its Slurm associations."""
     with db.atomic():
-        db.execute("DELETE FROM lab_caps")
-        db.table("lab_caps").insert_all({"account": c.account, "gpu_cap": c.gpu_cap} for c in caps)
-        db.execute("DELETE FROM lab_members")
-        db.table("lab_members").insert_all(
-            {"account": account, "user": user}
-            for account, users in members.items()
-            for user in users
+        db.execute("DELETE FROM lab_caps WHERE cluster = ?", [cluster])
+        db.conn.executemany(
+            "INSERT INTO lab_caps (cluster, account, gpu_cap) VALUES (?, ?, ?)",
+            [(cluster, c.account, c.gpu_cap) for c in caps],
         )
-        mark_success(db, "caps", at)
+        db.execute("DELETE FROM lab_members WHERE cluster = ?", [cluster])
+        db.conn.executemany(
+            "INSERT INTO lab_members (cluster, account, user) VALUES (?, ?, ?)",
+            [(cluster, account, user) for account, users in members.items() for user in users],
+        )
+        mark_success(db, cluster, "caps", at)
 
 
 def save_storage(
     db: sqlite_utils.Database,
+    cluster: str,
     directories: Sequence[DirectoryUsage],
     filesystems: Sequence[FilesystemUsage],
     at: float,
     image_dir: ImageDirectory | None = None,
     images: Sequence[ContainerImage] = (),
 ) -> None:
-    """Replace the storage snapshot and extend its history (one row per weekly report).
+    """Replace the storage snapshot and extend its history (one row per weekly report); the
+    storage tables are shared, its source's status is `cluster`'s.
 
     With `image_dir`, the container image list is replaced too; without, it is left as it was.
     """
@@ -66,7 +71,7 @@ def save_storage(
             ),
             ignore=True,
         )
-        mark_success(db, "storage", at)
+        mark_success(db, cluster, "storage", at)
 
 
 def _replace_images(

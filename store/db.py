@@ -12,6 +12,8 @@ from pathlib import Path
 
 import sqlite_utils
 
+from store.cluster_schema import CLUSTER_KEYS
+
 # Each entry migrates the schema from version i to i + 1: its statements, run in order in one
 # transaction. Append only; never edit a shipped one.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -241,6 +243,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # When the outbox last handed a row to Slack without learning the outcome (store/outbox.py):
     # set before the call, kept when the answer never came, so a restart asks Slack first.
     ("ALTER TABLE outbox ADD COLUMN sending_since REAL",),
+    # Several clusters in one database (issue 31): every row that names a job, a node, a lab's
+    # limits or usage, or a source's status is keyed by its cluster, since job ids and node
+    # names are only unique within one. Rows already here get the cluster '' and are named
+    # by `adopt_unnamed_rows` (store/clusters.py) at start-up, once the configuration says
+    # what today's cluster is called: a migration is a fixed list of statements, run by
+    # every opener of the file (the doctor, a backup, a restore) without a configuration.
+    CLUSTER_KEYS,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

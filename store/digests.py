@@ -57,6 +57,7 @@ def digest_channels(db: sqlite_utils.Database, lab: str | None = None) -> list[D
 
 def lab_week(
     db: sqlite_utils.Database,
+    cluster: str,
     lab: str,
     account: str,
     storage_roots: Sequence[str],
@@ -64,13 +65,15 @@ def lab_week(
     until: float,
 ) -> LabWeek:
     """Everything the digest says about one lab's week, from the stored history."""
-    cap_row = db.execute("SELECT gpu_cap FROM lab_caps WHERE account = ?", [account]).fetchone()
+    cap_row = db.execute(
+        "SELECT gpu_cap FROM lab_caps WHERE cluster = ? AND account = ?", [cluster, account]
+    ).fetchone()
     return LabWeek(
         lab=lab,
         since=since,
         until=until,
         cap=cap_row[0] if cap_row else None,
-        gpu_hours=gpu_hours_by_user(db, lab, since, until),
-        requeues=requeues_by_user(db, lab_members(db, account), since, until),
+        gpu_hours=gpu_hours_by_user(db, cluster, lab, since, until),
+        requeues=requeues_by_user(db, cluster, lab_members(db, cluster, account), since, until),
         growth=directory_growth(db, storage_roots, since, until),
     )

@@ -17,27 +17,33 @@ DAY = 86400.0
 
 def save_lab_usage(
     db: sqlite_utils.Database,
+    cluster: str,
     usages: Sequence[LabUsage],
     at: float,
     keep_days: int,
     max_interval: float = 60.0,
 ) -> None:
-    """Append one sample per lab, credit the GPU-seconds since the previous sample (at most
-    `max_interval`), and drop samples older than the retention limit."""
+    """Append one sample per lab of the cluster, credit the GPU-seconds since its previous
+    sample (at most `max_interval`), and drop the cluster's samples older than the retention
+    limit."""
     with db.atomic():
-        previous_at = db.execute("SELECT MAX(at) FROM lab_usage_history").fetchone()[0]
+        previous_at = db.execute(
+            "SELECT MAX(at) FROM lab_usage_history WHERE cluster = ?", [cluster]
+        ).fetchone()[0]
         db.conn.executemany(
-            "INSERT INTO gpu_seconds (hour, lab, user, overcap, seconds) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT(hour, lab, user, overcap) DO UPDATE SET "
+            "INSERT INTO gpu_seconds (cluster, hour, lab, user, overcap, seconds) "
+            "VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT(cluster, hour, lab, user, overcap) DO UPDATE SET "
             "seconds = seconds + excluded.seconds",
             (
-                (c.hour, c.lab, c.user, int(c.overcap), c.seconds)
+                (cluster, c.hour, c.lab, c.user, int(c.overcap), c.seconds)
                 for c in credit_poll(usages, at, previous_at, max_interval)
             ),
         )
         db.table("lab_usage_history").insert_all(
             (
                 {
+                    "cluster": cluster,
                     "at": at,
                     "lab": u.lab,
                     "gpus_used": u.gpus_used,
@@ -48,32 +54,34 @@ def save_lab_usage(
             ),
             ignore=True,
         )
-        prune_history(db, at - keep_days * DAY)
+        prune_history(db, cluster, at - keep_days * DAY)
 
 
-def prune_history(db: sqlite_utils.Database, before: float) -> None:
-    db.execute("DELETE FROM lab_usage_history WHERE at < ?", [before])
+def prune_history(db: sqlite_utils.Database, cluster: str, before: float) -> None:
+    """Drop the cluster's history older than `before` (and the shared filesystem history)."""
+    db.execute("DELETE FROM lab_usage_history WHERE cluster = ? AND at < ?", [cluster, before])
     db.execute("DELETE FROM filesystem_history WHERE at < ?", [before])
-    db.execute("DELETE FROM job_transitions WHERE at < ?", [before])
+    db.execute("DELETE FROM job_transitions WHERE cluster = ? AND at < ?", [cluster, before])
     # A job squeue still lists is still seen: polls write only records that changed, so a
     # job pending unchanged for weeks keeps an old seen_at.
     db.execute(
-        "DELETE FROM job_states WHERE seen_at < ? AND job_id NOT IN (SELECT job_id FROM jobs)",
-        [before],
+        "DELETE FROM job_states WHERE cluster = ? AND seen_at < ? "
+        "AND job_id NOT IN (SELECT job_id FROM jobs WHERE cluster = ?)",
+        [cluster, before, cluster],
     )
-    db.execute("DELETE FROM gpu_seconds WHERE hour < ?", [before])
+    db.execute("DELETE FROM gpu_seconds WHERE cluster = ? AND hour < ?", [cluster, before])
 
 
 def lab_usage_series(
-    db: sqlite_utils.Database, lab: str, since: float
+    db: sqlite_utils.Database, cluster: str, lab: str, since: float
 ) -> list[tuple[float, int, int | None]]:
-    """(time, GPUs used, cap) samples for one lab, oldest first."""
+    """(time, GPUs used, cap) samples for one lab of the cluster, oldest first."""
     return [
         (r[0], r[1], r[2])
         for r in db.execute(
-            "SELECT at, gpus_used, gpu_cap FROM lab_usage_history WHERE lab = ? AND at >= ? "
-            "ORDER BY at",
-            [lab, since],
+            "SELECT at, gpus_used, gpu_cap FROM lab_usage_history WHERE cluster = ? AND lab = ? "
+            "AND at >= ? ORDER BY at",
+            [cluster, lab, since],
         )
     ]
 
@@ -89,15 +97,16 @@ def directory_kib_before(db: sqlite_utils.Database, path: str, updated_before: s
 
 
 def lab_usage_samples(
-    db: sqlite_utils.Database, lab: str, since: float, until: float
+    db: sqlite_utils.Database, cluster: str, lab: str, since: float, until: float
 ) -> list[UsageSample]:
-    """Every poll's sample of one lab in [since, until], oldest first (for the GPU chart)."""
+    """Every poll's sample of one lab of the cluster in [since, until], oldest first (for the
+    GPU chart)."""
     return [
         UsageSample(r[0], r[1], r[2], r[3])
         for r in db.execute(
             "SELECT at, gpus_used, gpu_cap, overcap_gpus FROM lab_usage_history "
-            "WHERE lab = ? AND at >= ? AND at <= ? ORDER BY at",
-            [lab, since, until],
+            "WHERE cluster = ? AND lab = ? AND at >= ? AND at <= ? ORDER BY at",
+            [cluster, lab, since, until],
         )
     ]
 
@@ -124,21 +133,21 @@ def directory_size_series(
 
 
 def gpu_hours_by_user(
-    db: sqlite_utils.Database, lab: str, since: float, until: float
+    db: sqlite_utils.Database, cluster: str, lab: str, since: float, until: float
 ) -> dict[tuple[str, bool], float]:
     """(user, on overcap) -> GPU-hours that lab member ran in the hours starting in the window."""
     return {
         (user, bool(overcap)): seconds / 3600.0
         for user, overcap, seconds in db.execute(
             "SELECT user, overcap, SUM(seconds) FROM gpu_seconds "
-            "WHERE lab = ? AND hour >= ? AND hour < ? GROUP BY user, overcap",
-            [lab, since, until],
+            "WHERE cluster = ? AND lab = ? AND hour >= ? AND hour < ? GROUP BY user, overcap",
+            [cluster, lab, since, until],
         )
     }
 
 
 def requeues_by_user(
-    db: sqlite_utils.Database, users: Sequence[str], since: float, until: float
+    db: sqlite_utils.Database, cluster: str, users: Sequence[str], since: float, until: float
 ) -> dict[str, int]:
     """How many times each of `users` had a job requeued (preempted, mostly) in the window."""
     if not users:
@@ -147,9 +156,9 @@ def requeues_by_user(
     return {
         user: count
         for user, count in db.execute(
-            f"SELECT user, COUNT(*) FROM job_transitions WHERE to_state = ? AND at >= ? "
-            f"AND at < ? AND user IN ({marks}) GROUP BY user",
-            [REQUEUED, since, until, *users],
+            f"SELECT user, COUNT(*) FROM job_transitions WHERE cluster = ? AND to_state = ? "
+            f"AND at >= ? AND at < ? AND user IN ({marks}) GROUP BY user",
+            [cluster, REQUEUED, since, until, *users],
         )
     }
 
@@ -178,8 +187,13 @@ def directory_growth(
     return growth
 
 
-def lab_members(db: sqlite_utils.Database, account: str) -> list[str]:
-    return [r[0] for r in db.execute("SELECT user FROM lab_members WHERE account = ?", [account])]
+def lab_members(db: sqlite_utils.Database, cluster: str, account: str) -> list[str]:
+    return [
+        r[0]
+        for r in db.execute(
+            "SELECT user FROM lab_members WHERE cluster = ? AND account = ?", [cluster, account]
+        )
+    ]
 
 
 def _report_time(updated: str) -> float:

@@ -107,19 +107,28 @@ class LoadedRows:
     nodes: DecodedRows[str, Node] = field(default_factory=lambda: DecodedRows(decode_node, "node"))
     version: int | None = None
 
-    def read(self, conn: Any) -> None:
-        """Catch up with the committed rows; call inside the snapshot's read transaction."""
-        current = rows_version(conn)
+    def read(self, conn: Any, cluster: str) -> None:
+        """Catch up with the cluster's committed rows (a reader holds one cluster's); call
+        inside the snapshot's read transaction."""
+        current = rows_version(conn, cluster)
         if self.version == current:
             return
         if self.version is not None:
-            jobs = changes_since(conn, "jobs", self.version)
-            nodes = changes_since(conn, "nodes", self.version)
+            jobs = changes_since(conn, cluster, "jobs", self.version)
+            nodes = changes_since(conn, cluster, "nodes", self.version)
             if jobs is not None and nodes is not None:
                 self.jobs.apply(jobs)
                 self.nodes.apply(nodes)
                 self.version = current
                 return
-        self.jobs.replace_all(conn.execute("SELECT job_id, record FROM jobs ORDER BY job_id"))
-        self.nodes.replace_all(conn.execute("SELECT name, record FROM nodes ORDER BY name"))
+        self.jobs.replace_all(
+            conn.execute(
+                "SELECT job_id, record FROM jobs WHERE cluster = ? ORDER BY job_id", (cluster,)
+            )
+        )
+        self.nodes.replace_all(
+            conn.execute(
+                "SELECT name, record FROM nodes WHERE cluster = ? ORDER BY name", (cluster,)
+            )
+        )
         self.version = current

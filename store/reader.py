@@ -28,6 +28,7 @@ class SnapshotCache:
     def __init__(
         self,
         path: Path | str,
+        cluster: str,
         labs: tuple[LabConfig, ...],
         overcap_account: str = "overcap",
         overcap_partition: str = "overcap",
@@ -35,6 +36,8 @@ class SnapshotCache:
         gpu_min_release: Mapping[str, str] | None = None,
     ) -> None:
         self._path = path
+        # One cache serves one cluster: a bot with several holds one for each.
+        self.cluster = cluster
         self._labs = labs
         self._overcap = (overcap_account, overcap_partition)
         # None: the container guide's table, as a ClusterView has by default.
@@ -53,11 +56,11 @@ class SnapshotCache:
         with self._lock:
             if self._db is None:
                 self._db = open_db(self._path, any_thread=True)
-            if snapshot_version(self._db) != self._view.snapshot.version:
+            if snapshot_version(self._db, self.cluster) != self._view.snapshot.version:
                 # Loading and warming it set off collections of 40-70 ms on this thread
                 # before the freeze could take the new snapshot out of their reach.
                 with no_collections():
-                    snapshot = load_snapshot(self._db, self._rows)
+                    snapshot = load_snapshot(self._db, self.cluster, self._rows)
                     # In two steps, each before collections resume (resumed first, they
                     # would set off a young collection over all the reload made). A young
                     # collection costs what its objects refer to: the snapshot's and the

@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from store.clusters import cluster_counter
+
 # Tables whose rows are versioned, by their key column.
 Table = Literal["jobs", "nodes"]
 _KEYS: dict[Table, str] = {"jobs": "job_id", "nodes": "name"}
@@ -33,44 +35,49 @@ class RowChanges:
     written: list[tuple[Any, str]]
 
 
-def next_rows_version(conn: Any, full: bool) -> int:
-    """Take the next rows version for a save (in its transaction). `full`: the save replaces
-    every row, so no reader can catch up from before it."""
+def next_rows_version(conn: Any, cluster: str, full: bool) -> int:
+    """Take the cluster's next rows version for a save (in its transaction). `full`: the save
+    replaces every row of the cluster, so no reader can catch up from before it."""
     keep = KEEP_VERSIONS
-    version = _counter(conn, "rows_version") + 1
-    _set_counter(conn, "rows_version", version)
+    version = _counter(conn, "rows_version", cluster) + 1
+    _set_counter(conn, "rows_version", cluster, version)
     if full:
-        conn.execute("DELETE FROM rows_gone")
-        _set_counter(conn, "rows_log_since", version)
+        conn.execute("DELETE FROM rows_gone WHERE cluster = ?", (cluster,))
+        _set_counter(conn, "rows_log_since", cluster, version)
     else:
-        conn.execute("DELETE FROM rows_gone WHERE written_in <= ?", (version - keep,))
-        since = max(_counter(conn, "rows_log_since"), version - keep)
-        _set_counter(conn, "rows_log_since", since)
+        conn.execute(
+            "DELETE FROM rows_gone WHERE cluster = ? AND written_in <= ?",
+            (cluster, version - keep),
+        )
+        since = max(_counter(conn, "rows_log_since", cluster), version - keep)
+        _set_counter(conn, "rows_log_since", cluster, since)
     return version
 
 
-def log_gone(conn: Any, table: Table, keys: Iterable[Any], version: int) -> None:
+def log_gone(conn: Any, cluster: str, table: Table, keys: Iterable[Any], version: int) -> None:
     conn.executemany(
-        "INSERT INTO rows_gone (tbl, key, written_in) VALUES (?, ?, ?)",
-        ((table, key, version) for key in keys),
+        "INSERT INTO rows_gone (cluster, tbl, key, written_in) VALUES (?, ?, ?, ?)",
+        ((cluster, table, key, version) for key in keys),
     )
 
 
-def rows_version(conn: Any) -> int:
-    """The version of the rows as committed (0: none written since versions began)."""
-    return _counter(conn, "rows_version")
+def rows_version(conn: Any, cluster: str) -> int:
+    """The version of the cluster's rows as committed (0: none written since versions
+    began)."""
+    return _counter(conn, "rows_version", cluster)
 
 
-def changes_since(conn: Any, table: Table, version: int) -> RowChanges | None:
-    """What was deleted and written in `table` after `version`, in key order; None if the
-    log no longer reaches back that far (read the whole table instead)."""
-    if version < _counter(conn, "rows_log_since") or version > rows_version(conn):
+def changes_since(conn: Any, cluster: str, table: Table, version: int) -> RowChanges | None:
+    """What was deleted and written in the cluster's rows of `table` after `version`, in key
+    order; None if the log no longer reaches back that far (read them all instead)."""
+    if version < _counter(conn, "rows_log_since", cluster) or version > rows_version(conn, cluster):
         return None
     key = _KEYS[table]
     gone = [
         row[0]
         for row in conn.execute(
-            "SELECT key FROM rows_gone WHERE tbl = ? AND written_in > ?", (table, version)
+            "SELECT key FROM rows_gone WHERE cluster = ? AND tbl = ? AND written_in > ?",
+            (cluster, table, version),
         )
     ]
     # INDEXED BY: knowing nothing of how few rows a poll writes, SQLite's planner read the
@@ -78,20 +85,22 @@ def changes_since(conn: Any, table: Table, version: int) -> RowChanges | None:
     # per reload, for a few thousand rows).
     written = conn.execute(
         f"SELECT {key}, record FROM {table} INDEXED BY {table}_written_in "
-        f"WHERE written_in > ? ORDER BY {key}",
-        (version,),
+        f"WHERE cluster = ? AND written_in > ? ORDER BY {key}",
+        (cluster, version),
     ).fetchall()
     return RowChanges(gone, written)
 
 
-def _counter(conn: Any, name: str) -> int:
-    row = conn.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
+def _counter(conn: Any, name: str, cluster: str) -> int:
+    row = conn.execute(
+        "SELECT value FROM counters WHERE name = ?", (cluster_counter(name, cluster),)
+    ).fetchone()
     return int(row[0]) if row else 0
 
 
-def _set_counter(conn: Any, name: str, value: int) -> None:
+def _set_counter(conn: Any, name: str, cluster: str, value: int) -> None:
     conn.execute(
         "INSERT INTO counters (name, value) VALUES (?, ?) "
         "ON CONFLICT(name) DO UPDATE SET value = excluded.value",
-        (name, value),
+        (cluster_counter(name, cluster), value),
     )

@@ -29,53 +29,72 @@ from core.records import (
     LabCap,
 )
 from core.snapshot import SOURCES, ClusterSnapshot, SourceStatus
+from store.clusters import cluster_counter
 from store.loaded_rows import LoadedRows
 from store.unreadable import readable
 
 R = TypeVar("R")
 
+# source_status's columns as SourceStatus takes them (the cluster is the caller's).
+_STATUS = "source, taken_at, error, error_at"
 
-def record_poll_failure(db: sqlite_utils.Database, source: str, error: str, at: float) -> None:
-    """Keep the last good snapshot but note that `source` is failing, and since when."""
+
+def record_poll_failure(
+    db: sqlite_utils.Database, cluster: str, source: str, error: str, at: float
+) -> None:
+    """Keep the cluster's last good snapshot but note that its `source` is failing, and since
+    when."""
     with db.atomic():
         db.execute(
-            "INSERT INTO source_status (source, error, error_at) VALUES (?, ?, ?) "
-            "ON CONFLICT(source) DO UPDATE SET error = excluded.error, "
+            "INSERT INTO source_status (cluster, source, error, error_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(cluster, source) DO UPDATE SET error = excluded.error, "
             "error_at = COALESCE(source_status.error_at, excluded.error_at)",
-            [source, error, at],
+            [cluster, source, error, at],
         )
-        _bump_version(db)
+        _bump_version(db, cluster)
 
 
-def snapshot_version(db: sqlite_utils.Database) -> int:
-    row = db.execute("SELECT value FROM counters WHERE name = 'snapshot_version'").fetchone()
+def snapshot_version(db: sqlite_utils.Database, cluster: str) -> int:
+    row = db.execute(
+        "SELECT value FROM counters WHERE name = ?", [cluster_counter("snapshot_version", cluster)]
+    ).fetchone()
     return row[0] if row else 0
 
 
-def load_snapshot(db: sqlite_utils.Database, rows: LoadedRows | None = None) -> ClusterSnapshot:
-    """Read the latest committed snapshot (a consistent read, even while a poll writes).
+def load_snapshot(
+    db: sqlite_utils.Database, cluster: str, rows: LoadedRows | None = None
+) -> ClusterSnapshot:
+    """Read the cluster's latest committed snapshot (a consistent read, even while a poll
+    writes).
 
     `rows`, the jobs and nodes as a reader last read them, are brought up to date with what
     polls wrote since (store/loaded_rows.py) rather than read again."""
     with db.atomic():
-        version = snapshot_version(db)
+        version = snapshot_version(db, cluster)
         if rows is None:
             jobs = _allreadable(
                 (f"job {job_id}", decode_job, record)
-                for job_id, record in db.execute("SELECT job_id, record FROM jobs ORDER BY job_id")
+                for job_id, record in db.execute(
+                    "SELECT job_id, record FROM jobs WHERE cluster = ? ORDER BY job_id", [cluster]
+                )
             )
             nodes = _allreadable(
                 (f"node {name}", decode_node, record)
-                for name, record in db.execute("SELECT name, record FROM nodes ORDER BY name")
+                for name, record in db.execute(
+                    "SELECT name, record FROM nodes WHERE cluster = ? ORDER BY name", [cluster]
+                )
             )
         else:
-            rows.read(db.conn)
+            rows.read(db.conn, cluster)
             jobs, nodes = rows.jobs.values(), rows.nodes.values()
-        cap_by_account, members = load_lab_limits(db)
+        cap_by_account, members = load_lab_limits(db, cluster)
         caps = tuple(LabCap(account, cap) for account, cap in cap_by_account.items())
-        lab_usages = _lab_usages(db, cap_by_account, jobs, rows)
+        lab_usages = _lab_usages(db, cluster, cap_by_account, jobs, rows)
         directories, filesystems, previous_kib = _storage(db)
-        status = {r["source"]: SourceStatus(**r) for r in db.query("SELECT * FROM source_status")}
+        status = {
+            r["source"]: SourceStatus(**r)
+            for r in db.query(f"SELECT {_STATUS} FROM source_status WHERE cluster = ?", [cluster])
+        }
         images = tuple(decode_image(r[0]) for r in db.execute("SELECT record FROM images"))
         image_dirs = [ImageDirectory(**r) for r in db.query("SELECT * FROM image_dirs")]
     for source in SOURCES:
@@ -134,13 +153,16 @@ def _allreadable(stored: Iterable[tuple[str, Callable[[str], R], str]]) -> tuple
 
 def _lab_usages(
     db: sqlite_utils.Database,
+    cluster: str,
     caps: Mapping[str, int | None],
     jobs: Sequence[Job],
     rows: LoadedRows | None,
 ) -> dict[tuple[str, str, str], LabUsage]:
     """The usages the last poll counted, by (lab, account, overcap account), each with its
     account's cap as of now and its waiting jobs as held in `jobs`."""
-    stored = db.execute("SELECT lab, account, overcap_account, record FROM lab_usage").fetchall()
+    stored = db.execute(
+        "SELECT lab, account, overcap_account, record FROM lab_usage WHERE cluster = ?", [cluster]
+    ).fetchall()
     if not stored:
         return {}
     job = rows.jobs.get if rows is not None else {each.job_id: each for each in jobs}.get
@@ -150,34 +172,45 @@ def _lab_usages(
     }
 
 
-def load_source_status(db: sqlite_utils.Database, source: str) -> SourceStatus:
-    rows = list(db.query("SELECT * FROM source_status WHERE source = ?", [source]))
+def load_source_status(db: sqlite_utils.Database, cluster: str, source: str) -> SourceStatus:
+    rows = list(
+        db.query(
+            f"SELECT {_STATUS} FROM source_status WHERE cluster = ? AND source = ?",
+            [cluster, source],
+        )
+    )
     return SourceStatus(**rows[0]) if rows else SourceStatus(source)
 
 
 def load_lab_limits(
-    db: sqlite_utils.Database,
+    db: sqlite_utils.Database, cluster: str
 ) -> tuple[dict[str, int | None], dict[str, frozenset[str]]]:
-    """GPU caps by account and members by account, as last read from sacctmgr."""
-    caps = dict(db.execute("SELECT account, gpu_cap FROM lab_caps").fetchall())
+    """The cluster's GPU caps by account and members by account, as last read from sacctmgr."""
+    caps = dict(
+        db.execute("SELECT account, gpu_cap FROM lab_caps WHERE cluster = ?", [cluster]).fetchall()
+    )
     members: dict[str, set[str]] = {}
-    for account, user in db.execute("SELECT account, user FROM lab_members"):
+    for account, user in db.execute(
+        "SELECT account, user FROM lab_members WHERE cluster = ?", [cluster]
+    ):
         members.setdefault(account, set()).add(user)
     return caps, {a: frozenset(u) for a, u in members.items()}
 
 
-def mark_success(db: sqlite_utils.Database, source: str, at: float) -> None:
+def mark_success(db: sqlite_utils.Database, cluster: str, source: str, at: float) -> None:
     db.execute(
-        "INSERT INTO source_status (source, taken_at, error, error_at) VALUES (?, ?, NULL, NULL) "
-        "ON CONFLICT(source) DO UPDATE SET taken_at = excluded.taken_at, error = NULL, "
+        "INSERT INTO source_status (cluster, source, taken_at, error, error_at) "
+        "VALUES (?, ?, ?, NULL, NULL) "
+        "ON CONFLICT(cluster, source) DO UPDATE SET taken_at = excluded.taken_at, error = NULL, "
         "error_at = NULL",
-        [source, at],
+        [cluster, source, at],
     )
-    _bump_version(db)
+    _bump_version(db, cluster)
 
 
-def _bump_version(db: sqlite_utils.Database) -> None:
+def _bump_version(db: sqlite_utils.Database, cluster: str) -> None:
     db.execute(
-        "INSERT INTO counters (name, value) VALUES ('snapshot_version', 1) "
-        "ON CONFLICT(name) DO UPDATE SET value = value + 1"
+        "INSERT INTO counters (name, value) VALUES (?, 1) "
+        "ON CONFLICT(name) DO UPDATE SET value = value + 1",
+        [cluster_counter("snapshot_version", cluster)],
     )

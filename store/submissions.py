@@ -38,6 +38,8 @@ class Submission:
     response_url: str | None
     created_at: float
     attempts: int
+    # The cluster it is submitted to, and whose job id `job_id` is.
+    cluster: str
     job_id: int | None = None
     error: str | None = None
     reported_at: float | None = None
@@ -58,43 +60,26 @@ class SubmissionRequest:
 
 
 def enqueue(
-    db: sqlite_utils.Database, request: SubmissionRequest, limits: SubmitConfig, now: float
+    db: sqlite_utils.Database,
+    cluster: str,
+    request: SubmissionRequest,
+    limits: SubmitConfig,
+    now: float,
 ) -> Submission:
-    """Record a submission, unless the user is over their queue cap or rate limit."""
-    cluster_user, max_queued = request.cluster_user, limits.max_queued_per_user
+    """Record a submission to `cluster`, unless the user is over their queue cap or rate
+    limit (counted over every cluster: they bound one person's use of the runner)."""
     with db.atomic():
-        waiting = db.execute(
-            "SELECT COUNT(*) FROM submissions WHERE cluster_user = ? AND state IN (?, ?)",
-            [cluster_user, QUEUED, SUBMITTING],
-        ).fetchone()[0]
-        if waiting >= max_queued:
-            raise QueueRefused(
-                f"You already have {waiting} submissions waiting (the limit is {max_queued}); "
-                "try again when they are through."
-            )
-        # A submission that failed (the runner refused the script or options, or sbatch
-        # did) put nothing in the queue: it does not count, so a mistyped path does not
-        # cost the corrected one its turn. The per-user token bucket (handlers/router.py)
-        # still bounds how often anyone starts the runner.
-        recent = db.execute(
-            "SELECT COUNT(*) FROM submissions WHERE cluster_user = ? AND created_at > ? "
-            "AND state != ?",
-            [cluster_user, now - 60, FAILED],
-        ).fetchone()[0]
-        if recent >= limits.max_per_minute:
-            raise QueueRefused(
-                f"That is {recent} submissions in the last minute (the limit is "
-                f"{limits.max_per_minute}); wait a minute and try again."
-            )
+        _refuse_over_limits(db, request.cluster_user, limits, now)
         tag = secrets.token_hex(8)
         cursor = db.execute(
-            "INSERT INTO submissions (team_id, user_id, cluster_user, script, options, tag, "
-            "state, response_url, created_at, attempts, notify_start) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+            "INSERT INTO submissions (cluster, team_id, user_id, cluster_user, script, options, "
+            "tag, state, response_url, created_at, attempts, notify_start) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
             [
+                cluster,
                 request.team_id,
                 request.user_id,
-                cluster_user,
+                request.cluster_user,
                 request.script,
                 json.dumps(request.options),
                 tag,
@@ -118,11 +103,42 @@ def enqueue(
     return found
 
 
-def claim_next(db: sqlite_utils.Database, now: float) -> Submission | None:
-    """Move the oldest queued submission to `submitting` (before sbatch runs) and return it."""
+def _refuse_over_limits(
+    db: sqlite_utils.Database, cluster_user: str, limits: SubmitConfig, now: float
+) -> None:
+    """QueueRefused if the user has too many submissions waiting or made in the last minute."""
+    max_queued = limits.max_queued_per_user
+    waiting = db.execute(
+        "SELECT COUNT(*) FROM submissions WHERE cluster_user = ? AND state IN (?, ?)",
+        [cluster_user, QUEUED, SUBMITTING],
+    ).fetchone()[0]
+    if waiting >= max_queued:
+        raise QueueRefused(
+            f"You already have {waiting} submissions waiting (the limit is {max_queued}); "
+            "try again when they are through."
+        )
+    # A submission that failed (the runner refused the script or options, or sbatch
+    # did) put nothing in the queue: it does not count, so a mistyped path does not
+    # cost the corrected one its turn. The per-user token bucket (handlers/router.py)
+    # still bounds how often anyone starts the runner.
+    recent = db.execute(
+        "SELECT COUNT(*) FROM submissions WHERE cluster_user = ? AND created_at > ? AND state != ?",
+        [cluster_user, now - 60, FAILED],
+    ).fetchone()[0]
+    if recent >= limits.max_per_minute:
+        raise QueueRefused(
+            f"That is {recent} submissions in the last minute (the limit is "
+            f"{limits.max_per_minute}); wait a minute and try again."
+        )
+
+
+def claim_next(db: sqlite_utils.Database, cluster: str, now: float) -> Submission | None:
+    """Move the cluster's oldest queued submission to `submitting` (before sbatch runs) and
+    return it."""
     with db.atomic():
         row = db.execute(
-            "SELECT id FROM submissions WHERE state = ? ORDER BY id LIMIT 1", [QUEUED]
+            "SELECT id FROM submissions WHERE cluster = ? AND state = ? ORDER BY id LIMIT 1",
+            [cluster, QUEUED],
         ).fetchone()
         if row is None:
             return None
@@ -134,9 +150,10 @@ def claim_next(db: sqlite_utils.Database, now: float) -> Submission | None:
     return get(db, row[0])
 
 
-def interrupted(db: sqlite_utils.Database) -> list[Submission]:
-    """Submissions a crash left between 'about to run sbatch' and 'recorded its answer'."""
-    return _select(db, "state = ?", [SUBMITTING])
+def interrupted(db: sqlite_utils.Database, cluster: str) -> list[Submission]:
+    """The cluster's submissions a crash left between 'about to run sbatch' and 'recorded its
+    answer'."""
+    return _select(db, "cluster = ? AND state = ?", [cluster, SUBMITTING])
 
 
 def requeue(db: sqlite_utils.Database, submission_id: int) -> None:
@@ -171,12 +188,14 @@ def finish(
     return found
 
 
-def find_job_by_comment(db: sqlite_utils.Database, comment: str) -> int | None:
-    """The job id whose Slurm comment is `comment`, among the jobs the pollers have seen."""
+def find_job_by_comment(db: sqlite_utils.Database, cluster: str, comment: str) -> int | None:
+    """The job id whose Slurm comment is `comment`, among the cluster's jobs the pollers have
+    seen."""
     needle = f'%"comment":{json.dumps(comment)}%'
     for table in ("jobs", "job_transitions"):
         row = db.execute(
-            f"SELECT job_id FROM {table} WHERE record LIKE ? LIMIT 1", [needle]
+            f"SELECT job_id FROM {table} WHERE cluster = ? AND record LIKE ? LIMIT 1",
+            [cluster, needle],
         ).fetchone()
         if row:
             return int(row[0])
@@ -210,21 +229,24 @@ def _audit(
 def _select(db: sqlite_utils.Database, where: str, params: list[Any]) -> list[Submission]:
     rows = db.query(
         "SELECT id, team_id, user_id, cluster_user, script, options, tag, state, response_url, "
-        f"created_at, attempts, job_id, error, reported_at FROM submissions WHERE {where} "
+        f"created_at, attempts, cluster, job_id, error, reported_at FROM submissions "
+        f"WHERE {where} "
         "ORDER BY id",
         params,
     )
     return [Submission(**{**row, "options": json.loads(row["options"])}) for row in rows]
 
 
-def start_watchers(db: sqlite_utils.Database, job_id: int, comment: str) -> list[tuple[str, str]]:
+def start_watchers(
+    db: sqlite_utils.Database, cluster: str, job_id: int, comment: str
+) -> list[tuple[str, str]]:
     """(team, Slack user) of the submissions of this job that asked for a start DM: by the
     job id the worker recorded, or by the `skybot:TAG` comment the runner gave the job (a
     poll can see the job start before the worker has recorded its id)."""
     tag = comment.removeprefix(COMMENT_PREFIX) if comment.startswith(COMMENT_PREFIX) else None
     rows = db.execute(
-        "SELECT team_id, user_id FROM submissions WHERE notify_start = 1 "
+        "SELECT team_id, user_id FROM submissions WHERE notify_start = 1 AND cluster = ? "
         "AND (job_id = ? OR tag = ?)",
-        [job_id, tag],
+        [cluster, job_id, tag],
     ).fetchall()
     return [(r[0], r[1]) for r in rows]

@@ -40,17 +40,24 @@ class NewWatch:
 
 
 def add_watch(
-    db: sqlite_utils.Database, new: NewWatch, now: float, seconds: float, max_per_user: int
+    db: sqlite_utils.Database,
+    cluster: str,
+    new: NewWatch,
+    now: float,
+    seconds: float,
+    max_per_user: int,
 ) -> Watch:
-    """Store a watch that ends at `now + seconds`; TooManyWatches past `max_per_user`."""
+    """Store a watch of `cluster`'s GPUs that ends at `now + seconds`; TooManyWatches past
+    `max_per_user` (counted over every cluster)."""
     with db.atomic():
         if len(active_watches_of(db, new.team_id, new.user_id)) >= max_per_user:
             raise TooManyWatches(max_per_user)
         cursor = db.execute(
-            "INSERT INTO gpu_watches (team_id, user_id, cluster_user, gpu_type, count, overcap, "
-            "lab, partition, account, created_at, expires_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO gpu_watches (cluster, team_id, user_id, cluster_user, gpu_type, count, "
+            "overcap, lab, partition, account, created_at, expires_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
+                cluster,
                 new.team_id,
                 new.user_id,
                 new.cluster_user,
@@ -82,15 +89,18 @@ def add_watch(
     )
 
 
-def active_watches(db: sqlite_utils.Database) -> list[Watch]:
-    """Every active watch, oldest first (the order free GPUs are shared out in)."""
+def active_watches(db: sqlite_utils.Database, cluster: str) -> list[Watch]:
+    """Every active watch of the cluster's GPUs, oldest first (the order free GPUs are shared
+    out in)."""
     rows = db.execute(
-        f"SELECT {_COLUMNS} FROM gpu_watches WHERE ended_at IS NULL ORDER BY id"
+        f"SELECT {_COLUMNS} FROM gpu_watches WHERE ended_at IS NULL AND cluster = ? ORDER BY id",
+        [cluster],
     ).fetchall()
     return [_watch(row) for row in rows]
 
 
 def active_watches_of(db: sqlite_utils.Database, team_id: str, user_id: str) -> list[Watch]:
+    """The user's active watches, on every cluster (a watch is removed by its id)."""
     rows = db.execute(
         f"SELECT {_COLUMNS} FROM gpu_watches WHERE ended_at IS NULL AND team_id = ? "
         "AND user_id = ? ORDER BY id",

@@ -31,6 +31,7 @@ from bot.config import (
 from bot.service import run_bot
 from store.snapshots import load_source_status
 from tests.cluster import wait_for
+from tests.factories import CLUSTER
 from tests.slack_standin import SlackStandIn, SlackUser
 
 # The test users in the stand-in's one workspace, each linked to their cluster account, so
@@ -154,7 +155,7 @@ def _last_slurm_poll(database: Path) -> float | None:
     try:
         connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
         try:
-            return load_source_status(sqlite_utils.Database(connection), "slurm").taken_at
+            return load_source_status(sqlite_utils.Database(connection), CLUSTER, "slurm").taken_at
         finally:
             connection.close()
     except sqlite3.OperationalError:  # no database, or not migrated yet: the bot is starting

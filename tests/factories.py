@@ -10,6 +10,10 @@ from core.records import DirectoryUsage, FilesystemUsage, Job, Node
 from core.snapshot import SOURCES, ClusterSnapshot, SourceStatus
 from core.view import ClusterView
 
+# The cluster a default configuration's rows are stored under (its default cluster's name,
+# `notifications.cluster_name`).
+CLUSTER = "skynet"
+
 
 def job(job_id: int, **fields: Any) -> Job:
     defaults: dict[str, Any] = {

@@ -18,6 +18,7 @@ from core.records import Job, Node
 from core.snapshot_rows import SlurmChanges, job_row, node_row
 from core.transitions import Transition, merge_observations
 from store.slurm_writes import save_slurm_changes
+from tests.factories import CLUSTER
 
 
 def save_slurm_poll(
@@ -27,6 +28,7 @@ def save_slurm_poll(
     nodes: Sequence[Node],
     at: float,
     accounting_answered: bool = True,
+    cluster: str = CLUSTER,
 ) -> list[Transition]:
     """Replace the job and node snapshot and record state transitions, in one transaction.
 
@@ -47,4 +49,4 @@ def save_slurm_poll(
         gone_nodes=(),
         observed=merge_observations(live, accounted).values(),
     )
-    return save_slurm_changes(db, changes, at, accounting_answered)
+    return save_slurm_changes(db, cluster, changes, at, accounting_answered)

@@ -32,7 +32,7 @@ from store.caps_and_storage import save_caps, save_storage
 from store.db import open_db
 from store.watches import NewWatch, add_watch
 from tests.bot_process import running_bot
-from tests.factories import directory_usage, filesystem_usage, job
+from tests.factories import CLUSTER, directory_usage, filesystem_usage, job
 from tests.slack_standin import SlackStandIn, SlackUser
 from tests.slurm_polls import save_slurm_poll
 
@@ -62,13 +62,13 @@ def _write_snapshot(config: Config) -> None:
     db = open_db(config.database.path)
     try:
         save_slurm_poll(db, [running, pending], [], [], at)
-        save_caps(db, [LabCap("hoffman-lab", 4)], {"hoffman-lab": ["alice", "bob"]}, at)
+        save_caps(db, CLUSTER, [LabCap("hoffman-lab", 4)], {"hoffman-lab": ["alice", "bob"]}, at)
         directory = directory_usage("alice", 3 * 1024**3, root=root, path=f"{root}/alice-data")
-        save_storage(db, [directory], [filesystem_usage(root, 100, 40)], at)
+        save_storage(db, CLUSTER, [directory], [filesystem_usage(root, 100, 40)], at)
         save_preference(db, TEAM, "UALICE", "fail", at)
         new = NewWatch(TEAM, "UALICE", "alice", "a40", 2, False, "hoffman-lab", "hoffman-lab",
                        "hoffman-lab")  # fmt: skip
-        add_watch(db, new, time.time(), 4 * 3600, 5)
+        add_watch(db, CLUSTER, new, time.time(), 4 * 3600, 5)
     finally:
         db.close()
 

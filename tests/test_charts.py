@@ -25,6 +25,7 @@ from store.history import (
     requeues_by_user,
     save_lab_usage,
 )
+from tests.factories import CLUSTER
 
 DAY = 86400.0
 NOW = datetime(2026, 11, 29, 12, tzinfo=UTC).timestamp()
@@ -142,11 +143,13 @@ def test_gpu_seconds_credit_the_interval_since_the_last_poll_capped_by_outages()
 def test_history_sums_gpu_hours_per_user_and_answers_the_chart_queries() -> None:
     db = open_db(":memory:")
     for i in range(241):  # one hour of 15 s polls
-        save_lab_usage(db, [usage("hoffman-lab", {"alice": 2}, {"bob": 1})], 15.0 * i, 90, 45.0)
-    hours = gpu_hours_by_user(db, "hoffman-lab", 0, 7200)
+        save_lab_usage(
+            db, CLUSTER, [usage("hoffman-lab", {"alice": 2}, {"bob": 1})], 15.0 * i, 90, 45.0
+        )
+    hours = gpu_hours_by_user(db, CLUSTER, "hoffman-lab", 0, 7200)
     assert hours == {("alice", False): pytest.approx(2.0), ("bob", True): pytest.approx(1.0)}
-    assert gpu_hours_by_user(db, "kira-lab", 0, 7200) == {}
-    samples = lab_usage_samples(db, "hoffman-lab", 1800, 3600)
+    assert gpu_hours_by_user(db, CLUSTER, "kira-lab", 0, 7200) == {}
+    samples = lab_usage_samples(db, CLUSTER, "hoffman-lab", 1800, 3600)
     assert len(samples) == 121 and samples[0] == UsageSample(1800, 2, 4, 1)
 
 
@@ -182,6 +185,7 @@ def test_requeues_are_counted_for_the_labs_members_only() -> None:
     ]:
         db["job_transitions"].insert(
             {
+                "cluster": CLUSTER,
                 "job_id": 1,
                 "user": user,
                 "from_state": "RUNNING",
@@ -191,5 +195,5 @@ def test_requeues_are_counted_for_the_labs_members_only() -> None:
                 "record": "{}",
             }
         )
-    assert requeues_by_user(db, ["alice", "bob"], 0, 100) == {"alice": 2}
-    assert requeues_by_user(db, [], 0, 100) == {}
+    assert requeues_by_user(db, CLUSTER, ["alice", "bob"], 0, 100) == {"alice": 2}
+    assert requeues_by_user(db, CLUSTER, [], 0, 100) == {}

@@ -37,6 +37,7 @@ from store.history import directory_size_series, lab_usage_samples
 from store.writer import StoreWriter
 from tests.bot_process import running_bot
 from tests.cluster import sbatch, scancel_everything, squeue_state, wait_until
+from tests.factories import CLUSTER
 from tests.slack_standin import SlackStandIn, SlackUser
 from tests.slack_standin.records import UploadedFile
 from tests.tmpfs import mounted_tmpfs
@@ -144,7 +145,7 @@ async def _wait_for_report_count(db_path: Path, root: Path, count: int) -> None:
 async def _wait_for_gpu_samples(db_path: Path, count: int) -> None:
     for _ in range(150):
         db = open_db(db_path)
-        samples = lab_usage_samples(db, "hoffman-lab", 0, time.time() + 1)
+        samples = lab_usage_samples(db, CLUSTER, "hoffman-lab", 0, time.time() + 1)
         db.close()
         if len([s for s in samples if s.gpus_used == 2 and s.cap == 4]) >= count:
             return

@@ -12,6 +12,7 @@ from core.records import DirectoryUsage
 from store.caps_and_storage import save_storage
 from store.db import open_db
 from store.snapshots import load_snapshot
+from tests.factories import CLUSTER
 
 # The example from the skynet user guide.
 GOOD = "Updated: 2020-11-21 15:04\nUsage (human-readable): 127.2G\nUsage (K): 133284169\n"
@@ -93,8 +94,8 @@ def test_usage_too_large_for_sqlite_is_refused(kib: str) -> None:
 def test_largest_usage_is_stored(tmp_path: Path) -> None:
     usage = parse(GOOD.replace("133284169", str(MAX_KIB)))
     db = open_db(tmp_path / "s.db")
-    save_storage(db, [usage], [], at=1.0)
-    assert load_snapshot(db).directories[0].bytes == MAX_KIB * 1024 < 2**63
+    save_storage(db, CLUSTER, [usage], [], at=1.0)
+    assert load_snapshot(db, CLUSTER).directories[0].bytes == MAX_KIB * 1024 < 2**63
 
 
 def test_long_garbage_line_is_shortened_in_the_message() -> None:

@@ -32,7 +32,7 @@ from scheduler.watchers.gpu_watches import check_gpu_watches
 from store.watches import active_watches
 from store.writer import StoreWriter
 from tests.asking import answer_with_services
-from tests.factories import job, make_snapshot, make_view, node
+from tests.factories import CLUSTER, job, make_snapshot, make_view, node
 
 
 def watch(watch_id: int = 1, **fields: Any) -> Watch:
@@ -164,18 +164,18 @@ async def test_watch_dms_once_when_free_however_the_gpus_come_and_go(writer: Sto
     bot = Bot(writer, at_cap_view())
     answer = await bot.sky("watch a40:2")
     assert answer.startswith("👀 Watch #1: I'll DM you once when 2 `a40` GPUs are free under")
-    assert await check_gpu_watches(writer, bot.view, now=20.0) == 0
+    assert await check_gpu_watches(writer, bot.view, CLUSTER, now=20.0) == 0
     bot.view = at_cap_view(a40_used=0, lab_used=0)
-    assert await check_gpu_watches(writer, bot.view, now=30.0) == 1
+    assert await check_gpu_watches(writer, bot.view, CLUSTER, now=30.0) == 1
     bot.view = at_cap_view()
-    assert await check_gpu_watches(writer, bot.view, now=40.0) == 0
+    assert await check_gpu_watches(writer, bot.view, CLUSTER, now=40.0) == 0
     bot.view = at_cap_view(a40_used=0, lab_used=0)
-    assert await check_gpu_watches(writer, bot.view, now=50.0) == 0
+    assert await check_gpu_watches(writer, bot.view, CLUSTER, now=50.0) == 0
     ((target, text),) = await bot.outbox()
     assert target == "U1"
     assert "`sbatch --partition=hoffman-lab --account=hoffman-lab --nodes=1 " in text
     assert "`/sky template --gpus a40:2 --lab hoffman-lab`" in text
-    assert await writer.run(active_watches) == []
+    assert await writer.run(active_watches, CLUSTER) == []
 
 
 async def test_watch_already_true_answers_at_once_and_stores_nothing(writer: StoreWriter) -> None:
@@ -183,7 +183,7 @@ async def test_watch_already_true_answers_at_once_and_stores_nothing(writer: Sto
     answer = await bot.sky("watch A40:2")
     assert "right now, so there is nothing to watch" in answer
     assert "`sbatch --partition=hoffman-lab --account=hoffman-lab --nodes=1 --gpus" in answer
-    assert await writer.run(active_watches) == []
+    assert await writer.run(active_watches, CLUSTER) == []
 
 
 async def test_expiry_dms_once_and_the_watch_survives_a_restart(tmp_path: Path) -> None:
@@ -197,10 +197,10 @@ async def test_expiry_dms_once_and_the_watch_survives_a_restart(tmp_path: Path) 
     writer = StoreWriter(path)  # skybot restarted
     bot = Bot(writer, at_cap_view())
     try:
-        assert [w.id for w in await writer.run(active_watches)] == [1]
-        assert await check_gpu_watches(writer, bot.view, now=119.0) == 0
-        assert await check_gpu_watches(writer, bot.view, now=120.0) == 1
-        assert await check_gpu_watches(writer, bot.view, now=200.0) == 0
+        assert [w.id for w in await writer.run(active_watches, CLUSTER)] == [1]
+        assert await check_gpu_watches(writer, bot.view, CLUSTER, now=119.0) == 0
+        assert await check_gpu_watches(writer, bot.view, CLUSTER, now=120.0) == 1
+        assert await check_gpu_watches(writer, bot.view, CLUSTER, now=200.0) == 0
         ((_, text),) = await bot.outbox()
         assert text.startswith("⌛ Your watch #1 for `a40:2` under `hoffman-lab`'s cap")
     finally:

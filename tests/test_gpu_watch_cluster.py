@@ -27,6 +27,7 @@ from tests.bot_process import (
     wait_for_slurm_poll,
 )
 from tests.cluster import as_user, sbatch_async, scancel_async, squeue_json, squeue_state, wait_for
+from tests.factories import CLUSTER
 from tests.slack_standin import SlackStandIn
 
 pytestmark = pytest.mark.cluster
@@ -58,7 +59,7 @@ def stored_poll(database: str, source: str = "slurm") -> float | None:
     try:
         connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
         try:
-            return load_source_status(sqlite_utils.Database(connection), source).taken_at
+            return load_source_status(sqlite_utils.Database(connection), CLUSTER, source).taken_at
         finally:
             connection.close()
     except sqlite3.OperationalError:

@@ -23,7 +23,7 @@ from handlers.commands import command_table
 from store.db import open_db
 from store.snapshots import load_snapshot
 from tests.asking import answer_from_view
-from tests.factories import LABS
+from tests.factories import CLUSTER, LABS
 from tests.slurm_polls import save_slurm_poll
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
@@ -109,7 +109,7 @@ def _view(nodes: dict[str, Any], jobs: list[dict[str, Any]]) -> ClusterView:
     db = open_db(":memory:")
     live = parse_squeue({"jobs": jobs}).records
     save_slurm_poll(db, live, [], parse_sinfo(decode_slurm_json(json.dumps(nodes))).records, 1000.0)
-    return ClusterView(load_snapshot(db), LABS)
+    return ClusterView(load_snapshot(db, CLUSTER), LABS)
 
 
 def test_a_shard_job_shows_its_shards() -> None:

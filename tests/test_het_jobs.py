@@ -32,7 +32,7 @@ from store.db import open_db
 from store.slurm_writes import save_slurm_changes
 from store.snapshots import load_snapshot
 from tests.asking import answer_from_view
-from tests.factories import LABS
+from tests.factories import CLUSTER, LABS
 from tests.slurm_polls import save_slurm_poll
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
@@ -79,8 +79,8 @@ def test_a_running_het_job_is_one_row_with_all_its_gpus(tmp_path: Path, version:
     rows = {row[0]: row for row in digest.changes.job_rows}
     assert set(rows) == {het_id}  # not 26 and 27
     db = open_db(tmp_path / "skybot.db")
-    save_slurm_changes(db, digest.changes, 1000.0)
-    (job,) = load_snapshot(db).jobs
+    save_slurm_changes(db, CLUSTER, digest.changes, 1000.0)
+    (job,) = load_snapshot(db, CLUSTER).jobs
     assert job.job_id == het_id and job.state == "RUNNING" and job.gpus == 3
     assert [(c.job_id, c.offset) for c in job.het_components] == [(het_id, 0), (other_id, 1)]
     # The lab's usage counts both components, each under its own account.
@@ -96,11 +96,11 @@ def test_a_het_jobs_end_is_one_dm_with_each_components_outcome(
     digester = PollDigester()
     db = open_db(tmp_path / "skybot.db")
     running = digester.digest(_request(tmp_path / "a", version, "het_running_squeue.json", None))
-    save_slurm_changes(db, running.changes, 1000.0)
+    save_slurm_changes(db, CLUSTER, running.changes, 1000.0)
     ended = _request(tmp_path / "b", version, _ended_squeue(version), "het_ended_sacct.json")
     ended = replace(ended, base=running.generation)
     digest = digester.digest(ended)
-    transitions = save_slurm_changes(db, digest.changes, 1015.0)
+    transitions = save_slurm_changes(db, CLUSTER, digest.changes, 1015.0)
     assert [(t.job.job_id, t.to_state) for t in transitions] == [(het_id, "FAILED")]
     notice = decide_job_notice(transitions[0], "all", Seen(1015.0), Config())
     assert notice is not None
@@ -135,7 +135,7 @@ def _view(version: str) -> ClusterView:
     nodes = parse_sinfo(decode_slurm_json(json.dumps(_load(version, CASES[version][2]))))
     live = parse_squeue(_load(version, "het_running_squeue.json")).records
     save_slurm_poll(db, live, [], nodes.records, 1000.0)
-    return ClusterView(load_snapshot(db), LABS)
+    return ClusterView(load_snapshot(db, CLUSTER), LABS)
 
 
 def _ask(view: ClusterView, text: str) -> str:

@@ -352,7 +352,7 @@ def test_weekly_digest_keeps_hostile_text_inert(hostile: str) -> None:
 @pytest.mark.parametrize("hostile", HOSTILE, ids=range(len(HOSTILE)))
 def test_submission_reports_and_refused_messages_keep_hostile_text_inert(hostile: str) -> None:
     h = hostile
-    submission = Submission(1, "T1", "UALICE", h, h, {}, "tag", "failed", None, NOW, 1)
+    submission = Submission(1, "T1", "UALICE", h, h, {}, "tag", "failed", None, NOW, 1, "skynet")
     assert_all_inert(report_text(submission, None, h), report_text(submission, 5, None))
     queued = QueuedMessage(1, "k", "C0LAB", literal(h), None, 0, 0.0, 0.0, refused_to="UALICE")
     refused = to_whoever_asked(queued, h)

@@ -16,6 +16,7 @@ from store.caps_and_storage import save_storage
 from store.db import open_db
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
+from tests.factories import CLUSTER
 
 PYTORCH_2312 = "nvcr.io_nvidia_pytorch_23.12-py3.sqsh"
 PYTORCH_2003 = "nvcr.io_nvidia_pytorch_20.03-py3.sqsh"
@@ -80,7 +81,7 @@ async def test_poller_round_trip_and_only_changed_lists_are_reread(
             ]
         )
 
-        snapshot = load_snapshot(open_db(db_path))
+        snapshot = load_snapshot(open_db(db_path), CLUSTER)
         assert snapshot.image_dir == ImageDirectory(str(enroot))
         by_name = {i.name: i for i in snapshot.images}
         assert sorted(by_name) == sorted([PYTORCH_2312, PYTORCH_2003, HF, CUDA])
@@ -98,14 +99,14 @@ async def test_poller_round_trip_and_only_changed_lists_are_reread(
         reader.reads.clear()
         assert await poller.poll()
         assert reader.reads == []
-        assert load_snapshot(open_db(db_path)).images == snapshot.images
+        assert load_snapshot(open_db(db_path), CLUSTER).images == snapshot.images
 
         # One list grows: only it is read again.
         with (enroot / f"{PYTORCH_2003}.packages").open("a") as file:
             file.write("apex==0.1\n")
         assert await poller.poll()
         assert reader.reads == [f"{PYTORCH_2003}.packages"]
-        changed = {i.name: i for i in load_snapshot(open_db(db_path)).images}[PYTORCH_2003]
+        changed = {i.name: i for i in load_snapshot(open_db(db_path), CLUSTER).images}[PYTORCH_2003]
         assert ("apex", "0.1") in changed.packages
     finally:
         writer.close()
@@ -118,7 +119,7 @@ async def test_a_missing_image_directory_is_recorded_not_fatal(tmp_path: Path) -
         assert await StoragePoller(config, writer).poll()
     finally:
         writer.close()
-    snapshot = load_snapshot(open_db(tmp_path / "skybot.db"))
+    snapshot = load_snapshot(open_db(tmp_path / "skybot.db"), CLUSTER)
     assert snapshot.image_dir is not None
     assert snapshot.image_dir.error == "No such file or directory"
     assert snapshot.images == ()
@@ -132,7 +133,7 @@ async def test_images_dir_empty_turns_the_listing_off(tmp_path: Path) -> None:
         assert await StoragePoller(config, writer).poll()
     finally:
         writer.close()
-    assert load_snapshot(open_db(tmp_path / "skybot.db")).image_dir == ImageDirectory("")
+    assert load_snapshot(open_db(tmp_path / "skybot.db"), CLUSTER).image_dir == ImageDirectory("")
 
 
 def test_lists_are_read_safely(enroot: Path, tmp_path: Path) -> None:
@@ -167,10 +168,12 @@ def test_failed_reads_are_retried_and_vanished_lists_forgotten(enroot: Path) -> 
 def test_saving_storage_without_images_keeps_the_last_image_list(tmp_path: Path) -> None:
     db = open_db(tmp_path / "skybot.db")
     image = ContainerImage(PYTORCH_2312, 5, f"{PYTORCH_2312}.packages", (("torch", "2.2.0"),))
-    save_storage(db, [], [], at=1.0, image_dir=ImageDirectory("/enroot"), images=[image])
-    save_storage(db, [], [], at=2.0)
-    snapshot = load_snapshot(db)
+    save_storage(db, CLUSTER, [], [], at=1.0, image_dir=ImageDirectory("/enroot"), images=[image])
+    save_storage(db, CLUSTER, [], [], at=2.0)
+    snapshot = load_snapshot(db, CLUSTER)
     assert snapshot.images == (image,) and snapshot.image_dir == ImageDirectory("/enroot")
-    save_storage(db, [], [], at=3.0, image_dir=ImageDirectory("/enroot", "Permission denied"))
-    snapshot = load_snapshot(db)
+    save_storage(
+        db, CLUSTER, [], [], at=3.0, image_dir=ImageDirectory("/enroot", "Permission denied")
+    )
+    snapshot = load_snapshot(db, CLUSTER)
     assert snapshot.images == () and snapshot.image_dir.error == "Permission denied"

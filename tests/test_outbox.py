@@ -35,7 +35,7 @@ from store.outbox import OutboxMessage, enqueue, mark_sent, outbox_rows
 from store.snapshots import load_snapshot
 from store.transitions import pending_transition_users
 from store.writer import StoreWriter
-from tests.factories import directory_usage, filesystem_usage, job
+from tests.factories import CLUSTER, directory_usage, filesystem_usage, job
 from tests.slack_standin import SlackStandIn, SlackUser
 from tests.slurm_polls import save_slurm_poll
 
@@ -364,13 +364,13 @@ async def test_job_transitions_become_dms_once_and_the_cursor_moves(
     links = Links({"alice": [(TEAM, "U1")], "bob": [(TEAM, "U2")]})
     await writer.run(save_preference, TEAM, "U2", "fail", 0.0)  # bob: no COMPLETED DMs
     config = config_with()
-    assert await process_transitions(writer, links, config) == 2
-    assert await process_transitions(writer, links, config) == 0
+    assert await process_transitions(writer, links, config, CLUSTER) == 2
+    assert await process_transitions(writer, links, config, CLUSTER) == 0
     assert [k for k, _ in await states(writer)] == [
         f"job:skynet:1:0:FAILED:{TEAM}:U1",
         f"job:skynet:2:0:PREEMPTED:{TEAM}:U1",
     ]
-    assert await writer.run(load_cursor) == 6  # 3 started, then FAILED/REQUEUED/COMPLETED
+    assert await writer.run(load_cursor, CLUSTER) == 6  # 3 started, then FAILED/REQUEUED/COMPLETED
     async with running(sender_for(writer, client_for(slack))):
         await wait_until_settled(writer)
     texts = [t for _, t in delivered(slack)]
@@ -383,9 +383,9 @@ async def test_unlinked_users_and_preference_off_get_nothing(writer: StoreWriter
     await record_jobs(writer)
     await writer.run(save_preference, TEAM, "U1", "off", 0.0)
     links = Links({"alice": [(TEAM, "U1")]})  # bob never linked
-    assert await process_transitions(writer, links, config_with()) == 0
+    assert await process_transitions(writer, links, config_with(), CLUSTER) == 0
     assert await writer.run(outbox_rows) == []
-    assert await writer.run(load_cursor) == 6
+    assert await writer.run(load_cursor, CLUSTER) == 6
 
 
 async def test_a_job_decision_replayed_after_a_crash_is_enqueued_once(
@@ -397,27 +397,27 @@ async def test_a_job_decision_replayed_after_a_crash_is_enqueued_once(
 
     def crash_before_commit(db: Any) -> None:
         with db.atomic():
-            _, through = pending_transition_users(db, BATCH)
-            notify_transitions(db, links, through, settings)
+            _, through = pending_transition_users(db, CLUSTER, BATCH)
+            notify_transitions(db, CLUSTER, links, through, settings)
             raise RuntimeError("power cut")
 
     with pytest.raises(RuntimeError):
         await writer.run(crash_before_commit)
-    assert await writer.run(outbox_rows) == [] and await writer.run(load_cursor) == 0
+    assert await writer.run(outbox_rows) == [] and await writer.run(load_cursor, CLUSTER) == 0
 
-    _, through = await writer.run(pending_transition_users, BATCH)
+    _, through = await writer.run(pending_transition_users, CLUSTER, BATCH)
     assert through is not None
-    assert await writer.run(notify_transitions, links, through, settings) == 3
+    assert await writer.run(notify_transitions, CLUSTER, links, through, settings) == 3
     # Replayed with the same inputs: the cursor says done; even with the cursor wound back
     # (the decision made a second time), the keys already in the outbox are ignored.
-    assert await writer.run(notify_transitions, links, through, settings) == 0
+    assert await writer.run(notify_transitions, CLUSTER, links, through, settings) == 0
 
     def wind_back(db: Any) -> None:
         with db.atomic():
             db.execute("UPDATE notify_cursors SET value = 0")
 
     await writer.run(wind_back)
-    assert await writer.run(notify_transitions, links, through, settings) == 0
+    assert await writer.run(notify_transitions, CLUSTER, links, through, settings) == 0
     assert len(await writer.run(outbox_rows)) == 3
 
 
@@ -425,11 +425,12 @@ async def test_a_storage_decision_replayed_is_enqueued_once(writer: StoreWriter)
     root = "/srv/hoffman-lab/flash9"
     await writer.run(
         save_storage,
+        CLUSTER,
         [directory_usage("alice", 20 * 1024**3, root=root)],
         [filesystem_usage(root, 55, 53)],
         100.0,
     )
-    snapshot = await writer.run(load_snapshot)
+    snapshot = await writer.run(load_snapshot, CLUSTER)
     settings = config_with()
     assert await writer.run(storage_alerts_in_db, snapshot, {"alice": ["U1"]}, settings) == 2
 
@@ -453,7 +454,10 @@ async def test_a_job_array_ending_sends_one_digest(writer: StoreWriter) -> None:
     await writer.run(save_slurm_poll, tasks, [], [], 20.0)
     ended = [replace(t, state="COMPLETED", end_time=30) for t in tasks]
     await writer.run(save_slurm_poll, [], ended, [], 40.0)
-    assert await process_transitions(writer, Links({"alice": [(TEAM, "U1")]}), config_with()) == 1
+    assert (
+        await process_transitions(writer, Links({"alice": [(TEAM, "U1")]}), config_with(), CLUSTER)
+        == 1
+    )
     (row,) = await writer.run(outbox_rows)
     assert row["key"] == f"jobs:skynet:9-16:{TEAM}:U1"
     assert row["text"].splitlines()[0] == "📋 8 of your jobs changed state: 8 completed."

@@ -17,7 +17,7 @@ from core.job_notices import MAX_SEPARATE_NOTICES
 from scheduler.watchers import process_transitions
 from store.outbox import outbox_rows
 from store.writer import StoreWriter
-from tests.factories import job
+from tests.factories import CLUSTER, job
 from tests.slack_standin import SlackStandIn, SlackUser
 from tests.slurm_polls import save_slurm_poll
 from tests.test_outbox import TEAM, Links, client_for, config_with, delivered, sender_for
@@ -60,7 +60,7 @@ async def _end_jobs(
         for i, u in enumerate(users)
     ]
     await writer.run(save_slurm_poll, [], ended, [], at)
-    await process_transitions(writer, links, config_with(default_preference="all"))
+    await process_transitions(writer, links, config_with(default_preference="all"), CLUSTER)
     return len(ended)
 
 

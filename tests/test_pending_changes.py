@@ -23,6 +23,7 @@ from scheduler.slurm.pending_changes import PendingWatch, changed_since, pending
 from scheduler.slurm.poller import SlurmPoller
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
+from tests.factories import CLUSTER
 from tests.test_poll_states_only import _add_pending_jobs, _calls, _config, _fetches, _slurm
 from tests.test_schedule import schedule_for
 
@@ -88,7 +89,7 @@ class _Fake:
         return next(j for j in self.document["jobs"] if j["job_id"] == job_id)
 
     async def partition_of(self, job_id: int) -> str:
-        jobs = (await self.writer.run(load_snapshot)).jobs
+        jobs = (await self.writer.run(load_snapshot, CLUSTER)).jobs
         return next(job.partition for job in jobs if job.job_id == job_id)
 
     def listings(self) -> int:

@@ -76,7 +76,7 @@ async def _running_bot(tmp_path: Path, poll_seconds: float, bound: float) -> Asy
         database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
     )
     writer = StoreWriter(config.database.path)
-    cache = SnapshotCache(config.database.path, config.labs)
+    cache = SnapshotCache(config.database.path, config.default_cluster.name, config.labs)
     poller = SlurmPoller(config, writer)
     polls: list[float] = []
 

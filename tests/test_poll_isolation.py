@@ -29,7 +29,7 @@ from store.loaded_rows import DecodedRows
 from store.row_log import RowChanges
 from store.slurm_writes import save_slurm_changes
 from store.snapshots import load_snapshot
-from tests.factories import job
+from tests.factories import CLUSTER, job
 from tests.slurm_polls import save_slurm_poll
 
 V40 = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.40"
@@ -69,9 +69,9 @@ def test_a_first_record_does_not_blind_the_first_digest(tmp_path: Path) -> None:
     db = open_db(tmp_path / "skybot.db")
     digester = PollDigester()
     digest = digester.digest(_request())
-    save_slurm_changes(db, digest.changes, 1000.0)
+    save_slurm_changes(db, CLUSTER, digest.changes, 1000.0)
 
-    snapshot = load_snapshot(db)
+    snapshot = load_snapshot(db, CLUSTER)
     assert sorted(job.job_id for job in snapshot.jobs) == SQUEUE_IDS
     assert {node.name for node in snapshot.nodes} >= {"clippy", "xaea-12", "baymax"}
     assert snapshot.status["slurm"].taken_at == 1000.0
@@ -84,10 +84,10 @@ def test_a_first_record_does_not_blind_the_first_digest(tmp_path: Path) -> None:
 
     # The next poll (the record still in sacct's window) commits on top and does not repeat it.
     again = digester.digest(_request(base=digest.generation))
-    save_slurm_changes(db, again.changes, 1015.0)
+    save_slurm_changes(db, CLUSTER, again.changes, 1015.0)
     assert not again.changes.full
     assert _naming(again, FIRST_RECORD) == []
-    assert load_snapshot(db).status["slurm"].taken_at == 1015.0
+    assert load_snapshot(db, CLUSTER).status["slurm"].taken_at == 1015.0
 
 
 def test_the_complete_record_is_told_once_it_arrives(tmp_path: Path) -> None:
@@ -95,7 +95,7 @@ def test_the_complete_record_is_told_once_it_arrives(tmp_path: Path) -> None:
     db = open_db(tmp_path / "skybot.db")
     digester = PollDigester()
     first = digester.digest(_request())
-    save_slurm_changes(db, first.changes, 1000.0)
+    save_slurm_changes(db, CLUSTER, first.changes, 1000.0)
     document = json.loads((V40 / "sacct_allocation.json").read_text())
     record = next(job for job in document["jobs"] if job["job_id"] == FIRST_RECORD)
     record.update(name="late-train", partition="hoffman-lab")
@@ -105,7 +105,7 @@ def test_the_complete_record_is_told_once_it_arrives(tmp_path: Path) -> None:
     complete = digester.digest(
         DigestRequest(**{**_fields(request), "sacct": tmp_path / "sacct.json"})
     )
-    save_slurm_changes(db, complete.changes, 1015.0)
+    save_slurm_changes(db, CLUSTER, complete.changes, 1015.0)
     assert _naming(complete, FIRST_RECORD) == []
     states = dict(db.execute("SELECT job_id, state FROM job_states").fetchall())
     assert states[FIRST_RECORD] == "CANCELLED"
@@ -150,9 +150,9 @@ def test_a_job_or_node_the_digest_cannot_encode_costs_only_itself(
     monkeypatch.setattr(diff, "node_row", node_row)
     db = open_db(tmp_path / "skybot.db")
     digest = PollDigester().digest(_request(sacct="sacct.json"))
-    save_slurm_changes(db, digest.changes, 1000.0)
+    save_slurm_changes(db, CLUSTER, digest.changes, 1000.0)
 
-    snapshot = load_snapshot(db)
+    snapshot = load_snapshot(db, CLUSTER)
     assert sorted(job.job_id for job in snapshot.jobs) == [i for i in SQUEUE_IDS if i != 103]
     assert {node.name for node in snapshot.nodes} == {"clippy", "xaea-12"}
     assert digest.jobs == len(SQUEUE_IDS) - 1
@@ -181,7 +181,7 @@ def test_a_stored_state_that_is_not_a_state_costs_only_its_job(tmp_path: Path) -
     ended = [job(i, state="COMPLETED", exit_code=0) for i in (1, 2, 3)]
     transitions = save_slurm_poll(db, [], ended, [], at=115.0)
     assert [(t.job.job_id, t.to_state) for t in transitions] == [(1, "COMPLETED"), (3, "COMPLETED")]
-    assert load_snapshot(db).status["slurm"].taken_at == 115.0
+    assert load_snapshot(db, CLUSTER).status["slurm"].taken_at == 115.0
 
 
 def test_a_stored_record_that_does_not_decode_costs_only_itself(
@@ -193,7 +193,7 @@ def test_a_stored_record_that_does_not_decode_costs_only_itself(
     db.execute('UPDATE jobs SET record = \'{"job_id": 2, "name": 7}\' WHERE job_id = 2')
     db.conn.commit()
     # Read whole (a reader's first load): the other jobs are there.
-    assert [j.job_id for j in load_snapshot(db).jobs] == [1, 3]
+    assert [j.job_id for j in load_snapshot(db, CLUSTER).jobs] == [1, 3]
     # sacct tells job 2 ended after squeue dropped it: its last seen record is the bad row.
     transitions = save_slurm_poll(db, [job(1)], [job(2, state="FAILED", exit_code=1)], [], 115.0)
     assert [(t.job.job_id, t.to_state) for t in transitions] == [(2, "FAILED")]

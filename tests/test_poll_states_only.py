@@ -36,6 +36,7 @@ from scheduler.slurm.poller import SlurmPoller
 from scheduler.slurm.wire import ChangedJobsRequest
 from store.snapshots import load_snapshot, load_source_status
 from store.writer import StoreWriter
+from tests.factories import CLUSTER
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.42"
 
@@ -180,7 +181,7 @@ async def test_only_new_and_changed_jobs_are_fetched(fake: FakeSlurm) -> None:
     assert await poller.poll_jobs()
     # The first poll reads every record at once, without a --jobs= list.
     assert _calls(bin_dir) == ["--all --only-job-state --json", "--all --json"]
-    assert len((await writer.run(load_snapshot)).jobs) == len(ids)
+    assert len((await writer.run(load_snapshot, CLUSTER)).jobs) == len(ids)
 
     assert await poller.poll_jobs()
     # Nothing changed: nothing is read again, arrays included (their records are matched
@@ -208,7 +209,7 @@ async def test_only_new_and_changed_jobs_are_fetched(fake: FakeSlurm) -> None:
     (bin_dir / "squeue.json").write_text(json.dumps(document))
     assert await poller.poll_jobs()
     assert _fetches(bin_dir) == []
-    snapshot = await writer.run(load_snapshot)
+    snapshot = await writer.run(load_snapshot, CLUSTER)
     assert gone not in {job.job_id for job in snapshot.jobs}
     assert len(snapshot.jobs) == len(ids) - 1
 
@@ -300,7 +301,7 @@ async def test_a_job_purged_before_its_fetch_is_not_listed_and_the_poll_succeeds
     assert await poller.poll_jobs()
     assert sorted(_fetches(bin_dir)) == ["4242", "8"]
     assert await _snapshot_is(writer, document)
-    assert not (await writer.run(load_source_status, "slurm")).failing
+    assert not (await writer.run(load_source_status, CLUSTER, "slurm")).failing
     # Still listed: asked for again, as any job listed but not fetched is.
     assert await poller.poll_jobs()
     assert _fetches(bin_dir) == ["4242"]
@@ -339,9 +340,9 @@ async def test_a_controller_failing_a_single_fetch_fails_the_poll(fake: FakeSlur
     (bin_dir / "squeue.json").write_text(json.dumps(document))
     (bin_dir / "down").touch()
     assert await poller.poll_jobs() is False
-    status = await writer.run(load_source_status, "slurm")
+    status = await writer.run(load_source_status, CLUSTER, "slurm")
     assert status.failing and "Unable to contact slurm controller" in (status.error or "")
-    running = {job.job_id: job.state for job in (await writer.run(load_snapshot)).jobs}
+    running = {job.job_id: job.state for job in (await writer.run(load_snapshot, CLUSTER)).jobs}
     assert running[8] == running[9] == "RUNNING", "the last good snapshot stays"
 
 
@@ -371,7 +372,7 @@ def _with_host_names(jobs: list[Job]) -> list[Job]:
 async def _snapshot_is(writer: StoreWriter, document: dict[str, Any]) -> bool:
     """The stored jobs are those a full parse of the squeue document gives (with %N's host
     names, as every poll resolves them from the nodes)."""
-    snapshot = await writer.run(load_snapshot)
+    snapshot = await writer.run(load_snapshot, CLUSTER)
     expected = _with_host_names(parse_squeue(decode_slurm_json(json.dumps(document))).records)
     return sorted(snapshot.jobs, key=lambda j: j.job_id) == sorted(expected, key=lambda j: j.job_id)
 
@@ -390,7 +391,7 @@ async def test_a_squeue_without_only_job_state_gets_full_polls(tmp_path: Path) -
     try:
         for _ in range(2):
             assert await poller.poll_jobs()
-        snapshot = await writer.run(load_snapshot)
+        snapshot = await writer.run(load_snapshot, CLUSTER)
     finally:
         await poller.close()
         writer.close()

@@ -33,6 +33,7 @@ from store.db import open_db
 from store.loaded_rows import LoadedRows
 from store.slurm_writes import save_slurm_changes
 from store.snapshots import load_lab_limits, load_snapshot
+from tests.factories import CLUSTER
 from tests.slurm_polls import save_slurm_poll
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
@@ -114,7 +115,7 @@ def test_digested_polls_leave_the_store_as_full_polls_do(tmp_path: Path, version
         full_transitions = save_slurm_poll(full_db, live, accounted, node_records, at)
 
         digest = digester.digest(DigestRequest(**{**_fields(request), "base": committed}))
-        digest_transitions = save_slurm_changes(digest_db, digest.changes, at)
+        digest_transitions = save_slurm_changes(digest_db, CLUSTER, digest.changes, at)
         committed = digest.generation
 
         assert digest_transitions == full_transitions, f"poll {number}"
@@ -178,8 +179,10 @@ def test_the_usage_a_poll_counts_is_what_the_bot_would_count(tmp_path: Path, ver
     """Each lab's usage is counted in the worker and stored with the jobs it counts; the
     bot's view reads it, and counts only where nothing stored fits (tests/test_lab_usage.py)."""
     db = open_db(tmp_path / "store.db")
-    save_caps(db, [LabCap("kira-lab", 2)], {"kira-lab": ["erin"], "overcap": ["dave"]}, 1.0)
-    caps, members = load_lab_limits(db)
+    save_caps(
+        db, CLUSTER, [LabCap("kira-lab", 2)], {"kira-lab": ["erin"], "overcap": ["dave"]}, 1.0
+    )
+    caps, members = load_lab_limits(db, CLUSTER)
     limits = LabLimits(
         (("hoffman-lab", "hoffman-lab"), ("kira-lab", "kira-lab")), caps, members, "overcap"
     )
@@ -192,9 +195,9 @@ def test_the_usage_a_poll_counts_is_what_the_bot_would_count(tmp_path: Path, ver
         digest = digester.digest(
             DigestRequest(**{**_fields(request), "limits": limits, "base": committed})
         )
-        save_slurm_changes(db, digest.changes, 1000.0 + 15 * number)
+        save_slurm_changes(db, CLUSTER, digest.changes, 1000.0 + 15 * number)
         committed = digest.generation
-        for snapshot in (load_snapshot(db, rows), load_snapshot(db)):
+        for snapshot in (load_snapshot(db, CLUSTER, rows), load_snapshot(db, CLUSTER)):
             assert len(snapshot.lab_usages) == len(labs)
             counted_here = replace(snapshot, lab_usages={})
             for lab in labs:
@@ -209,10 +212,10 @@ def test_jobs_written_without_a_count_leave_the_bot_to_count(tmp_path: Path) -> 
     db = open_db(tmp_path / "store.db")
     squeue, nodes, sacct = _polls("v0.0.42")[0]
     digest = PollDigester().digest(_write(tmp_path / "out", squeue, nodes, sacct))
-    save_slurm_changes(db, digest.changes, 1000.0)
-    assert load_snapshot(db).lab_usages
+    save_slurm_changes(db, CLUSTER, digest.changes, 1000.0)
+    assert load_snapshot(db, CLUSTER).lab_usages
     save_slurm_poll(db, [], [], [], 1015.0)
-    assert load_snapshot(db).lab_usages == {}
+    assert load_snapshot(db, CLUSTER).lab_usages == {}
 
 
 async def test_a_dead_worker_fails_that_poll_and_the_next_one_starts_anew(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from core.config_schema import SubmitConfig
 from handlers.commands import submit as submit_command
 from store.db import open_db
 from store.submissions import SubmissionRequest, enqueue
+from tests.factories import CLUSTER
 
 RUNNER_FILE = Path(__file__).parent.parent / "bot" / "install_files" / "skybot_runner.py"
 
@@ -69,6 +70,7 @@ def test_the_submission_tag_and_job_comment_agree(runner: ModuleType, tmp_path: 
     # The store makes the tags; each must be one the runner takes.
     submission = enqueue(
         open_db(tmp_path / "s.db"),
+        CLUSTER,
         SubmissionRequest("T1", "U1", "alice", "job.sh", {}),
         SubmitConfig(),
         now=1.0,

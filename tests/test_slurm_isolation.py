@@ -16,6 +16,7 @@ from core.slurm_decode import SlurmDecodeError, decode_slurm_json
 from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
 from store.db import open_db
 from store.snapshots import load_snapshot
+from tests.factories import CLUSTER
 from tests.slurm_polls import save_slurm_poll
 
 V38 = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.38"
@@ -81,7 +82,7 @@ def test_a_field_of_the_wrong_type_or_range_costs_only_that_field(field: str, va
     assert sorted(j.job_id for j in result.records) == ALL_IDS
     db = open_db(":memory:")
     save_slurm_poll(db, result.records, [], [], at=1.0)  # every number fits SQLite
-    assert len(load_snapshot(db).jobs) == len(ALL_IDS)
+    assert len(load_snapshot(db, CLUSTER).jobs) == len(ALL_IDS)
 
 
 def test_the_same_job_twice_keeps_one_chosen_by_its_content_not_its_order() -> None:

@@ -50,7 +50,7 @@ class Harness:
         self.now = time.time()
         self.writer = StoreWriter(config.database.path)
         self.poller = SlurmPoller(config, self.writer, clock=lambda: self.now)
-        self.cache = SnapshotCache(config.database.path, config.labs)
+        self.cache = SnapshotCache(config.database.path, config.default_cluster.name, config.labs)
 
     async def poll(self) -> ClusterView:
         self.now = max(self.now, time.time())

@@ -21,6 +21,7 @@ from scheduler.slurm.cli_source import CliSource
 from scheduler.slurm.poller import SlurmPoller
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
+from tests.factories import CLUSTER
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 
@@ -100,7 +101,7 @@ async def _nodes_after_polls(config: Config, polls: int) -> dict[str, Node]:
         poller = SlurmPoller(config, writer)
         for _ in range(polls):
             assert await poller.poll_jobs()
-        snapshot = await writer.run(load_snapshot)
+        snapshot = await writer.run(load_snapshot, CLUSTER)
     finally:
         writer.close()
     return {n.name: n for n in snapshot.nodes}
@@ -147,7 +148,7 @@ async def _caps(config: Config, polls: int) -> tuple[dict[str, int | None], dict
         poller = SlurmPoller(config, writer)
         for _ in range(polls):
             assert await poller.poll_caps()
-        snapshot = await writer.run(load_snapshot)
+        snapshot = await writer.run(load_snapshot, CLUSTER)
     finally:
         writer.close()
     return {c.account: c.gpu_cap for c in snapshot.caps}, dict(snapshot.members)
@@ -221,7 +222,9 @@ async def test_a_poller_reads_the_cluster_its_source_names(tmp_path: Path) -> No
         poller = SlurmPoller(config, writer, source=source, cluster="other")
         assert poller.cluster == "other"
         assert await poller.poll_jobs()
-        snapshot = await writer.run(load_snapshot)
+        snapshot = await writer.run(load_snapshot, "other")
+        # Its rows are the cluster's it polls, none the default's.
+        assert not (await writer.run(load_snapshot, CLUSTER)).nodes
         await poller.close()
     finally:
         writer.close()

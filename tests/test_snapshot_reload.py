@@ -19,7 +19,7 @@ from store.db import open_db
 from store.reader import SnapshotCache
 from store.slurm_writes import save_slurm_changes
 from store.snapshots import load_snapshot
-from tests.factories import job, node
+from tests.factories import CLUSTER, job, node
 from tests.slurm_polls import save_slurm_poll
 
 
@@ -28,7 +28,7 @@ def test_a_reload_reuses_unchanged_jobs_and_decodes_changed_ones(tmp_path: Path)
     db = open_db(path)
     jobs = [job(job_id=i, state="RUNNING") for i in range(1, 4)]
     save_slurm_poll(db, jobs, [], [], at=1000.0)
-    cache = SnapshotCache(path, (LabConfig("hoffman-lab", "hoffman-lab", "hoffman-lab"),))
+    cache = SnapshotCache(path, CLUSTER, (LabConfig("hoffman-lab", "hoffman-lab", "hoffman-lab"),))
     before = {j.job_id: j for j in cache.refresh_blocking().snapshot.jobs}
 
     changed = replace(jobs[1], state="COMPLETED")
@@ -49,7 +49,7 @@ def test_a_reload_keeps_the_idle_gpus_while_no_node_changed(tmp_path: Path) -> N
     path = tmp_path / "skybot.db"
     db = open_db(path)
     save_slurm_poll(db, [job(job_id=1)], [], [node("n1", "a40", used=1)], 1.0)
-    cache = SnapshotCache(path, ())
+    cache = SnapshotCache(path, CLUSTER, ())
     before = cache.refresh_blocking()
     assert before.idle_by_type == {"a40": 3}
 
@@ -75,7 +75,7 @@ def _save(db: Any, written: dict[int, str], gone: list[int], node_used: dict[str
         gone_nodes=(),
         observed=(),
     )
-    save_slurm_changes(db, changes, at=1000.0)
+    save_slurm_changes(db, CLUSTER, changes, at=1000.0)
 
 
 def test_a_reload_after_a_poll_reads_only_the_rows_that_poll_wrote(tmp_path: Path) -> None:
@@ -84,7 +84,7 @@ def test_a_reload_after_a_poll_reads_only_the_rows_that_poll_wrote(tmp_path: Pat
     save_slurm_poll(
         db, [job(job_id=i, state="RUNNING") for i in range(1, 101)], [], [node("n1", "a40")], 1.0
     )
-    cache = SnapshotCache(path, ())
+    cache = SnapshotCache(path, CLUSTER, ())
     cache.refresh_blocking()
     _save(db, {7: "COMPLETING", 200: "PENDING"}, gone=[3], node_used={})
     statements: list[str] = []
@@ -131,7 +131,7 @@ def test_readers_catching_up_see_what_a_fresh_read_sees(
     monkeypatch.setattr(row_log, "KEEP_VERSIONS", 3)
     path = tmp_path_factory.mktemp("store") / "skybot.db"
     db = open_db(path)
-    every_poll, lagging = SnapshotCache(path, ()), SnapshotCache(path, ())
+    every_poll, lagging = SnapshotCache(path, CLUSTER, ()), SnapshotCache(path, CLUSTER, ())
     for step in steps:
         if step[0] == "changes":
             _save(db, step[1], step[2], step[3])
@@ -142,7 +142,7 @@ def test_readers_catching_up_see_what_a_fresh_read_sees(
             readers = [every_poll]
         else:
             readers = [lagging]
-        fresh = load_snapshot(db)
+        fresh = load_snapshot(db, CLUSTER)
         for cache in readers:
             view = cache.refresh_blocking()
             assert view.snapshot.jobs == fresh.jobs
@@ -161,7 +161,7 @@ def test_a_reader_further_behind_than_the_log_reads_everything(
     path = tmp_path / "skybot.db"
     db = open_db(path)
     save_slurm_poll(db, [job(job_id=i, state="RUNNING") for i in range(1, 6)], [], [], 1.0)
-    cache = SnapshotCache(path, ())
+    cache = SnapshotCache(path, CLUSTER, ())
     cache.refresh_blocking()
     if away == "past the log":
         for gone in (1, 2, 3, 4):  # job 1's deletion drops out of the log

@@ -19,7 +19,7 @@ from store.outbox import outbox_rows
 from store.submissions import SubmissionRequest, enqueue, finish
 from store.writer import StoreWriter
 from tests.asking import answer_with_services
-from tests.factories import job, make_snapshot, make_view
+from tests.factories import CLUSTER, job, make_snapshot, make_view
 from tests.slurm_polls import save_slurm_poll
 
 TEAM = "T1"
@@ -91,12 +91,13 @@ async def test_only_those_who_asked_hear_and_only_once(writer: StoreWriter) -> N
     config = load_config(None)
     links = Links({"alice": [(TEAM, "U1"), (TEAM, "U3")]})
     await polls(writer)
-    assert await process_transitions(writer, links, config) == 0  # nobody asked
+    assert await process_transitions(writer, links, config, CLUSTER) == 0  # nobody asked
 
     await writer.run(save_starts_wanted, TEAM, "U3", True, 0.0)
     submission = await writer.run(
         lambda db: enqueue(
             db,
+            CLUSTER,
             SubmissionRequest(TEAM, "U1", "alice", "/home/alice/job.sh", {}, notify_start=True),
             SubmitConfig(),
             now=0.0,
@@ -105,14 +106,14 @@ async def test_only_those_who_asked_hear_and_only_once(writer: StoreWriter) -> N
     await writer.run(finish, submission, 1.0, job_id=2)
     # The same runs again (a fresh cursor): U3 for both jobs, U1 for the one it submitted.
     await writer.run(wind_back)
-    assert await process_transitions(writer, links, config) == 3
+    assert await process_transitions(writer, links, config, CLUSTER) == 3
     assert sorted(await targets(writer)) == [
         f"jobstart:skynet:1:0:{TEAM}:U3",
         f"jobstart:skynet:2:0:{TEAM}:U1",
         f"jobstart:skynet:2:0:{TEAM}:U3",
     ]
     await writer.run(wind_back)
-    assert await process_transitions(writer, links, config) == 0
+    assert await process_transitions(writer, links, config, CLUSTER) == 0
 
 
 class Wakes:
@@ -148,6 +149,7 @@ async def test_a_start_seen_before_the_worker_recorded_the_job_id_is_found_by_it
     submission = await writer.run(
         lambda db: enqueue(
             db,
+            CLUSTER,
             SubmissionRequest(TEAM, "U1", "alice", "/home/alice/job.sh", {}, notify_start=True),
             SubmitConfig(),
             now=0.0,
@@ -157,5 +159,5 @@ async def test_a_start_seen_before_the_worker_recorded_the_job_id_is_found_by_it
     await writer.run(save_slurm_poll, [job(5, state="PENDING", comment=comment)], [], [], 1100.0)
     running = job(5, start_time=1150, nodes="clippy", comment=comment)
     await writer.run(save_slurm_poll, [running], [], [], 1200.0)
-    assert await process_transitions(writer, Links({}), load_config(None)) == 1
+    assert await process_transitions(writer, Links({}), load_config(None), CLUSTER) == 1
     assert await targets(writer) == [f"jobstart:skynet:5:0:{TEAM}:U1"]

@@ -13,7 +13,7 @@ from store.db import SCHEMA_VERSION, SchemaTooNewError, migrate, open_db
 from store.history import lab_usage_series, save_lab_usage
 from store.reader import SnapshotCache
 from store.snapshots import load_snapshot, record_poll_failure
-from tests.factories import job, node
+from tests.factories import CLUSTER, job, node
 from tests.slurm_polls import save_slurm_poll
 
 
@@ -29,7 +29,7 @@ def test_snapshot_round_trip_and_transitions(db_path: Path) -> None:
     first = save_slurm_poll(db, live, [], nodes, at=100.0)
     assert [(t.job.job_id, t.to_state) for t in first] == [(1, "RUNNING"), (2, "PENDING")]
 
-    snapshot = load_snapshot(db)
+    snapshot = load_snapshot(db, CLUSTER)
     assert snapshot.jobs == tuple(live)
     assert snapshot.nodes == tuple(nodes)
     assert snapshot.source("slurm").taken_at == 100.0
@@ -60,27 +60,28 @@ def test_an_end_from_sacct_is_told_with_the_output_path_squeue_showed(db_path: P
 def test_failure_keeps_last_good_snapshot_and_recovery_clears_it(db_path: Path) -> None:
     db = open_db(db_path)
     save_slurm_poll(db, [job(1)], [], [], at=100.0)
-    record_poll_failure(db, "slurm", "squeue timed out after 20 s", at=115.0)
-    record_poll_failure(db, "slurm", "squeue timed out after 20 s", at=130.0)
-    snapshot = load_snapshot(db)
+    record_poll_failure(db, CLUSTER, "slurm", "squeue timed out after 20 s", at=115.0)
+    record_poll_failure(db, CLUSTER, "slurm", "squeue timed out after 20 s", at=130.0)
+    snapshot = load_snapshot(db, CLUSTER)
     assert [j.job_id for j in snapshot.jobs] == [1]
     status = snapshot.source("slurm")
     assert status.failing and status.error_at == 115.0 and status.taken_at == 100.0
     save_slurm_poll(db, [job(1)], [], [], at=145.0)
-    assert not load_snapshot(db).source("slurm").failing
+    assert not load_snapshot(db, CLUSTER).source("slurm").failing
 
 
 def test_caps_members_storage(db_path: Path) -> None:
     db = open_db(db_path)
     save_caps(
         db,
+        CLUSTER,
         [LabCap("hoffman-lab", 4), LabCap("overcap", None)],
         {"hoffman-lab": {"alice", "bob"}},
         at=1.0,
     )
     report = DirectoryUsage("/srv/h", "alice", "/srv/h/alice", datetime(2026, 11, 22, 3), 5, "5K")
-    save_storage(db, [report], [FilesystemUsage("/srv/h", 100, 40, 60)], at=2.0)
-    snapshot = load_snapshot(db)
+    save_storage(db, CLUSTER, [report], [FilesystemUsage("/srv/h", 100, 40, 60)], at=2.0)
+    snapshot = load_snapshot(db, CLUSTER)
     assert snapshot.cap_for("hoffman-lab") == 4 and snapshot.cap_for("overcap") is None
     assert snapshot.members["hoffman-lab"] == {"alice", "bob"}
     assert snapshot.directories == (report,)
@@ -90,9 +91,9 @@ def test_caps_members_storage(db_path: Path) -> None:
 def test_history_retention(db_path: Path) -> None:
     db = open_db(db_path)
     usage = lab_usage("hoffman-lab", "hoffman-lab", 4, [job(1, gpus_by_type={"a40": 1})])
-    save_lab_usage(db, [usage], at=0.0, keep_days=1)
-    save_lab_usage(db, [usage], at=2 * 86400.0, keep_days=1)
-    assert lab_usage_series(db, "hoffman-lab", since=0) == [(2 * 86400.0, 1, 4)]
+    save_lab_usage(db, CLUSTER, [usage], at=0.0, keep_days=1)
+    save_lab_usage(db, CLUSTER, [usage], at=2 * 86400.0, keep_days=1)
+    assert lab_usage_series(db, CLUSTER, "hoffman-lab", since=0) == [(2 * 86400.0, 1, 4)]
 
 
 def test_every_polls_pruning_finds_old_rows_by_index_not_by_reading_every_row(
@@ -102,7 +103,7 @@ def test_every_polls_pruning_finds_old_rows_by_index_not_by_reading_every_row(
     statements: list[str] = []
     db.conn.set_trace_callback(statements.append)
     usage = lab_usage("hoffman-lab", "hoffman-lab", 4, [])
-    save_lab_usage(db, [usage], at=2 * 86400.0, keep_days=1)
+    save_lab_usage(db, CLUSTER, [usage], at=2 * 86400.0, keep_days=1)
     db.conn.set_trace_callback(None)
     prunes = [s for s in statements if s.startswith("DELETE")]
     assert len(prunes) >= 5, statements
@@ -143,7 +144,9 @@ def test_a_migration_statement_may_hold_semicolons() -> None:
 
 async def test_reader_sees_new_snapshots_only_after_commit(db_path: Path) -> None:
     writer = open_db(db_path)
-    cache = SnapshotCache(db_path, (LabConfig("hoffman-lab", "hoffman-lab", "hoffman-lab"),))
+    cache = SnapshotCache(
+        db_path, CLUSTER, (LabConfig("hoffman-lab", "hoffman-lab", "hoffman-lab"),)
+    )
     assert (await cache.refresh()).snapshot.jobs == ()
     with writer.atomic():
         writer.execute("DELETE FROM jobs")
@@ -164,20 +167,20 @@ def test_previous_report_size_gives_weekly_growth(db_path: Path) -> None:
     week2 = DirectoryUsage(
         "/srv/h", "alice", "/srv/h/alice", datetime(2026, 11, 22, 3), 250, "250K"
     )
-    save_storage(db, [week1], [], at=1.0)
-    assert load_snapshot(db).previous_kib == {}
-    save_storage(db, [week2], [], at=2.0)
+    save_storage(db, CLUSTER, [week1], [], at=1.0)
+    assert load_snapshot(db, CLUSTER).previous_kib == {}
+    save_storage(db, CLUSTER, [week2], [], at=2.0)
     # The same weekly report read again by a later poll is not a new week.
-    save_storage(db, [week2], [], at=3.0)
-    assert load_snapshot(db).previous_kib == {"/srv/h/alice": 100}
+    save_storage(db, CLUSTER, [week2], [], at=3.0)
+    assert load_snapshot(db, CLUSTER).previous_kib == {"/srv/h/alice": 100}
 
 
 def test_history_starts_at_the_first_poll_and_stays(db_path: Path) -> None:
     from store.slurm_writes import history_start
 
     db = open_db(db_path)
-    assert history_start(db, now=1000.0) == 1000.0
-    assert history_start(db, now=5000.0) == 1000.0
+    assert history_start(db, CLUSTER, now=1000.0) == 1000.0
+    assert history_start(db, CLUSTER, now=5000.0) == 1000.0
 
 
 def test_a_preempted_job_ends_once_after_sacct_forgets_the_preemption(db_path: Path) -> None:
@@ -222,7 +225,7 @@ def test_a_preemption_names_the_gpus_of_the_run_it_stopped(db_path: Path) -> Non
     asks = job(3, state="PENDING", restarts=1, gpus_by_type={"": 4}, **overcap)
     (requeue,) = save_slurm_poll(db, [asks], [], [], at=115.0)
     assert (requeue.to_state, requeue.job.gpus_by_type) == ("REQUEUED", {"2080_ti": 4})
-    assert load_snapshot(db).jobs[0].gpus_by_type == {"": 4}  # the live view: its request
+    assert load_snapshot(db, CLUSTER).jobs[0].gpus_by_type == {"": 4}  # the live view: its request
 
 
 def test_an_ended_job_keeps_the_output_paths_squeue_listed(db_path: Path) -> None:

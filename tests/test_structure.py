@@ -34,6 +34,10 @@ EXCEPTIONS: dict[str, str] = {
     "constructor handlers/clicks.py:Click": (
         "mirrors the fields skybot reads from Slack's block_actions payload, built in one place"
     ),
+    "constructor scheduler/watchers/__init__.py:Watchers": (
+        "one set of watchers per cluster: the cluster and its view, and the writer, directory, "
+        "sender and runner it shares with the others"
+    ),
     "constructor store/submissions.py:SubmissionRequest": _ROW
     + " (the submissions row it becomes)",
     "constructor core/cluster_config.py:ClusterConfig": _TOML + " ([[clusters]])",

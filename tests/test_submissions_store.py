@@ -16,13 +16,14 @@ from store.submissions import (
     requeue,
     submission_counts,
 )
-from tests.factories import job
+from tests.factories import CLUSTER, job
 from tests.slurm_polls import save_slurm_poll
 
 
 def _enqueue(db, now: float, user: str = "alice", **limits: int):  # type: ignore[no-untyped-def]
     return enqueue(
         db,
+        CLUSTER,
         SubmissionRequest("T1", "U1", user, "job.sh", {}),
         SubmitConfig(
             max_queued_per_user=limits.get("max_queued", 5),
@@ -47,14 +48,14 @@ def test_rate_limit_and_queue_cap_per_user(tmp_path: Path) -> None:
 def test_claim_finish_and_crash_recovery_bookkeeping(tmp_path: Path) -> None:
     db = open_db(tmp_path / "s.db")
     first = _enqueue(db, now=1.0)
-    claimed = claim_next(db, now=2.0)
+    claimed = claim_next(db, CLUSTER, now=2.0)
     assert claimed is not None and claimed.id == first.id and claimed.attempts == 1
-    assert claim_next(db, now=3.0) is None
-    assert [s.id for s in interrupted(db)] == [first.id]
+    assert claim_next(db, CLUSTER, now=3.0) is None
+    assert [s.id for s in interrupted(db, CLUSTER)] == [first.id]
     # The poller saw a job carrying this submission's tag: that is how a restart finds it.
     save_slurm_poll(db, [job(77, comment=f"skybot:{first.tag}")], [], [], at=4.0)
-    assert find_job_by_comment(db, f"skybot:{first.tag}") == 77
-    assert find_job_by_comment(db, "skybot:0000000000000000") is None
+    assert find_job_by_comment(db, CLUSTER, f"skybot:{first.tag}") == 77
+    assert find_job_by_comment(db, CLUSTER, "skybot:0000000000000000") is None
     report = OutboxMessage(key=f"submission:{first.id}", target="U1", text="Submitted")
     done = finish(db, claimed, now=5.0, job_id=77, report=report)
     assert (done.state, done.job_id) == ("submitted", 77)
@@ -62,7 +63,7 @@ def test_claim_finish_and_crash_recovery_bookkeeping(tmp_path: Path) -> None:
     finish(db, claimed, now=6.0, job_id=77, report=report)
     assert db.execute("SELECT COUNT(*) FROM outbox").fetchone()[0] == 1
     requeue(db, first.id)  # only a submission still 'submitting' can go back to the queue
-    assert claim_next(db, now=7.0) is None
+    assert claim_next(db, CLUSTER, now=7.0) is None
 
 
 def test_submission_counts_by_state(tmp_path: Path) -> None:
@@ -70,6 +71,6 @@ def test_submission_counts_by_state(tmp_path: Path) -> None:
     assert submission_counts(db) == {}
     _enqueue(db, now=100.0)
     _enqueue(db, now=101.0, user="bob")
-    claimed = claim_next(db, now=102.0)
+    claimed = claim_next(db, CLUSTER, now=102.0)
     assert claimed is not None
     assert submission_counts(db) == {"queued": 1, "submitting": 1}

@@ -19,6 +19,7 @@ from scheduler.submit_worker import SubmissionWorker
 from store.outbox import outbox_rows
 from store.submissions import Submission, SubmissionRequest, claim_next, enqueue, get
 from store.writer import StoreWriter
+from tests.factories import CLUSTER
 
 
 class ScriptedRunner:
@@ -39,11 +40,12 @@ async def _interrupted(writer: StoreWriter) -> Submission:
     def make(db: Any) -> Submission:
         enqueue(
             db,
+            CLUSTER,
             SubmissionRequest("T1", "U1", "alice", "job.sh", {}),
             SubmitConfig(max_queued_per_user=5, max_per_minute=5),
             time.time(),
         )
-        claimed = claim_next(db, time.time())
+        claimed = claim_next(db, CLUSTER, time.time())
         assert claimed is not None
         return claimed
 
@@ -119,6 +121,7 @@ async def test_a_submit_whose_outcome_is_unknown_stays_for_recovery(writer: Stor
     def queue(db: Any) -> None:
         enqueue(
             db,
+            CLUSTER,
             SubmissionRequest("T1", "U1", "alice", "job.sh", {}),
             SubmitConfig(max_queued_per_user=5, max_per_minute=5),
             time.time(),

@@ -77,7 +77,7 @@ def live() -> Iterator[tuple[Config, ClusterView]]:
 
 async def _poll(config: Config) -> ClusterView:
     writer = StoreWriter(config.database.path)
-    cache = SnapshotCache(config.database.path, config.labs)
+    cache = SnapshotCache(config.database.path, config.default_cluster.name, config.labs)
     try:
         poller = SlurmPoller(config, writer)
         assert await poller.poll_caps(), "sacctmgr poll failed"

@@ -18,6 +18,7 @@ from scheduler.slurm.wire import DigestRequest, LabLimits
 from store.db import open_db
 from store.slurm_writes import save_slurm_changes
 from store.snapshots import load_snapshot
+from tests.factories import CLUSTER
 
 V42 = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.42"
 LIMITS = LabLimits(
@@ -45,8 +46,8 @@ def _digest(tmp_path: Path, squeue: Any, sacct: Any) -> tuple[Any, Any]:
         )
     )
     db = open_db(tmp_path / "skybot.db")
-    save_slurm_changes(db, digest.changes, 1000.0)
-    return digest, load_snapshot(db)
+    save_slurm_changes(db, CLUSTER, digest.changes, 1000.0)
+    return digest, load_snapshot(db, CLUSTER)
 
 
 def _load(name: str) -> Any:

@@ -114,7 +114,9 @@ async def more_clicked(
 async def _recorded_job(view: ClusterView, services: Services, job_id: int) -> Job | None:
     """The job as skybot last recorded it: its latest transition, else the live snapshot."""
     if services.writer is not None:
-        recorded = await services.writer.run(last_job_record, job_id)
+        recorded = await services.writer.run(
+            last_job_record, services.config.default_cluster.name, job_id
+        )
         if recorded is not None:
             return recorded
     return next(

@@ -91,7 +91,13 @@ async def _preview(request: CommandRequest, services: Services, lab: LabConfig) 
     assert services.writer is not None
     now = request.now or time.time()
     week = await services.writer.run(
-        lab_week, lab.name, lab.account, lab.storage_roots, now - WEEK, now
+        lab_week,
+        (services.config.cluster_of_lab(lab.name) or services.config.default_cluster).name,
+        lab.name,
+        lab.account,
+        lab.storage_roots,
+        now - WEEK,
+        now,
     )
     channels = await services.writer.run(digest_channels, lab.name)
     tz = datetime.now().astimezone().tzinfo

@@ -85,7 +85,13 @@ async def submit(request: CommandRequest, services: Services) -> Reply:
         notify_start=notify_start,
     )
     try:
-        submission = await services.writer.run(enqueue, asked, services.config.submit, request.now)
+        submission = await services.writer.run(
+            enqueue,
+            services.config.default_cluster.name,
+            asked,
+            services.config.submit,
+            request.now,
+        )
     except QueueRefused as refusal:
         raise UsageError(str(refusal)) from None
     services.submissions.wake()

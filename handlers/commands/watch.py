@@ -69,7 +69,9 @@ async def watch(request: CommandRequest, services: Services) -> Reply:
         return simple(free_now(Outcome(candidate, FIRED, spot)))
     limit = services.config.watches.max_per_user
     try:
-        stored = await services.writer.run(add_watch, new, request.now, seconds, limit)
+        stored = await services.writer.run(
+            add_watch, services.config.default_cluster.name, new, request.now, seconds, limit
+        )
     except TooManyWatches:
         raise UsageError(
             f"You already have {limit} watches, the most allowed: `/sky unwatch ID` one first "

@@ -78,13 +78,22 @@ async def act(request: CommandRequest, services: Services) -> Reply:
     if job is not None:
         requeue = None
         if job.restarts:
-            found = await services.writer.run(last_requeue, job.job_id)
+            found = await services.writer.run(
+                last_requeue, services.config.default_cluster.name, job.job_id
+            )
             requeue = LastRequeue(*found) if found is not None else None
         return _live_answer(view, request, job, question.task, requeue)
     if question.task is None:
-        recorded = await services.writer.run(last_job_record, question.job_id)
+        recorded = await services.writer.run(
+            last_job_record, services.config.default_cluster.name, question.job_id
+        )
     else:
-        recorded = await services.writer.run(last_array_task_record, question.job_id, question.task)
+        recorded = await services.writer.run(
+            last_array_task_record,
+            services.config.default_cluster.name,
+            question.job_id,
+            question.task,
+        )
     days = services.config.database.history_days
     return _not_listed(view, request, question, (recorded, days))
 

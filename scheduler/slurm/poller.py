@@ -40,15 +40,13 @@ from store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
 
-# The name of a bot's only cluster, until clusters are configured by name.
-DEFAULT_CLUSTER = "default"
-
 
 class SlurmPoller:
     """Polls one cluster into the store; on failure keeps the last snapshot and backs off.
 
     `source` reads the cluster (by default its client commands, as `[slurm]` configures
-    them); `cluster` is the name it goes by."""
+    them); `cluster` is the name it goes by, and keys everything it writes (by default the
+    configuration's default cluster)."""
 
     def __init__(
         self,
@@ -57,9 +55,9 @@ class SlurmPoller:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         source: ClusterSource | None = None,
-        cluster: str = DEFAULT_CLUSTER,
+        cluster: str | None = None,
     ) -> None:
-        self.cluster = cluster
+        self.cluster = config.default_cluster.name if cluster is None else cluster
         self._config = config
         self._writer = writer
         self._clock = clock
@@ -68,7 +66,7 @@ class SlurmPoller:
         )
         self._backoff = Backoff(base_seconds=config.slurm.poll_seconds)
         self._caps_backoff = Backoff(base_seconds=config.slurm.caps_poll_seconds)
-        self._sacct = SacctWindow(writer, config.slurm.sacct_overlap_seconds)
+        self._sacct = SacctWindow(writer, self.cluster, config.slurm.sacct_overlap_seconds)
         # Whether the last failed full poll was one a ping let through.
         self._struggling = False
         self._worker = PollWorker()
@@ -149,7 +147,7 @@ class SlurmPoller:
         delay = self._backoff.failed(now)
         log.warning("slurm poll failed (next try in %.0f s): %s", delay, error)
         self._pending.failed()
-        await self._writer.run(record_poll_failure, "slurm", str(error), now)
+        await self._writer.run(record_poll_failure, self.cluster, "slurm", str(error), now)
         self._struggling = probed
 
     async def _commit(
@@ -158,10 +156,14 @@ class SlurmPoller:
         """Write the poll's changes; what sacct reported counts only if it could be read."""
         if accounting_error is not None:
             log.warning("sacct failed; job ends wait until it answers: %s", accounting_error)
-            await self._writer.run(record_poll_failure, "accounting", accounting_error, now)
+            await self._writer.run(
+                record_poll_failure, self.cluster, "accounting", accounting_error, now
+            )
         for warning in digest.warnings:
             log.warning("slurm data: %s", warning)
-        await self._writer.run(save_slurm_changes, digest.changes, now, accounting_error is None)
+        await self._writer.run(
+            save_slurm_changes, self.cluster, digest.changes, now, accounting_error is None
+        )
         self._committed = digest.generation
         self._jobs_listed = digest.jobs
         self._pending.committed(started)
@@ -176,7 +178,7 @@ class SlurmPoller:
             self._spool_dir = None
 
     async def _digest(self, spool: Path, sacct_answered: bool, states: Path | None) -> PollDigest:
-        caps, members = await self._writer.run(load_lab_limits)
+        caps, members = await self._writer.run(load_lab_limits, self.cluster)
         limits = LabLimits(
             tuple((lab.name, lab.account) for lab in self._config.labs),
             caps,
@@ -233,17 +235,18 @@ class SlurmPoller:
         except SlurmCommandError as error:
             delay = self._caps_backoff.failed(now)
             log.warning("caps poll failed (next try in %.0f s): %s", delay, error)
-            await self._writer.run(record_poll_failure, "caps", str(error), now)
+            await self._writer.run(record_poll_failure, self.cluster, "caps", str(error), now)
             return False
         for warning in warnings:
             log.warning("slurm associations: %s", warning)
-        await self._writer.run(save_caps, caps, members, now)
+        await self._writer.run(save_caps, self.cluster, caps, members, now)
         self._caps_backoff.succeeded()
         return True
 
     async def _record_lab_usage(self, usages: list[LabUsage], now: float) -> None:
         await self._writer.run(
             save_lab_usage,
+            self.cluster,
             usages,
             now,
             self._config.database.history_days,

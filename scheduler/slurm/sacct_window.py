@@ -32,8 +32,9 @@ SACCT_END_MARGIN_SECONDS = 24 * 3600.0
 class SacctWindow:
     """The start and end of each poll's accounting read, and what moves them."""
 
-    def __init__(self, writer: StoreWriter, overlap_seconds: float) -> None:
+    def __init__(self, writer: StoreWriter, cluster: str, overlap_seconds: float) -> None:
         self._writer = writer
+        self.cluster = cluster
         self._overlap = overlap_seconds
         self._since: float | None = None
         self._floor = 0.0
@@ -73,10 +74,10 @@ class SacctWindow:
         if self._since is None:
             # From when sacct last answered: job ends during an accounting outage that
             # skybot was restarted in are still found.
-            accounting = await self._writer.run(load_source_status, "accounting")
-            slurm = await self._writer.run(load_source_status, "slurm")
+            accounting = await self._writer.run(load_source_status, self.cluster, "accounting")
+            slurm = await self._writer.run(load_source_status, self.cluster, "slurm")
             self._since = accounting.taken_at or slurm.taken_at or now
-            self._floor = await self._writer.run(history_start, now)
+            self._floor = await self._writer.run(history_start, self.cluster, now)
         # After the wall clock is stepped back, jobs end at times before the last poll's: the
         # window starts at whichever came first.
         start = min(self._since, now) - self._overlap

@@ -42,7 +42,11 @@ class Watchers:
         wake_sender: Callable[[], None] | None = None,
         view: Callable[[], ClusterView] | None = None,
         runner: RunnerCall | None = None,
+        cluster: str | None = None,
     ) -> None:
+        # The cluster whose rows these watchers read (by default the configuration's
+        # default); `view` must be that cluster's.
+        self.cluster = config.default_cluster.name if cluster is None else cluster
         self._config = config
         self._runner = runner
         self._writer = writer
@@ -53,11 +57,11 @@ class Watchers:
     async def after_slurm_poll(self) -> int:
         try:
             added = await process_transitions(
-                self._writer, self._identity, self._config, runner=self._runner
+                self._writer, self._identity, self._config, self.cluster, runner=self._runner
             )
             if self._view is not None:
                 added += await check_cap_waits(
-                    self._writer, self._identity, self._config, self._view()
+                    self._writer, self._identity, self._config, self._view(), self.cluster
                 )
         except Exception:
             log_failure(log, "job notifier failed; the transitions stay queued for the next poll")
@@ -71,7 +75,7 @@ class Watchers:
         if self._view is None:
             return 0
         try:
-            return await check_gpu_watches(self._writer, self._view())
+            return await check_gpu_watches(self._writer, self._view(), self.cluster)
         except Exception:
             log.exception("GPU watch check failed; it will look again after the next poll")
             return 0
@@ -79,7 +83,9 @@ class Watchers:
     async def after_storage_poll(self) -> int:
         try:
             snapshot = self._view().snapshot if self._view is not None else None
-            added = await check_storage(self._writer, self._identity, self._config, snapshot)
+            added = await check_storage(
+                self._writer, self._identity, self._config, self.cluster, snapshot
+            )
         except Exception:
             log_failure(log, "storage watcher failed; it will look again after the next poll")
             return 0

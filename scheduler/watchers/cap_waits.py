@@ -24,9 +24,11 @@ async def check_cap_waits(
     identity: SlackDirectory,
     config: Config,
     view: ClusterView,
+    cluster: str,
     now: float | None = None,
 ) -> int:
-    """DM users whose jobs have waited behind their lab's cap for long; returns how many."""
+    """DM users whose jobs have waited behind their lab's cap for long on `cluster` (whose
+    view `view` is); returns how many."""
     snapshot = view.snapshot
     if config.notifications.cap_wait_minutes <= 0 or snapshot.source("slurm").taken_at is None:
         return 0
@@ -39,8 +41,8 @@ async def check_cap_waits(
 
     def decide(db: sqlite_utils.Database) -> int:
         with db.atomic():
-            episodes = next_episodes(load_cap_episodes(db), usages, now)
-            save_cap_episodes(db, episodes)
+            episodes = next_episodes(load_cap_episodes(db, cluster), usages, now)
+            save_cap_episodes(db, cluster, episodes)
             notices = cap_wait_notices(
                 episodes,
                 usages,

@@ -28,9 +28,10 @@ from store.writer import StoreWriter
 
 
 async def check_gpu_watches(
-    writer: StoreWriter, view: ClusterView, now: float | None = None
+    writer: StoreWriter, view: ClusterView, cluster: str, now: float | None = None
 ) -> int:
-    """End the watches this snapshot decides; returns how many DMs were enqueued."""
+    """End the watches of `cluster` that its snapshot (in `view`) decides; returns how many
+    DMs were enqueued."""
     if view.snapshot.source("slurm").taken_at is None:
         return 0
     now = time.time() if now is None else now
@@ -39,7 +40,7 @@ async def check_gpu_watches(
 
     def decide(db: sqlite_utils.Database) -> int:
         with db.atomic():
-            outcomes = watch_outcomes(active_watches(db), index, headroom, now)
+            outcomes = watch_outcomes(active_watches(db, cluster), index, headroom, now)
             return end_watches(db, [_ended(o) for o in outcomes], now)
 
     return await writer.run(decide)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
+import msgspec
 import sqlite_utils
 
 from core.config_schema import Config
@@ -48,11 +49,13 @@ async def process_transitions(
     writer: StoreWriter,
     identity: SlackDirectory,
     config: Config,
+    cluster: str,
     *,
     batch: int = BATCH,
     runner: RunnerCall | None = None,
 ) -> int:
-    """Enqueue DMs for every job transition not processed yet; returns how many were enqueued.
+    """Enqueue DMs for every transition of `cluster`'s jobs not processed yet; returns how
+    many were enqueued.
 
     Safe to call at any time and any number of times (after each Slurm poll, at start-up):
     each transition is processed once, whatever crashes in between. With a `runner`, failure
@@ -61,22 +64,25 @@ async def process_transitions(
     settings = config.notifications
     total = 0
     while True:
-        users, through = await writer.run(pending_transition_users, batch)
+        users, through = await writer.run(pending_transition_users, cluster, batch)
         if through is None:
             return total
         # Resolved here, on the event loop that owns the identity directory.
         targets = {user: identity.slack_users_of(user) for user in users}
         tails: dict[int, list[OutputTail]] = {}
         if runner is not None and settings.log_tail_lines > 0:
-            wanted = await writer.run(tail_candidates, targets, through, config)
+            wanted = await writer.run(tail_candidates, cluster, targets, through, config)
             tails = await fetch_output_tails(
                 runner, wanted, TailSettings(settings.log_tail_lines, settings.log_tail_seconds)
             )
-        total += await writer.run(notify_transitions, targets, through, config, None, tails)
+        total += await writer.run(
+            notify_transitions, cluster, targets, through, config, None, tails
+        )
 
 
 def tail_candidates(
     db: sqlite_utils.Database,
+    cluster: str,
     targets: Mapping[str, Sequence[SlackKey]],
     through: int,
     config: Config,
@@ -87,7 +93,9 @@ def tail_candidates(
     optouts = load_log_tail_optouts(db)
     preemptible = config.preemptible_partitions
     chosen: dict[int, Job] = {}
-    for row_id, transition, _ in load_transitions(db, load_cursor(db), through, NOTABLE):
+    for row_id, transition, _ in load_transitions(
+        db, cluster, load_cursor(db, cluster), through, NOTABLE
+    ):
         kind = notice_kind(transition, preemptible)
         if kind not in TAIL_KINDS:
             continue
@@ -101,31 +109,32 @@ def tail_candidates(
 
 def notify_transitions(
     db: sqlite_utils.Database,
+    cluster: str,
     targets: Mapping[str, Sequence[SlackKey]],
     through: int,
     config: Config,
     now: float | None = None,
     tails: Mapping[int, Sequence[OutputTail]] | None = None,
 ) -> int:
-    """Decide the DMs for transitions up to id `through`, enqueue them and move the cursor,
-    all in one transaction. Returns how many messages were newly enqueued.
+    """Decide the DMs for `cluster`'s transitions up to id `through`, enqueue them and move
+    its cursor, all in one transaction. Returns how many messages were newly enqueued.
 
     `tails` (by transition id) is the end of failed jobs' output, shown to each of the owner's
     Slack accounts that has not turned it off: DMs go to the owner only, never to a channel.
     """
     tails = tails or {}
-    cluster = config.notifications.cluster_name
+    config = _naming(config, cluster)
     with db.atomic():
-        cursor = load_cursor(db)
+        cursor = load_cursor(db, cluster)
         if through <= cursor:
             return 0
         prefs = load_preferences(db)
         optouts = load_log_tail_optouts(db) if tails else set()
         per_target: dict[SlackKey, list[tuple[int, JobNotice]]] = {}
-        for row_id, transition, at in load_transitions(db, cursor, through, NOTABLE):
+        for row_id, transition, at in load_transitions(db, cluster, cursor, through, NOTABLE):
             slack_keys = targets.get(transition.job.user, ())
             started = (
-                interrupted_run_start(db, row_id, transition, at)
+                interrupted_run_start(db, cluster, row_id, transition, at)
                 if slack_keys and transition.to_state == REQUEUED
                 else None
             )
@@ -142,23 +151,35 @@ def notify_transitions(
         ]
         messages += start_messages(db, targets, cursor, through, cluster)
         added = enqueue(db, messages, time.time() if now is None else now)
-        if not advance_cursor(db, cursor, through):
+        if not advance_cursor(db, cluster, cursor, through):
             raise RuntimeError("job transition cursor moved during notification")
         return added
 
 
 def interrupted_run_start(
-    db: sqlite_utils.Database, row_id: int, transition: Transition, at: float
+    db: sqlite_utils.Database, cluster: str, row_id: int, transition: Transition, at: float
 ) -> float | None:
     """When the run a requeue interrupted had started, from the job's earlier transitions.
 
     The requeued job's own record cannot say: Slurm gives a pending job the forecast start
     of its next run. The poll that saw the run start (or first saw it running) recorded it.
     """
-    for earlier in earlier_job_records(db, transition.job.job_id, row_id, transition.restarts):
+    for earlier in earlier_job_records(
+        db, cluster, transition.job.job_id, row_id, transition.restarts
+    ):
         if earlier.start_time and earlier.start_time <= at:
             return float(earlier.start_time)
     return None
+
+
+def _naming(config: Config, cluster: str) -> Config:
+    """`config` with its notices keyed by `cluster` (core/job_notices.py keys them by
+    `notifications.cluster_name`): job ids repeat across clusters, keys must not. Today's
+    single cluster is named `notifications.cluster_name`, so its keys are as before."""
+    if config.notifications.cluster_name == cluster:
+        return config
+    notifications = msgspec.structs.replace(config.notifications, cluster_name=cluster)
+    return msgspec.structs.replace(config, notifications=notifications)
 
 
 def _messages(

@@ -27,15 +27,15 @@ def start_messages(
     through: int,
     cluster: str,
 ) -> list[OutboxMessage]:
-    """The start DMs of the transitions with ids in (after, through]."""
+    """The start DMs of `cluster`'s transitions with ids in (after, through]."""
     optins = load_start_optins(db)
     messages = []
-    for _, transition, at in load_transitions(db, after, through, {"RUNNING"}):
+    for _, transition, at in load_transitions(db, cluster, after, through, {"RUNNING"}):
         if not is_start(transition, at):
             continue
         job = transition.job
         wanted = {key for key in targets.get(job.user, ()) if key in optins}
-        wanted.update(start_watchers(db, job.job_id, job.comment))
+        wanted.update(start_watchers(db, cluster, job.job_id, job.comment))
         if not wanted:
             continue
         notice = start_notice(transition, cluster)

@@ -30,15 +30,16 @@ async def check_storage(
     writer: StoreWriter,
     identity: SlackDirectory,
     config: Config,
+    cluster: str,
     snapshot: ClusterSnapshot | None = None,
 ) -> int:
     """Enqueue hoarding pings and full-filesystem warnings for the latest storage snapshot.
 
     Returns how many messages were newly enqueued. `snapshot` is the one the bot already
-    holds in memory; without it the latest committed snapshot is read.
+    holds in memory; without it `cluster`'s latest committed snapshot is read.
     """
     if snapshot is None:
-        snapshot = await writer.run(load_snapshot)
+        snapshot = await writer.run(load_snapshot, cluster)
     if snapshot.source("storage").taken_at is None:
         return 0  # never scanned: no data is not "empty disks"
     owners = {d.owner for d in snapshot.directories}
