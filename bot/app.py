@@ -15,6 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.config import Config, Secrets
 from handlers import home, slash
 from handlers.buttons.registry import register_buttons
+from handlers.clusters import ClusterDesks
 from handlers.services import Services
 from handlers.slash import ObserveCommand
 from store.reader import SnapshotCache
@@ -43,6 +44,7 @@ def build_app(
     services: Services,
     client: AsyncWebClient | None = None,
     observe_command: ObserveCommand | None = None,
+    desks: ClusterDesks | None = None,
 ) -> AsyncApp:
     http = config.slack.mode == "http"
     app = AsyncApp(
@@ -53,10 +55,10 @@ def build_app(
         # Answer in the ack itself: the listener runs inline instead of being polled for.
         process_before_response=True,
     )
-    slash.register_listeners(app, cache, services, observe=observe_command)
+    slash.register_listeners(app, cache, services, observe=observe_command, desks=desks)
     home.register_listeners(app, cache, services)
     publish_home = home.home_publisher(cache, services)
-    register_buttons(app, cache, services, publish_home)
+    register_buttons(app, cache, services, publish_home, desks)
     return app
 
 

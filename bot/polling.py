@@ -1,7 +1,12 @@
 """What `skybot run` polls, how often, and what follows each poll: a list, so that another
-cluster's polls are more entries (scheduler/schedule.py runs it)."""
+cluster's polls are more entries (scheduler/schedule.py runs it). Each cluster's polls are
+entries of their own, with their own failures and intervals: one cluster down stales no other.
+"""
 
 from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
 
 from bot.config import Config
 from bot.metrics import Metrics
@@ -12,20 +17,30 @@ from scheduler.watchers import Watchers
 from store.writer import StoreWriter
 
 
+def poll_name(kind: str, cluster: str, default: bool) -> str:
+    """`slurm`, `caps`, `storage` for the default cluster (as they always were, in metrics
+    and logs); `slurm@nova` and so on for the others."""
+    return kind if default else f"{kind}@{cluster}"
+
+
 def poll_jobs(
     config: Config,
     slurm: SlurmPoller,
     storage: StoragePoller,
     refresh: AfterPoll,
     watchers: Watchers | None = None,
+    *,
+    default: bool = True,
 ) -> list[PollJob]:
-    """What skybot polls and how often. After each poll the snapshot cache is refreshed, then
-    the watchers run (if given), so they see the snapshot just written."""
+    """What skybot polls of one cluster (`config` as seen from it) and how often. After each
+    poll the cluster's snapshot cache is refreshed, then its watchers run (if given), so they
+    see the snapshot just written."""
     after_slurm = () if watchers is None else (watchers.after_slurm_poll,)
     after_storage = () if watchers is None else (watchers.after_storage_poll,)
+    cluster = slurm.cluster
     return [
         PollJob(
-            SLURM_POLL,
+            poll_name(SLURM_POLL, cluster, default),
             config.slurm.poll_seconds,
             slurm.poll_jobs,
             (refresh, *after_slurm),
@@ -33,19 +48,33 @@ def poll_jobs(
             pacer=slurm_pacer(config),
             on_interval=slurm.set_interval,
         ),
-        PollJob("caps", config.slurm.caps_poll_seconds, slurm.poll_caps, (refresh,)),
-        PollJob("storage", config.storage.poll_seconds, storage.poll, (refresh, *after_storage)),
+        PollJob(
+            poll_name("caps", cluster, default),
+            config.slurm.caps_poll_seconds,
+            slurm.poll_caps,
+            (refresh,),
+        ),
+        PollJob(
+            poll_name("storage", cluster, default),
+            config.storage.poll_seconds,
+            storage.poll,
+            (refresh, *after_storage),
+        ),
     ]
 
 
 def poll_hooks(
-    config: Config, metrics: Metrics, writer: StoreWriter, slurm: SlurmPoller
+    config: Config, metrics: Metrics, writer: StoreWriter, slurm: Sequence[SlurmPoller]
 ) -> PollHooks:
+    async def close_pollers() -> None:
+        # Every cluster's Slurm poll worker ends with the polls.
+        await asyncio.gather(*(poller.close() for poller in slurm))
+
     return PollHooks(
-        grace_seconds=config.slurm.command_timeout_seconds,
+        # The slowest cluster's command timeout: a poll is late only past its own grace.
+        grace_seconds=max(c.slurm.command_timeout_seconds for c in config.clusters),
         observe=metrics.observe_poll,
         observe_interval=metrics.observe_poll_interval,
         after_each=writer.check_file,
-        # The Slurm poll worker ends with the polls.
-        close_pollers=slurm.close,
+        close_pollers=close_pollers,
     )

@@ -84,9 +84,12 @@ async def call_runner(
     runner: str = DEFAULT_RUNNER,
     timeout: float = 60,
     prefix: Sequence[str] = (),
+    cluster: str = "",
 ) -> RunnerReply:
     """Run one request through skybot-runner as `user` and return its reply.
 
+    `cluster`: the name runner.toml knows the cluster by, where the bot serves several
+    ("" for today's one cluster, whose Slurm is runner.toml's top level).
     `prefix` goes in front of the sudo command line; tests use ["runuser", "-u", "skybot",
     "--"] to make the call as the service user from a root test process.
     """
@@ -95,7 +98,9 @@ async def call_runner(
     if user == "root":
         return _error("skybot never acts as root.")
     if request.get("action") != "version":
-        request = {**request, "bot_version": __version__}
+        # The cluster by name only: runner.toml says where its Slurm is.
+        named = {"cluster": cluster} if cluster else {}
+        request = {**request, "bot_version": __version__, **named}
     try:
         payload = json.dumps(request).encode("utf-8")
     except (TypeError, ValueError) as exc:

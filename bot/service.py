@@ -151,7 +151,7 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
             cache.refresh,
             watchers,
         ),
-        poll_hooks(config, metrics, writer, slurm_poller),
+        poll_hooks(config, metrics, writer, [slurm_poller]),
         [WeeklyDigest(config, writer, sender.wake).calendar()],
     )
     schedule.on_clock_step.append(sender.clock_stepped)

@@ -135,7 +135,9 @@ def decide_job_notice(
     kind = notice_kind(transition, config.preemptible_partitions)
     if kind is None or not wants(preference, kind):
         return None
-    return compose_job_notice(transition, kind, seen, config.notifications)
+    # Named only where there are several: a one-cluster site's DMs read as they always have.
+    named = config.notifications.cluster_name if len(config.clusters) > 1 else ""
+    return compose_job_notice(transition, kind, seen, config.notifications, named)
 
 
 def notice_key(cluster: str, transition: Transition, kind: str) -> str:
@@ -152,9 +154,14 @@ def notice_key(cluster: str, transition: Transition, kind: str) -> str:
 
 
 def compose_job_notice(
-    transition: Transition, kind: str, seen: Seen, settings: NotificationsConfig
+    transition: Transition,
+    kind: str,
+    seen: Seen,
+    settings: NotificationsConfig,
+    cluster: str = "",
 ) -> JobNotice:
-    """The DM telling `transition` as `kind`, keyed by `settings.cluster_name`: failures
+    """The DM telling `transition` as `kind`, keyed by `settings.cluster_name` and naming
+    `cluster` (its buttons carry it too) when given: failures
     show at most `settings.log_tail_lines` lines of each output tail, and a job that ran at
     least `settings.efficiency_min_minutes` its CPU, memory and time figures from sacct
     (core/efficiency.py)."""
@@ -163,6 +170,7 @@ def compose_job_notice(
         transition, kind
     )
     facts = [
+        *([f"Cluster {literal(cluster)}"] if cluster else []),
         f"Partition {literal(job.partition)}",
         f"GPUs {format_job_gpus(job.gpus_by_type, job.shards_by_type)}"
         if job.gpus_by_type or job.shards_by_type
@@ -188,7 +196,7 @@ def compose_job_notice(
         blocks.append(context(advice))
     blocks.extend(section(tail) for tail in tails)
     # "Show more of the log": the chunk before what is shown, read as the clicker on click.
-    blocks.extend(more_block(job.job_id, parts))
+    blocks.extend(more_block(job.job_id, parts, cluster or None))
     return JobNotice(kind, notice_key(settings.cluster_name, transition, kind), text, blocks, job)
 
 

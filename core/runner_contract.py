@@ -7,10 +7,12 @@ that starts it (sudo, a subprocess) is bot/runner_client.py; scheduler/ and hand
 the `RunnerCall` below, which bot/service.py wires to it.
 
 A request is one JSON object: "action", the action's own fields, and "bot_version" (every
-action but "version"; the bot's client adds it). A reply is always {"ok": true, ...} or
-{"ok": false, "error": SENTENCE}; an ok reply carries what the runner's docstring lists per
-action (submit: "job_id", "cluster", "script", maybe "warning"; submit-status: "state" and,
-when submitted, "job_id"; cancel: "job_id";
+action but "version"; the bot's client adds it), and, where the bot serves several clusters,
+"cluster": a NAME the runner looks up in its own root-owned runner.toml (`[clusters.NAME]`:
+that cluster's Slurm commands and SLURM_CONF). The bot never sends a path to run.
+A reply is always {"ok": true, ...} or {"ok": false, "error": SENTENCE}; an ok reply carries
+what the runner's docstring lists per action (submit: "job_id", "cluster", "script", maybe
+"warning"; submit-status: "state" and, when submitted, "job_id"; cancel: "job_id";
 verify-link: "user"; version: "version"; move-to-overcap: "job_id", "partition", "account").
 Replies are read only through core/runner_replies.py, which decodes each into its action's
 type or `Refused`.
@@ -34,7 +36,12 @@ class RunnerCall(Protocol):
     async def __call__(self, user: str, request: RunnerRequest, /) -> RunnerReply: ...
 
 
-# Each action's own fields (besides "action" and "bot_version"); the runner refuses others.
+# Every action but "version" may carry these besides its own; the bot's client adds them.
+ENVELOPE_FIELDS = frozenset({"bot_version", "cluster"})
+# A cluster's name as the runner takes it (core/cluster_config.py names them so).
+CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
+
+# Each action's own fields (besides "action" and the envelope); the runner refuses others.
 REQUEST_FIELDS: Mapping[str, frozenset[str]] = {
     "version": frozenset(),
     "submit": frozenset({"script", "options", "roots", "partitions", "max_script_bytes", "tag"}),

@@ -17,8 +17,7 @@ from core.chart_specs import ChartSpec
 class CommandRequest:
     """One `/sky` invocation. An edge (the Slack listener, the console) fills in who asked
     and what they typed; the router splits `text` into `args` and the flags every command
-    understands (`--here`, `--chart`; a `--cluster NAME` would join them) before a command
-    sees it."""
+    understands (`--here`, `--chart`, `--cluster NAME`) before a command sees it."""
 
     team_id: str
     user_id: str
@@ -33,6 +32,10 @@ class CommandRequest:
     # `--chart`: also draw this answer's chart, and the channel the command was typed in.
     chart: bool = False
     channel_id: str = ""
+    # The cluster this request is about: what `--cluster` said until the router has chosen,
+    # then the chosen cluster's name where skybot serves several ("" where it serves one,
+    # so buttons and answers read as they always have).
+    cluster: str = ""
 
 
 # Queues the charts a request asked for and says where they will appear.

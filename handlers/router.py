@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from core.chart_specs import ChartSpec
 from core.slack_text import literal
 from core.view import ClusterView
+from handlers.clusters import ClusterDesks, UnknownCluster
 from handlers.reply import MAX_BLOCKS, Reply, context, simple
 from handlers.request import ChartQueue
 from handlers.request import CommandRequest as CommandRequest
@@ -101,6 +102,8 @@ class Words:
     here: bool
     # `--chart`: also post the answer's chart.
     chart: bool
+    # `--cluster NAME`: the cluster the command is about (None: chosen by its words).
+    cluster: str | None = None
 
 
 # Text without quotes or backslashes splits as shlex would split it, on shlex's whitespace:
@@ -118,11 +121,29 @@ def split_words(text: str) -> Words:
         except ValueError as error:
             message = f"I could not read that command ({error}). Check your quotes."
             raise UsageError(message) from None
+    cluster, words = _cluster_flag(words)
     return Words(
         [w for w in words if w not in ("--here", "--chart")],
         "--here" in words,
         "--chart" in words,
+        cluster,
     )
+
+
+def _cluster_flag(words: list[str]) -> tuple[str | None, list[str]]:
+    """`--cluster NAME` or `--cluster=NAME` anywhere, taken out of the words."""
+    for i, word in enumerate(words):
+        if word.startswith("--cluster="):
+            return word.partition("=")[2] or _no_cluster_name(), words[:i] + words[i + 1 :]
+        if word == "--cluster":
+            if i + 1 == len(words):
+                _no_cluster_name()
+            return words[i + 1], words[:i] + words[i + 2 :]
+    return None, words
+
+
+def _no_cluster_name() -> str:
+    raise UsageError("`--cluster` needs a cluster's name: `--cluster NAME`.")
 
 
 def _route(table: CommandTable, request: CommandRequest) -> tuple[Command, CommandRequest] | Reply:
@@ -144,6 +165,7 @@ def _route(table: CommandTable, request: CommandRequest) -> tuple[Command, Comma
         "args": tuple(words[1:]),
         "here": split.here and not command.private,
         "chart": split.chart,
+        "cluster": split.cluster or "",
     }
     return command, CommandRequest(**(request.__dict__ | parsed))
 
@@ -156,6 +178,7 @@ async def dispatch(
     *,
     late: LateReply | None = None,
     deadline: float = ACK_DEADLINE_SECONDS,
+    desks: ClusterDesks | None = None,
 ) -> Reply:
     """Answer one `/sky` command; never raises. Read-only commands answer from the view;
     actions need `services` (whose chart queue and rate limiter, if any, serve `--chart` and
@@ -164,11 +187,50 @@ async def dispatch(
 
     With `late`, whatever awaits is given `deadline` seconds; past it the caller gets a
     "working on it" reply and `late` gets the answer once there is one.
+
+    With `desks`, the request's cluster is chosen among them (handlers/clusters.py), and
+    `view` and `services` are that cluster's; where there are several the answer names it.
     """
     routed = _route(table, request)
     if isinstance(routed, Reply):
         return routed
     command, request = routed
+    if desks is not None:
+        chosen = _on_cluster(desks, request, services)
+        if isinstance(chosen, Reply):
+            return chosen
+        request, view, services = chosen
+        if request.cluster:
+            named = _answer(table, command, request, view, services, late, deadline)
+            return _with_note(await named, f"On cluster {literal(request.cluster)}.")
+    elif request.cluster:  # no clusters to choose from (the console, tests): its only one
+        request = CommandRequest(**(request.__dict__ | {"cluster": ""}))
+    return await _answer(table, command, request, view, services, late, deadline)
+
+
+def _on_cluster(
+    desks: ClusterDesks, request: CommandRequest, services: Services | None
+) -> tuple[CommandRequest, ClusterView, Services | None] | Reply:
+    """The request, view and services of the cluster the request is about."""
+    try:
+        desk = desks.chosen(request.cluster or None, request.args)
+    except UnknownCluster as error:
+        return simple(str(error))
+    named = desk.name if desks.several else ""
+    request = CommandRequest(**(request.__dict__ | {"cluster": named}))
+    # Without services (the console) only read-only commands answer, on any cluster.
+    return request, desk.view(), (desk.services or services) if services is not None else None
+
+
+async def _answer(
+    table: CommandTable,
+    command: Command,
+    request: CommandRequest,
+    view: ClusterView,
+    services: Services | None,
+    late: LateReply | None,
+    deadline: float,
+) -> Reply:
     if services is None:
         reply = _answer_from_view(command, request, view)
         return (

@@ -22,6 +22,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
 from handlers.click_answers import answer_later
+from handlers.clusters import ClusterDesks, single_desk
 from handlers.commands import command_table
 from handlers.reply import Reply, simple
 from handlers.request import CommandRequest
@@ -49,8 +50,11 @@ def register_listeners(
     services: Services,
     table: CommandTable | None = None,
     observe: ObserveCommand | None = None,
+    desks: ClusterDesks | None = None,
 ) -> None:
+    """`desks`: every cluster the bot serves (by default `cache`'s and `services`' one)."""
     commands = table or command_table(services.config.template)
+    clusters = desks or single_desk(services.config, cache.current, services)
 
     @app.command("/sky")
     async def sky(
@@ -63,7 +67,7 @@ def register_listeners(
             return
         name = _metric_name(commands, asked.text)
         late = _late_answer(command, respond, client, services, f"{name!r} from {asked.user_id}")
-        reply = await _answer(commands, asked, cache, services, late, started)
+        reply = await _answer(commands, asked, clusters, services, late, started)
         await ack(**reply.for_slack())
         seconds = time.perf_counter() - started
         if observe is not None:
@@ -109,7 +113,7 @@ def request_of(command: dict[str, Any], services: Services) -> CommandRequest | 
 async def _answer(
     commands: CommandTable,
     request: CommandRequest,
-    cache: SnapshotCache,
+    desks: ClusterDesks,
     services: Services,
     late: LateReply,
     started: float,
@@ -119,7 +123,13 @@ async def _answer(
     budget = ACK_DEADLINE_SECONDS - (time.perf_counter() - started)
     if request.cluster_user is not None:  # known from memory: only the command may await
         return await dispatch(
-            commands, request, cache.current(), services, late=late, deadline=budget
+            commands,
+            request,
+            desks.default.view(),
+            services,
+            late=late,
+            deadline=budget,
+            desks=desks,
         )
 
     async def resolve_then_answer() -> Reply:
@@ -131,7 +141,7 @@ async def _answer(
             )
             cluster_user = None
         resolved = replace(request, cluster_user=cluster_user)
-        return await dispatch(commands, resolved, cache.current(), services)
+        return await dispatch(commands, resolved, desks.default.view(), services, desks=desks)
 
     name = _metric_name(commands, request.text)
     what = f"`/sky {name}`" if name != "unknown" else "that"

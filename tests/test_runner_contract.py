@@ -36,8 +36,9 @@ def test_the_runner_knows_the_same_actions_and_fields(runner: ModuleType) -> Non
     assert {*runner.ACTIONS, "version"} == set(contract.REQUEST_FIELDS)
     assert set(runner.REQUEST_KEYS) == set(contract.REQUEST_FIELDS)
     for action, fields in contract.REQUEST_FIELDS.items():
-        envelope = {"action"} if action == "version" else {"action", "bot_version"}
+        envelope = {"action"} if action == "version" else {"action", *contract.ENVELOPE_FIELDS}
         assert runner.REQUEST_KEYS[action] == envelope | fields, action
+    assert runner.CLUSTER_NAME.pattern == contract.CLUSTER_NAME.pattern
 
 
 def test_the_bots_requests_are_ones_the_runner_accepts(runner: ModuleType) -> None:
@@ -53,8 +54,27 @@ def test_the_bots_requests_are_ones_the_runner_accepts(runner: ModuleType) -> No
     ]
     assert {r["action"] for r in requests} == set(runner.ACTIONS)
     for request in requests:
-        # The bot's client adds bot_version to each of them.
-        assert {*request, "bot_version"} <= runner.REQUEST_KEYS[request["action"]]
+        # The bot's client adds bot_version, and the cluster's name where it serves several.
+        keys = {*request, "bot_version", "cluster"}
+        assert keys <= runner.REQUEST_KEYS[request["action"]]
+
+
+def test_a_cluster_name_selects_only_what_runner_toml_says(runner: ModuleType) -> None:
+    config = {
+        "sbatch": "/usr/bin/sbatch",
+        "clusters": {"nova": {"sbatch": "/opt/nova/bin/sbatch", "slurm_conf": "/etc/nova.conf"}},
+    }
+    assert runner.for_cluster(config, None) is config
+    nova = runner.for_cluster(config, "nova")
+    assert nova["sbatch"] == "/opt/nova/bin/sbatch"
+    assert nova["cluster"] == "nova"
+    user = runner.pwd.getpwuid(0)
+    assert runner.clean_env(user, nova)["SLURM_CONF"] == "/etc/nova.conf"
+    assert "SLURM_CONF" not in runner.clean_env(user, config)
+    # A name runner.toml does not list, or a path where a name belongs, is refused.
+    for wrong in ("orion", "/opt/evil/bin", 7):
+        with pytest.raises(runner.Refusal, match="does not know the cluster"):
+            runner.for_cluster(config, wrong)
 
 
 def test_the_same_sbatch_options_are_allowed(runner: ModuleType) -> None:

@@ -90,6 +90,15 @@ request's roots, partitions and limits, so a site can pin them regardless of wha
     overcap_account = "overcap"    # and under which account ("" when overcap needs none)
     command_timeout_seconds = 30
     cluster = "skynet"           # reported when sbatch does not name the cluster
+
+A bot that serves several clusters names one in each request ("cluster": NAME); the runner
+acts there only if runner.toml has a table for it, whose settings replace the ones above for
+that request. The bot sends a name, never a path: what runs is what root wrote here.
+
+    [clusters.nova]
+    sbatch = "/opt/slurm-24.11/bin/sbatch"   # and scancel, squeue, scontrol, sacct likewise
+    slurm_conf = "/etc/slurm-nova/slurm.conf"  # SLURM_CONF for that cluster's commands
+    overcap_partition = "overcap"
 """
 
 from __future__ import annotations
@@ -146,7 +155,22 @@ CONFIG_KEYS = {
     "max_script_bytes",
     "overcap_partition",
     "overcap_account",
+    "clusters",
 }
+# What a [clusters.NAME] table may set: where that cluster's commands and slurm.conf are.
+CLUSTER_KEYS = {
+    "sbatch",
+    "scancel",
+    "squeue",
+    "scontrol",
+    "sacct",
+    "slurm_conf",
+    "cluster",
+    "overcap_partition",
+    "overcap_account",
+    "command_timeout_seconds",
+}
+CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
 
 # Keys each action accepts; anything else is refused so a confused bot is noticed.
 REQUEST_KEYS: dict[str, set[str]] = {
@@ -154,6 +178,7 @@ REQUEST_KEYS: dict[str, set[str]] = {
     "submit": {
         "action",
         "bot_version",
+        "cluster",
         "script",
         "options",
         "roots",
@@ -161,11 +186,11 @@ REQUEST_KEYS: dict[str, set[str]] = {
         "max_script_bytes",
         "tag",
     },
-    "submit-status": {"action", "bot_version", "tag", "since"},
-    "cancel": {"action", "bot_version", "job_id"},
-    "verify-link": {"action", "bot_version", "code"},
-    "tail": {"action", "bot_version", "path", "max_bytes", "max_lines", "end"},
-    "move-to-overcap": {"action", "bot_version", "job_id", "partition", "account"},
+    "submit-status": {"action", "bot_version", "cluster", "tag", "since"},
+    "cancel": {"action", "bot_version", "cluster", "job_id"},
+    "verify-link": {"action", "bot_version", "cluster", "code"},
+    "tail": {"action", "bot_version", "cluster", "path", "max_bytes", "max_lines", "end"},
+    "move-to-overcap": {"action", "bot_version", "cluster", "job_id", "partition", "account"},
 }
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
@@ -306,10 +331,38 @@ def load_config() -> dict[str, Any]:
         "command_timeout_seconds": lambda v: isinstance(v, (int, float)) and 0 < v <= 600,
         "cluster": lambda v: isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9._-]+", v),
     }
-    for key, ok in checks.items():
-        if key in config and not ok(config[key]):
-            raise InternalError(f"{CONFIG_PATH}: {key} = {config[key]!r} is not valid")
+    checks["slurm_conf"] = lambda v: isinstance(v, str) and v.startswith("/")
+    tables = [("", config)]
+    clusters = config.get("clusters", {})
+    if not isinstance(clusters, dict):
+        raise InternalError(f"{CONFIG_PATH}: clusters must be tables ([clusters.NAME])")
+    for name, table in clusters.items():
+        if not CLUSTER_NAME.fullmatch(name) or not isinstance(table, dict):
+            raise InternalError(f"{CONFIG_PATH}: [clusters.{name}] is not a cluster table")
+        extra = sorted(set(table) - CLUSTER_KEYS)
+        if extra:
+            raise InternalError(f"{CONFIG_PATH}: [clusters.{name}]: unknown key(s) {extra}")
+        tables.append((f"clusters.{name}.", table))
+    for prefix, table in tables:
+        for key, ok in checks.items():
+            if key in table and not ok(table[key]):
+                raise InternalError(f"{CONFIG_PATH}: {prefix}{key} = {table[key]!r} is not valid")
     return config
+
+
+def for_cluster(config: dict[str, Any], name: Any) -> dict[str, Any]:
+    """The settings for the cluster a request names: its runner.toml table over the rest.
+    A name runner.toml does not list is refused: the runner never guesses a cluster's Slurm."""
+    if name is None:
+        return config
+    tables = config.get("clusters", {})
+    if not isinstance(name, str) or name not in tables:
+        known = ", ".join(sorted(tables)) or "none"
+        raise Refusal(
+            f"skybot-runner does not know the cluster {str(name)[:40]!r} (runner.toml lists: "
+            f"{known}); an admin must add [clusters.NAME] to {CONFIG_PATH}."
+        )
+    return {**config, "cluster": name, **tables[name]}
 
 
 def setting(config: dict[str, Any], key: str) -> Any:
@@ -616,11 +669,13 @@ def default_job_name(real_path: str) -> str:
     return name if name and name[0].isalnum() else f"job{name}"[:128]
 
 
-def clean_env(user: pwd.struct_passwd) -> dict[str, str]:
+def clean_env(user: pwd.struct_passwd, config: dict[str, Any] | None = None) -> dict[str, str]:
     """The only environment sbatch sees. SBATCH_EXPORT=NONE keeps whatever environment the job
     would inherit out of it (Open OnDemand issue #1330): the job starts from the user's own
-    login environment on the compute node, not from the bot's."""
-    return {
+    login environment on the compute node, not from the bot's. SLURM_CONF only from
+    runner.toml (a cluster's table), never from the request."""
+    slurm_conf = (config or {}).get("slurm_conf")
+    return ({"SLURM_CONF": slurm_conf} if slurm_conf else {}) | {
         "PATH": "/usr/bin:/bin",
         "HOME": user.pw_dir,
         "USER": user.pw_name,
@@ -644,7 +699,7 @@ def run(
             argv,
             input=stdin,
             capture_output=True,
-            env=clean_env(user),
+            env=clean_env(user, config),
             timeout=timeout,
             check=False,
             close_fds=True,
@@ -663,7 +718,9 @@ def cluster_name(config: dict[str, Any]) -> str | None:
     if setting(config, "cluster"):
         return str(setting(config, "cluster"))
     try:
-        with open(SLURM_CONF, encoding="utf-8", errors="replace") as conf:
+        with open(
+            config.get("slurm_conf") or SLURM_CONF, encoding="utf-8", errors="replace"
+        ) as conf:
             for line in conf:
                 m = re.match(r"\s*ClusterName\s*=\s*([A-Za-z0-9._-]+)", line, re.IGNORECASE)
                 if m:
@@ -1372,7 +1429,7 @@ def handle() -> dict[str, Any]:
     if unknown:
         raise Refusal(f"The {action} request has unexpected field(s): {', '.join(unknown)}.")
     check_bot_version(request)
-    return ACTIONS[action](request, user, config)
+    return ACTIONS[action](request, user, for_cluster(config, request.get("cluster")))
 
 
 def main() -> NoReturn:

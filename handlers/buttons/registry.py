@@ -13,6 +13,7 @@ fails for a button built without a registered handler.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from typing import Any
@@ -20,9 +21,11 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
+from core.buttons import split_cluster
 from handlers.buttons import cancel, move_to_overcap, remove_watch, show_more_log
 from handlers.click_answers import answer_later
 from handlers.clicks import Answer, BackgroundWork, Button, Click, HomeAnswer, click_of
+from handlers.clusters import ClusterDesk, ClusterDesks, single_desk
 from handlers.services import Services
 from store.reader import SnapshotCache
 
@@ -41,13 +44,18 @@ ANY_ACTION = re.compile(".*")
 
 
 def register_buttons(
-    app: AsyncApp, cache: SnapshotCache, services: Services, home: HomeAnswer | None = None
+    app: AsyncApp,
+    cache: SnapshotCache,
+    services: Services,
+    home: HomeAnswer | None = None,
+    desks: ClusterDesks | None = None,
 ) -> None:
     """A listener per button, then the one that acks what none of them took (Bolt tries
-    listeners in order)."""
+    listeners in order). A value naming a cluster (`CLUSTER/…`) acts on that one of `desks`."""
     working = BackgroundWork()
+    clusters = desks or single_desk(services.config, cache.current, services)
     for button in BUTTONS:
-        _register(app, button, cache, services, home, working)
+        _register(app, button, clusters, services, home, working)
 
     @app.action(ANY_ACTION)
     async def unknown_action(ack: AsyncAck, body: dict[str, Any]) -> None:
@@ -65,7 +73,7 @@ def register_buttons(
 def _register(
     app: AsyncApp,
     button: Button,
-    cache: SnapshotCache,
+    desks: ClusterDesks,
     services: Services,
     home: HomeAnswer | None,
     working: BackgroundWork,
@@ -76,7 +84,7 @@ def _register(
         await ack()
         click = click_of(body)
         log.info("%s click by %s on %r", button.kind.name, click.user_id[:20], click.value[:40])
-        working.start(_act(button, click, cache, services, respond, client, home))
+        working.start(_act(button, click, desks, services, respond, client, home))
 
     app.action(button.kind.pattern)(listener)
 
@@ -84,14 +92,15 @@ def _register(
 async def _act(
     button: Button,
     click: Click,
-    cache: SnapshotCache,
+    desks: ClusterDesks,
     services: Services,
     respond: AsyncRespond,
     client: AsyncWebClient,
     home: HomeAnswer | None,
 ) -> None:
+    click, desk = on_cluster(click, desks)
     try:
-        answer = await button.clicked(click, cache.current(), services)
+        answer = await button.clicked(click, desk.view(), desk.services or services)
     except Exception:
         log.exception("the %s button failed", button.kind.name)
         answer = Answer(button.failed(click))
@@ -104,3 +113,16 @@ async def _act(
         await home(client, click.team_id, click.user_id, answer.notice)
     else:
         log.warning("no way to give %s: %s", what, answer.notice)
+
+
+def on_cluster(click: Click, desks: ClusterDesks) -> tuple[Click, ClusterDesk]:
+    """The click as its cluster's button sees it (the value without `CLUSTER/`), and that
+    cluster's desk. A value naming no cluster this bot serves is left as it is, for the
+    button to refuse; one naming none is the default cluster's."""
+    split = split_cluster(click.value)
+    if split is None or split[0] is None:
+        return click, desks.default
+    desk = desks.named(split[0])
+    if desk is None:
+        return click, desks.default
+    return dataclasses.replace(click, value=split[1]), desk

@@ -108,7 +108,9 @@ async def more_clicked(
     which = "Latest" if request.end == MAX_OFFSET else "Earlier"
     headline = f"{which} output of job {shown_label(job)} {literal(job.name)}:"
     text = f"{headline}\n{part.markdown}"
-    return MoreAnswer(text, [section(text), *more_block(job.job_id, [part])], refused=False)
+    clusters = services.config.clusters
+    named = services.config.default_cluster.name if len(clusters) > 1 else None
+    return MoreAnswer(text, [section(text), *more_block(job.job_id, [part], named)], refused=False)
 
 
 async def _recorded_job(view: ClusterView, services: Services, job_id: int) -> Job | None:

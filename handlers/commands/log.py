@@ -75,7 +75,7 @@ async def log(request: CommandRequest, services: Services) -> Reply:
     if one_file and stream == STDERR:
         head += " its stderr goes to the same file as its stdout."
     text = f"{head}\n{part.markdown}"
-    return Reply(text, [section(text), *more_block(job.job_id, [part])])
+    return Reply(text, [section(text), *more_block(job.job_id, [part], request.cluster or None)])
 
 
 COMMAND = Command(
