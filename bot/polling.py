@@ -6,7 +6,7 @@ from __future__ import annotations
 from bot.config import Config
 from bot.metrics import Metrics
 from scheduler.schedule import SLURM_POLL, AfterPoll, PollHooks, PollJob, slurm_pacer
-from scheduler.slurm.poller import SlurmPoller
+from scheduler.slurm.poller import PROBE_SECONDS, SlurmPoller
 from scheduler.storage_poller import StoragePoller
 from scheduler.watchers import Watchers
 from store.writer import StoreWriter
@@ -33,6 +33,9 @@ def poll_jobs(
             pacer=slurm_pacer(config),
             on_interval=slurm.set_interval,
         ),
+        # Between polls, "did any job change?", where the source can ask it for almost nothing;
+        # on a yes the poll above is brought forward (SlurmPoller.on_change).
+        PollJob("slurm-probe", PROBE_SECONDS, slurm.probe),
         PollJob("caps", config.slurm.caps_poll_seconds, slurm.poll_caps, (refresh,)),
         PollJob("storage", config.storage.poll_seconds, storage.poll, (refresh, *after_storage)),
     ]
