@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from bot.config import Config
 from bot.metrics import Metrics
 from scheduler.schedule import SLURM_POLL, AfterPoll, PollHooks, PollJob, slurm_pacer
-from scheduler.slurm.poller import SlurmPoller
+from scheduler.slurm.poller import PROBE_SECONDS, SlurmPoller
 from scheduler.storage_poller import StoragePoller
 from scheduler.watchers import Watchers
 from store.writer import StoreWriter
@@ -37,7 +37,7 @@ def poll_jobs(
     see the snapshot just written."""
     after_slurm = () if watchers is None else (watchers.after_slurm_poll,)
     after_storage = () if watchers is None else (watchers.after_storage_poll,)
-    cluster = slurm.cluster
+    cluster = config.default_cluster.name
     return [
         PollJob(
             poll_name(SLURM_POLL, cluster, default),
@@ -48,6 +48,9 @@ def poll_jobs(
             pacer=slurm_pacer(config),
             on_interval=slurm.set_interval,
         ),
+        # Between polls, "did any job change?", where the source can ask it for almost nothing;
+        # on a yes the poll above is brought forward (SlurmPoller.on_change).
+        PollJob(poll_name("slurm-probe", cluster, default), PROBE_SECONDS, slurm.probe),
         PollJob(
             poll_name("caps", cluster, default),
             config.slurm.caps_poll_seconds,

@@ -48,6 +48,7 @@ from scheduler.schedule import PollSchedule, build_schedule
 from scheduler.sender_client import sender_client
 from scheduler.slurm.own_actions import refreshing_runner
 from scheduler.slurm.poller import SlurmPoller
+from scheduler.slurm.restd_source import source_for
 from scheduler.storage_poller import StoragePoller
 from scheduler.submit_worker import SubmissionWorker
 from scheduler.watchers import Watchers
@@ -142,7 +143,9 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     watchers = Watchers(
         config, writer, identity, sender.wake, cache.current, tail_runner, cluster=cluster
     )
-    slurm_poller = SlurmPoller(config, writer, cluster=cluster)
+    slurm_poller = SlurmPoller(
+        config, writer, source=source_for(config.default_cluster), cluster=cluster
+    )
     schedule = build_schedule(
         poll_jobs(
             config,
@@ -155,6 +158,7 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         [WeeklyDigest(config, writer, sender.wake).calendar()],
     )
     schedule.on_clock_step.append(sender.clock_stepped)
+    slurm_poller.on_change = schedule.poll_slurm_soon
     # A cancel or a move to overcap shows in the snapshot at once, not a poll or more later.
     runner = refreshing_runner(
         runner_call(config), slurm_poller.mark_changed, schedule.poll_slurm_soon

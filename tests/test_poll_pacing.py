@@ -45,6 +45,9 @@ class _Polls:
 
     poll_caps = poll = poll_jobs
 
+    async def probe(self) -> bool:
+        return False
+
     def set_interval(self, seconds: float) -> None:
         self.interval = seconds
 

@@ -52,6 +52,13 @@ class CliSource:
     def nodes_command(self) -> str:
         return self._nodes_source[0]
 
+    async def jobs_changed(self) -> bool | None:
+        # No one-shot command passes the last update time to slurmctld.
+        return None
+
+    async def close(self) -> None:
+        return None
+
     async def jobs_into(self, path: Path, job_ids: str | None = None) -> bool:
         # --all as in every read: a job in a hidden partition is listed too.
         if job_ids is None:

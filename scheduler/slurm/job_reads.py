@@ -86,6 +86,21 @@ class ControllerReads:
         await self._without_states(spool, states_error, nodes_error)
         return None
 
+    async def changed(self, spool: Path, committed: Generation) -> bool | None:
+        """Whether any job changed since the committed poll, by the cheapest question the
+        source has: slurmrestd's update_time; else, where squeue reads states only (24.05+),
+        every job's state compared with the committed poll's; None if neither (22.05's
+        commands: only a full poll can tell)."""
+        told = await self._source.jobs_changed()
+        if told is not None or not self._states_only:
+            return told
+        path = spool / "probe-states.json"
+        await self._source.job_states_into(path)
+        changed = await self._worker.changed_jobs(
+            ChangedJobsRequest(path, committed), DIGEST_TIMEOUT_SECONDS
+        )
+        return bool(changed)
+
     async def _without_states(
         self, spool: Path, states_error: BaseException, nodes_error: BaseException | None
     ) -> None:

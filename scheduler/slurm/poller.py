@@ -5,6 +5,11 @@ reached a final state since the last cycle (slurmdbd, not the controller), so a 
 and leaves squeue between two polls is still seen to end. Associations (lab caps) change rarely
 and are read on their own, slower schedule.
 
+Between those cycles, `probe` asks every PROBE_SECONDS whether any job changed, where the
+source can ask that for almost nothing (slurmrestd's update_time; 24.05+'s states-only read),
+and brings the cycle forward when one did, as soon as the last cycle's cost allows
+(`max_poll_share`): a job's end is then told within a second or two instead of a poll later.
+
 The poller decides what to read and when; its cluster's source reads it (a ClusterSource,
 scheduler/slurm/source.py: today the client commands, scheduler/slurm/cli_source.py), and
 the poll worker digests it (scheduler/slurm/worker.py).
@@ -40,6 +45,9 @@ from store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
 
+# How often `probe` asks whether a job changed.
+PROBE_SECONDS = 1.0
+
 
 class SlurmPoller:
     """Polls one cluster into the store; on failure keeps the last snapshot and backs off.
@@ -61,6 +69,7 @@ class SlurmPoller:
         self._config = config
         self._writer = writer
         self._clock = clock
+        self._monotonic = monotonic
         self._source: ClusterSource = source or CliSource(
             config.slurm.bin_dir, config.slurm.command_timeout_seconds
         )
@@ -80,6 +89,13 @@ class SlurmPoller:
         # Jobs in the last committed poll: when most of them changed, one plain read is
         # cheaper than fetching them by id.
         self._jobs_listed = 0
+        # One poll or probe at a time: a probe during a poll would ask about a read in flight.
+        self._busy = asyncio.Lock()
+        # No probe brings a cycle forward before this (monotonic): the last one's cost over
+        # max_poll_share after it started.
+        self._next_cycle_at = 0.0
+        # Called when a probe saw a change (the schedule's `poll_slurm_soon`).
+        self.on_change: Callable[[], None] | None = None
 
     def set_interval(self, seconds: float) -> None:
         """The interval polls now run at (stretched while polls are expensive)."""
@@ -94,7 +110,39 @@ class SlurmPoller:
     def consecutive_failures(self) -> int:
         return self._backoff.failures
 
+    async def probe(self) -> bool:
+        """Whether a job changed since the committed poll, asked as cheaply as the source
+        allows; on a change `on_change` is called. Not asked (False) during a poll, before
+        the first, while polls fail (the back-off decides when to try again), before the last
+        cycle's cost allows another, or where only a full poll can tell (22.05's commands)."""
+        if (
+            self._busy.locked()
+            or self._committed is None
+            or self._backoff.failures
+            or self._monotonic() < self._next_cycle_at
+        ):
+            return False
+        async with self._busy:
+            try:
+                changed = await self._reads.changed(self._spool(), self._committed)
+            except (SlurmCommandError, PollWorkerError) as error:
+                log.debug("change probe failed; the next poll finds out: %s", error)
+                return False
+        if changed and self.on_change is not None:
+            self.on_change()
+        return bool(changed)
+
     async def poll_jobs(self) -> bool:
+        """One cycle of jobs + nodes + accounting (see `_poll_jobs`), one at a time."""
+        async with self._busy:
+            started = self._monotonic()
+            try:
+                return await self._poll_jobs()
+            finally:
+                took = self._monotonic() - started
+                self._next_cycle_at = started + took / self._config.slurm.max_poll_share
+
+    async def _poll_jobs(self) -> bool:
         """One cycle of jobs + nodes + accounting. Returns whether the controller answered.
 
         The controller (jobs, nodes) and accounting (sacct, slurmdbd) fail independently:
@@ -171,8 +219,9 @@ class SlurmPoller:
             self._sacct.answered(now)
 
     async def close(self) -> None:
-        """Stop the poll worker and remove the command output files."""
+        """Stop the poll worker, let go of the source, and remove the command output files."""
         await self._worker.close()
+        await self._source.close()
         if self._spool_dir is not None:
             shutil.rmtree(self._spool_dir, ignore_errors=True)
             self._spool_dir = None

@@ -164,6 +164,31 @@ class RestdClient:
         _, body = await self._get(self._path("slurmdb", version, "jobs"), window)
         return self._document(body, "slurmdb jobs")
 
+    async def answers_ping(self) -> bool:
+        """Whether slurmctld answers slurmrestd's ping (its cheapest RPC) now."""
+        version = await self.version()
+        try:
+            _, body = await self._get(self._path("slurm", version, "ping"), {})
+            pings = self._document(body, "ping").get("pings") or []
+        except RestdError:
+            return False
+        # 22.05 says {"ping": "UP"}, 24.x {"pinged": "UP"}.
+        return any(isinstance(p, dict) and "UP" in (p.get("ping"), p.get("pinged")) for p in pings)
+
+    async def dbd_queue_size(self) -> int | None:
+        """slurmctld's queue of messages for slurmdbd (sdiag's "DBD Agent queue size")."""
+        version = await self.version()
+        _, body = await self._get(self._path("slurm", version, "diag"), {})
+        statistics = self._document(body, "diag").get("statistics")
+        size = statistics.get("dbd_agent_queue_size") if isinstance(statistics, dict) else None
+        return size if type(size) is int else None
+
+    async def associations(self) -> dict[str, Any]:
+        """Accounting's associations, as `sacctmgr --json show associations` has them."""
+        version = await self.version()
+        _, body = await self._get(self._path("slurmdb", version, "associations"), {})
+        return self._document(body, "slurmdb associations")
+
     # -- plumbing -----------------------------------------------------------------------------
 
     async def _changed_since(

@@ -6,9 +6,10 @@ there (at 100,000 jobs a jobs document is 600 MB and must never pass through the
 loop). Documents are Slurm's JSON as its `--json` commands print them (the data_parser
 layout slurmrestd answers with too), so the digest is the same whatever the source.
 
-Today's one implementation runs the cluster's client commands (scheduler/slurm/cli_source.py).
-A read that the cluster did not answer raises SlurmCommandError
-(scheduler/slurm/commands.py), which fails the poll and keeps the last snapshot.
+Two implementations: the cluster's client commands (scheduler/slurm/cli_source.py) and its
+slurmrestd (scheduler/slurm/restd_source.py, which also has `source_for`). A read that the
+cluster did not answer raises SlurmCommandError (scheduler/slurm/commands.py), which fails the
+poll and keeps the last snapshot.
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ class ClusterSource(Protocol):
     @property
     def nodes_command(self) -> str:
         """What printed the nodes document (its name in the digest's errors)."""
+        ...
+
+    async def jobs_changed(self) -> bool | None:
+        """Whether any job changed since this source's last jobs read, asked for almost
+        nothing of slurmctld (slurmrestd's update_time); None if the source cannot ask
+        that cheaply (the commands: the poller then compares states, where it reads them)."""
         ...
 
     async def jobs_into(self, path: Path, job_ids: str | None = None) -> bool:
@@ -67,4 +74,8 @@ class ClusterSource(Protocol):
 
     async def associations(self) -> Associations:
         """The labs' caps and members, from accounting."""
+        ...
+
+    async def close(self) -> None:
+        """Let go of what the source holds open (slurmrestd's connections)."""
         ...
