@@ -12,8 +12,8 @@ import os
 import sys
 from typing import TextIO
 
+from bot.cluster_wing import snapshot_cache
 from bot.config import Config, database_path
-from bot.service import snapshot_cache
 from handlers.commands import command_table
 from handlers.request import CommandRequest
 from handlers.router import dispatch

@@ -26,18 +26,18 @@ from bot.app import (
     build_app,
     web_client,
 )
+from bot.cluster_wing import ClusterWing, bind_actions, build_wing, runner_call
 from bot.config import Config, Secrets, database_path
 from bot.health import Heartbeat, ServiceStatus
 from bot.metrics import Metrics, metrics_app
-from bot.polling import poll_hooks, poll_jobs
-from bot.runner_client import call_runner
+from bot.polling import poll_hooks
 from bot.slack_link import SocketModeLink, socket_mode_handler
 from bot.startup import InstanceLock, bind_listener, open_store
 from bot.systemd_notify import notify, watchdog_enabled
 from core.rate_limit import RateLimiter
-from core.runner_contract import RunnerCall, RunnerReply, RunnerRequest
 from handlers.charts import ChartRequests
 from handlers.click_answers import OutboxDms
+from handlers.clusters import ClusterDesks
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from scheduler.chart_maker import ChartMaker
@@ -46,42 +46,12 @@ from scheduler.outbox_policy import SenderPacing
 from scheduler.outbox_sender import OutboxSender
 from scheduler.schedule import PollSchedule, build_schedule
 from scheduler.sender_client import sender_client
-from scheduler.slurm.own_actions import refreshing_runner
-from scheduler.slurm.poller import SlurmPoller
-from scheduler.slurm.restd_source import source_for
-from scheduler.storage_poller import StoragePoller
 from scheduler.submit_worker import SubmissionWorker
-from scheduler.watchers import Watchers
 from store.clusters import adopt_unnamed_rows
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
-
-
-def snapshot_cache(config: Config) -> SnapshotCache:
-    """The in-memory view of the store that commands answer from, as the config describes it."""
-    return SnapshotCache(
-        database_path(config),
-        config.default_cluster.name,
-        config.labs,
-        config.slurm.overcap_account,
-        config.slurm.overcap_partition,
-        gpu_min_release=config.images.min_release,
-    )
-
-
-def runner_call(config: Config, timeout: float | None = None) -> RunnerCall:
-    async def call(user: str, request: RunnerRequest, /) -> RunnerReply:
-        return await call_runner(
-            user,
-            request,
-            sudo=config.runner.sudo,
-            runner=config.runner.path,
-            timeout=config.runner.timeout_seconds if timeout is None else timeout,
-        )
-
-    return call
 
 
 # The loop shares the interpreter with the store's threads (the writer's save after each
@@ -104,22 +74,29 @@ class Runtime:
     """Everything `skybot run` starts, wired together; `run_bot` owns its lifetime."""
 
     writer: StoreWriter
-    cache: SnapshotCache
+    # One per configured cluster, the default first.
+    wings: list[ClusterWing]
     schedule: PollSchedule
     sender: OutboxSender
-    submissions: SubmissionWorker
     app: AsyncApp
     metrics: Metrics
     heartbeat: Heartbeat = field(default_factory=Heartbeat)
     slack: SocketModeLink | None = None
+
+    @property
+    def cache(self) -> SnapshotCache:
+        """The default cluster's snapshot (readiness reads its age)."""
+        return self.wings[0].cache
+
+    @property
+    def submissions(self) -> list[SubmissionWorker]:
+        return [wing.submissions for wing in self.wings if wing.submissions is not None]
 
 
 async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     writer = open_store(database_path(config))
     # Rows from before clusters had names are today's cluster's: named before anything reads.
     await writer.run(adopt_unnamed_rows, config.default_cluster.name)
-    cache = snapshot_cache(config)
-    await cache.refresh()
     client = web_client(secrets)
     metrics = Metrics()
     # Job DMs and storage alerts: watchers enqueue after each poll, the sender delivers.
@@ -135,52 +112,37 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     # A new link DMs the Slack accounts linked to that cluster account before, at once.
     identity = IdentityDirectory(config.identity, writer, client, wake_sender=sender.wake)
     await identity.load()
-    # Reading a failed job's output gets its own, shorter deadline: the DM waits for it.
-    tail_runner = runner_call(
-        config, min(config.runner.timeout_seconds, config.notifications.log_tail_seconds)
-    )
-    cluster = config.default_cluster.name
-    watchers = Watchers(
-        config, writer, identity, sender.wake, cache.current, tail_runner, cluster=cluster
-    )
-    slurm_poller = SlurmPoller(
-        config, writer, source=source_for(config.default_cluster), cluster=cluster
-    )
+    wings = [
+        await build_wing(config, cluster, writer, identity, sender.wake)
+        for cluster in config.clusters
+    ]
     schedule = build_schedule(
-        poll_jobs(
-            config,
-            slurm_poller,
-            StoragePoller(config, writer, cluster=cluster),
-            cache.refresh,
-            watchers,
-        ),
-        poll_hooks(config, metrics, writer, [slurm_poller]),
+        [job for wing in wings for job in wing.poll_jobs()],
+        poll_hooks(config, metrics, writer, [wing.poller for wing in wings]),
         [WeeklyDigest(config, writer, sender.wake).calendar()],
     )
     schedule.on_clock_step.append(sender.clock_stepped)
-    slurm_poller.on_change = schedule.poll_slurm_soon
-    # A cancel or a move to overcap shows in the snapshot at once, not a poll or more later.
-    runner = refreshing_runner(
-        runner_call(config), slurm_poller.mark_changed, schedule.poll_slurm_soon
-    )
-    submissions = SubmissionWorker(config, writer, runner, wake_sender=sender.wake, cluster=cluster)
-    services = Services(
+    shared = Services(
         config,
         identity,
-        runner,
-        submissions=submissions,
+        runner_call(config),
         writer=writer,
         queue_charts=ChartRequests(writer, sender.wake),
-        view=cache.current,
         limiter=RateLimiter(),
         dm=OutboxDms(writer, sender.wake),
     )
-    app = build_app(config, secrets, cache, services, client, metrics.observe_command)
+    for wing in wings:
+        bind_actions(wing, schedule, writer, sender.wake, shared)
+    desks = ClusterDesks([wing.desk() for wing in wings])
+    default = desks.default.services or shared
+    app = build_app(
+        config, secrets, wings[0].cache, default, client, metrics.observe_command, desks
+    )
     # Under systemd's WatchdogSec=, the loop's own heartbeat keeps the watchdog fed while every
     # poller keeps completing: a wedged loop, or a poller stuck for good, stops feeding it,
     # and systemd restarts the service.
     heartbeat = Heartbeat(on_beat=_feed_watchdog(config, schedule) if watchdog_enabled() else None)
-    runtime = Runtime(writer, cache, schedule, sender, submissions, app, metrics, heartbeat)
+    runtime = Runtime(writer, wings, schedule, sender, app, metrics, heartbeat)
     if config.slack.mode != "http":
         runtime.slack = _socket_mode(app, secrets, metrics, sender)
     return runtime
@@ -239,7 +201,8 @@ async def run_bot(config: Config, secrets: Secrets, stop: asyncio.Event | None =
         try:
             await _serve(config, runtime, sockets, stop)
         finally:
-            runtime.cache.close()
+            for wing in runtime.wings:
+                wing.cache.close()
             runtime.writer.close()
 
 
@@ -270,8 +233,14 @@ async def _serve(
         # are caught up on right away; the sender delivers whatever is queued, old or new.
         workers = [
             asyncio.create_task(runtime.sender.run(workers_stop), name="outbox-sender"),
-            asyncio.create_task(runtime.submissions.run(workers_stop), name="submission-worker"),
             asyncio.create_task(runtime.heartbeat.run(workers_stop), name="heartbeat"),
+        ]
+        # One submission worker per cluster: a slow sbatch on one delays no other.
+        workers += [
+            asyncio.create_task(worker.run(workers_stop), name=f"submission-worker@{name}")
+            for worker, name in zip(
+                runtime.submissions, (w.cluster.name for w in runtime.wings), strict=True
+            )
         ]
         if runtime.slack is not None:
             workers.append(asyncio.create_task(runtime.slack.run(workers_stop), name="slack"))

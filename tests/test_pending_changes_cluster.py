@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from msgspec.structs import replace
 
+from bot.cluster_wing import runner_call
 from bot.config import DatabaseConfig, SlurmConfig, load_config
-from bot.service import runner_call
 from core.records import Job
 from core.runner_contract import RunnerCall, move_to_overcap_request
 from scheduler.schedule import PollSchedule

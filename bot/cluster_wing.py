@@ -1,0 +1,153 @@
+"""One cluster's part of `skybot run`: its reader, its snapshot, its watchers and its actions.
+
+A bot serves every configured cluster with one wing each, built alike from the configuration
+as seen from that cluster (handlers/clusters.py `cluster_scoped`). Wings share the store, the
+outbox, the identity directory and the schedule; each has its own polls in that schedule, so
+one cluster's outage fails only its own polls and stales only its own snapshot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bot.config import Config, database_path
+from bot.polling import poll_jobs, poll_name
+from bot.runner_client import call_runner
+from core.cluster_config import ClusterConfig
+from core.runner_contract import RunnerCall, RunnerReply, RunnerRequest
+from handlers.clusters import ClusterDesk, cluster_scoped, refused_reply
+from handlers.identity import IdentityDirectory
+from handlers.services import Services
+from scheduler.schedule import SLURM_POLL, PollJob, PollSchedule
+from scheduler.slurm.own_actions import refreshing_runner
+from scheduler.slurm.poller import SlurmPoller
+from scheduler.slurm.restd_source import source_for
+from scheduler.storage_poller import StoragePoller
+from scheduler.submit_worker import SubmissionWorker
+from scheduler.watchers import Watchers
+from store.reader import SnapshotCache
+from store.writer import StoreWriter
+
+
+def snapshot_cache(config: Config) -> SnapshotCache:
+    """The in-memory view of the store that commands answer from, for `config`'s (default)
+    cluster as the config describes it."""
+    return SnapshotCache(
+        database_path(config),
+        config.default_cluster.name,
+        config.labs,
+        config.slurm.overcap_account,
+        config.slurm.overcap_partition,
+        gpu_min_release=config.images.min_release,
+    )
+
+
+def runner_call(config: Config, timeout: float | None = None) -> RunnerCall:
+    """The runner for `config`'s (default) cluster: named to the runner where the bot serves
+    several (runner.toml maps the name to that cluster's Slurm), or, for a cluster whose
+    actions are "none", a refusal that says where to act instead."""
+    cluster = config.default_cluster
+    named = cluster.name if len(config.clusters) > 1 else ""
+
+    async def call(user: str, request: RunnerRequest, /) -> RunnerReply:
+        if not cluster.acts_through_runner:
+            return refused_reply(cluster)
+        return await call_runner(
+            user,
+            request,
+            sudo=config.runner.sudo,
+            runner=config.runner.path,
+            timeout=config.runner.timeout_seconds if timeout is None else timeout,
+            cluster=named,
+        )
+
+    return call
+
+
+@dataclass
+class ClusterWing:
+    """What reads and answers for one cluster."""
+
+    cluster: ClusterConfig
+    # The whole configuration as seen from this cluster.
+    config: Config
+    cache: SnapshotCache
+    poller: SlurmPoller
+    storage: StoragePoller
+    watchers: Watchers
+    # The default cluster's polls keep their old names (metrics, logs).
+    default: bool
+    submissions: SubmissionWorker | None = None
+    services: Services | None = None
+
+    @property
+    def slurm_poll(self) -> str:
+        return poll_name(SLURM_POLL, self.cluster.name, self.default)
+
+    def poll_jobs(self) -> list[PollJob]:
+        return poll_jobs(
+            self.config,
+            self.poller,
+            self.storage,
+            self.cache.refresh,
+            self.watchers,
+            default=self.default,
+        )
+
+    def desk(self) -> ClusterDesk:
+        return ClusterDesk(self.cluster, self.cache.current, self.services)
+
+
+async def build_wing(
+    config: Config,
+    cluster: ClusterConfig,
+    writer: StoreWriter,
+    identity: IdentityDirectory,
+    wake_sender: Callable[[], None],
+) -> ClusterWing:
+    """`cluster`'s reader, snapshot and watchers (its actions come with `bind_actions`, once
+    the schedule they bring forward exists)."""
+    scoped = cluster_scoped(config, cluster)
+    cache = snapshot_cache(scoped)
+    await cache.refresh()
+    # Reading a failed job's output gets its own, shorter deadline: the DM waits for it.
+    tail_runner = runner_call(
+        scoped, min(config.runner.timeout_seconds, config.notifications.log_tail_seconds)
+    )
+    name = cluster.name
+    watchers = Watchers(
+        scoped, writer, identity, wake_sender, cache.current, tail_runner, cluster=name
+    )
+    poller = SlurmPoller(scoped, writer, source=source_for(cluster), cluster=name)
+    storage = StoragePoller(scoped, writer, cluster=name)
+    default = cluster.name == config.default_cluster.name
+    return ClusterWing(cluster, scoped, cache, poller, storage, watchers, default)
+
+
+def bind_actions(
+    wing: ClusterWing,
+    schedule: PollSchedule,
+    writer: StoreWriter,
+    wake_sender: Callable[[], None],
+    shared: Services,
+) -> None:
+    """The wing's runner, submission worker and services: `shared` (identity, store, chart
+    queue, rate limiter, DMs, one action per job at a time) with this cluster's configuration,
+    runner, worker and view."""
+    poll_soon = functools.partial(schedule.poll_soon, wing.slurm_poll)
+    wing.poller.on_change = poll_soon
+    # A cancel or a move to overcap shows in the snapshot at once, not a poll or more later.
+    runner = refreshing_runner(runner_call(wing.config), wing.poller.mark_changed, poll_soon)
+    wing.submissions = SubmissionWorker(
+        wing.config, writer, runner, wake_sender=wake_sender, cluster=wing.cluster.name
+    )
+    wing.services = dataclasses.replace(
+        shared,
+        config=wing.config,
+        runner=runner,
+        submissions=wing.submissions,
+        view=wing.cache.current,
+    )
