@@ -14,14 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.config import Config, database_path
-from bot.polling import poll_jobs, poll_name
+from bot.polling import poll_jobs
 from bot.runner_client import call_runner
 from core.cluster_config import ClusterConfig
 from core.runner_contract import RunnerCall, RunnerReply, RunnerRequest
 from handlers.clusters import ClusterDesk, cluster_scoped, refused_reply
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
-from scheduler.schedule import SLURM_POLL, PollJob, PollSchedule
+from scheduler.schedule import PollJob, PollSchedule
 from scheduler.slurm.own_actions import refreshing_runner
 from scheduler.slurm.poller import SlurmPoller
 from scheduler.slurm.restd_source import source_for
@@ -71,31 +71,18 @@ def runner_call(config: Config, timeout: float | None = None) -> RunnerCall:
 class ClusterWing:
     """What reads and answers for one cluster."""
 
-    cluster: ClusterConfig
-    # The whole configuration as seen from this cluster.
+    # The whole configuration as seen from this cluster (its `default_cluster`).
     config: Config
     cache: SnapshotCache
     poller: SlurmPoller
-    storage: StoragePoller
-    watchers: Watchers
-    # The default cluster's polls keep their old names (metrics, logs).
-    default: bool
+    # Its Slurm poll first, then its probe, caps and storage polls.
+    polls: list[PollJob]
     submissions: SubmissionWorker | None = None
     services: Services | None = None
 
     @property
-    def slurm_poll(self) -> str:
-        return poll_name(SLURM_POLL, self.cluster.name, self.default)
-
-    def poll_jobs(self) -> list[PollJob]:
-        return poll_jobs(
-            self.config,
-            self.poller,
-            self.storage,
-            self.cache.refresh,
-            self.watchers,
-            default=self.default,
-        )
+    def cluster(self) -> ClusterConfig:
+        return self.config.default_cluster
 
     def desk(self) -> ClusterDesk:
         return ClusterDesk(self.cluster, self.cache.current, self.services)
@@ -108,8 +95,8 @@ async def build_wing(
     identity: IdentityDirectory,
     wake_sender: Callable[[], None],
 ) -> ClusterWing:
-    """`cluster`'s reader, snapshot and watchers (its actions come with `bind_actions`, once
-    the schedule they bring forward exists)."""
+    """`cluster`'s reader, snapshot, watchers and polls (its actions come with
+    `bind_actions`, once the schedule they bring forward exists)."""
     scoped = cluster_scoped(config, cluster)
     cache = snapshot_cache(scoped)
     await cache.refresh()
@@ -122,9 +109,16 @@ async def build_wing(
         scoped, writer, identity, wake_sender, cache.current, tail_runner, cluster=name
     )
     poller = SlurmPoller(scoped, writer, source=source_for(cluster), cluster=name)
-    storage = StoragePoller(scoped, writer, cluster=name)
-    default = cluster.name == config.default_cluster.name
-    return ClusterWing(cluster, scoped, cache, poller, storage, watchers, default)
+    polls = poll_jobs(
+        scoped,
+        poller,
+        StoragePoller(scoped, writer, cluster=name),
+        cache.refresh,
+        watchers,
+        # The default cluster's polls keep their old names (metrics, logs).
+        default=name == config.default_cluster.name,
+    )
+    return ClusterWing(scoped, cache, poller, polls)
 
 
 def bind_actions(
@@ -137,7 +131,7 @@ def bind_actions(
     """The wing's runner, submission worker and services: `shared` (identity, store, chart
     queue, rate limiter, DMs, one action per job at a time) with this cluster's configuration,
     runner, worker and view."""
-    poll_soon = functools.partial(schedule.poll_soon, wing.slurm_poll)
+    poll_soon = functools.partial(schedule.poll_soon, wing.polls[0].name)
     wing.poller.on_change = poll_soon
     # A cancel or a move to overcap shows in the snapshot at once, not a poll or more later.
     runner = refreshing_runner(runner_call(wing.config), wing.poller.mark_changed, poll_soon)

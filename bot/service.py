@@ -117,7 +117,7 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         for cluster in config.clusters
     ]
     schedule = build_schedule(
-        [job for wing in wings for job in wing.poll_jobs()],
+        [job for wing in wings for job in wing.polls],
         poll_hooks(config, metrics, writer, [wing.poller for wing in wings]),
         [WeeklyDigest(config, writer, sender.wake).calendar()],
     )

@@ -44,8 +44,9 @@ def cluster_scoped(config: Config, cluster: ClusterConfig) -> Config:
 
 
 def actions_refusal(cluster: ClusterConfig) -> str:
-    """What a user hears when acting on a cluster skybot only reads."""
-    name = literal(cluster.name)
+    """What a user hears when acting on a cluster skybot only reads. (A cluster's name is
+    the admin's, and ClusterConfig allows it only letters, digits, '_', '.' and '-'.)"""
+    name = cluster.name
     how = "through slurmrestd" if cluster.source == "slurmrestd" else "only"
     return (
         f"skybot reads {name} {how} and does not act there: use sbatch/scancel on "
@@ -95,7 +96,7 @@ class ClusterDesks:
         return self._by_name.get(name.casefold())
 
     def names(self) -> str:
-        return ", ".join(f"`{literal(desk.name)}`" for desk in self._desks)
+        return ", ".join(literal(desk.name) for desk in self._desks)
 
     def chosen(self, flag: str | None, words: Sequence[str]) -> ClusterDesk:
         """The desk `--cluster NAME` (flag) names, else the one cluster a lab among `words`

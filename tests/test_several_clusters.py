@@ -1,0 +1,197 @@
+"""One bot, several clusters: which cluster a command, a click and a DM are about, how each
+names it where there are several (and says nothing new where there is one), and the refusal
+of actions on a cluster skybot only reads."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.cluster_wing import runner_call
+from core.config_schema import Config, parse_config
+from core.job_notices import Seen, decide_job_notice
+from core.runner_contract import cancel_request
+from core.transitions import Transition
+from handlers.buttons.registry import on_cluster
+from handlers.clicks import Click
+from handlers.clusters import ClusterDesk, ClusterDesks, cluster_scoped, single_desk
+from handlers.commands import command_table
+from handlers.reply import Reply
+from handlers.request import CommandRequest
+from handlers.router import UsageError, dispatch, split_words
+from handlers.services import Services
+from tests.factories import job, make_snapshot, make_view, node
+
+LAB = {"partition": "p", "account": "a"}
+TWO_CLUSTERS: dict[str, Any] = {
+    "clusters": [
+        {"name": "skynet", "labs": [{"name": "hoffman-lab", **LAB}]},
+        {
+            "name": "nova",
+            "source": "slurmrestd",
+            "url": "unix:/run/nova.sock",
+            "token_file": "/etc/skybot/nova.jwt",
+            "labs": [{"name": "kira-lab", **LAB}],
+        },
+    ]
+}
+TABLE = command_table()
+
+
+def two_clusters() -> Config:
+    return parse_config(TWO_CLUSTERS)
+
+
+def desks_of(config: Config, gpus: dict[str, str]) -> ClusterDesks:
+    """A desk per cluster whose one node has that cluster's GPU type."""
+    desks = []
+    for cluster in config.clusters:
+        view = make_view(make_snapshot(nodes=[node(f"{cluster.name}-1", gpus[cluster.name])]))
+        desks.append(ClusterDesk(cluster, lambda view=view: view))
+    return ClusterDesks(desks)
+
+
+async def ask(desks: ClusterDesks, text: str) -> Reply:
+    request = CommandRequest(team_id="T", user_id="U", text=text, now=1_000.0)
+    return await dispatch(TABLE, request, desks.default.view(), desks=desks)
+
+
+def test_cluster_flag_is_taken_out_anywhere_in_the_text() -> None:
+    assert split_words("gpus --cluster nova --here").cluster == "nova"
+    assert split_words("gpus --cluster nova --here").words == ["gpus"]
+    assert split_words("--cluster=nova jobs alice").words == ["jobs", "alice"]
+    assert split_words("gpus").cluster is None
+    with pytest.raises(UsageError, match="--cluster NAME"):
+        split_words("gpus --cluster")
+
+
+async def test_a_command_answers_from_the_cluster_it_names() -> None:
+    desks = desks_of(two_clusters(), {"skynet": "a40", "nova": "h100"})
+    default = await ask(desks, "free")
+    assert "a40" in default.text and "h100" not in default.text
+    assert "On cluster `skynet`." in default.text
+    flagged = await ask(desks, "free --cluster nova")
+    assert "h100" in flagged.text and "a40" not in flagged.text
+    assert "On cluster `nova`." in flagged.text
+    # A lab belongs to one cluster: naming it is enough.
+    by_lab = await ask(desks, "gpus kira-lab")
+    assert "h100" in by_lab.text and "On cluster `nova`." in by_lab.text
+
+
+async def test_an_unknown_cluster_is_a_usage_error_naming_the_clusters() -> None:
+    desks = desks_of(two_clusters(), {"skynet": "a40", "nova": "h100"})
+    reply = await ask(desks, "free --cluster orion")
+    assert "no cluster called `orion`" in reply.text
+    assert "`skynet`" in reply.text and "`nova`" in reply.text
+
+
+async def test_one_cluster_answers_read_as_they_always_have() -> None:
+    config = parse_config({})
+    view = make_view(make_snapshot(nodes=[node("n1", "a40")]))
+    request = CommandRequest(team_id="T", user_id="U", text="free", now=1_000.0)
+    before = await dispatch(TABLE, request, view)
+    after = await dispatch(TABLE, request, view, desks=single_desk(config, lambda: view, None))
+    assert after == before
+    assert "On cluster" not in after.text
+
+
+def test_a_scoped_config_is_its_clusters_own() -> None:
+    config = two_clusters()
+    nova = cluster_scoped(config, config.clusters[1])
+    assert nova.default_cluster.name == "nova"
+    assert [lab.name for lab in nova.labs] == ["kira-lab"]
+    assert nova.notifications.cluster_name == "nova"
+    assert len(nova.clusters) == 2
+    assert cluster_scoped(config, config.clusters[0]) is config
+
+
+def test_a_click_naming_a_cluster_acts_on_that_cluster() -> None:
+    desks = desks_of(two_clusters(), {"skynet": "a40", "nova": "h100"})
+    click = Click("T", "U", "skybot_cancel_job:nova/42", "nova/42", True)
+    plain, desk = on_cluster(click, desks)
+    assert desk.name == "nova" and plain.value == "42"
+    # No cluster named: the default one's; a cluster this bot lacks: left for the button
+    # to refuse, as before clusters had names.
+    assert on_cluster(Click("T", "U", "x", "42", True), desks)[1].name == "skynet"
+    stranger = Click("T", "U", "x", "orion/42", True)
+    assert on_cluster(stranger, desks)[0].value == "orion/42"
+
+
+async def test_own_jobs_on_another_cluster_carry_its_name_in_their_buttons() -> None:
+    config = two_clusters()
+    view = make_view(make_snapshot(jobs=[job(7, user="alice", state="RUNNING")]))
+    desks = ClusterDesks([ClusterDesk(c, lambda: view) for c in config.clusters])
+    request = CommandRequest(
+        team_id="T", user_id="U", text="jobs --cluster nova", cluster_user="alice", now=1_000.0
+    )
+    services = Services(config, identity=None, runner=None)  # type: ignore[arg-type]
+    reply = await dispatch(TABLE, request, view, services, desks=desks)
+    values = [
+        element["value"]
+        for block in reply.blocks
+        if block["type"] == "actions"
+        for element in block["elements"]
+    ]
+    assert values == ["nova/7"]
+
+
+def ended_transition() -> Transition:
+    ended = job(7, user="alice", state="COMPLETED", start_time=100, end_time=500)
+    return Transition(ended, "RUNNING", "COMPLETED", 0)
+
+
+def test_job_dms_name_the_cluster_only_where_there_are_several() -> None:
+    config = two_clusters()
+    nova = cluster_scoped(config, config.clusters[1])
+    notice = decide_job_notice(ended_transition(), "all", _seen(), nova)
+    assert notice is not None and "Cluster `nova`" in notice.text
+    alone = decide_job_notice(ended_transition(), "all", _seen(), parse_config({}))
+    assert alone is not None and "Cluster" not in alone.text
+
+
+def _seen() -> Seen:
+    return Seen(at=600.0)
+
+
+@pytest.fixture
+def echoing_sudo(tmp_path: Path) -> Path:
+    """A stand-in for sudo that answers with the request it was sent."""
+    script = tmp_path / "sudo"
+    script.write_text(
+        "#!/usr/bin/python3\nimport json, sys\n"
+        'print(json.dumps({"ok": True, "job_id": "7", "sent": json.load(sys.stdin)}))\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+async def test_the_runner_is_told_the_clusters_name_never_a_path(echoing_sudo: Path) -> None:
+    data = json.loads(json.dumps(TWO_CLUSTERS))
+    data["clusters"][1]["actions"] = "runner"
+    data["runner"] = {"sudo": str(echoing_sudo)}
+    config = parse_config(data)
+    nova = runner_call(cluster_scoped(config, config.clusters[1]))
+    reply = await nova("alice", cancel_request("7"))
+    assert reply["sent"]["cluster"] == "nova"
+    # One cluster: the request is today's, with no cluster in it.
+    alone = runner_call(parse_config({"runner": {"sudo": str(echoing_sudo)}}))
+    assert "cluster" not in (await alone("alice", cancel_request("7")))["sent"]
+
+
+async def test_actions_on_a_cluster_read_through_slurmrestd_are_refused(
+    echoing_sudo: Path,
+) -> None:
+    data = json.loads(json.dumps(TWO_CLUSTERS))
+    data["runner"] = {"sudo": str(echoing_sudo)}
+    config = parse_config(data)
+    nova = runner_call(cluster_scoped(config, config.clusters[1]))
+    reply = await nova("alice", cancel_request("7"))
+    assert reply == {
+        "ok": False,
+        "error": "skybot reads nova through slurmrestd and does not act there: "
+        "use sbatch/scancel on nova's login node.",
+    }
