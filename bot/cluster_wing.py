@@ -45,12 +45,12 @@ def snapshot_cache(config: Config) -> SnapshotCache:
     )
 
 
-def runner_call(config: Config, timeout: float | None = None) -> RunnerCall:
-    """The runner for `config`'s (default) cluster: named to the runner where the bot serves
-    several (runner.toml maps the name to that cluster's Slurm), or, for a cluster whose
-    actions are "none", a refusal that says where to act instead."""
+def runner_call(config: Config, timeout: float | None = None, named: str = "") -> RunnerCall:
+    """The runner for `config`'s (default) cluster, or, for a cluster whose actions are
+    "none", a refusal that says where to act instead. `named`: the name runner.toml knows a
+    cluster besides the first by (its [clusters.NAME] table says where that one's Slurm
+    is); the first cluster's is runner.toml's top level, as before clusters had names."""
     cluster = config.default_cluster
-    named = cluster.name if len(config.clusters) > 1 else ""
 
     async def call(user: str, request: RunnerRequest, /) -> RunnerReply:
         if not cluster.acts_through_runner:
@@ -77,8 +77,14 @@ class ClusterWing:
     poller: SlurmPoller
     # Its Slurm poll first, then its probe, caps and storage polls.
     polls: list[PollJob]
-    submissions: SubmissionWorker | None = None
+    # What the runner is told this cluster's name is ("" for the first cluster).
+    named: str = ""
     services: Services | None = None
+
+    @property
+    def submissions(self) -> SubmissionWorker | None:
+        worker = self.services.submissions if self.services is not None else None
+        return worker if isinstance(worker, SubmissionWorker) else None
 
     @property
     def cluster(self) -> ClusterConfig:
@@ -101,10 +107,13 @@ async def build_wing(
     cache = snapshot_cache(scoped)
     await cache.refresh()
     # Reading a failed job's output gets its own, shorter deadline: the DM waits for it.
-    tail_runner = runner_call(
-        scoped, min(config.runner.timeout_seconds, config.notifications.log_tail_seconds)
-    )
     name = cluster.name
+    default = name == config.default_cluster.name
+    tail_runner = runner_call(
+        scoped,
+        min(config.runner.timeout_seconds, config.notifications.log_tail_seconds),
+        named="" if default else name,
+    )
     watchers = Watchers(
         scoped, writer, identity, wake_sender, cache.current, tail_runner, cluster=name
     )
@@ -116,9 +125,9 @@ async def build_wing(
         cache.refresh,
         watchers,
         # The default cluster's polls keep their old names (metrics, logs).
-        default=name == config.default_cluster.name,
+        default=default,
     )
-    return ClusterWing(scoped, cache, poller, polls)
+    return ClusterWing(scoped, cache, poller, polls, named="" if default else name)
 
 
 def bind_actions(
@@ -134,14 +143,15 @@ def bind_actions(
     poll_soon = functools.partial(schedule.poll_soon, wing.polls[0].name)
     wing.poller.on_change = poll_soon
     # A cancel or a move to overcap shows in the snapshot at once, not a poll or more later.
-    runner = refreshing_runner(runner_call(wing.config), wing.poller.mark_changed, poll_soon)
-    wing.submissions = SubmissionWorker(
-        wing.config, writer, runner, wake_sender=wake_sender, cluster=wing.cluster.name
+    runner = refreshing_runner(
+        runner_call(wing.config, named=wing.named), wing.poller.mark_changed, poll_soon
     )
     wing.services = dataclasses.replace(
         shared,
         config=wing.config,
         runner=runner,
-        submissions=wing.submissions,
+        submissions=SubmissionWorker(
+            wing.config, writer, runner, wake_sender=wake_sender, cluster=wing.cluster.name
+        ),
         view=wing.cache.current,
     )

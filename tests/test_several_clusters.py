@@ -174,10 +174,10 @@ async def test_the_runner_is_told_the_clusters_name_never_a_path(echoing_sudo: P
     data["clusters"][1]["actions"] = "runner"
     data["runner"] = {"sudo": str(echoing_sudo)}
     config = parse_config(data)
-    nova = runner_call(cluster_scoped(config, config.clusters[1]))
+    nova = runner_call(cluster_scoped(config, config.clusters[1]), named="nova")
     reply = await nova("alice", cancel_request("7"))
     assert reply["sent"]["cluster"] == "nova"
-    # One cluster: the request is today's, with no cluster in it.
+    # The first cluster is runner.toml's top level: the request is today's, with no cluster.
     alone = runner_call(parse_config({"runner": {"sudo": str(echoing_sudo)}}))
     assert "cluster" not in (await alone("alice", cancel_request("7")))["sent"]
 
