@@ -130,7 +130,11 @@ class RestdClient:
         return await self._changed_since("jobs", version, params, update_time)
 
     async def nodes(self, update_time: int | None = None) -> SlurmRead:
-        """The nodes, as `scontrol show nodes --json` has them (and 22.05's `sinfo --json`)."""
+        """The nodes, as `scontrol show nodes --json` has them (and 22.05's `sinfo --json`).
+
+        22.05 reads the partitions with the same update_time: once a node changed after it
+        and the partitions did not, it answers HTTP 500 "Unspecified error" (seen on 22.05.8).
+        """
         version = await self.version()
         # No flags: the default is SHOW_DETAIL, as scontrol's. flags=ALL drops it, and with it
         # gres_used (a node with jobs on its GPUs then reads ALLOCATED with none in use).
