@@ -23,7 +23,7 @@ from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from store.writer import StoreWriter
 from tests.asking import answer_with_services
-from tests.factories import job, make_view
+from tests.factories import CLUSTER, job, make_view
 from tests.test_commands import NOW, ask, cluster, cluster_jobs
 
 
@@ -184,9 +184,9 @@ async def test_ended_job_is_answered_from_history(writer: StoreWriter) -> None:
     def record(db: object) -> None:
         for ended in (gone, task):
             db.execute(  # type: ignore[attr-defined]
-                "INSERT INTO job_transitions (job_id, user, from_state, to_state, restarts, at, "
-                "record) VALUES (?, ?, 'RUNNING', ?, 0, ?, ?)",
-                [ended.job_id, ended.user, ended.state, NOW - 600, encode_record(ended)],
+                "INSERT INTO job_transitions (cluster, job_id, user, from_state, to_state, "
+                "restarts, at, record) VALUES (?, ?, ?, 'RUNNING', ?, 0, ?, ?)",
+                [CLUSTER, ended.job_id, ended.user, ended.state, NOW - 600, encode_record(ended)],
             )
 
     await writer.run(record)

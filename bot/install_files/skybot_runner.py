@@ -93,7 +93,8 @@ request's roots, partitions and limits, so a site can pin them regardless of wha
 
 A bot that serves several clusters names each but its first in a request ("cluster": NAME;
 the first is what the settings above describe); the runner acts there only if runner.toml has
-a table for it, whose settings replace the ones above for that request. The bot sends a name, never a path: what runs is what root wrote here.
+a table for it, whose settings replace the ones above for that request. The bot sends a name,
+never a path: what runs is what root wrote here.
 
     [clusters.nova]
     sbatch = "/opt/slurm-24.11/bin/sbatch"   # and scancel, squeue, scontrol, sacct likewise
