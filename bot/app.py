@@ -56,8 +56,8 @@ def build_app(
         process_before_response=True,
     )
     slash.register_listeners(app, cache, services, observe=observe_command, desks=desks)
-    home.register_listeners(app, cache, services)
-    publish_home = home.home_publisher(cache, services)
+    home.register_listeners(app, cache, services, desks)
+    publish_home = home.home_publisher(cache, services, desks)
     register_buttons(app, cache, services, publish_home, desks)
     return app
 

@@ -22,6 +22,7 @@ from core.job_notices import job_label
 from core.view import ClusterView
 from handlers.buttons.cancel import cancelling
 from handlers.clicks import BackgroundWork
+from handlers.clusters import ClusterDesks
 from handlers.commands import command_table
 from handlers.commands.common import (
     SOURCE_LABELS,
@@ -57,8 +58,10 @@ ERROR_TEXT = (
 View = dict[str, Any]
 
 
-def register_listeners(app: AsyncApp, cache: SnapshotCache, services: Services) -> None:
-    publish = home_publisher(cache, services)
+def register_listeners(
+    app: AsyncApp, cache: SnapshotCache, services: Services, desks: ClusterDesks | None = None
+) -> None:
+    publish = home_publisher(cache, services, desks)
     working = BackgroundWork()
 
     @app.event("app_home_opened")
@@ -78,15 +81,20 @@ class HomePublisher(Protocol):
     ) -> None: ...
 
 
-def home_publisher(cache: SnapshotCache, services: Services) -> HomePublisher:
+def home_publisher(
+    cache: SnapshotCache, services: Services, desks: ClusterDesks | None = None
+) -> HomePublisher:
     """Publishes a user's Home tab from the current snapshot, with `notice` (the outcome of a
-    click on the tab: a click there has no response_url to answer through) at its top."""
+    click on the tab: a click there has no response_url to answer through) at its top. With
+    several clusters (`desks`), the user's jobs on each, under its name."""
     table = command_table()
 
     async def publish(
         client: AsyncWebClient, team_id: str, user_id: str, notice: str | None
     ) -> None:
-        view = await _home_or_error(cache, services, table, team_id, user_id, notice)
+        several = desks is not None and desks.several
+        clusters = [(d.name, d.view()) for d in desks.all()] if desks and several else []
+        view = await _home_or_error(cache, services, table, team_id, user_id, notice, clusters)
         try:
             await client.views_publish(user_id=user_id, view=view)
         except Exception:
@@ -102,10 +110,11 @@ async def _home_or_error(
     team_id: str,
     user_id: str,
     notice: str | None = None,
+    clusters: Sequence[tuple[str, ClusterView]] = (),
 ) -> View:
     try:
         return await home_view(
-            cache.current(), services, table, team_id, user_id, time.time(), notice
+            cache.current(), services, table, team_id, user_id, time.time(), notice, clusters
         )
     except Exception:
         log.exception("building the Home tab for %s failed", user_id)
@@ -120,8 +129,10 @@ async def home_view(
     user_id: str,
     now: float,
     notice: str | None = None,
+    clusters: Sequence[tuple[str, ClusterView]] = (),
 ) -> View:
-    """The Home tab for one Slack user: their cluster page if linked, else how to link."""
+    """The Home tab for one Slack user: their cluster page if linked, else how to link.
+    `clusters`: (name, view) of every cluster where there are several, the default first."""
     user = await services.identity.resolve(team_id, user_id)
     if user is None:
         return home(([section(notice)] if notice else []) + unlinked_blocks(table))
@@ -129,10 +140,14 @@ async def home_view(
     watches: list[Watch] = []
     if services.writer is not None:
         watches = await services.writer.run(active_watches_of, team_id, user_id)
-    going = frozenset(job_label(j) for j in active_jobs(view, user) if cancelling(services, j))
-    return home(
-        linked_blocks(view, user, pref, chosen, now, notice, watches=watches, cancelled=going)
+    going = frozenset(
+        job_label(j)
+        for v in [view, *(v for _, v in clusters[1:])]
+        for j in active_jobs(v, user)
+        if cancelling(services, j)
     )
+    blocks = linked_blocks(view, user, pref, chosen, now, notice, watches, going, clusters)
+    return home(blocks)
 
 
 def home(blocks: list[Block]) -> View:
@@ -162,15 +177,24 @@ def linked_blocks(
     notice: str | None = None,
     watches: Sequence[Watch] = (),
     cancelled: frozenset[str] = frozenset(),
+    clusters: Sequence[tuple[str, ClusterView]] = (),
 ) -> list[Block]:
     """`cancelled`: labels of jobs skybot has just cancelled, which the snapshot may still
-    list as running or pending until the next poll."""
+    list as running or pending until the next poll. `clusters`: as `home_view`'s."""
     warnings, _ = freshness_lines(view, now, "slurm", also=("caps", "storage"))
     blocks: list[Block] = [header(f"skybot — {user}"), *(section(w) for w in warnings)]
     if notice:
         blocks.append(section(notice))
+    jobs = [
+        (
+            f"Your jobs on {name}",
+            job_part(cluster_view, user, now, cancelled),
+            job_buttons(cluster_view, user, cancelled, name),
+        )
+        for name, cluster_view in clusters
+    ] or [("Your jobs", job_part(view, user, now, cancelled), job_buttons(view, user, cancelled))]
     parts: tuple[tuple[str, list[str], list[Block]], ...] = (
-        ("Your jobs", job_part(view, user, now, cancelled), job_buttons(view, user, cancelled)),
+        *jobs,
         ("Your lab's GPUs", lab_part(view, user), []),
         ("Your largest directories", disk_part(view, user), []),
         ("Your GPU watches", watch_part(watches, now), remove_buttons(list(watches))),
@@ -183,10 +207,14 @@ def linked_blocks(
 
 
 def job_buttons(
-    view: ClusterView, user: str, cancelled: frozenset[str] = frozenset()
+    view: ClusterView,
+    user: str,
+    cancelled: frozenset[str] = frozenset(),
+    cluster: str | None = None,
 ) -> list[Block]:
     """Cancel, as on `/sky jobs`: the click is checked again (handlers/buttons/cancel.py)."""
-    return cancel_block([j for j in active_jobs(view, user) if job_label(j) not in cancelled])
+    jobs = [j for j in active_jobs(view, user) if job_label(j) not in cancelled]
+    return cancel_block(jobs, cluster)
 
 
 def job_part(

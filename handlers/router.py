@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from core.chart_specs import ChartSpec
 from core.slack_text import literal
 from core.view import ClusterView
-from handlers.clusters import ClusterDesks, UnknownCluster
+from handlers.clusters import ClusterDesks, UnknownCluster, actions_refusal
 from handlers.reply import MAX_BLOCKS, Reply, context, simple
 from handlers.request import ChartQueue
 from handlers.request import CommandRequest as CommandRequest
@@ -200,6 +200,10 @@ async def dispatch(
         if isinstance(chosen, Reply):
             return chosen
         request, view, services = chosen
+        if command.starts_runner and services is not None:
+            cluster = services.config.default_cluster
+            if not cluster.acts_through_runner:  # said now, not after a queue or a DM
+                return simple(actions_refusal(cluster))
         if request.cluster:
             named = _answer(table, command, request, view, services, late, deadline)
             return _with_note(await named, f"On cluster {literal(request.cluster)}.")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,12 @@ from core.config_schema import Config, parse_config
 from core.job_notices import Seen, decide_job_notice
 from core.runner_contract import cancel_request
 from core.transitions import Transition
+from core.view import ClusterView
 from handlers.buttons.registry import on_cluster
 from handlers.clicks import Click
 from handlers.clusters import ClusterDesk, ClusterDesks, cluster_scoped, single_desk
 from handlers.commands import command_table
+from handlers.home import linked_blocks
 from handlers.reply import Reply
 from handlers.request import CommandRequest
 from handlers.router import UsageError, dispatch, split_words
@@ -51,8 +54,12 @@ def desks_of(config: Config, gpus: dict[str, str]) -> ClusterDesks:
     desks = []
     for cluster in config.clusters:
         view = make_view(make_snapshot(nodes=[node(f"{cluster.name}-1", gpus[cluster.name])]))
-        desks.append(ClusterDesk(cluster, lambda view=view: view))
+        desks.append(ClusterDesk(cluster, _constant(view)))
     return ClusterDesks(desks)
+
+
+def _constant(view: ClusterView) -> Callable[[], ClusterView]:
+    return lambda: view
 
 
 async def ask(desks: ClusterDesks, text: str) -> Reply:
@@ -195,3 +202,42 @@ async def test_actions_on_a_cluster_read_through_slurmrestd_are_refused(
         "error": "skybot reads nova through slurmrestd and does not act there: "
         "use sbatch/scancel on nova's login node.",
     }
+
+
+async def test_actions_on_a_read_only_cluster_are_refused_before_anything_starts() -> None:
+    config = two_clusters()
+    view = make_view(make_snapshot(jobs=[job(7, user="alice", state="PENDING")]))
+    desks = ClusterDesks(
+        [
+            ClusterDesk(c, lambda: view, _services(cluster_scoped(config, c)))
+            for c in config.clusters
+        ]
+    )
+    request = CommandRequest(
+        team_id="T", user_id="U", text="cancel 7 --cluster nova", cluster_user="alice"
+    )
+    reply = await dispatch(TABLE, request, view, _services(config), desks=desks)
+    assert reply.text == (
+        "skybot reads nova through slurmrestd and does not act there: "
+        "use sbatch/scancel on nova's login node."
+    )
+
+
+def _services(config: Config) -> Services:
+    # Neither is reached: the refusal comes first.
+    return Services(config, identity=None, runner=None)  # type: ignore[arg-type]
+
+
+def test_the_home_tab_lists_jobs_per_cluster_with_their_buttons() -> None:
+    skynet = make_view(make_snapshot(jobs=[job(1, user="alice", state="RUNNING")]))
+    nova = make_view(make_snapshot(jobs=[job(2, user="alice", state="RUNNING")]))
+    clusters = [("skynet", skynet), ("nova", nova)]
+    blocks = linked_blocks(skynet, "alice", "end", True, 1_000.0, clusters=clusters)
+    headers = [b["text"]["text"] for b in blocks if b["type"] == "header"]
+    assert "Your jobs on skynet" in headers and "Your jobs on nova" in headers
+    values = [e["value"] for b in blocks if b["type"] == "actions" for e in b["elements"]]
+    assert values == ["skynet/1", "nova/2"]
+    # One cluster: as before.
+    alone = linked_blocks(skynet, "alice", "end", True, 1_000.0)
+    assert "Your jobs" in [b["text"]["text"] for b in alone if b["type"] == "header"]
+    assert [e["value"] for b in alone if b["type"] == "actions" for e in b["elements"]] == ["1"]
