@@ -13,6 +13,8 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import msgspec
+
 from bot.config import Config, database_path
 from bot.polling import poll_jobs
 from bot.runner_client import call_runner
@@ -103,12 +105,16 @@ async def build_wing(
 ) -> ClusterWing:
     """`cluster`'s reader, snapshot, watchers and polls (its actions come with
     `bind_actions`, once the schedule they bring forward exists)."""
+    name = cluster.name
+    default = name == config.default_cluster.name
+    if default:
+        # The top level's [slurm] and labs are the default cluster's, and what a caller
+        # replaced on a parsed config (tests, tools) is what counts.
+        cluster = msgspec.structs.replace(cluster, slurm=config.slurm, labs=config.labs)
     scoped = cluster_scoped(config, cluster)
     cache = snapshot_cache(scoped)
     await cache.refresh()
     # Reading a failed job's output gets its own, shorter deadline: the DM waits for it.
-    name = cluster.name
-    default = name == config.default_cluster.name
     tail_runner = runner_call(
         scoped,
         min(config.runner.timeout_seconds, config.notifications.log_tail_seconds),
