@@ -124,7 +124,7 @@ class SlurmPoller:
             return False
         async with self._busy:
             try:
-                changed = await self._reads.changed(self._spool(), self._committed)
+                changed = await self._reads.changed(self._spool())
             except (SlurmCommandError, PollWorkerError) as error:
                 log.debug("change probe failed; the next poll finds out: %s", error)
                 return False
