@@ -23,7 +23,7 @@ import sqlite_utils
 from core.config_schema import Config, parse_config
 from store.snapshots import load_source_status
 from tests.bot_process import SLACK_IDS, TEAM, dms_about, linked_users, running_bot
-from tests.cluster import sbatch_async, squeue_state, wait_for
+from tests.cluster import cluster_script, sbatch_async, squeue_state, wait_for
 from tests.slack_standin import SlackStandIn
 
 pytestmark = pytest.mark.cluster
@@ -200,6 +200,19 @@ async def test_one_bot_serves_both_clusters_each_on_its_own(
         assert source_status(database, "skynet")[1] is None
         fresh = await ask(slack, "alice", "jobs")
         assert "On cluster `skynet`" in fresh["text"] and "just now" in fresh["text"], fresh
+
+        # And the other way round: nova back, skynet's controller stopped; nova stays current.
+        nova(str(SANDBOX), "up", timeout=300)
+        await stored_poll(database, "nova", time.time())
+        cluster_script("stop-controller")
+        try:
+            await wait_for(lambda: source_status(database, "skynet")[1], 90, "skynet to fail")
+            await stored_poll(database, "nova", time.time())
+            assert source_status(database, "nova")[1] is None
+            current = await ask(slack, "dave", "jobs --cluster nova")
+            assert "on-nova" in json.dumps(current) and "just now" in current["text"], current
+        finally:
+            cluster_script("up")
 
 
 def _watch_dm(slack: SlackStandIn) -> list[str]:
