@@ -18,6 +18,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
+import msgspec
 from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 
@@ -93,6 +94,13 @@ class Runtime:
         return [wing.submissions for wing in self.wings if wing.submissions is not None]
 
 
+def every_lab(config: Config) -> Config:
+    """`config` with every cluster's labs: the chart maker draws a chart of any of them (and
+    finds each lab's cluster through `cluster_of_lab`)."""
+    labs = tuple(lab for cluster in config.clusters for lab in cluster.labs)
+    return config if len(config.clusters) == 1 else msgspec.structs.replace(config, labs=labs)
+
+
 async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
     writer = open_store(database_path(config))
     # Rows from before clusters had names are today's cluster's: named before anything reads.
@@ -106,7 +114,7 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
             secrets.bot_token, secrets.api_url or DEFAULT_SLACK_API_URL, metrics.observe_send
         ),
         SenderPacing.from_config(config.notifications),
-        charts=ChartMaker(config, writer),
+        charts=ChartMaker(every_lab(config), writer),
         observe=metrics.observe_send,
     )
     # A new link DMs the Slack accounts linked to that cluster account before, at once.

@@ -35,7 +35,9 @@ class ChartRequests:
                     f"{spec.lab}:{minute}"
                 ),
                 target=target,
-                text=chart_caption(spec, f"<@{request.user_id}>" if in_channel else None),
+                text=chart_caption(
+                    spec, f"<@{request.user_id}>" if in_channel else None, request.cluster
+                ),
                 chart=spec,
                 refused_to=request.user_id if in_channel else "",
             )
@@ -54,8 +56,10 @@ class ChartRequests:
         return f"Drawing the {noun}; it will arrive in your DM with skybot in a few seconds."
 
 
-def chart_caption(spec: ChartSpec, asked_by: str | None = None) -> str:
+def chart_caption(spec: ChartSpec, asked_by: str | None = None, cluster: str = "") -> str:
+    """`cluster`: named where skybot serves several ("" where it serves one)."""
     days = round((spec.until - spec.since) / 86400)
     what = "GPUs in use against the cap" if spec.kind == LAB_GPUS else "largest directories"
-    caption = f"*{literal(spec.lab)}*: {what}, last {days} days"
+    where = f" on {literal(cluster)}" if cluster else ""
+    caption = f"*{literal(spec.lab)}*{where}: {what}, last {days} days"
     return f"{caption} (asked by {asked_by})" if asked_by else caption

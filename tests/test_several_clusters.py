@@ -13,12 +13,15 @@ from typing import Any
 import pytest
 
 from bot.cluster_wing import runner_call
+from bot.service import every_lab
+from core.chart_specs import LAB_GPUS, ChartSpec
 from core.config_schema import Config, parse_config
 from core.job_notices import Seen, decide_job_notice
 from core.runner_contract import cancel_request
 from core.transitions import Transition
 from core.view import ClusterView
 from handlers.buttons.registry import on_cluster
+from handlers.charts import chart_caption
 from handlers.clicks import Click
 from handlers.clusters import ClusterDesk, ClusterDesks, cluster_scoped, single_desk
 from handlers.commands import command_table
@@ -241,3 +244,12 @@ def test_the_home_tab_lists_jobs_per_cluster_with_their_buttons() -> None:
     alone = linked_blocks(skynet, "alice", "end", True, 1_000.0)
     assert "Your jobs" in [b["text"]["text"] for b in alone if b["type"] == "header"]
     assert [e["value"] for b in alone if b["type"] == "actions" for e in b["elements"]] == ["1"]
+
+
+def test_charts_name_the_cluster_and_find_any_clusters_lab() -> None:
+    spec = ChartSpec(LAB_GPUS, "kira-lab", 0.0, 7 * 86400.0)
+    assert chart_caption(spec, None, "nova").startswith("*`kira-lab`* on `nova`:")
+    assert " on " not in chart_caption(spec)
+    drawn_from = every_lab(two_clusters())
+    assert drawn_from.lab_named("kira-lab") is not None
+    assert drawn_from.cluster_of_lab("kira-lab") == two_clusters().clusters[1]
