@@ -205,11 +205,22 @@ async def dispatch(
             if not cluster.acts_through_runner:  # said now, not after a queue or a DM
                 return simple(actions_refusal(cluster))
         if request.cluster:
+            note = f"On cluster {literal(request.cluster)}."
+            late = _noted(late, note) if late is not None else None
             named = _answer(table, command, request, view, services, late, deadline)
-            return _with_note(await named, f"On cluster {literal(request.cluster)}.")
+            return _with_note(await named, note)
     elif request.cluster:  # no clusters to choose from (the console, tests): its only one
         request = CommandRequest(**(request.__dict__ | {"cluster": ""}))
     return await _answer(table, command, request, view, services, late, deadline)
+
+
+def _noted(late: LateReply, note: str) -> LateReply:
+    """`late`, its answer ending with `note` as an answer in time would."""
+
+    async def deliver(reply: Reply) -> None:
+        await late(_with_note(reply, note))
+
+    return deliver
 
 
 def _on_cluster(
