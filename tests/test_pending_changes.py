@@ -252,7 +252,7 @@ class _Polls:
     async def poll_caps(self) -> bool:
         return True
 
-    poll = poll_caps
+    poll = probe = poll_caps
 
     def set_interval(self, seconds: float) -> None:
         return None
