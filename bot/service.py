@@ -18,6 +18,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
+import msgspec
 from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 
@@ -136,7 +137,10 @@ async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
         config, min(config.runner.timeout_seconds, config.notifications.log_tail_seconds)
     )
     watchers = Watchers(config, writer, identity, sender.wake, cache.current, tail_runner)
-    slurm_poller = SlurmPoller(config, writer, source=source_for(config.default_cluster))
+    # config.slurm is the default cluster's [slurm] (parse_config), and what a Config built
+    # with only `slurm` replaced (tests: bin_dir pointing nowhere) means.
+    default = msgspec.structs.replace(config.default_cluster, slurm=config.slurm)
+    slurm_poller = SlurmPoller(config, writer, source=source_for(default))
     schedule = build_schedule(
         poll_jobs(config, slurm_poller, StoragePoller(config, writer), cache.refresh, watchers),
         poll_hooks(config, metrics, writer, slurm_poller),
