@@ -11,8 +11,8 @@ and brings the cycle forward when one did, as soon as the last cycle's cost allo
 (`max_poll_share`): a job's end is then told within a second or two instead of a poll later.
 
 The poller decides what to read and when; its cluster's source reads it (a ClusterSource,
-scheduler/slurm/source.py: today the client commands, scheduler/slurm/cli_source.py), and
-the poll worker digests it (scheduler/slurm/worker.py).
+scheduler/slurm/source.py: the client commands or slurmrestd, as restd_source.py's
+`source_for` picks), and the poll worker digests it (scheduler/slurm/worker.py).
 """
 
 from __future__ import annotations
