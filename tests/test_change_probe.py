@@ -26,6 +26,7 @@ async def test_the_probe_reads_states_only_and_tells_a_change(tmp_path: Path) ->
         poller._next_cycle_at = 0.0  # as if the poll had cost nothing
 
         assert not await poller.probe()
+        poller._next_probe_at = 0.0  # and the probe too
         assert _calls(bin_dir) == ["--all --only-job-state --json"]
         assert told == []
 
@@ -59,6 +60,34 @@ async def test_no_probe_before_the_last_polls_cost_allows(tmp_path: Path) -> Non
         now[0] += 0.2
         assert not await poller.probe()
         assert _calls(bin_dir) == ["--all --only-job-state --json"]
+    finally:
+        await poller.close()
+        writer.close()
+
+
+async def test_no_probe_before_the_last_probes_cost_allows(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    _slurm(bin_dir)
+    writer = StoreWriter(tmp_path / "skybot.db")
+    now = [1000.0]
+    poller = SlurmPoller(_config(tmp_path, bin_dir), writer, monotonic=lambda: now[0])
+    asked: list[float] = []
+
+    async def half_a_second(spool: Path) -> bool:
+        asked.append(now[0])
+        now[0] += 0.5
+        return False
+
+    try:
+        assert await poller.poll_jobs()
+        poller._reads.changed = half_a_second  # type: ignore[method-assign]
+        assert not await poller.probe()
+        # It took 0.5 s, at max_poll_share 0.25: the next one 2 s after it started.
+        now[0] += 1.4
+        assert not await poller.probe()
+        now[0] += 0.2
+        assert not await poller.probe()
+        assert asked == [1000.0, 1002.1]
     finally:
         await poller.close()
         writer.close()

@@ -253,10 +253,7 @@ class _Polls:
     async def poll_caps(self) -> bool:
         return True
 
-    async def probe(self) -> bool:
-        return False  # the schedule's change probe: nothing changed
-
-    poll = poll_caps
+    poll = probe = poll_caps
 
     def set_interval(self, seconds: float) -> None:
         return None

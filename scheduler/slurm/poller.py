@@ -11,8 +11,8 @@ and brings the cycle forward when one did, as soon as the last cycle's cost allo
 (`max_poll_share`): a job's end is then told within a second or two instead of a poll later.
 
 The poller decides what to read and when; its cluster's source reads it (a ClusterSource,
-scheduler/slurm/source.py: today the client commands, scheduler/slurm/cli_source.py), and
-the poll worker digests it (scheduler/slurm/worker.py).
+scheduler/slurm/source.py: the client commands or slurmrestd, as restd_source.py's
+`source_for` picks), and the poll worker digests it (scheduler/slurm/worker.py).
 """
 
 from __future__ import annotations
@@ -94,6 +94,9 @@ class SlurmPoller:
         # No probe brings a cycle forward before this (monotonic): the last one's cost over
         # max_poll_share after it started.
         self._next_cycle_at = 0.0
+        # Nor does a probe come sooner after the last than its own cost allows (a states
+        # listing of a huge queue is not free either).
+        self._next_probe_at = 0.0
         # Called when a probe saw a change (the schedule's `poll_slurm_soon`).
         self.on_change: Callable[[], None] | None = None
 
@@ -114,20 +117,25 @@ class SlurmPoller:
         """Whether a job changed since the committed poll, asked as cheaply as the source
         allows; on a change `on_change` is called. Not asked (False) during a poll, before
         the first, while polls fail (the back-off decides when to try again), before the last
-        cycle's cost allows another, or where only a full poll can tell (22.05's commands)."""
+        cycle's or the last probe's cost allows (`max_poll_share`), or where only a full poll
+        can tell (22.05's commands)."""
         if (
             self._busy.locked()
             or self._committed is None
             or self._backoff.failures
-            or self._monotonic() < self._next_cycle_at
+            or self._monotonic() < max(self._next_cycle_at, self._next_probe_at)
         ):
             return False
         async with self._busy:
+            started = self._monotonic()
             try:
                 changed = await self._reads.changed(self._spool())
             except (SlurmCommandError, PollWorkerError) as error:
                 log.debug("change probe failed; the next poll finds out: %s", error)
                 return False
+            finally:
+                took = self._monotonic() - started
+                self._next_probe_at = started + took / self._config.slurm.max_poll_share
         if changed and self.on_change is not None:
             self.on_change()
         return bool(changed)
