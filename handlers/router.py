@@ -69,6 +69,9 @@ class Command:
     # Answered only to the asker, whatever `--here` says: identity answers name an account
     # and carry its link code, and posted as the bot they would ask a named person to run it.
     private: bool = False
+    # About one cluster's data or jobs (chosen by `--cluster` or a lab); False for what is the
+    # same on every cluster (help, links, DM settings): the default cluster's, not named.
+    about_cluster: bool = True
 
 
 class CommandTable:
@@ -196,7 +199,7 @@ async def dispatch(
         return routed
     command, request = routed
     if desks is not None:
-        chosen = _on_cluster(desks, request, services)
+        chosen = _on_cluster(desks, request, services, command.about_cluster)
         if isinstance(chosen, Reply):
             return chosen
         request, view, services = chosen
@@ -224,14 +227,15 @@ def _noted(late: LateReply, note: str) -> LateReply:
 
 
 def _on_cluster(
-    desks: ClusterDesks, request: CommandRequest, services: Services | None
+    desks: ClusterDesks, request: CommandRequest, services: Services | None, about: bool
 ) -> tuple[CommandRequest, ClusterView, Services | None] | Reply:
-    """The request, view and services of the cluster the request is about."""
+    """The request, view and services of the cluster the request is about (`about`: whether
+    it is about one; if not, the default's, unnamed)."""
     try:
-        desk = desks.chosen(request.cluster or None, request.args)
+        desk = desks.chosen(request.cluster or None, request.args) if about else desks.default
     except UnknownCluster as error:
         return simple(str(error))
-    named = desk.name if desks.several else ""
+    named = desk.name if desks.several and about else ""
     request = CommandRequest(**(request.__dict__ | {"cluster": named}))
     # Without services (the console) only read-only commands answer, on any cluster.
     return request, desk.view(), (desk.services or services) if services is not None else None

@@ -92,6 +92,12 @@ async def test_a_command_answers_from_the_cluster_it_names() -> None:
     assert "h100" in by_lab.text and "On cluster `nova`." in by_lab.text
 
 
+async def test_what_is_the_same_on_every_cluster_is_not_named() -> None:
+    desks = desks_of(two_clusters(), {"skynet": "a40", "nova": "h100"})
+    assert "On cluster" not in (await ask(desks, "help")).text
+    assert "On cluster" not in (await ask(desks, "help --cluster nova")).text
+
+
 async def test_an_unknown_cluster_is_a_usage_error_naming_the_clusters() -> None:
     desks = desks_of(two_clusters(), {"skynet": "a40", "nova": "h100"})
     reply = await ask(desks, "free --cluster orion")

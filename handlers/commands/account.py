@@ -135,10 +135,21 @@ LINK = Command(
     act=link,
     starts_runner=True,
     private=True,
+    about_cluster=False,
 )
 WHOAMI = Command(
-    "whoami", "whoami", "which cluster account skybot thinks is yours", act=whoami, private=True
+    "whoami",
+    "whoami",
+    "which cluster account skybot thinks is yours",
+    act=whoami,
+    private=True,
+    about_cluster=False,
 )
 UNLINK = Command(
-    "unlink", "unlink", "forget the link between your Slack and cluster", act=unlink, private=True
+    "unlink",
+    "unlink",
+    "forget the link between your Slack and cluster",
+    act=unlink,
+    private=True,
+    about_cluster=False,
 )

@@ -24,7 +24,9 @@ def help_command(table: CommandTable) -> Command:
         text = "skybot commands:\n" + "\n".join(lines) + "\n" + FOOTER
         return Reply(text, [header("skybot commands"), section("\n".join(lines)), context(FOOTER)])
 
-    return Command("help", "help [COMMAND]", "list the commands, or explain one", run)
+    return Command(
+        "help", "help [COMMAND]", "list the commands, or explain one", run, about_cluster=False
+    )
 
 
 def command_lines(table: CommandTable) -> list[str]:

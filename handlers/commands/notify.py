@@ -151,4 +151,5 @@ COMMAND = Command(
         "failure DMs show the last lines of your job's output. `start on|off`: a DM when each "
         "of your jobs starts (off unless you turn it on)."
     ),
+    about_cluster=False,
 )
