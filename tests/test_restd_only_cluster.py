@@ -1,6 +1,6 @@
-"""A bot whose only cluster is reached through slurmrestd (22.05), with no Slurm command it
-could run: it answers `/sky gpus` and `/sky jobs` and DMs a job's end, and its change probe
-tells that end well before the next poll would have."""
+"""A bot whose only cluster is reached through slurmrestd (22.05 over TCP; 24.11, in its lane,
+over the socket), with no Slurm command it could run: it answers `/sky gpus` and `/sky jobs`
+and DMs a job's end, and its change probe tells that end well before the next poll would."""
 
 from __future__ import annotations
 
@@ -24,11 +24,13 @@ from tests.bot_process import (
 )
 from tests.cluster import cluster_script, sbatch_async, wait_for
 from tests.slack_standin import SlackStandIn
-from tests.test_restd_cluster import mint
+from tests.test_restd_cluster import INSIDE_2411, SOCKET, mint
 
 pytestmark = pytest.mark.cluster
 
 SLURM_COMMANDS = ("squeue", "sinfo", "sacct", "scontrol", "sdiag", "sacctmgr", "sbatch", "scancel")
+# TCP on the host; the sandbox's (24.11) daemon listens on its socket only.
+URL = SOCKET if INSIDE_2411 else "http://127.0.0.1:6820"
 # Long enough that, without the probe, a job's end would wait for it.
 POLL_SECONDS = 60
 
@@ -52,7 +54,8 @@ def _config(tmp_path: Path, shims: Path, token: Path) -> Path:
     config_file.write_text(
         f'[slack]\nmode = "socket"\n[database]\npath = "{tmp_path}/skybot.db"\n'
         f"[identity]\nlinks = {{ {links} }}\n"
-        '[[clusters]]\nname = "vm"\nsource = "slurmrestd"\nurl = "http://127.0.0.1:6820"\n'
+        '[[clusters]]\nname = "vm"\nsource = "slurmrestd"\n'
+        f'url = "{URL}"\n'
         f'token_file = "{token}"\n'
         f'[clusters.slurm]\nbin_dir = "{shims}"\npoll_seconds = {POLL_SECONDS}\n{labs}'
     )
