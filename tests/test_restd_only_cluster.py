@@ -23,6 +23,7 @@ from tests.bot_process import (
     wait_for_slurm_poll,
 )
 from tests.cluster import cluster_script, sbatch_async, wait_for
+from tests.factories import CLUSTER
 from tests.slack_standin import SlackStandIn
 from tests.test_restd_cluster import INSIDE_2411, SOCKET, mint
 
@@ -54,7 +55,8 @@ def _config(tmp_path: Path, shims: Path, token: Path) -> Path:
     config_file.write_text(
         f'[slack]\nmode = "socket"\n[database]\npath = "{tmp_path}/skybot.db"\n'
         f"[identity]\nlinks = {{ {links} }}\n"
-        '[[clusters]]\nname = "vm"\nsource = "slurmrestd"\n'
+        # Named as tests.bot_process's helpers read the store: rows are keyed by cluster.
+        f'[[clusters]]\nname = "{CLUSTER}"\nsource = "slurmrestd"\n'
         f'url = "{URL}"\n'
         f'token_file = "{token}"\n'
         f'[clusters.slurm]\nbin_dir = "{shims}"\npoll_seconds = {POLL_SECONDS}\n{labs}'
