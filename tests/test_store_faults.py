@@ -116,6 +116,8 @@ async def test_a_full_disk_is_one_episode_with_metric_readiness_and_recovery(
                     30,
                     "the database to work again",
                 )
+                # The episode's own polls may have written nothing: two more, after it.
+                await _more_completed_polls(port, 2)
                 text_after = await scrape(port)
                 store_after = await _store_check(port)
                 code, _ = await exit_code_after_sigterm(bot)
