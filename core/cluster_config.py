@@ -45,7 +45,9 @@ class LabConfig(Section, frozen=True):
 
 
 # A cluster's name goes into notice keys, button values (`NAME/…`) and `--cluster NAME`.
-_CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
+# One rule for every place a name travels: button values (`NAME/…`), the runner's
+# [clusters.NAME] tables, notice keys.
+CLUSTER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 # How skybot reads a cluster: Slurm's commands on this host, or a slurmrestd daemon.
 SOURCES = ("cli", "slurmrestd")
 # How users' submit, cancel, tail and move reach a cluster: the runner, as the user, through
@@ -74,11 +76,6 @@ class ClusterConfig(Section, frozen=True):
     labs: tuple[LabConfig, ...] = ()
 
     def __post_init__(self) -> None:
-        if not _CLUSTER_NAME.fullmatch(self.name):
-            raise ValueError(
-                f"name: {self.name!r} is not a cluster name (letters, digits, '_', '.', '-'; "
-                "at most 40, starting with a letter or digit)"
-            )
         one_of("source", self.source, SOURCES)
         if self.actions:
             one_of("actions", self.actions, ACTIONS)

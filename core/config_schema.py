@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta, field
 
-from core.cluster_config import ClusterConfig, LabConfig, SlurmConfig, unique_labs
+from core.cluster_config import CLUSTER_NAME, ClusterConfig, LabConfig, SlurmConfig, unique_labs
 from core.config_base import (
     ConfigError,
     NonEmpty,
@@ -329,12 +329,25 @@ def parse_config(data: dict[str, Any]) -> Config:
         config = msgspec.convert(data, Config)
     except msgspec.ValidationError as error:
         raise ConfigError(one_line(error)) from None
+    _check_cluster_names(config.clusters)
     config = _with_clusters_listed(config)
     # `/sky template --image NAME` points at the directory `/sky images` lists.
     if config.images.dir:
         template_settings = msgspec.structs.replace(config.template, image_dir=config.images.dir)
         config = msgspec.structs.replace(config, template=template_settings)
     return config
+
+
+def _check_cluster_names(clusters: tuple[ClusterConfig, ...]) -> None:
+    """[[clusters]] names travel in button values and the runner's tables, so they follow one
+    rule. Not ClusterConfig's own: today's notifications.cluster_name names the implied one
+    cluster as it is, keeping its notice keys."""
+    for i, cluster in enumerate(clusters):
+        if not CLUSTER_NAME.fullmatch(cluster.name):
+            raise ConfigError(
+                f"clusters[{i}].name: {cluster.name!r} is not a cluster name (lowercase "
+                "letters, digits, '_', '-'; at most 40, starting with a letter or digit)"
+            )
 
 
 def _with_clusters_listed(config: Config) -> Config:

@@ -26,6 +26,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Protocol, TypeGuard
 
+from core.cluster_config import CLUSTER_NAME as CLUSTER_NAME
+
 RunnerRequest = dict[str, Any]
 RunnerReply = dict[str, Any]
 
@@ -39,7 +41,6 @@ class RunnerCall(Protocol):
 # Every action but "version" may carry these besides its own; the bot's client adds them.
 ENVELOPE_FIELDS = frozenset({"bot_version", "cluster"})
 # A cluster's name as the runner takes it (core/cluster_config.py names them so).
-CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
 
 # Each action's own fields (besides "action" and the envelope); the runner refuses others.
 REQUEST_FIELDS: Mapping[str, frozenset[str]] = {

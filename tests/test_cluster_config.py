@@ -98,10 +98,12 @@ def test_a_slurmrestd_cluster_may_act_through_the_runner_where_the_commands_are(
             "labs: with [[clusters]], each cluster has its own (clusters.labs)",
         ),
         (
-            '[[clusters]]\nname="x"\n[[clusters]]\nname="X"\n',
-            "clusters[1].name: duplicate cluster name 'X'",
+            '[[clusters]]\nname="x"\n[[clusters]]\nname="x"\n',
+            "clusters[1].name: duplicate cluster name 'x'",
         ),
         ('[[clusters]]\nname="a/b"\n', "clusters[0].name: 'a/b' is not a cluster name"),
+        # Button values and the runner's [clusters.NAME] tables carry the name as it is.
+        ('[[clusters]]\nname="Nova"\n', "clusters[0].name: 'Nova' is not a cluster name"),
         (
             '[[clusters]]\nname="x"\nsource="rest"\n',
             "clusters[0].source: 'rest' is not one of cli, slurmrestd",
@@ -137,3 +139,9 @@ def test_a_wrong_clusters_table_is_one_line_naming_the_key(text: str, message: s
     with pytest.raises(ConfigError) as caught:
         parsed(text)
     assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_todays_cluster_name_is_kept_as_it_is_whatever_its_spelling() -> None:
+    # Notice keys carry it: renaming it on upgrade would send every pending DM again.
+    (cluster,) = parsed('[notifications]\ncluster_name = "SkyNet.Main"\n').clusters
+    assert cluster.name == "SkyNet.Main"

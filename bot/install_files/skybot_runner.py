@@ -171,7 +171,7 @@ CLUSTER_KEYS = {
     "overcap_account",
     "command_timeout_seconds",
 }
-CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
+CLUSTER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 
 # Keys each action accepts; anything else is refused so a confused bot is noticed.
 REQUEST_KEYS: dict[str, set[str]] = {

@@ -19,10 +19,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from core.cluster_config import CLUSTER_NAME as CLUSTER_NAME
+
 Element = dict[str, Any]
 
 # How a cluster is named inside a button value (Slurm's ClusterName, kept plain).
-CLUSTER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 CLUSTER_SEPARATOR = "/"
 
 
