@@ -286,6 +286,12 @@ class Config(Section, frozen=True):
     def _implied_cluster(self) -> ClusterConfig:
         return ClusterConfig(self.notifications.cluster_name, slurm=self.slurm, labs=self.labs)
 
+    @property
+    def cluster_shown(self) -> str:
+        """The (default) cluster's name as messages show it: only where skybot serves several,
+        so a one-cluster site's messages read as they always have."""
+        return self.notifications.cluster_name if len(self.clusters) > 1 else ""
+
     def cluster_named(self, name: str) -> ClusterConfig | None:
         wanted = name.casefold()
         return next((c for c in self.clusters if c.name.casefold() == wanted), None)

@@ -187,13 +187,14 @@ def where_words(watch: Watch) -> str:
     return f"under {literal(watch.lab)}'s cap on {literal(watch.partition)}"
 
 
-def fired_text(outcome: Outcome) -> str:
-    """The one DM a watch that came true sends."""
+def fired_text(outcome: Outcome, shown: str = "") -> str:
+    """The one DM a watch that came true sends; `shown`, the cluster's name where skybot
+    serves several."""
     watch, spot = outcome.watch, outcome.spot
     node = f" on {literal(spot.node)} ({spot.idle} idle)" if spot is not None else ""
     lines = [
         f"🟢 {watch.count} {literal(watch.gpu_type or 'gpu')} GPUs are free {where_words(watch)}"
-        f"{node} (watch #{watch.id}).",
+        f"{node}{_on_cluster(shown)} (watch #{watch.id}).",
         f"Use them now: {literal(f'sbatch {sbatch_options(watch)} job.sh', 400)}",
         f"A ready script: {literal(template_line(watch), 200)}",
         "First come, first served: other jobs may take them before yours. This watch has ended.",
@@ -203,10 +204,15 @@ def fired_text(outcome: Outcome) -> str:
     return "\n".join(lines)
 
 
-def expired_text(watch: Watch) -> str:
+def _on_cluster(shown: str) -> str:
+    return f" on cluster {literal(shown)}" if shown else ""
+
+
+def expired_text(watch: Watch, shown: str = "") -> str:
     waited = format_duration(max(0.0, watch.expires_at - watch.created_at))
     return (
-        f"⌛ Your watch #{watch.id} for {literal(watch.gres)} {where_words(watch)} ended after "
+        f"⌛ Your watch #{watch.id} for {literal(watch.gres)} {where_words(watch)}"
+        f"{_on_cluster(shown)} ended after "
         f"{waited}: they did not come free. "
         f"{literal(f'/sky watch {watch.gres}' + (' --overcap' if watch.overcap else ''))} "
         "starts a new one."

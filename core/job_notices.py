@@ -135,9 +135,7 @@ def decide_job_notice(
     kind = notice_kind(transition, config.preemptible_partitions)
     if kind is None or not wants(preference, kind):
         return None
-    # Named only where there are several: a one-cluster site's DMs read as they always have.
-    named = config.notifications.cluster_name if len(config.clusters) > 1 else ""
-    return compose_job_notice(transition, kind, seen, config.notifications, named)
+    return compose_job_notice(transition, kind, seen, config.notifications, config.cluster_shown)
 
 
 def notice_key(cluster: str, transition: Transition, kind: str) -> str:

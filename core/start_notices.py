@@ -34,9 +34,10 @@ def is_start(transition: Transition, seen_at: float) -> bool:
     return transition.from_state in _FROM
 
 
-def start_notice(transition: Transition, cluster: str) -> JobNotice:
+def start_notice(transition: Transition, cluster: str, shown: str = "") -> JobNotice:
     """ "Job 123 `train` started on `clippy` (a40:2), time limit ends 18:40", the output
-    path and a "Show log" button (read as the clicker, who must own the job)."""
+    path and a "Show log" button (read as the clicker, who must own the job); `shown`, the
+    cluster's name where skybot serves several."""
     job = transition.job
     nodes = literal(job.nodes) if job.nodes else "a node Slurm did not name"
     gpus = format_gpus(job.gpus_by_type) if job.gpus_by_type else "no GPUs"
@@ -44,7 +45,11 @@ def start_notice(transition: Transition, cluster: str) -> JobNotice:
         f"▶️ Job {shown_label(job)} {literal(job.name)} started on {nodes} ({gpus}), "
         f"{_limit_words(job.start_time, job.time_limit_minutes)}."
     )
-    lines = [headline, f"Partition {literal(job.partition)} · Output: {literal(output_path(job))}"]
+    where = f"Cluster {literal(shown)} · " if shown else ""
+    lines = [
+        headline,
+        f"{where}Partition {literal(job.partition)} · Output: {literal(output_path(job))}",
+    ]
     text = "\n".join(lines)
     key = f"jobstart:{cluster}:{job.job_id}:{transition.restarts}"
     return JobNotice(START, key, text, [section(text), *show_log_block(job.job_id)], job)

@@ -75,7 +75,9 @@ class Watchers:
         if self._view is None:
             return 0
         try:
-            return await check_gpu_watches(self._writer, self._view(), self.cluster)
+            return await check_gpu_watches(
+                self._writer, self._view(), self.cluster, shown=self._config.cluster_shown
+            )
         except Exception:
             log.exception("GPU watch check failed; it will look again after the next poll")
             return 0

@@ -28,7 +28,11 @@ from store.writer import StoreWriter
 
 
 async def check_gpu_watches(
-    writer: StoreWriter, view: ClusterView, cluster: str, now: float | None = None
+    writer: StoreWriter,
+    view: ClusterView,
+    cluster: str,
+    now: float | None = None,
+    shown: str = "",
 ) -> int:
     """End the watches of `cluster` that its snapshot (in `view`) decides; returns how many
     DMs were enqueued."""
@@ -41,14 +45,14 @@ async def check_gpu_watches(
     def decide(db: sqlite_utils.Database) -> int:
         with db.atomic():
             outcomes = watch_outcomes(active_watches(db, cluster), index, headroom, now)
-            return end_watches(db, [_ended(o) for o in outcomes], now)
+            return end_watches(db, [_ended(o, shown) for o in outcomes], now)
 
     return await writer.run(decide)
 
 
-def _ended(outcome: Outcome) -> tuple[int, str, OutboxMessage]:
+def _ended(outcome: Outcome, shown: str) -> tuple[int, str, OutboxMessage]:
     watch = outcome.watch
-    text = fired_text(outcome) if outcome.kind == FIRED else expired_text(watch)
+    text = fired_text(outcome, shown) if outcome.kind == FIRED else expired_text(watch, shown)
     # One key per watch, whatever it came to: the outbox's unique key is a second guard.
     key = f"watch:{watch.id}:{watch.team_id}:{watch.user_id}"
     return watch.id, outcome.kind, OutboxMessage(key, watch.user_id, text)

@@ -149,7 +149,7 @@ def notify_transitions(
             for slack_key, items in per_target.items()
             for message in _messages(slack_key, items, cluster)
         ]
-        messages += start_messages(db, targets, cursor, through, cluster)
+        messages += start_messages(db, targets, cursor, through, cluster, config.cluster_shown)
         added = enqueue(db, messages, time.time() if now is None else now)
         if not advance_cursor(db, cluster, cursor, through):
             raise RuntimeError("job transition cursor moved during notification")

@@ -26,6 +26,7 @@ def start_messages(
     after: int,
     through: int,
     cluster: str,
+    shown: str = "",
 ) -> list[OutboxMessage]:
     """The start DMs of `cluster`'s transitions with ids in (after, through]."""
     optins = load_start_optins(db)
@@ -38,7 +39,7 @@ def start_messages(
         wanted.update(start_watchers(db, cluster, job.job_id, job.comment))
         if not wanted:
             continue
-        notice = start_notice(transition, cluster)
+        notice = start_notice(transition, cluster, shown)
         for team_id, user_id in sorted(wanted):
             key = f"{notice.key}:{team_id}:{user_id}"
             messages.append(OutboxMessage(key, user_id, notice.text, notice.blocks))
