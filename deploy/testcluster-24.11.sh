@@ -120,7 +120,9 @@ debian_mirror() {
     [[ -n $uri ]] || uri=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
         awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) {print $i; exit}}' |
         grep -v -- '-security' | head -n1 || true)
-    echo "${uri:-http://deb.debian.org/debian}"
+    [[ -n $uri ]] || die "no Debian archive in this host's apt configuration (/etc/apt/sources.list" \
+        "or sources.list.d): add one, or set DEBIAN_MIRROR to the archive to build the 24.11 root from"
+    echo "$uri"
 }
 
 rootfs_wanted() { echo "$SUITE $PACKAGES"; }
