@@ -9,7 +9,9 @@ flock -o /tmp/skybot-cluster.lock flock -o /tmp/skybot-cluster-24.11.lock python
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import sqlite3
 import subprocess
 import time
@@ -24,9 +26,16 @@ from core.config_schema import Config, parse_config
 from store.snapshots import load_source_status
 from tests.bot_process import SLACK_IDS, TEAM, dms_about, linked_users, running_bot
 from tests.cluster import cluster_script, sbatch_async, squeue_state, wait_for
+from tests.lane_2411 import LOCK as LANE_LOCK
 from tests.slack_standin import SlackStandIn
 
-pytestmark = pytest.mark.cluster
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.both_clusters,
+    pytest.mark.skipif(
+        "SKYBOT_TESTCLUSTER" in os.environ, reason="drives both clusters from the host"
+    ),
+]
 
 REPO = Path(__file__).resolve().parent.parent
 SANDBOX = REPO / "deploy" / "testcluster-24.11.sh"
@@ -56,7 +65,14 @@ def nova_state(job_id: int) -> str | None:
 
 @pytest.fixture
 def nova_queue() -> Iterator[None]:
-    """24.11's queue empty before and after, and its controller running after."""
+    """24.11's queue empty before and after, and its controller running after; the sandbox
+    held under the 24.11 lane's lock meanwhile, so no lane runs in it."""
+    with LANE_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield from _emptied_nova_queue()
+
+
+def _emptied_nova_queue() -> Iterator[None]:
     for user in USERS:
         nova("scancel", f"--user={user}")
     yield
