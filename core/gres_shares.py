@@ -44,19 +44,28 @@ class SharedEntry:
     per_gpu: tuple[int, ...] | None = None
 
 
+def split_top_level(spec: str) -> list[str]:
+    """Split on commas that are not inside parentheses ("gpu:a40:2(IDX:0,2),gpu:...")."""
+    if "(" not in spec:
+        return spec.split(",")  # the common case, and the same result
+    items = []
+    depth = 0
+    start = 0
+    for i, ch in enumerate(spec):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        elif ch == "," and depth == 0:
+            items.append(spec[start:i])
+            start = i + 1
+    items.append(spec[start:])
+    return items
+
+
 def _items(spec: str) -> list[str]:
     """Entries of a GRES string, split on the commas outside parentheses."""
-    items, depth, start = [], 0, 0
-    for index, char in enumerate(spec):
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth = max(0, depth - 1)
-        elif char == "," and depth == 0:
-            items.append(spec[start:index])
-            start = index + 1
-    items.append(spec[start:])
-    return [item.strip() for item in items if item.strip()]
+    return [item.strip() for item in split_top_level(spec) if item.strip()]
 
 
 def shared_entries(spec: str, name: str = "shard") -> list[SharedEntry]:

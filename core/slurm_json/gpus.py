@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
+from core.gres_shares import split_top_level
 from core.slurm_json.fields import MAX_COUNT, BadField, Fields, as_number
 
 # Parsed GPU specs are cached by their text: at 10,000 jobs the same few dozen strings
@@ -20,25 +21,6 @@ class _BadGpuSpec(ValueError):
 
 
 _TRAILING_PARENS = re.compile(r"\([^()]*\)$")
-
-
-def _split_top_level(spec: str) -> list[str]:
-    """Split on commas that are not inside parentheses ("gpu:a40:2(IDX:0,2),gpu:...")."""
-    if "(" not in spec:
-        return spec.split(",")  # the common case, and the same result
-    items = []
-    depth = 0
-    start = 0
-    for i, ch in enumerate(spec):
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth = max(0, depth - 1)
-        elif ch == "," and depth == 0:
-            items.append(spec[start:i])
-            start = i + 1
-    items.append(spec[start:])
-    return items
 
 
 def _parse_gpu_item(item: str) -> tuple[str, int] | None:
@@ -84,7 +66,7 @@ def _gpu_entries_from_spec(spec: str) -> tuple[tuple[str, int], ...]:
     if not spec or spec in ("(null)", "N/A"):
         return ()
     entries = []
-    for item in _split_top_level(spec):
+    for item in split_top_level(spec):
         if item.strip():
             parsed = _parse_gpu_item(item)
             if parsed is not None:
