@@ -275,6 +275,10 @@ SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=2,bf_interval=2,batch_sched_delay=0
 MinJobAge=10
 KillWait=5
+# A requeued (preempted) job may start again cred_expire seconds later (120 s by default): the
+# tests that wait for an overcap job's restart wait 30 s instead. Job credentials live as long,
+# ample for a batch launch on one host.
+AuthInfo=cred_expire=30
 # Above the default 10,000: benchmarks/controller_cost.py queues 20,000 held jobs and more.
 MaxJobCount=50000
 OverTimeLimit=0
