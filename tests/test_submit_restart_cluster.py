@@ -179,8 +179,12 @@ async def test_a_restart_while_sbatch_runs_gives_one_job_and_one_message(
 
             what = "the restarted bot to settle it"
             tag, recorded = await wait_for(settled, 3 * SLEEP + 30, what, interval=0.2)
-            # Room for a wrong second submission: a second wrapper would sleep, then sbatch.
-            await asyncio.sleep(SLEEP + 4)
+            # Room for a wrong second submission. Its wrapper logs "start" at once (and would
+            # sbatch SLEEP s later), so a few seconds show it without waiting out its sleep.
+            await asyncio.sleep(4)
+            starts = slow_sbatch.read_text().split().count("start")
+            # Under control-group the first wrapper died with the bot: one resubmission is right.
+            assert starts == (2 if how == "control-group" else 1), slow_sbatch.read_text()
             jobs = await asyncio.to_thread(_tagged_jobs, f"skybot:{tag}")
             assert jobs == [recorded], f"expected exactly job {recorded}, Slurm has {jobs}"
 
