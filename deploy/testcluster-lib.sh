@@ -305,7 +305,8 @@ AccountingStorageTRES=gres/gpu,gres/gpu:a40,gres/gpu:rtx_6000,gres/gpu:2080_ti
 # (by its skybot:TAG comment) instead of submitting it twice after a crash.
 AccountingStoreFlags=job_comment
 JobAcctGatherType=jobacct_gather/linux
-JobAcctGatherFrequency=30
+# Sampled every 5 s (30 s by default): a test job need only hold its memory for seconds.
+JobAcctGatherFrequency=5
 EOF
 }
 

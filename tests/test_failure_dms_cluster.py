@@ -178,8 +178,8 @@ async def test_a_job_that_asked_for_far_more_memory_gets_the_advice_with_saccts_
             "oversized",
             f"--chdir={private_dir}",
             "--wrap",
-            # Written, so resident; held past JobAcctGatherFrequency=30 s so it is sampled.
-            "python3 -c 'import time; b = b\"x\" * (200 * 2**20); time.sleep(40)'",
+            # Written, so resident; held past JobAcctGatherFrequency=5 s so it is sampled.
+            "python3 -c 'import time; b = b\"x\" * (200 * 2**20); time.sleep(12)'",
         )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not dms_about(slack, hog):
