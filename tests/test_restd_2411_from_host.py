@@ -1,22 +1,27 @@
 """The 24.11 cluster's slurmrestd read from the host, through the socket directory
 deploy/testcluster-24.11.sh bind-mounts at the same path inside its sandbox: one host process
-can read both test clusters. Reads only, so it runs beside the 24.11 lane (which holds that
-cluster's lock and changes its queue): it compares what a running lane does not change. The
-full comparison with the CLI runs inside the lane (tests/test_restd_cluster.py)."""
+can read both test clusters. Reads only, yet not beside the 24.11 lane: the lane's outage tests
+pause and stop that cluster's controller, and slurmrestd then answers 504 (seen in a full run).
+So it runs after the lane, under the lane's lock, as every test that reaches into the sandbox
+does. The full comparison with the CLI runs inside the lane (tests/test_restd_cluster.py)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from core.slurm_json import parse_sinfo, parse_squeue
 from scheduler.slurm.restd import RestdClient
+from tests.lane_2411 import LOCK as LANE_LOCK
 
 pytestmark = [
     pytest.mark.cluster,
+    pytest.mark.both_clusters,
     pytest.mark.skipif(
         Path("/etc/skybot-testcluster-24.11").exists(),
         reason="inside the sandbox: tests/test_restd_cluster.py reads this cluster there",
@@ -46,7 +51,14 @@ def sandbox_nodes() -> dict[str, dict[str, int]]:
     return {n.name: n.gpus_total for n in parse_sinfo(json.loads(result.stdout)).records}
 
 
-async def test_the_2411_cluster_is_read_from_the_host() -> None:
+@pytest.fixture
+def the_lane_is_not_running() -> Iterator[None]:
+    with LANE_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+async def test_the_2411_cluster_is_read_from_the_host(the_lane_is_not_running: None) -> None:
     if not Path(SOCKET.removeprefix("unix:")).is_socket():
         pytest.fail("no 24.11 slurmrestd socket on the host: run deploy/testcluster-24.11.sh up")
     async with RestdClient(SOCKET, TOKEN, timeout=20) as restd:
