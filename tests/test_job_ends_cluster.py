@@ -20,7 +20,7 @@ from bot.config import (
 )
 from core.record_codec import decode_job
 from tests.bot_process import dms_about, linked_bot, linked_bot_config, wait_for_slurm_poll
-from tests.cluster import sbatch_async, scancel_async, squeue_state, wait_for
+from tests.cluster import reach_time_limit, sbatch_async, scancel_async, squeue_state, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -112,8 +112,10 @@ async def test_exit_code_and_signal_are_what_sacct_shows(tmp_path: Path, clean_q
             "cancel": await sbatch_async("bob", *common, "-J", "cancel", "--wrap", "sleep 600"),
         }  # fmt: skip
         await wait_for(lambda: squeue_state(jobs["cancel"]) == "RUNNING", 30, "a job to run")
+        await wait_for(lambda: squeue_state(jobs["timeout"]) == "RUNNING", 30, "a job to run")
         await wait_for_slurm_poll(config.database.path)  # the bot has seen it running
         await scancel_async(str(jobs["cancel"]))
+        await asyncio.to_thread(reach_time_limit, jobs["timeout"])
         started = time.monotonic()
         while time.monotonic() - started < 180:
             if all(dms_about(slack, job_id) for job_id in jobs.values()):

@@ -1,8 +1,8 @@
 """How jobs end, as the running bot records and tells them, checked against Slurm's own word:
 an overcap job preempted, requeued, restarted after its BeginTime wait and finished gets one
 preemption DM and one end DM; exit 3, SIGKILL, a time limit and scancel are recorded with the
-exit code and signal `sacct -o ExitCode` gives. One test, so the waits (the 120 s BeginTime,
-the 1-minute limit) overlap."""
+exit code and signal `sacct -o ExitCode` gives. One test, so the waits (the BeginTime after a
+requeue, the time limit) overlap."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 
 from core.record_codec import decode_job
 from tests.bot_process import dms_about, linked_bot, linked_bot_config, wait_for_slurm_poll
-from tests.cluster import sbatch_async, scancel_async, squeue_state, wait_for
+from tests.cluster import reach_time_limit, sbatch_async, scancel_async, squeue_state, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -94,18 +94,21 @@ async def test_job_ends_match_sacct_and_a_restarted_overcap_job_gets_two_dms(
             await sbatch_async(
                 "dave", "-p", "kira-lab", "-A", "kira-lab", "--wrap", "sleep 3; kill -9 $$"
             ),
-            await sbatch_async(
-                "bob", "-p", "debug", "-A", "hoffman-lab", "--time=1", "--wrap", "sleep 300"
-            ),
         }
+        timeout_job = await sbatch_async(
+            "bob", "-p", "debug", "-A", "hoffman-lab", "--time=1", "--wrap", "sleep 300"
+        )
+        ended.add(timeout_job)
         cancelled = await sbatch_async(
             "bob", "-p", "hoffman-lab", "-A", "hoffman-lab", "--wrap", "sleep 300"
         )
         ended.add(cancelled)
         await wait_for(lambda: squeue_state(cancelled) == "RUNNING", 30, "the job to cancel to run")
         await scancel_async(str(cancelled))
+        await wait_for(lambda: squeue_state(timeout_job) == "RUNNING", 30, "the job to time out")
+        await asyncio.to_thread(reach_time_limit, timeout_job)
 
-        # Requeued at once, eligible again 120 s later, then done in seconds.
+        # Requeued at once, eligible again 30 s later (cred_expire), then done in seconds.
         started = time.monotonic()
         while time.monotonic() - started < 240:
             finals = _final_records(Path(config.database.path))

@@ -26,7 +26,14 @@ from scheduler.slurm.poller import SlurmPoller
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
 from tests.asking import answer_from_view
-from tests.cluster import cluster_script, sbatch, squeue_json, squeue_state, wait_until
+from tests.cluster import (
+    cluster_script,
+    reach_time_limit,
+    sbatch,
+    squeue_json,
+    squeue_state,
+    wait_until,
+)
 from tests.slurm_wrappers import COMMANDS, as_user, write_wrappers
 
 pytestmark = pytest.mark.cluster
@@ -189,6 +196,8 @@ async def test_final_states_are_recorded_even_after_jobs_left_squeue(harness: Ha
     cancelled = sbatch("alice", "-p", "hoffman-lab", "-A", "hoffman-lab", "--wrap", "sleep 300")
     wait_until(lambda: squeue_state(cancelled) == "RUNNING", 30, "the job to cancel to run")
     subprocess.run(["scancel", str(cancelled)], check=True, timeout=30)
+    wait_until(lambda: squeue_state(timeout_job) == "RUNNING", 30, "the job to time out to run")
+    reach_time_limit(timeout_job)
 
     # No polling while these end: they must also leave squeue (MinJobAge=10) before the
     # next poll, so only sacct can tell the poller how they ended.
