@@ -9,6 +9,7 @@ import pytest
 
 from store.writer import StoreWriter
 from tests.cluster import scancel_everything, slurm_answers
+from tests.empty_database import empty_database
 from tests.lane_2411 import LANE_KEY, LANE_TEST, Lane
 
 # Seconds a cluster test may take (setup to teardown) before pytest-timeout fails it: jobs
@@ -50,7 +51,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.fixture
 def writer(tmp_path: Path) -> Iterator[StoreWriter]:
     """A store in the test's own directory, written to on its own thread."""
-    w = StoreWriter(tmp_path / "skybot.db")
+    w = StoreWriter(empty_database(tmp_path / "skybot.db"))
     yield w
     w.close()
 
