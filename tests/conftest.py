@@ -2,13 +2,15 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from _pytest.mark.expression import Expression
 
 from store.writer import StoreWriter
 from tests.cluster import scancel_everything, slurm_answers
+from tests.empty_database import empty_database
 from tests.lane_2411 import LANE_KEY, LANE_TEST, Lane
 
 # Seconds a cluster test may take (setup to teardown) before pytest-timeout fails it: jobs
@@ -18,10 +20,44 @@ CLUSTER_TIMEOUT = 900
 
 @pytest.hookimpl(trylast=True)  # after -m and -k have deselected what they deselect
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    refuse_cluster_tests_in_parallel(items, os.environ.get("PYTEST_XDIST_WORKER"))
     for item in items:
         if item.get_closest_marker("cluster") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(CLUSTER_TIMEOUT))
     start_the_24_11_lane(config, items)
+
+
+# Cluster tests cancel every test user's jobs and restart shared daemons: two at once break
+# each other. Under pytest-xdist (`-n`, for the fast lane) each worker would run some, and
+# start the 24.11 lane besides.
+PARALLEL_CLUSTER_TESTS = 'tests marked cluster never run in parallel: with -n, add -m "not cluster"'
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workers = config.getoption("numprocesses", None)
+    in_a_worker = "PYTEST_XDIST_WORKER" in os.environ  # the controller decided already
+    if not in_a_worker and parallel_run_may_select_cluster_tests(workers, config.option.markexpr):
+        raise pytest.UsageError(PARALLEL_CLUSTER_TESTS)
+
+
+def parallel_run_may_select_cluster_tests(workers: object, markexpr: str) -> bool:
+    """`-n` given, and the -m expression lets a test marked cluster through, whatever other
+    markers it has (the workers' collection is not seen here: this is decided beforehand)."""
+    if not workers:
+        return False
+    if not markexpr:
+        return True
+    expression = Expression.compile(markexpr)
+    return any(
+        expression.evaluate(lambda name, o=others: name == "cluster" or o)
+        for others in (False, True)
+    )
+
+
+def refuse_cluster_tests_in_parallel(items: Sequence[pytest.Item], worker: str | None) -> None:
+    """In a worker, the same rule again over what it collected: it can only fail the run."""
+    if worker is not None and any(item.get_closest_marker("cluster") for item in items):
+        raise pytest.UsageError(PARALLEL_CLUSTER_TESTS)
 
 
 def start_the_24_11_lane(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -50,7 +86,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.fixture
 def writer(tmp_path: Path) -> Iterator[StoreWriter]:
     """A store in the test's own directory, written to on its own thread."""
-    w = StoreWriter(tmp_path / "skybot.db")
+    w = StoreWriter(empty_database(tmp_path / "skybot.db"))
     yield w
     w.close()
 

@@ -99,3 +99,23 @@ async def test_a_struggling_controller_gets_the_back_off_without_pings(tmp_path:
     clock[0] += 1
     assert await poller.poll_jobs() is False
     assert slurm.runs() == []
+
+
+async def test_a_failed_read_leaves_no_other_read_of_its_poll_running(tmp_path: Path) -> None:
+    """squeue failing ended the poll while its sinfo still ran: that run landed in the next
+    poll's (the test above saw an extra sinfo about one time in four)."""
+    slurm = FakeSlurm(tmp_path)
+    clock = [1_000_000.0]
+    poller = _poller(tmp_path, slurm, clock)
+    assert await poller.poll_jobs()  # and learns that this squeue has no states-only listing
+    finished = tmp_path / "sinfo-finished"
+    write_wrappers(
+        slurm.bin,
+        {
+            "squeue": "exit 1",
+            "sinfo": f"sleep 0.5\ntouch {finished}\ncat {FIXTURES / 'sinfo.json'}",
+        },
+    )
+    clock[0] += POLL
+    assert await poller.poll_jobs() is False
+    assert finished.exists(), "the failed poll returned while its sinfo still ran"

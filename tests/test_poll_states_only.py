@@ -25,9 +25,9 @@ from core.job_output import host_names, with_host_names
 from core.records import Job
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_sinfo, parse_squeue
+from scheduler.slurm import job_reads
 from scheduler.slurm.digester import PollDigester
 from scheduler.slurm.job_reads import (
-    FULL_RECORDS_EVERY,
     ONE_BY_ONE_AT_ONCE,
     ONE_BY_ONE_MAX,
     _job_id_lists,
@@ -346,22 +346,27 @@ async def test_a_controller_failing_a_single_fetch_fails_the_poll(fake: FakeSlur
     assert running[8] == running[9] == "RUNNING", "the last good snapshot stays"
 
 
-async def test_every_record_is_read_again_every_so_many_polls(tmp_path: Path) -> None:
+async def test_every_record_is_read_again_every_so_many_polls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A pending reason or start estimate can change without the state: the first poll and
     every FULL_RECORDS_EVERY polls after it read every record, in one plain squeue call."""
+    # Every 4 polls rather than 20: the same count, at a sixth of the squeue runs.
+    monkeypatch.setattr(job_reads, "FULL_RECORDS_EVERY", 4)
+    every = job_reads.FULL_RECORDS_EVERY
     bin_dir = tmp_path / "bin"
     _slurm(bin_dir)
     writer = StoreWriter(tmp_path / "skybot.db")
     poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
     full_reads = []
     try:
-        for _ in range(FULL_RECORDS_EVERY + 2):
+        for _ in range(every + 2):
             assert await poller.poll_jobs()
             full_reads.append("--all --json" in _calls(bin_dir))
     finally:
         await poller.close()
         writer.close()
-    assert full_reads == [True] + [False] * FULL_RECORDS_EVERY + [True]
+    assert full_reads == [True] + [False] * every + [True]
 
 
 def _with_host_names(jobs: list[Job]) -> list[Job]:

@@ -19,6 +19,7 @@ from store.db import open_db
 from store.reader import SnapshotCache
 from store.slurm_writes import save_slurm_changes
 from store.snapshots import load_snapshot
+from tests.empty_database import empty_database
 from tests.factories import CLUSTER, job, node
 from tests.slurm_polls import save_slurm_poll
 
@@ -129,7 +130,7 @@ def test_readers_catching_up_see_what_a_fresh_read_sees(
 ) -> None:
     # Deletions are logged for 3 versions here: the lagging reader falls behind that too.
     monkeypatch.setattr(row_log, "KEEP_VERSIONS", 3)
-    path = tmp_path_factory.mktemp("store") / "skybot.db"
+    path = empty_database(tmp_path_factory.mktemp("store") / "skybot.db")
     db = open_db(path)
     every_poll, lagging = SnapshotCache(path, CLUSTER, ()), SnapshotCache(path, CLUSTER, ())
     for step in steps:

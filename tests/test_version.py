@@ -32,17 +32,25 @@ def git(*args: str, cwd: Path) -> str:
     ).stdout  # fmt: skip
 
 
-def scratch_clone(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This repository's history, copied once (about 1 s): each test clones the copy cheaply."""
+    copy = tmp_path_factory.mktemp("history") / "repo"
+    git("clone", "--quiet", "--no-local", str(REPO), str(copy), cwd=copy.parent)
+    return copy
+
+
+def scratch_clone(history: Path, tmp_path: Path) -> Path:
     """A clone of this repository's history whose newest commit has this tree's pyproject."""
     clone = tmp_path / "clone"
-    git("clone", "--quiet", "--no-local", str(REPO), str(clone), cwd=tmp_path)
+    git("clone", "--quiet", "--shared", str(history), str(clone), cwd=tmp_path)
     (clone / "pyproject.toml").write_text((REPO / "pyproject.toml").read_text())
     git("commit", "--quiet", "--allow-empty", "-am", "this tree's build settings", cwd=clone)
     return clone
 
 
-def test_each_commit_on_main_builds_a_newer_version(tmp_path: Path) -> None:
-    clone = scratch_clone(tmp_path)
+def test_each_commit_on_main_builds_a_newer_version(history: Path, tmp_path: Path) -> None:
+    clone = scratch_clone(history, tmp_path)
     before = Version(versioningit.get_version(clone))
     git("commit", "--quiet", "--allow-empty", "-m", "one more", cwd=clone)
     after = Version(versioningit.get_version(clone))
@@ -50,8 +58,8 @@ def test_each_commit_on_main_builds_a_newer_version(tmp_path: Path) -> None:
     assert after.local == f"g{git('rev-parse', '--short', 'HEAD', cwd=clone).strip()}"
 
 
-def test_a_tag_starts_the_count_again_above_it(tmp_path: Path) -> None:
-    clone = scratch_clone(tmp_path)
+def test_a_tag_starts_the_count_again_above_it(history: Path, tmp_path: Path) -> None:
+    clone = scratch_clone(history, tmp_path)
     git("tag", "v0.2.0", cwd=clone)
     assert versioningit.get_version(clone) == "0.2.0"
     git("commit", "--quiet", "--allow-empty", "-m", "after the release", cwd=clone)

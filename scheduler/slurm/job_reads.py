@@ -63,7 +63,14 @@ class ControllerReads:
         runs is in the next listing); else every job's full record (None)."""
         nodes = self._source.nodes_into(spool / "nodes.json")
         if self._states_only is False:
-            await asyncio.gather(self._source.jobs_into(spool / "squeue.json"), nodes)
+            # Both finish before the poll does: one failing must not leave the other running
+            # into the next poll. squeue's error first: it names the controller outage.
+            answers = await asyncio.gather(
+                self._source.jobs_into(spool / "squeue.json"), nodes, return_exceptions=True
+            )
+            for answer in answers:
+                if isinstance(answer, BaseException):
+                    raise answer
             return None
         states = spool / "states.json"
         list_now = self._states_only is True and self._pending.listing_due()
