@@ -24,16 +24,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 from handlers.click_answers import answer_later
 from handlers.clusters import ClusterDesks, single_desk
 from handlers.commands import command_table
+from handlers.deadline import ACK_DEADLINE_SECONDS, LateReply, within
 from handlers.reply import Reply, simple
 from handlers.request import CommandRequest
-from handlers.router import (
-    ACK_DEADLINE_SECONDS,
-    CommandTable,
-    LateReply,
-    UsageError,
-    dispatch,
-    within,
-)
+from handlers.router import CommandTable, UsageError, dispatch
 from handlers.services import Services
 from handlers.slack_input import decode_command_text
 from store.reader import SnapshotCache

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from core.cluster_config import LabConfig
 from core.job_notices import job_label as job_label
@@ -218,16 +219,34 @@ def answer(
     also: Sequence[str] = (),
 ) -> Reply:
     """The standard reply: warnings first, the body, then "as of …" — in text and blocks alike."""
-    warnings, age_line = freshness_lines(view, request.now, source, also)
-    blocks: list[Block] = [section(w) for w in warnings]
-    body = _sections(view, lines)
-    room = MAX_BLOCKS - len(blocks) - 1
-    if len(body) > room:  # cannot happen with bounded lists, but Slack rejects 51 blocks
-        body = [*body[: room - 1], section("… (answer shortened)")]
-    blocks += body
-    blocks.append(context(age_line))
-    text = "\n".join([*warnings, *lines, f"_{age_line}_"])
-    return Reply(text, blocks)
+    body = "\n".join(lines) if lines else None
+    return FreshAnswer(body, _sections(view, lines), source, tuple(also)).at(view, request.now)
+
+
+@dataclass(frozen=True)
+class FreshAnswer:
+    """An `answer()` less its warnings and "as of" line, which depend on when it is asked:
+    the router keeps it for a snapshot and stamps it again for the next ack (Reply.fresh).
+    It holds no view (a view's memo keeps it: a cycle would outlive the snapshot)."""
+
+    # The body's lines joined (None: no lines), and packed into sections.
+    text: str | None
+    sections: list[Block]
+    source: str
+    also: tuple[str, ...]
+
+    def at(self, view: ClusterView, now: float, in_channel: bool = False) -> Reply:
+        warnings, age_line = freshness_lines(view, now, self.source, self.also)
+        blocks: list[Block] = [section(w) for w in warnings]
+        body = self.sections
+        room = MAX_BLOCKS - len(blocks) - 1
+        if len(body) > room:  # cannot happen with bounded lists, but Slack rejects 51 blocks
+            body = [*body[: room - 1], section("… (answer shortened)")]
+        blocks += body
+        blocks.append(context(age_line))
+        body_text = [] if self.text is None else [self.text]
+        text = "\n".join([*warnings, *body_text, f"_{age_line}_"])
+        return Reply(text, blocks, in_channel, fresh=self)
 
 
 # ---------------------------------------------------------------- arguments and names
