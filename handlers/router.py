@@ -17,8 +17,6 @@ import difflib
 import functools
 import logging
 import math
-import re
-import shlex
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 
@@ -26,18 +24,16 @@ from core.chart_specs import ChartSpec
 from core.slack_text import literal
 from core.view import ClusterView
 from handlers.clusters import ClusterDesks, UnknownCluster, actions_refusal
+from handlers.command_words import split_words
 from handlers.deadline import ACK_DEADLINE_SECONDS, LateReply, within
-from handlers.kept_answers import kept_answer
+from handlers.kept_answers import kept_answer, kept_reply
 from handlers.reply import MAX_BLOCKS, Reply, context, simple
 from handlers.request import ChartQueue
 from handlers.request import CommandRequest as CommandRequest
+from handlers.request import UsageError as UsageError
 from handlers.services import Services
 
 log = logging.getLogger(__name__)
-
-
-class UsageError(Exception):
-    """Bad input: the message is shown to the user as it is."""
 
 
 CommandFunction = Callable[[CommandRequest, ClusterView], Reply]
@@ -45,8 +41,9 @@ CommandFunction = Callable[[CommandRequest, ClusterView], Reply]
 ActionFunction = Callable[[CommandRequest, Services], Awaitable[Reply]]
 # Commands with a chart say which (`--chart`); the outbox draws and uploads it later.
 ChartFunction = Callable[[CommandRequest, ClusterView], list[ChartSpec]]
-# What about the asker a kept answer depends on (Command.same_for).
-SameFor = Callable[[CommandRequest], Hashable]
+# What about the asker a kept answer depends on, given the command's words and the asker's
+# cluster account (Command.same_for).
+SameFor = Callable[[tuple[str, ...], str | None], Hashable]
 
 
 @dataclass(frozen=True)
@@ -69,9 +66,9 @@ class Command:
     # same on every cluster (help, links, DM settings): the default cluster's, not named.
     about_cluster: bool = True
     # Only for a read-only command whose answer, less the freshness lines `answer()` stamps
-    # on it, is the same over one snapshot for the same words and the same
-    # `same_for(request)`: what about the asker it depends on (their cluster account, or
-    # nothing). Its answer is then worked out once per snapshot, and each ack only stamps it.
+    # on it, depends on nothing but the snapshot, its words and the asker's cluster account:
+    # `same_for(args, cluster_user)` says what of the asker's it depends on (None: nothing).
+    # Its answer is then worked out once per snapshot and kept; each ack only stamps it.
     same_for: SameFor | None = None
 
 
@@ -111,59 +108,6 @@ class CommandTable:
         # difflib is quadratic: a pasted essay must not stall the event loop.
         close = difflib.get_close_matches(name[:40], self._commands, n=1, cutoff=0.6)
         return close[0] if close else None
-
-
-@dataclass(frozen=True)
-class Words:
-    """The command text split into words, less the flags every command understands."""
-
-    words: list[str]
-    # `--here`: answer in the channel for everyone, not only to the asker.
-    here: bool
-    # `--chart`: also post the answer's chart.
-    chart: bool
-    # `--cluster NAME`: the cluster the command is about (None: chosen by its words).
-    cluster: str | None = None
-
-
-# Text without quotes or backslashes splits as shlex would split it, on shlex's whitespace:
-# the common case skips shlex's character-by-character lexer, a third of a command's routing.
-_NOTHING_QUOTED = re.compile(r"[^'\"\\]*")
-_SHELL_SPACE = re.compile(r"[ \t\r\n]+")
-
-
-def split_words(text: str) -> Words:
-    if _NOTHING_QUOTED.fullmatch(text):
-        words = [word for word in _SHELL_SPACE.split(text) if word]
-    else:
-        try:
-            words = shlex.split(text)
-        except ValueError as error:
-            message = f"I could not read that command ({error}). Check your quotes."
-            raise UsageError(message) from None
-    cluster, words = _cluster_flag(words)
-    return Words(
-        [w for w in words if w not in ("--here", "--chart")],
-        "--here" in words,
-        "--chart" in words,
-        cluster,
-    )
-
-
-def _cluster_flag(words: list[str]) -> tuple[str | None, list[str]]:
-    """`--cluster NAME` or `--cluster=NAME` anywhere, taken out of the words."""
-    for i, word in enumerate(words):
-        if word.startswith("--cluster="):
-            return word.partition("=")[2] or _no_cluster_name(), words[:i] + words[i + 1 :]
-        if word == "--cluster":
-            if i + 1 == len(words):
-                _no_cluster_name()
-            return words[i + 1], words[:i] + words[i + 2 :]
-    return None, words
-
-
-def _no_cluster_name() -> str:
-    raise UsageError("`--cluster` needs a cluster's name: `--cluster NAME`.")
 
 
 # CommandTable.read keeps this many texts, each at most this long.
@@ -236,11 +180,17 @@ async def dispatch(
             default = services.config.default_cluster
             if not default.acts_through_runner:  # said now, not after a queue or a DM
                 return simple(actions_refusal(default))
+    note = f"On cluster {literal(cluster)}." if cluster else ""
+    same_for = command.same_for
+    if same_for is not None and not routed.chart:  # read-only: kept, stamped per ack
+        key = _kept_key(command, same_for, routed.args, request.cluster_user)
+        kept = kept_reply(view, key, request.now, routed.here)
+        if kept is not None:
+            return _with_note(kept, note) if note else kept
     # As dataclasses.replace, without its walk over the fields on every ack.
     parsed = {"args": routed.args, "here": routed.here, "chart": routed.chart, "cluster": cluster}
     request = CommandRequest(**(request.__dict__ | parsed))
-    if cluster:
-        note = f"On cluster {literal(cluster)}."
+    if note:
         late = _noted(late, note) if late is not None else None
         named = _answer(table, command, request, view, services, late, deadline)
         return _with_note(await named, note)
@@ -336,8 +286,14 @@ def _answer_from_view(command: Command, request: CommandRequest, view: ClusterVi
         return simple(f"`/sky {command.name}` works in Slack, not here.")
     if command.same_for is None:
         return _guarded(request, lambda: run(request, view))
-    key = (command.name, request.args, command.same_for(request))
+    key = _kept_key(command, command.same_for, request.args, request.cluster_user)
     return kept_answer(key, request, view, lambda: _guarded(request, lambda: run(request, view)))
+
+
+def _kept_key(
+    command: Command, same_for: SameFor, args: tuple[str, ...], asker: str | None
+) -> Hashable:
+    return command.name, args, same_for(args, asker)
 
 
 async def _answer_with_charts(

@@ -20,10 +20,12 @@ from handlers.router import (
     Command,
     CommandRequest,
     CommandTable,
+    dispatch,
 )
 from tests.asking import answer_from_view
 from tests.factories import job, make_snapshot, make_view
 from tests.test_commands import NOW, TAKEN_AT, cluster
+from tests.test_several_clusters import desks_of, two_clusters
 
 KEPT = ("gpus hoffman-lab", "gpus kira-lab", "gpus", "free", "free a40", "df")
 
@@ -130,7 +132,7 @@ def test_what_a_command_adds_to_its_answer_is_never_dropped_by_keeping_it() -> N
         return replace(reply, blocks=[*reply.blocks, {"type": "actions", "elements": []}])
 
     table = CommandTable()
-    table.add(Command("x", "x", "x", with_button, same_for=lambda request: None))
+    table.add(Command("x", "x", "x", with_button, same_for=lambda args, asker: None))
     view = cluster()
     first, second = ask(table, view, "x"), ask(table, view, "x", now=NOW + 5)
     assert runs == [NOW, NOW + 5]
@@ -171,3 +173,24 @@ def test_the_same_words_read_the_same_on_every_ack() -> None:
     first = [ask(table, view, text) for text in texts]
     assert [ask(table, view, text) for text in texts] == first
     assert first == [ask(fresh_table(), view, text) for text in texts]
+
+
+async def test_a_kept_answer_names_its_cluster_and_is_kept_per_cluster() -> None:
+    """Two clusters: each desk's view keeps its own answers; the note naming the cluster is
+    added to a kept answer as to a fresh one."""
+    desks = desks_of(two_clusters(), {"skynet": "a40", "nova": "h100"})
+    table = command_table()
+
+    async def ask_desks(table: CommandTable, text: str, now: float) -> Reply:
+        request = CommandRequest(team_id="T", user_id="U", text=text, now=now)
+        return await dispatch(table, request, desks.default.view(), desks=desks)
+
+    for now in (1_000.0, 1_001.0, 1_500.0):
+        for text in ("free", "free --cluster nova", "gpus kira-lab --here", "gpus hoffman-lab"):
+            got = await ask_desks(table, text, now)
+            assert got == await ask_desks(fresh_table(), text, now)
+    assert "h100" in (await ask_desks(table, "free --cluster nova", 1_002.0)).text
+    assert "On cluster `nova`." in (await ask_desks(table, "free --cluster nova", 1_002.0)).text
+    assert "a40" in (await ask_desks(table, "free", 1_002.0)).text
+    skynet, nova = (desk.view() for desk in desks.all())
+    assert len(kept(skynet)) == 2 and len(kept(nova)) == 2

@@ -127,5 +127,5 @@ COMMAND = Command(
     f"also draws the lab's GPU use against its cap over the last {CHART_DAYS} days.",
     charts=charts,
     # A named lab's answer is everyone's; without one, it is the asker's own labs'.
-    same_for=lambda request: None if request.args else request.cluster_user,
+    same_for=lambda args, asker: None if args else asker,
 )
