@@ -60,7 +60,7 @@ def register_listeners(
             await ack(**asked.for_slack())
             return
         name = _metric_name(commands, asked.text)
-        late = _late_answer(command, respond, client, services, f"{name!r} from {asked.user_id}")
+        late = _late_answer(command, respond, client, services, name)
         reply = await _answer(commands, asked, clusters, services, late, started)
         await ack(**reply.for_slack())
         seconds = time.perf_counter() - started
@@ -84,8 +84,7 @@ def request_of(command: dict[str, Any], services: Services) -> CommandRequest | 
     user_id = command.get("user_id", "")
 
     def cluster_user_of(slack_id: str) -> str | None:
-        identity = services.identity.lookup(team_id, slack_id)
-        return identity.cluster_user if identity is not None else None
+        return services.identity.cluster_user(team_id, slack_id)
 
     text = command.get("text", "")
     # Slack's escapes all start with `<` or `&` (handlers/slack_input.py): most commands have
@@ -147,9 +146,10 @@ def _late_answer(
     respond: AsyncRespond,
     client: AsyncWebClient,
     services: Services,
-    what: str,
+    name: str,
 ) -> LateReply:
-    """Where an answer that missed the ack goes: the response_url, else a DM."""
+    """Where an answer to subcommand `name` that missed the ack goes: the response_url, else
+    a DM. (Made for every command, used by few: nothing is worked out until it is.)"""
     user_id = command.get("user_id", "")
 
     async def late(reply: Reply) -> None:
@@ -159,7 +159,7 @@ def _late_answer(
                 reply.for_slack(),
                 user_id=user_id,
                 dm=services.dm,
-                what=f"the late answer to {what}",
+                what=f"the late answer to {name!r} from {user_id}",
             )
         else:
             await client.chat_postMessage(channel=user_id, text=reply.text, blocks=reply.blocks)

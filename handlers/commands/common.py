@@ -23,6 +23,7 @@ from core.notice_text import format_job_gpus as format_job_gpus
 from core.notice_text import plural as plural
 from core.records import Job
 from core.slack_text import literal as literal
+from core.snapshot import SourceStatus
 from core.user_names import cluster_user_name
 from core.view import ClusterView
 from handlers.reply import (
@@ -141,13 +142,20 @@ def freshness_lines(
     that is failing or stale, so nobody acts on old data thinking it is live.
     """
     warnings = [w for name in (source, *also) if (w := _warning(view, now, name))]
-    taken_at = view.snapshot.source(source).taken_at
+    taken_at = _status(view, source).taken_at
     age = ago(taken_at, now) if taken_at is not None else "never"
     return warnings, f"as of {age}"
 
 
+def _status(view: ClusterView, source: str) -> SourceStatus:
+    """view.snapshot.source(source), without making its never-heard-of default every time:
+    read for every source of every ack."""
+    status = view.snapshot.status.get(source)
+    return status if status is not None else SourceStatus(source)
+
+
 def _warning(view: ClusterView, now: float, source: str) -> str | None:
-    status = view.snapshot.source(source)
+    status = _status(view, source)
     if status.taken_at is None:
         return None if source != "caps" else "⚠️ skybot has not read the lab GPU caps yet."
     stale = now - status.taken_at > STALE_AFTER_SECONDS.get(source, 600.0)
