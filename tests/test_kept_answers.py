@@ -11,9 +11,9 @@ import pytest
 from core.records import LabCap
 from core.view import ClusterView
 from handlers.commands import command_table
-from handlers.commands.common import answer
+from handlers.commands.common import answer, freshness_lines
 from handlers.kept_answers import MAX_KEPT_ANSWERS
-from handlers.reply import Reply
+from handlers.reply import MAX_BLOCKS, Reply, context, lines_to_sections, section
 from handlers.router import (
     MAX_TEXT_KEPT,
     MAX_TEXTS_KEPT,
@@ -194,3 +194,30 @@ async def test_a_kept_answer_names_its_cluster_and_is_kept_per_cluster() -> None
     assert "a40" in (await ask_desks(table, "free", 1_002.0)).text
     skynet, nova = (desk.view() for desk in desks.all())
     assert len(kept(skynet)) == 2 and len(kept(nova)) == 2
+
+
+def as_answer_was(view: ClusterView, now: float, lines: list[str], also: tuple[str, ...]) -> Reply:
+    """answer() as it was before answers were kept (the reference the stamp must match)."""
+    warnings, age_line = freshness_lines(view, now, "slurm", also)
+    blocks = [section(w) for w in warnings]
+    body = lines_to_sections(lines)
+    room = MAX_BLOCKS - len(blocks) - 1
+    if len(body) > room:
+        body = [*body[: room - 1], section("… (answer shortened)")]
+    blocks += body
+    blocks.append(context(age_line))
+    return Reply("\n".join([*warnings, *lines, f"_{age_line}_"]), blocks)
+
+
+@pytest.mark.parametrize("count", [0, 1, 3, 49, 200])
+@pytest.mark.parametrize("errors", [{}, {"slurm": "Connection refused"}])
+def test_answer_and_its_stamps_read_as_answer_did(count: int, errors: dict[str, str]) -> None:
+    view = make_view(make_snapshot(TAKEN_AT, errors=errors, **_fields(cluster())))
+    # Lines long enough that 49 of them need 49 sections, and 200 need more than fit.
+    lines = [f"line {i} " + "x" * 2990 for i in range(count)]
+    request = CommandRequest(team_id="T", user_id="U", now=NOW)
+    first = answer(view, request, lines, "slurm", also=("caps",))
+    assert first == as_answer_was(view, NOW, lines, ("caps",))
+    assert first.fresh is not None
+    for later in (NOW + 1, NOW + 500, NOW + 90_000):
+        assert first.fresh.at(view, later) == as_answer_was(view, later, lines, ("caps",))

@@ -245,6 +245,10 @@ class FreshAnswer:
 
     def at(self, view: ClusterView, now: float, in_channel: bool = False) -> Reply:
         warnings, age_line = freshness_lines(view, now, self.source, self.also)
+        if not warnings and len(self.sections) < MAX_BLOCKS:  # every ack while all is well
+            stamp = f"_{age_line}_"
+            text = stamp if self.text is None else f"{self.text}\n{stamp}"
+            return Reply(text, [*self.sections, context(age_line)], in_channel, fresh=self)
         blocks: list[Block] = [section(w) for w in warnings]
         body = self.sections
         room = MAX_BLOCKS - len(blocks) - 1
