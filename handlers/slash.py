@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_bolt.async_app import AsyncApp, AsyncRespond
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from handlers.click_answers import answer_later
@@ -50,11 +51,13 @@ def register_listeners(
     commands = table or command_table(services.config.template)
     clusters = desks or single_desk(services.config, cache.current, services)
 
+    # One argument, as the smallest Bolt listener takes: Bolt matches each of the arguments
+    # it offers against the listener's names on every call.
     @app.command("/sky")
-    async def sky(
-        ack: AsyncAck, respond: AsyncRespond, client: AsyncWebClient, command: dict[str, Any]
-    ) -> None:
+    async def sky(request: AsyncBoltRequest) -> None:
         started = time.perf_counter()
+        command, context = request.body, request.context
+        ack, respond, client = context.ack, context.respond, context.client
         asked = request_of(command, services)
         if isinstance(asked, Reply):
             await ack(**asked.for_slack())
@@ -143,7 +146,7 @@ async def _answer(
 
 def _late_answer(
     command: dict[str, Any],
-    respond: AsyncRespond,
+    respond: AsyncRespond | None,
     client: AsyncWebClient,
     services: Services,
     name: str,
@@ -153,7 +156,7 @@ def _late_answer(
     user_id = command.get("user_id", "")
 
     async def late(reply: Reply) -> None:
-        if command.get("response_url"):
+        if command.get("response_url") and respond is not None:  # Bolt's, for that url
             await answer_later(
                 respond,
                 reply.for_slack(),
