@@ -12,6 +12,7 @@ metrics, not logged at INFO: a line per command costs about as much as the answe
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -85,23 +86,20 @@ def request_of(command: dict[str, Any], services: Services) -> CommandRequest | 
     or the refusal of a mention of someone skybot does not know."""
     team_id = command.get("team_id", "")
     user_id = command.get("user_id", "")
-
-    def cluster_user_of(slack_id: str) -> str | None:
-        return services.identity.cluster_user(team_id, slack_id)
-
     text = command.get("text", "")
     # Slack's escapes all start with `<` or `&` (handlers/slack_input.py): most commands have
     # none, and need no decoding.
     if "<" in text or "&" in text:
         try:
-            text = decode_command_text(text, cluster_user_of)
+            mentioned = functools.partial(services.identity.cluster_user, team_id)
+            text = decode_command_text(text, mentioned)
         except UsageError as refusal:
             return simple(str(refusal))
     return CommandRequest(
         team_id=team_id,
         user_id=user_id,
         text=text,
-        cluster_user=cluster_user_of(user_id),
+        cluster_user=services.identity.cluster_user(team_id, user_id),
         channel_id=command.get("channel_id", ""),
     )
 
