@@ -20,6 +20,11 @@ far less than the latencies do.
     python3 benchmarks/ack_vs_bolt.py --fixed-answer   # skybot less working out answers
     python3 benchmarks/ack_vs_bolt.py --profile PREFIX   # both servers under cProfile:
         PREFIX.http, PREFIX.socket (skybot), PREFIX.bare-http, PREFIX.bare-socket
+    python3 benchmarks/ack_vs_bolt.py --instructions   # instructions per ack, HTTP, c=1
+
+--instructions runs each server under valgrind's callgrind, counting only while it answers
+300 acks (after 300 not counted): the one figure here that the host's load does not move
+(the others moved by up to 2x from run to run on this shared machine).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import contextlib
 import gc
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -136,18 +142,27 @@ def config_file(folder: Path, mode: str, bin_dir: Path, http: int, metrics: int)
     return path
 
 
+def interpreter(args: argparse.Namespace, folder: Path, tag: str) -> list[str]:
+    """How a server's Python is started: under cProfile (--profile), callgrind with counting
+    off until asked (--instructions), or as it is."""
+    if args.profile:
+        return [sys.executable, "-m", "cProfile", "-o", f"{args.profile}.{tag}"]
+    if args.instructions:
+        out = f"--callgrind-out-file={folder}/callgrind.{tag}.%p"
+        return ["valgrind", "--tool=callgrind", "--instr-atstart=no", out, sys.executable]
+    return [sys.executable]
+
+
 @contextlib.asynccontextmanager
 async def skybot(
-    folder: Path, mode: str, slack: SlackStandIn, profile: str | None, fixed_answer: bool
+    folder: Path, mode: str, slack: SlackStandIn, python: list[str], fixed_answer: bool
 ) -> AsyncIterator[tuple[str, int]]:
     """`skybot run` up and its snapshot loaded; yields its events URL (HTTP mode) and pid."""
     http, metrics = free_port(), free_port()
     config = config_file(folder, mode, folder / "bin", http, metrics)
-    command = [sys.executable, "-m", "bot.cli"]
-    if fixed_answer:
-        command = [sys.executable, str(REPO / "benchmarks" / "skybot_fixed_answer.py")]
-    if profile:
-        command = [sys.executable, "-m", "cProfile", "-o", f"{profile}.{mode}", "-m", "bot.cli"]
+    command = [*python, "-m", "bot.cli"]
+    if fixed_answer and python == [sys.executable]:
+        command = [*python, str(REPO / "benchmarks" / "skybot_fixed_answer.py")]
     log = (folder / f"skybot-{mode}.log").open("wb")
     process = start_bot(config, slack, command, cwd=REPO, log=log, signing_secret=SECRET)
     try:
@@ -161,13 +176,10 @@ async def skybot(
 
 @contextlib.asynccontextmanager
 async def bare_bolt(
-    folder: Path, mode: str, slack: SlackStandIn, profile: str | None
+    folder: Path, mode: str, slack: SlackStandIn, python: list[str]
 ) -> AsyncIterator[tuple[str, int]]:
     """The bare Bolt app in its own process, acking with skybot's payload (reply.json)."""
     port = free_port()
-    python = [sys.executable]
-    if profile:
-        python = [sys.executable, "-m", "cProfile", "-o", f"{profile}.bare-{mode}"]
     process = subprocess.Popen(
         [*python, __file__, "--bare", mode, str(folder / "reply.json"), str(port)],
         env={
@@ -175,6 +187,7 @@ async def bare_bolt(
             "BARE_BOT_TOKEN": slack.bot_token,
             "BARE_APP_TOKEN": slack.app_token,
             "PATH": "/usr/bin:/bin",
+            **{name: os.environ[name] for name in COUNTING_ENV if name in os.environ},
         },
         stdout=subprocess.PIPE,
     )
@@ -201,18 +214,25 @@ def socket_sender(slack: SlackStandIn) -> Send:
 
 
 async def run_http(folder: Path, args: argparse.Namespace) -> tuple[Target, Target]:
+    python = interpreter(args, folder, "http")
     async with (
         SlackStandIn() as slack,
-        skybot(folder, "http", slack, args.profile, args.fixed_answer) as (url, pid),
+        skybot(folder, "http", slack, python, args.fixed_answer) as (url, pid),
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200)) as session,
     ):
         await capture_reply(session, url, folder / "reply.json")
-        async with bare_bolt(folder, "http", slack, args.profile) as (bare_url, bare_pid):
+        bare = interpreter(args, folder, "bare-http")
+        async with bare_bolt(folder, "http", slack, bare) as (bare_url, bare_pid):
             pair = (
                 Target("bare Bolt", http_sender(session, bare_url, TEXT), bare_pid),
                 Target("skybot", http_sender(session, url, TEXT), pid),
             )
-            await interleave(pair, args.stretch, args.rounds)
+            if args.instructions:
+                bolt, bot = [await count_instructions(folder, t.send, t.pid) for t in pair]
+                print(f"`/sky {TEXT}` over HTTP, c=1, instructions per ack (callgrind): "
+                      f"bare Bolt {bolt:,.0f}, skybot {bot:,.0f} ({bot / bolt:.3f}x)")  # fmt: skip
+            else:
+                await interleave(pair, args.stretch, args.rounds)
     return pair
 
 
@@ -238,7 +258,9 @@ async def run_socket(folder: Path, args: argparse.Namespace) -> tuple[Target, Ta
     async with (
         SlackStandIn() as for_skybot,
         SlackStandIn() as for_bolt,
-        skybot(folder, "socket", for_skybot, args.profile, args.fixed_answer) as (_, pid),
+        skybot(
+            folder, "socket", for_skybot, interpreter(args, folder, "socket"), args.fixed_answer
+        ) as (_, pid),
     ):
         await for_skybot.wait_for_socket_connection(timeout=60)
         delivery = await for_skybot.send_slash_command(
@@ -246,7 +268,8 @@ async def run_socket(folder: Path, args: argparse.Namespace) -> tuple[Target, Ta
         )
         assert delivery.payload and "hoffman-lab" in delivery.payload["text"], delivery.payload
         (folder / "reply.json").write_text(json.dumps(delivery.payload))
-        async with bare_bolt(folder, "socket", for_bolt, args.profile) as (_, bare_pid):
+        bare = interpreter(args, folder, "bare-socket")
+        async with bare_bolt(folder, "socket", for_bolt, bare) as (_, bare_pid):
             await for_bolt.wait_for_socket_connection(timeout=60)
             pair = (
                 Target("bare Bolt", socket_sender(for_bolt), bare_pid),
@@ -254,6 +277,28 @@ async def run_socket(folder: Path, args: argparse.Namespace) -> tuple[Target, Ta
             )
             await interleave(pair, args.stretch, args.rounds)
     return pair
+
+
+# For counting: one BLAS thread (numpy's spin-waiting ones count as work), fixed str hashes.
+COUNTING_ENV = ("OPENBLAS_NUM_THREADS", "PYTHONHASHSEED")
+COUNTED_ACKS = 300
+
+
+async def count_instructions(folder: Path, send: Send, pid: int) -> float:
+    """Instructions the server (under callgrind) spends per ack over COUNTED_ACKS acks, c=1."""
+    for _ in range(COUNTED_ACKS):  # warm: Bolt's first authorize, caches, the kept answer
+        await send()
+    control = shutil.which("callgrind_control") or "callgrind_control"
+    subprocess.run([control, "--instr=on", str(pid)], check=True, capture_output=True)
+    for _ in range(COUNTED_ACKS):
+        await send()
+    subprocess.run([control, "--instr=off", str(pid)], check=True, capture_output=True)
+    subprocess.run([control, "--dump", str(pid)], check=True, capture_output=True)
+    dumps = list(folder.glob(f"callgrind.*.{pid}.1"))
+    while not dumps or "totals:" not in dumps[0].read_text():
+        await asyncio.sleep(0.5)
+        dumps = list(folder.glob(f"callgrind.*.{pid}.1"))
+    return int(dumps[0].read_text().split("totals:")[1].split()[0]) / COUNTED_ACKS
 
 
 def print_table(transport: str, pair: tuple[Target, Target]) -> list[float]:
@@ -283,6 +328,8 @@ async def run(args: argparse.Namespace) -> int:
             results["HTTP"] = await run_http(folder, args)
         if "socket" in args.transport:
             results["Socket Mode"] = await run_socket(folder, args)
+    if args.instructions:
+        return 0
     print(
         f"\n`/sky {TEXT}` acks, 10,000-job snapshot; skybot run and a bare Bolt app taking "
         f"turns in {args.stretch:g} s stretches, {args.rounds} each per row"
@@ -338,8 +385,16 @@ def main() -> int:
         help="skybot answers every command with its first answer (benchmarks/"
         "skybot_fixed_answer.py): its cost per ack apart from working out the answer",
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="instructions per ack of each server over HTTP (valgrind's callgrind), no latencies",
+    )
     parser.add_argument("--bare", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.instructions:
+        args.transport = ["http"]
+        os.environ.update(OPENBLAS_NUM_THREADS="1", PYTHONHASHSEED="0")
     if args.bare:
         mode, reply_file, port = args.bare
         asyncio.run(serve_bare(mode, reply_file, int(port)))

@@ -80,6 +80,14 @@ class IdentityDirectory:
         identities = await self._writer.run(load_identities)
         self._stored = {(i.team_id, i.user_id): i for i in identities}
 
+    def cluster_user(self, team_id: str, user_id: str) -> str | None:
+        """lookup()'s cluster user, without making an Identity: asked on every command."""
+        admin = self._admin.get((team_id, user_id))
+        if admin is not None:
+            return admin
+        stored = self._stored.get((team_id, user_id))
+        return stored.cluster_user if stored is not None else None
+
     def lookup(self, team_id: str, user_id: str) -> Identity | None:
         admin = self._admin.get((team_id, user_id))
         if admin is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 # The block builders are core's (notices use them too); re-exported as the commands' kit.
 from core.blocks import MAX_SECTION_CHARS as MAX_SECTION_CHARS
@@ -12,6 +12,7 @@ from core.blocks import context as context
 from core.blocks import header as header
 from core.blocks import section as section
 from core.slack_text import clip_markdown
+from core.view import ClusterView
 
 MAX_BLOCKS = 50
 # Slack truncates a message's fallback text beyond this; keep well inside it.
@@ -25,6 +26,9 @@ class Reply:
     text: str
     blocks: list[Block] = field(default_factory=list)
     in_channel: bool = False
+    # The answer less its freshness lines, for the router to stamp again at another `now`
+    # (handlers/commands/common.py `answer()`); not part of what the reply says.
+    fresh: Restamp | None = field(default=None, compare=False, repr=False)
 
     def for_slack(self) -> dict[str, Any]:
         """Keyword arguments for Bolt's ack()/respond()."""
@@ -38,6 +42,13 @@ class Reply:
 
 
 truncate = clip_markdown
+
+
+class Restamp(Protocol):
+    """An answer less what depends on when it is asked ("as of 12 s ago", a source gone
+    stale): `at(view, now)` is the whole answer at `now` over the view it came from."""
+
+    def at(self, view: ClusterView, now: float, in_channel: bool = False) -> Reply: ...
 
 
 def lines_to_sections(lines: list[str]) -> list[Block]:

@@ -1,4 +1,5 @@
-"""One `/sky` invocation as every handler sees it, and the seam that queues its charts.
+"""One `/sky` invocation as every handler sees it, the error that refuses bad input, and the
+seam that queues its charts.
 
 Below both the router and the services it hands to actions, so neither imports the other
 for these types.
@@ -11,6 +12,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from core.chart_specs import ChartSpec
+
+
+class UsageError(Exception):
+    """Bad input: the message is shown to the user as it is."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,30 +13,27 @@ command must not raise UsageError once it has started the runner, but answer nor
 
 from __future__ import annotations
 
-import asyncio
 import difflib
 import functools
 import logging
 import math
-import re
-import shlex
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 
 from core.chart_specs import ChartSpec
 from core.slack_text import literal
 from core.view import ClusterView
 from handlers.clusters import ClusterDesks, UnknownCluster, actions_refusal
+from handlers.command_words import split_words
+from handlers.deadline import ACK_DEADLINE_SECONDS, LateReply, within
+from handlers.kept_answers import kept_answer, kept_reply
 from handlers.reply import MAX_BLOCKS, Reply, context, simple
 from handlers.request import ChartQueue
 from handlers.request import CommandRequest as CommandRequest
+from handlers.request import UsageError as UsageError
 from handlers.services import Services
 
 log = logging.getLogger(__name__)
-
-
-class UsageError(Exception):
-    """Bad input: the message is shown to the user as it is."""
 
 
 CommandFunction = Callable[[CommandRequest, ClusterView], Reply]
@@ -44,13 +41,9 @@ CommandFunction = Callable[[CommandRequest, ClusterView], Reply]
 ActionFunction = Callable[[CommandRequest, Services], Awaitable[Reply]]
 # Commands with a chart say which (`--chart`); the outbox draws and uploads it later.
 ChartFunction = Callable[[CommandRequest, ClusterView], list[ChartSpec]]
-# Delivers an answer that missed the ack (response_url or DM).
-LateReply = Callable[[Reply], Awaitable[None]]
-
-# Slack drops an ack after 3 s; this leaves room for the network and Bolt.
-ACK_DEADLINE_SECONDS = 2.5
-# Answers still being worked on after their ack; kept so the tasks are not collected.
-_LATE: set[asyncio.Task[None]] = set()
+# What about the asker a kept answer depends on, given the command's words and the asker's
+# cluster account (Command.same_for).
+SameFor = Callable[[tuple[str, ...], str | None], Hashable]
 
 
 @dataclass(frozen=True)
@@ -72,14 +65,35 @@ class Command:
     # About one cluster's data or jobs (chosen by `--cluster` or a lab); False for what is the
     # same on every cluster (help, links, DM settings): the default cluster's, not named.
     about_cluster: bool = True
+    # Only for a read-only command whose answer, less the freshness lines `answer()` stamps
+    # on it, depends on nothing but the snapshot, its words and the asker's cluster account:
+    # `same_for(args, cluster_user)` says what of the asker's it depends on (None: nothing).
+    # Its answer is then worked out once per snapshot and kept; each ack only stamps it.
+    same_for: SameFor | None = None
 
 
 class CommandTable:
     def __init__(self) -> None:
         self._commands: dict[str, Command] = {}
+        # Texts read before: the same few commands are typed over and over.
+        self._read: dict[str, Routed | str] = {}
 
     def add(self, command: Command) -> None:
         self._commands[command.name] = command
+        self._read.clear()
+
+    def read(self, text: str) -> Routed | str:
+        """The command `text` names and the words it gives it, or what to answer bad input:
+        worked out once per text (it depends on nothing else), bounded in count and length
+        so that whatever anyone types cannot grow it."""
+        routed = self._read.get(text)
+        if routed is None:
+            routed = _read(self, text)
+            if len(text) <= MAX_TEXT_KEPT:
+                if len(self._read) >= MAX_TEXTS_KEPT:
+                    self._read.clear()
+                self._read[text] = routed
+        return routed
 
     def get(self, name: str) -> Command | None:
         return self._commands.get(name)
@@ -96,81 +110,38 @@ class CommandTable:
         return close[0] if close else None
 
 
+# CommandTable.read keeps this many texts, each at most this long.
+MAX_TEXTS_KEPT = 1024
+MAX_TEXT_KEPT = 200
+
+
 @dataclass(frozen=True)
-class Words:
-    """The command text split into words, less the flags every command understands."""
+class Routed:
+    """A command's text as read: the command it names, and the request's fields it sets."""
 
-    words: list[str]
-    # `--here`: answer in the channel for everyone, not only to the asker.
+    command: Command
+    args: tuple[str, ...]
     here: bool
-    # `--chart`: also post the answer's chart.
     chart: bool
-    # `--cluster NAME`: the cluster the command is about (None: chosen by its words).
-    cluster: str | None = None
+    # `--cluster NAME`'s name, or None.
+    cluster: str | None
 
 
-# Text without quotes or backslashes splits as shlex would split it, on shlex's whitespace:
-# the common case skips shlex's character-by-character lexer, a third of a command's routing.
-_NOTHING_QUOTED = re.compile(r"[^'\"\\]*")
-_SHELL_SPACE = re.compile(r"[ \t\r\n]+")
-
-
-def split_words(text: str) -> Words:
-    if _NOTHING_QUOTED.fullmatch(text):
-        words = [word for word in _SHELL_SPACE.split(text) if word]
-    else:
-        try:
-            words = shlex.split(text)
-        except ValueError as error:
-            message = f"I could not read that command ({error}). Check your quotes."
-            raise UsageError(message) from None
-    cluster, words = _cluster_flag(words)
-    return Words(
-        [w for w in words if w not in ("--here", "--chart")],
-        "--here" in words,
-        "--chart" in words,
-        cluster,
-    )
-
-
-def _cluster_flag(words: list[str]) -> tuple[str | None, list[str]]:
-    """`--cluster NAME` or `--cluster=NAME` anywhere, taken out of the words."""
-    for i, word in enumerate(words):
-        if word.startswith("--cluster="):
-            return word.partition("=")[2] or _no_cluster_name(), words[:i] + words[i + 1 :]
-        if word == "--cluster":
-            if i + 1 == len(words):
-                _no_cluster_name()
-            return words[i + 1], words[:i] + words[i + 2 :]
-    return None, words
-
-
-def _no_cluster_name() -> str:
-    raise UsageError("`--cluster` needs a cluster's name: `--cluster NAME`.")
-
-
-def _route(table: CommandTable, request: CommandRequest) -> tuple[Command, CommandRequest] | Reply:
-    """The command `request.text` asks for and the request split into its words, or the
-    reply to bad input."""
+def _read(table: CommandTable, text: str) -> Routed | str:
+    """The command `text` asks for and its words, or the answer to bad input."""
     try:
-        split = split_words(request.text)
+        split = split_words(text)
     except UsageError as error:
-        return simple(str(error))
+        return str(error)
     words = split.words
     name = words[0].lower() if words else "help"
     command = table.get(name)
     if command is None:
         hint = table.suggest(name)
         maybe = f" Did you mean `/sky {hint}`?" if hint else ""
-        return simple(f"{literal(name, 40)} is not a skybot command.{maybe} Try `/sky help`.")
-    # As dataclasses.replace, without its walk over the fields on every ack.
-    parsed = {
-        "args": tuple(words[1:]),
-        "here": split.here and not command.private,
-        "chart": split.chart,
-        "cluster": split.cluster or "",
-    }
-    return command, CommandRequest(**(request.__dict__ | parsed))
+        return f"{literal(name, 40)} is not a skybot command.{maybe} Try `/sky help`."
+    here = split.here and not command.private
+    return Routed(command, tuple(words[1:]), here, split.chart, split.cluster)
 
 
 async def dispatch(
@@ -194,26 +165,35 @@ async def dispatch(
     With `desks`, the request's cluster is chosen among them (handlers/clusters.py), and
     `view` and `services` are that cluster's; where there are several the answer names it.
     """
-    routed = _route(table, request)
-    if isinstance(routed, Reply):
-        return routed
-    command, request = routed
+    routed = table.read(request.text)
+    if isinstance(routed, str):
+        return simple(routed)
+    command = routed.command
+    # No clusters to choose from (the console, tests): the request is about its only one.
+    cluster = ""
     if desks is not None:
-        chosen = _on_cluster(desks, request, services, command.about_cluster)
+        chosen = _on_cluster(desks, routed, services)
         if isinstance(chosen, Reply):
             return chosen
-        request, view, services = chosen
+        cluster, view, services = chosen
         if command.starts_runner and services is not None:
-            cluster = services.config.default_cluster
-            if not cluster.acts_through_runner:  # said now, not after a queue or a DM
-                return simple(actions_refusal(cluster))
-        if request.cluster:
-            note = f"On cluster {literal(request.cluster)}."
-            late = _noted(late, note) if late is not None else None
-            named = _answer(table, command, request, view, services, late, deadline)
-            return _with_note(await named, note)
-    elif request.cluster:  # no clusters to choose from (the console, tests): its only one
-        request = CommandRequest(**(request.__dict__ | {"cluster": ""}))
+            default = services.config.default_cluster
+            if not default.acts_through_runner:  # said now, not after a queue or a DM
+                return simple(actions_refusal(default))
+    note = f"On cluster {literal(cluster)}." if cluster else ""
+    same_for = command.same_for
+    if same_for is not None and not routed.chart:  # read-only: kept, stamped per ack
+        key = _kept_key(command, same_for, routed.args, request.cluster_user)
+        kept = kept_reply(view, key, request.now, routed.here)
+        if kept is not None:
+            return _with_note(kept, note) if note else kept
+    # As dataclasses.replace, without its walk over the fields on every ack.
+    parsed = {"args": routed.args, "here": routed.here, "chart": routed.chart, "cluster": cluster}
+    request = CommandRequest(**(request.__dict__ | parsed))
+    if note:
+        late = _noted(late, note) if late is not None else None
+        named = _answer(table, command, request, view, services, late, deadline)
+        return _with_note(await named, note)
     return await _answer(table, command, request, view, services, late, deadline)
 
 
@@ -227,18 +207,18 @@ def _noted(late: LateReply, note: str) -> LateReply:
 
 
 def _on_cluster(
-    desks: ClusterDesks, request: CommandRequest, services: Services | None, about: bool
-) -> tuple[CommandRequest, ClusterView, Services | None] | Reply:
-    """The request, view and services of the cluster the request is about (`about`: whether
-    it is about one; if not, the default's, unnamed)."""
+    desks: ClusterDesks, routed: Routed, services: Services | None
+) -> tuple[str, ClusterView, Services | None] | Reply:
+    """The name (where skybot serves several), view and services of the cluster the command
+    is about; one not about a cluster gets the default's, unnamed."""
+    about = routed.command.about_cluster
     try:
-        desk = desks.chosen(request.cluster or None, request.args) if about else desks.default
+        desk = desks.chosen(routed.cluster, routed.args) if about else desks.default
     except UnknownCluster as error:
         return simple(str(error))
     named = desk.name if desks.several and about else ""
-    request = CommandRequest(**(request.__dict__ | {"cluster": named}))
     # Without services (the console) only read-only commands answer, on any cluster.
-    return request, desk.view(), (desk.services or services) if services is not None else None
+    return named, desk.view(), (desk.services or services) if services is not None else None
 
 
 async def _answer(
@@ -292,26 +272,6 @@ async def _act(
     return Reply(reply.text, reply.blocks, in_channel=request.here)
 
 
-async def within(work: Awaitable[Reply], deadline: float, late: LateReply, what: str) -> Reply:
-    """The answer if it is ready within `deadline` s, else "working on `what`" and `late` later."""
-    task = asyncio.ensure_future(work)
-    done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline))
-    if task in done:
-        return task.result()
-
-    async def deliver() -> None:
-        reply = await task
-        try:
-            await late(reply)
-        except Exception:
-            log.exception("could not deliver the late answer to %s", what)
-
-    follow_up = asyncio.create_task(deliver())
-    _LATE.add(follow_up)
-    follow_up.add_done_callback(_LATE.discard)
-    return simple(f"⏳ Working on {what}; the answer will follow here in a moment.")
-
-
 def _slow_down(table: CommandTable, wait: float) -> str:
     names = ", ".join(f"`/sky {c.name}`" for c in table.all() if c.starts_runner)
     return (
@@ -324,7 +284,16 @@ def _answer_from_view(command: Command, request: CommandRequest, view: ClusterVi
     run = command.run
     if run is None:
         return simple(f"`/sky {command.name}` works in Slack, not here.")
-    return _guarded(request, lambda: run(request, view))
+    if command.same_for is None:
+        return _guarded(request, lambda: run(request, view))
+    key = _kept_key(command, command.same_for, request.args, request.cluster_user)
+    return kept_answer(key, request, view, lambda: _guarded(request, lambda: run(request, view)))
+
+
+def _kept_key(
+    command: Command, same_for: SameFor, args: tuple[str, ...], asker: str | None
+) -> Hashable:
+    return command.name, args, same_for(args, asker)
 
 
 async def _answer_with_charts(
@@ -358,7 +327,7 @@ def _guarded(request: CommandRequest, answer: Callable[[], Reply]) -> Reply:
         reply = answer()
     except Exception as error:
         return _failure(request, error)
-    return Reply(reply.text, reply.blocks, in_channel=request.here)
+    return Reply(reply.text, reply.blocks, request.here, reply.fresh)
 
 
 def _failure(request: CommandRequest, error: Exception) -> Reply:

@@ -12,28 +12,24 @@ metrics, not logged at INFO: a line per command costs about as much as the answe
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_bolt.async_app import AsyncApp, AsyncRespond
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from handlers.click_answers import answer_later
 from handlers.clusters import ClusterDesks, single_desk
 from handlers.commands import command_table
+from handlers.deadline import ACK_DEADLINE_SECONDS, LateReply, within
 from handlers.reply import Reply, simple
 from handlers.request import CommandRequest
-from handlers.router import (
-    ACK_DEADLINE_SECONDS,
-    CommandTable,
-    LateReply,
-    UsageError,
-    dispatch,
-    within,
-)
+from handlers.router import CommandTable, UsageError, dispatch
 from handlers.services import Services
 from handlers.slack_input import decode_command_text
 from store.reader import SnapshotCache
@@ -56,17 +52,19 @@ def register_listeners(
     commands = table or command_table(services.config.template)
     clusters = desks or single_desk(services.config, cache.current, services)
 
+    # One argument, as the smallest Bolt listener takes: Bolt matches each of the arguments
+    # it offers against the listener's names on every call.
     @app.command("/sky")
-    async def sky(
-        ack: AsyncAck, respond: AsyncRespond, client: AsyncWebClient, command: dict[str, Any]
-    ) -> None:
+    async def sky(request: AsyncBoltRequest) -> None:
         started = time.perf_counter()
+        command, context = request.body, request.context
+        ack, respond, client = context.ack, context.respond, context.client
         asked = request_of(command, services)
         if isinstance(asked, Reply):
             await ack(**asked.for_slack())
             return
         name = _metric_name(commands, asked.text)
-        late = _late_answer(command, respond, client, services, f"{name!r} from {asked.user_id}")
+        late = _late_answer(command, respond, client, services, name)
         reply = await _answer(commands, asked, clusters, services, late, started)
         await ack(**reply.for_slack())
         seconds = time.perf_counter() - started
@@ -88,24 +86,20 @@ def request_of(command: dict[str, Any], services: Services) -> CommandRequest | 
     or the refusal of a mention of someone skybot does not know."""
     team_id = command.get("team_id", "")
     user_id = command.get("user_id", "")
-
-    def cluster_user_of(slack_id: str) -> str | None:
-        identity = services.identity.lookup(team_id, slack_id)
-        return identity.cluster_user if identity is not None else None
-
     text = command.get("text", "")
     # Slack's escapes all start with `<` or `&` (handlers/slack_input.py): most commands have
     # none, and need no decoding.
     if "<" in text or "&" in text:
         try:
-            text = decode_command_text(text, cluster_user_of)
+            mentioned = functools.partial(services.identity.cluster_user, team_id)
+            text = decode_command_text(text, mentioned)
         except UsageError as refusal:
             return simple(str(refusal))
     return CommandRequest(
         team_id=team_id,
         user_id=user_id,
         text=text,
-        cluster_user=cluster_user_of(user_id),
+        cluster_user=services.identity.cluster_user(team_id, user_id),
         channel_id=command.get("channel_id", ""),
     )
 
@@ -150,22 +144,23 @@ async def _answer(
 
 def _late_answer(
     command: dict[str, Any],
-    respond: AsyncRespond,
+    respond: AsyncRespond | None,
     client: AsyncWebClient,
     services: Services,
-    what: str,
+    name: str,
 ) -> LateReply:
-    """Where an answer that missed the ack goes: the response_url, else a DM."""
+    """Where an answer to subcommand `name` that missed the ack goes: the response_url, else
+    a DM. (Made for every command, used by few: nothing is worked out until it is.)"""
     user_id = command.get("user_id", "")
 
     async def late(reply: Reply) -> None:
-        if command.get("response_url"):
+        if command.get("response_url") and respond is not None:  # Bolt's, for that url
             await answer_later(
                 respond,
                 reply.for_slack(),
                 user_id=user_id,
                 dm=services.dm,
-                what=f"the late answer to {what}",
+                what=f"the late answer to {name!r} from {user_id}",
             )
         else:
             await client.chat_postMessage(channel=user_id, text=reply.text, blocks=reply.blocks)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from core.view import ClusterView
+from handlers.deadline import ACK_DEADLINE_SECONDS, LateReply
 from handlers.reply import Reply
 from handlers.request import CommandRequest
-from handlers.router import ACK_DEADLINE_SECONDS, CommandTable, LateReply, dispatch
+from handlers.router import CommandTable, dispatch
 from handlers.services import Services
 
 

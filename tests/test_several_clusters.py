@@ -24,11 +24,12 @@ from handlers.buttons.registry import on_cluster
 from handlers.charts import chart_caption
 from handlers.clicks import Click
 from handlers.clusters import ClusterDesk, ClusterDesks, cluster_scoped, single_desk
+from handlers.command_words import split_words
 from handlers.commands import command_table
 from handlers.home import linked_blocks
 from handlers.reply import Reply
 from handlers.request import CommandRequest
-from handlers.router import UsageError, dispatch, split_words
+from handlers.router import UsageError, dispatch
 from handlers.services import Services
 from tests.factories import job, make_snapshot, make_view, node
 

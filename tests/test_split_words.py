@@ -7,7 +7,8 @@ import shlex
 from hypothesis import given
 from hypothesis import strategies as st
 
-from handlers.router import UsageError, split_words
+from handlers.command_words import split_words
+from handlers.router import UsageError
 
 # shlex's whitespace and quoting, Unicode spaces it does not split on, and shell-ish punctuation.
 TYPED = st.text(alphabet=" \t\r\n\x0b\x0c\u00a0\u2003ab-=.:/@#;|&<>'\"\\", max_size=16)

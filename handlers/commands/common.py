@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from core.cluster_config import LabConfig
 from core.job_notices import job_label as job_label
@@ -22,6 +23,7 @@ from core.notice_text import format_job_gpus as format_job_gpus
 from core.notice_text import plural as plural
 from core.records import Job
 from core.slack_text import literal as literal
+from core.snapshot import SourceStatus
 from core.user_names import cluster_user_name
 from core.view import ClusterView
 from handlers.reply import (
@@ -140,13 +142,20 @@ def freshness_lines(
     that is failing or stale, so nobody acts on old data thinking it is live.
     """
     warnings = [w for name in (source, *also) if (w := _warning(view, now, name))]
-    taken_at = view.snapshot.source(source).taken_at
+    taken_at = _status(view, source).taken_at
     age = ago(taken_at, now) if taken_at is not None else "never"
     return warnings, f"as of {age}"
 
 
+def _status(view: ClusterView, source: str) -> SourceStatus:
+    """view.snapshot.source(source), without making its never-heard-of default every time:
+    read for every source of every ack."""
+    status = view.snapshot.status.get(source)
+    return status if status is not None else SourceStatus(source)
+
+
 def _warning(view: ClusterView, now: float, source: str) -> str | None:
-    status = view.snapshot.source(source)
+    status = _status(view, source)
     if status.taken_at is None:
         return None if source != "caps" else "⚠️ skybot has not read the lab GPU caps yet."
     stale = now - status.taken_at > STALE_AFTER_SECONDS.get(source, 600.0)
@@ -218,16 +227,38 @@ def answer(
     also: Sequence[str] = (),
 ) -> Reply:
     """The standard reply: warnings first, the body, then "as of …" — in text and blocks alike."""
-    warnings, age_line = freshness_lines(view, request.now, source, also)
-    blocks: list[Block] = [section(w) for w in warnings]
-    body = _sections(view, lines)
-    room = MAX_BLOCKS - len(blocks) - 1
-    if len(body) > room:  # cannot happen with bounded lists, but Slack rejects 51 blocks
-        body = [*body[: room - 1], section("… (answer shortened)")]
-    blocks += body
-    blocks.append(context(age_line))
-    text = "\n".join([*warnings, *lines, f"_{age_line}_"])
-    return Reply(text, blocks)
+    body = "\n".join(lines) if lines else None
+    return FreshAnswer(body, _sections(view, lines), source, tuple(also)).at(view, request.now)
+
+
+@dataclass(frozen=True)
+class FreshAnswer:
+    """An `answer()` less its warnings and "as of" line, which depend on when it is asked:
+    the router keeps it for a snapshot and stamps it again for the next ack (Reply.fresh).
+    It holds no view (a view's memo keeps it: a cycle would outlive the snapshot)."""
+
+    # The body's lines joined (None: no lines), and packed into sections.
+    text: str | None
+    sections: list[Block]
+    source: str
+    also: tuple[str, ...]
+
+    def at(self, view: ClusterView, now: float, in_channel: bool = False) -> Reply:
+        warnings, age_line = freshness_lines(view, now, self.source, self.also)
+        if not warnings and len(self.sections) < MAX_BLOCKS:  # every ack while all is well
+            stamp = f"_{age_line}_"
+            text = stamp if self.text is None else f"{self.text}\n{stamp}"
+            return Reply(text, [*self.sections, context(age_line)], in_channel, fresh=self)
+        blocks: list[Block] = [section(w) for w in warnings]
+        body = self.sections
+        room = MAX_BLOCKS - len(blocks) - 1
+        if len(body) > room:  # cannot happen with bounded lists, but Slack rejects 51 blocks
+            body = [*body[: room - 1], section("… (answer shortened)")]
+        blocks += body
+        blocks.append(context(age_line))
+        body_text = [] if self.text is None else [self.text]
+        text = "\n".join([*warnings, *body_text, f"_{age_line}_"])
+        return Reply(text, blocks, in_channel, fresh=self)
 
 
 # ---------------------------------------------------------------- arguments and names

@@ -45,4 +45,5 @@ COMMAND = Command(
     "fill level and free space of each lab storage filesystem, fullest first",
     run,
     f"⚠️ marks filesystems {WARN_PERCENT:.0f}% full or more. Check before writing a lot of data.",
+    same_for=lambda args, asker: None,  # the cluster's, the same for everyone
 )

@@ -82,6 +82,7 @@ COMMAND = Command(
     "idle GPUs by type and node, and the partitions that can use them",
     run,
     "Drained or down nodes are not counted. Give a GPU type (e.g. `a40`) to see only that type.",
+    same_for=lambda args, asker: None,  # the cluster's, the same for everyone
 )
 
 

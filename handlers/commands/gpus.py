@@ -126,4 +126,6 @@ COMMAND = Command(
     "with an AssocGrp*/QOS* reason; overcap GPUs do not count against the cap. `--chart` "
     f"also draws the lab's GPU use against its cap over the last {CHART_DAYS} days.",
     charts=charts,
+    # A named lab's answer is everyone's; without one, it is the asker's own labs'.
+    same_for=lambda args, asker: None if args else asker,
 )

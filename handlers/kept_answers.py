@@ -1,0 +1,50 @@
+"""Answers worked out once per snapshot and stamped per ack (Command.same_for).
+
+`/sky gpus LAB` reads the same for everyone until the next poll, but for its freshness lines
+("as of 12 s ago", a source gone stale or failing): the ack path keeps the rest (the reply's
+`fresh`, from `answer()`) in the view, so it dies with its snapshot, and stamps it again for
+each ack. A command says what about the asker its answer depends on; the key holds that,
+so one asker's answer never reaches another whose answer differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+
+from core.view import ClusterView
+from handlers.reply import Reply, Restamp
+from handlers.request import CommandRequest
+
+# Per snapshot: enough for every lab asked by every asker, bounded so that whatever anyone
+# types cannot grow a view's memo between polls.
+MAX_KEPT_ANSWERS = 512
+# The view's memo they are kept in.
+MEMO = "kept answers"
+
+
+def kept_reply(view: ClusterView, key: Hashable, now: float, in_channel: bool) -> Reply | None:
+    """The answer kept under `key` over this view, stamped at `now`; None if none is."""
+    kept: dict[Hashable, Restamp] = view.memo(MEMO, dict)
+    fresh = kept.get(key)
+    return fresh.at(view, now, in_channel) if fresh is not None else None
+
+
+def kept_answer(
+    key: Hashable, request: CommandRequest, view: ClusterView, answer: Callable[[], Reply]
+) -> Reply:
+    """The answer kept under `key` over this view, stamped at the request's `now`; else
+    `answer()`, kept if stamping it again gives this very answer (not so for a command that
+    adds to `answer()`'s reply, as `jobs` adds its buttons: that is worked out every time)."""
+    kept_already = kept_reply(view, key, request.now, request.here)
+    if kept_already is not None:
+        return kept_already
+    reply = answer()
+    kept: dict[Hashable, Restamp] = view.memo(MEMO, dict)
+    fresh = reply.fresh
+    if (
+        fresh is not None
+        and len(kept) < MAX_KEPT_ANSWERS
+        and fresh.at(view, request.now, request.here) == reply
+    ):
+        kept[key] = fresh
+    return reply
