@@ -360,17 +360,23 @@ async def serve_bare(mode: str, reply_file: str, port: int) -> None:
     async def sky(ack: AsyncAck) -> None:
         await ack(**payload)
 
-    if http:
-        runner = web.AppRunner(app.web_app(path="/slack/events"))
+    runner = web.AppRunner(app.web_app(path="/slack/events")) if http else None
+    socket = None if http else AsyncSocketModeHandler(app, os.environ["BARE_APP_TOKEN"])
+    if runner is not None:
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", port).start()
-    else:
-        await AsyncSocketModeHandler(app, os.environ["BARE_APP_TOKEN"]).connect_async()
+    if socket is not None:
+        await socket.connect_async()
     print("up", flush=True)
     stop = asyncio.Event()
     # SIGTERM ends it normally, so that a profile (--profile) is written.
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await stop.wait()
+    # Closed before the loop is: else aiohttp prints "Unclosed client session" tracebacks.
+    if runner is not None:
+        await runner.cleanup()
+    if socket is not None:
+        await socket.close_async()
 
 
 def main() -> int:
