@@ -33,8 +33,11 @@ LANE_KEY = pytest.StashKey["Lane"]()
 @dataclass
 class LaneResult:
     outcomes: dict[str, list[str]]
+    # From the lane's start until its test collected it: the host's tests may end long after
+    # the lane did. `inner_seconds` is the lane's own pytest run, from its report.
     seconds: float
     log: Path
+    inner_seconds: float | None = None
 
 
 @dataclass
@@ -77,7 +80,9 @@ class Lane:
                 except subprocess.TimeoutExpired:
                     self.process.kill()
                     self.process.wait()
-            return LaneResult(self.outcomes(), time.monotonic() - self.started, self.log)
+            report = _report()
+            inner = _pytest_seconds(report) if report.exists() else None
+            return LaneResult(self.outcomes(), time.monotonic() - self.started, self.log, inner)
         finally:
             self.close()
 
@@ -122,6 +127,14 @@ def _command() -> list[str]:
         # e.g. "-k poller -x" to run part of the lane by hand
         *shlex.split(os.environ.get("SKYBOT_24_11_LANE_ARGS", "")),
     ]
+
+
+def _pytest_seconds(report: Path) -> float | None:
+    """How long the lane's pytest ran, as its JUnit report says."""
+    suite = ET.parse(report).getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    seconds = suite.get("time") if suite is not None else None
+    return float(seconds) if seconds else None
 
 
 def _outcomes(report: Path) -> dict[str, list[str]]:
