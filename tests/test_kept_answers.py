@@ -221,3 +221,43 @@ def test_answer_and_its_stamps_read_as_answer_did(count: int, errors: dict[str, 
     assert first.fresh is not None
     for later in (NOW + 1, NOW + 500, NOW + 90_000):
         assert first.fresh.at(view, later) == as_answer_was(view, later, lines, ("caps",))
+
+
+def test_acks_in_the_same_second_share_one_stamped_reply() -> None:
+    table, view = command_table(), cluster()
+    ask(table, view, "gpus hoffman-lab", now=NOW + 3.2)  # worked out and kept
+    first = ask(table, view, "gpus hoffman-lab", now=NOW + 3.5)
+    again = ask(table, view, "gpus hoffman-lab", now=NOW + 3.9)
+    later = ask(table, view, "gpus hoffman-lab", now=NOW + 4.2)
+    assert again is first
+    assert later is not first and later.text != first.text
+    assert later == ask(fresh_table(), view, "gpus hoffman-lab", now=NOW + 4.2)
+
+
+def _caps_read_long_before(seconds: float) -> ClusterView:
+    """The cluster with Slurm read at TAKEN_AT and the caps `seconds` before it."""
+    view = cluster()
+    status = dict(view.snapshot.status)
+    status["caps"] = replace(status["caps"], taken_at=TAKEN_AT - seconds)
+    return make_view(replace(view.snapshot, status=status))
+
+
+@pytest.mark.parametrize(
+    ("view", "stale_at"),
+    [(cluster(), 120.0), (_caps_read_long_before(1750.0), 50.0)],
+    ids=["slurm", "caps"],
+)
+def test_a_source_turning_stale_within_a_second_is_warned_at_once(
+    view: ClusterView, stale_at: float
+) -> None:
+    """The age words change once a second, a stale source's warning at any instant: a reply
+    stamped at 120.0 s must not be handed out at 120.4 s (same words, now stale)."""
+    table = command_table()
+    warned = []
+    for text in KEPT:
+        for tenth in range(-15, 16):
+            now = TAKEN_AT + stale_at + tenth / 10
+            kept_now = ask(table, view, text, now=now)
+            assert kept_now == ask(fresh_table(), view, text, now=now), (text, now)
+            warned.append("⚠️" in kept_now.text)
+    assert any(warned) and not all(warned)  # the walk crosses the threshold

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from core.cluster_config import LabConfig
 from core.job_notices import job_label as job_label
@@ -26,6 +26,7 @@ from core.slack_text import literal as literal
 from core.snapshot import SourceStatus
 from core.user_names import cluster_user_name
 from core.view import ClusterView
+from handlers.commands.stamps import Stamp, age_key, quiet_until
 from handlers.reply import (
     MAX_BLOCKS,
     Block,
@@ -242,13 +243,25 @@ class FreshAnswer:
     sections: list[Block]
     source: str
     also: tuple[str, ...]
+    # The last reply stamped while all was well (none, or one): acks in the same second share it.
+    _last: list[Stamp] = field(default_factory=list, compare=False, repr=False)
 
     def at(self, view: ClusterView, now: float, in_channel: bool = False) -> Reply:
+        age = age_key(_status(view, self.source).taken_at, now)
+        for last in self._last:
+            if last.holds(view.snapshot, in_channel, now, age):
+                return last.reply
         warnings, age_line = freshness_lines(view, now, self.source, self.also)
         if not warnings and len(self.sections) < MAX_BLOCKS:  # every ack while all is well
             stamp = f"_{age_line}_"
             text = stamp if self.text is None else f"{self.text}\n{stamp}"
-            return Reply(text, [*self.sections, context(age_line)], in_channel, fresh=self)
+            reply = Reply(text, [*self.sections, context(age_line)], in_channel, fresh=self)
+            quiet = quiet_until(
+                (_status(view, name).taken_at, STALE_AFTER_SECONDS.get(name, 600.0))
+                for name in (self.source, *self.also)
+            )
+            self._last[:] = [Stamp(view.snapshot, in_channel, quiet, age, reply)]
+            return reply
         blocks: list[Block] = [section(w) for w in warnings]
         body = self.sections
         room = MAX_BLOCKS - len(blocks) - 1
