@@ -243,14 +243,15 @@ class FreshAnswer:
     sections: list[Block]
     source: str
     also: tuple[str, ...]
-    # The last reply stamped while all was well (none, or one): acks in the same second share it.
+    # The last stamp while all was well (none, or one): acks in the same second share its
+    # text and blocks. It holds no Reply: a Reply holds this answer (fresh), a cycle.
     _last: list[Stamp] = field(default_factory=list, compare=False, repr=False)
 
     def at(self, view: ClusterView, now: float, in_channel: bool = False) -> Reply:
         age = age_key(_status(view, self.source).taken_at, now)
         for last in self._last:
             if last.holds(view.snapshot, in_channel, now, age):
-                return last.reply
+                return Reply(last.text, last.blocks, in_channel, fresh=self)
         warnings, age_line = freshness_lines(view, now, self.source, self.also)
         if not warnings and len(self.sections) < MAX_BLOCKS:  # every ack while all is well
             stamp = f"_{age_line}_"
@@ -260,7 +261,7 @@ class FreshAnswer:
                 (_status(view, name).taken_at, STALE_AFTER_SECONDS.get(name, 600.0))
                 for name in (self.source, *self.also)
             )
-            self._last[:] = [Stamp(view.snapshot, in_channel, quiet, age, reply)]
+            self._last[:] = [Stamp(view.snapshot, in_channel, quiet, age, text, reply.blocks)]
             return reply
         blocks: list[Block] = [section(w) for w in warnings]
         body = self.sections

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from handlers.reply import Reply
+from handlers.reply import Block
 
 
 def age_key(taken_at: float | None, now: float) -> object:
@@ -28,15 +28,17 @@ def quiet_until(sources: Iterable[tuple[float | None, float]]) -> float:
 
 @dataclass(frozen=True)
 class Stamp:
-    """A warning-free reply and what it holds for. It keeps the snapshot, not the view: the
-    view's memo keeps the answer, and a cycle would outlive the snapshot."""
+    """A warning-free reply's text and blocks and what they hold for. It keeps the snapshot,
+    not the view, and no Reply: the view's memo keeps the answer, and a Reply refers to its
+    answer, so either would make a cycle that outlives the snapshot."""
 
     snapshot: object
     in_channel: bool
     # When the first of the answer's sources turns stale: a warning appears then.
     quiet_until: float
     age: object
-    reply: Reply
+    text: str
+    blocks: list[Block]
 
     def holds(self, snapshot: object, in_channel: bool, now: float, age: object) -> bool:
         return (
