@@ -12,6 +12,7 @@ from store.writer import StoreWriter
 from tests.cluster import scancel_everything, slurm_answers
 from tests.empty_database import empty_database
 from tests.lane_2411 import LANE_KEY, LANE_TEST, Lane
+from tests.unit_lane import UNIT_LANE_KEY, UNIT_LANE_TEST, UnitLane
 
 # Seconds a cluster test may take (setup to teardown) before pytest-timeout fails it: jobs
 # queue, run and reach accounting in real time. Unit tests get the ini's `timeout`.
@@ -24,6 +25,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("cluster") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(CLUSTER_TIMEOUT))
+    start_the_unit_lane(config, items)
     start_the_24_11_lane(config, items)
 
 
@@ -60,6 +62,34 @@ def refuse_cluster_tests_in_parallel(items: Sequence[pytest.Item], worker: str |
         raise pytest.UsageError(PARALLEL_CLUSTER_TESTS)
 
 
+def start_the_unit_lane(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a run of cluster and unit tests alike, hand the unit tests to a background pytest
+    (tests/unit_lane.py) and collect its test after the host's cluster tests.
+
+    Only for a run selected by paths alone: with -k or -m the unit tests run here, as the
+    expression says, and the lane's test is dropped."""
+    lane_tests = [item for item in items if item.nodeid.startswith(UNIT_LANE_TEST)]
+    if not lane_tests:
+        return
+    units = [item for item in items if not item.get_closest_marker("cluster")]
+    others = [item for item in items if item not in lane_tests and item not in units]
+    beside = (
+        units
+        and others
+        and not config.option.collectonly
+        and not config.option.markexpr
+        and not config.option.keyword
+        and "SKYBOT_TESTCLUSTER" not in os.environ
+        and "PYTEST_XDIST_WORKER" not in os.environ
+    )
+    config.hook.pytest_deselected(items=units if beside else lane_tests)
+    if not beside:
+        items[:] = [item for item in items if item not in lane_tests]
+        return
+    items[:] = others + lane_tests
+    config.stash[UNIT_LANE_KEY] = UnitLane.start(config.args, config.invocation_params.dir)
+
+
 def start_the_24_11_lane(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Start the Slurm 24.11 lane now, beside the host's tests, and collect its test last.
 
@@ -78,9 +108,11 @@ def start_the_24_11_lane(config: pytest.Config, items: list[pytest.Item]) -> Non
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    lane = config.stash.get(LANE_KEY, None)
-    if lane is not None:
-        lane.close()  # a session that ended before the lane's test: no lane outlives it
+    # A session that ended before a lane's test: no lane outlives it.
+    for key in (LANE_KEY, UNIT_LANE_KEY):
+        lane = config.stash.get(key, None)
+        if lane is not None:
+            lane.close()
 
 
 @pytest.fixture

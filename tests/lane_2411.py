@@ -81,14 +81,14 @@ class Lane:
                     self.process.kill()
                     self.process.wait()
             report = _report()
-            inner = _pytest_seconds(report) if report.exists() else None
+            inner = junit_seconds(report) if report.exists() else None
             return LaneResult(self.outcomes(), time.monotonic() - self.started, self.log, inner)
         finally:
             self.close()
 
     def outcomes(self) -> dict[str, list[str]]:
         report = _report()
-        return _outcomes(report) if report.exists() else {}
+        return junit_outcomes(report) if report.exists() else {}
 
     def close(self) -> None:
         """End the lane if it still runs (a session stopped early), and release the lock."""
@@ -129,7 +129,7 @@ def _command() -> list[str]:
     ]
 
 
-def _pytest_seconds(report: Path) -> float | None:
+def junit_seconds(report: Path) -> float | None:
     """How long the lane's pytest ran, as its JUnit report says."""
     suite = ET.parse(report).getroot()
     suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
@@ -137,7 +137,7 @@ def _pytest_seconds(report: Path) -> float | None:
     return float(seconds) if seconds else None
 
 
-def _outcomes(report: Path) -> dict[str, list[str]]:
+def junit_outcomes(report: Path) -> dict[str, list[str]]:
     """Test ids by outcome (passed, failed, error, xfailed, skipped) from pytest's JUnit XML."""
     outcomes: dict[str, list[str]] = {
         "passed": [], "failed": [], "error": [], "xfailed": [], "skipped": []
