@@ -9,6 +9,7 @@ import pytest
 from _pytest.mark.expression import Expression
 
 from store.writer import StoreWriter
+from tests import wheels
 from tests.cluster import scancel_everything, slurm_answers
 from tests.empty_database import empty_database
 from tests.lane_2411 import LANE_KEY, LANE_TEST, Lane
@@ -27,6 +28,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.timeout(CLUSTER_TIMEOUT))
     start_the_unit_lane(config, items)
     start_the_24_11_lane(config, items)
+    if not config.option.collectonly and "SKYBOT_TESTCLUSTER" not in os.environ:
+        wheels.start_for(items)
 
 
 # Cluster tests cancel every test user's jobs and restart shared daemons: two at once break
@@ -113,6 +116,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         lane = config.stash.get(key, None)
         if lane is not None:
             lane.close()
+    wheels.clean_up()
 
 
 @pytest.fixture

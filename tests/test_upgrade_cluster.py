@@ -10,19 +10,17 @@ kept the old code (issue 28, item 2).
 from __future__ import annotations
 
 import asyncio
-import io
 import os
-import shutil
 import sqlite3
-import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
 
+from tests import wheels
 from tests.bot_process import SLACK_IDS, linked_users, start_bot
 from tests.cluster import sbatch, wait_for
 from tests.slack_standin import SlackStandIn
+from tests.wheels import run
 
 pytestmark = [
     pytest.mark.cluster,
@@ -33,8 +31,6 @@ pytestmark = [
     ),
 ]
 
-REPO = Path(__file__).resolve().parent.parent
-SYSTEM_PYTHON = "/usr/bin/python3"
 QUEUED_DMS = 3
 
 # What the previous release writes into its own database, through its own store functions.
@@ -56,51 +52,6 @@ print(submission.tag)
 """
 
 
-def run(argv: list[str], cwd: Path, timeout: float = 900) -> str:
-    result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    assert result.returncode == 0, f"{argv}:\n{result.stdout}\n{result.stderr}"
-    return result.stdout
-
-
-def previous_release() -> str:
-    """The last commit whose builds all said 0.1.0: the parent of the one that made the
-    version come from git."""
-    first = run(
-        ["git", "log", "--format=%H", "--reverse", "-S", "versioningit", "--", "pyproject.toml"],
-        REPO,
-    ).split()
-    assert first, "this clone's history does not reach the versioningit change (a shallow clone?)"
-    return f"{first[0]}^"
-
-
-def build_wheel(source: Path, dist: Path) -> Path:
-    run(["python3", "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), "."], source)
-    (wheel,) = dist.glob("skybot-*.whl")
-    return wheel
-
-
-def old_wheel(base: Path) -> Path:
-    """The previous release, from git's own copy of it (no checkout of this tree touched)."""
-    archive = subprocess.run(
-        ["git", "archive", "--format=tar", previous_release()],
-        cwd=REPO, capture_output=True, timeout=120, check=True,
-    ).stdout  # fmt: skip
-    source = base / "old-source"
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(source, filter="data")
-    return build_wheel(source, base / "old-dist")
-
-
-def new_wheel(base: Path) -> Path:
-    source = base / "new-source"
-    shutil.copytree(
-        REPO, source,
-        ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", ".*cache",
-                                      "_version.py"),
-    )  # fmt: skip
-    return build_wheel(source, base / "new-dist")
-
-
 def write_config(directory: Path) -> Path:
     config = directory / "skybot.toml"
     config.write_text(
@@ -120,10 +71,10 @@ def version_of(skybot: Path) -> str:
 async def test_a_plain_pip_upgrade_runs_the_new_code_and_loses_or_repeats_nothing(
     tmp_path: Path, clean_queue: None
 ) -> None:
-    venv = tmp_path / "venv"
-    run([SYSTEM_PYTHON, "-m", "venv", str(venv)], tmp_path)
+    # A fresh venv with the previous release installed (tests/wheels.py: made in the
+    # background since the session began).
+    venv = wheels.previous_release_venv()
     pip, skybot, python = (str(venv / "bin" / n) for n in ("pip", "skybot", "python3"))
-    run([pip, "install", "--quiet", str(old_wheel(tmp_path))], tmp_path)
     old_version = version_of(Path(skybot))
     assert old_version == "0.1.0"
 
@@ -135,7 +86,7 @@ async def test_a_plain_pip_upgrade_runs_the_new_code_and_loses_or_repeats_nothin
     job = sbatch("alice", "--hold", f"--comment=skybot:{tag}", "-p", "hoffman-lab",
                  "-A", "hoffman-lab", "--chdir=/tmp", "--wrap", "true")  # fmt: skip
 
-    run([pip, "install", "--quiet", "--upgrade", str(new_wheel(tmp_path))], tmp_path)
+    run([pip, "install", "--quiet", "--upgrade", str(wheels.checkout_wheel())], tmp_path)
     new_version = version_of(Path(skybot))
     assert new_version != old_version, "pip kept the old code"
     new_schema = int(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 import zipfile
 from collections.abc import Iterator
@@ -21,9 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from tests import wheels
 from tests.bot_process import start_bot
 from tests.cluster import sbatch, squeue_state, wait_until
 from tests.slack_standin import SlackStandIn
+from tests.wheels import REPO, run
 
 pytestmark = [
     pytest.mark.cluster,
@@ -37,13 +38,6 @@ pytestmark = [
     ),
 ]
 
-REPO = Path(__file__).resolve().parent.parent
-SYSTEM_PYTHON = "/usr/bin/python3"
-# The checkout minus what is never part of a build. Git stays: the version comes from it.
-NOT_SOURCE = shutil.ignore_patterns(
-    "build", "dist", "*.egg-info", "__pycache__", ".*cache", ".benchmarks", ".venv", "_version.py"
-)
-
 
 @dataclass(frozen=True)
 class Installed:
@@ -53,29 +47,14 @@ class Installed:
     environment: dict[str, str]
 
 
-def run(argv: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
-    )
-    assert result.returncode == 0, f"{argv}:\n{result.stdout}\n{result.stderr}"
-    return result
-
-
 @pytest.fixture(scope="session")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
-    """The wheel built from this checkout, installed with its dependencies from the index."""
-    base = tmp_path_factory.mktemp("wheel-install")
-    source = base / "source"
-    shutil.copytree(REPO, source, ignore=NOT_SOURCE)
-    run(["python3", "-m", "pip", "wheel", "--no-deps", "-w", str(base / "dist"), "."], source)
-    (wheel,) = (base / "dist").glob("skybot-*.whl")
-    venv = base / "venv"
-    run([SYSTEM_PYTHON, "-m", "venv", str(venv)], base)
-    run([str(venv / "bin" / "pip"), "install", "--quiet", str(wheel)], base)
-    outside = base / "work"
-    outside.mkdir()
+    """The wheel built from this checkout, installed with its dependencies from the index
+    (tests/wheels.py: started in the background when the session began)."""
+    venv = wheels.checkout_venv()
+    outside = tmp_path_factory.mktemp("wheel-install")
     environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    yield Installed(venv / "bin" / "skybot", wheel, outside, environment)
+    yield Installed(venv / "bin" / "skybot", wheels.checkout_wheel(), outside, environment)
 
 
 @pytest.fixture
@@ -239,13 +218,13 @@ def test_doctor_names_a_distribution_that_overwrote_a_skybot_file(
         "print(format_check(check_installed_files()))"
     )
     try:
-        result = run([str(installed.skybot.parent / "python3"), "-c", check], installed.outside)
+        output = run([str(installed.skybot.parent / "python3"), "-c", check], installed.outside)
     finally:
         run([pip, "uninstall", "--quiet", "--yes", "dummy-core"], tmp_path)
         run([pip, "install", "--quiet", "--no-deps", "--force-reinstall", str(installed.wheel)],
             tmp_path)  # fmt: skip
-    assert result.stdout.startswith(
+    assert output.startswith(
         "✘ files: 1 file(s) differ from the wheel: core/__init__.py, and other distributions "
         "install into skybot's packages: dummy-core (core/__init__.py) — fix: Install skybot "
         "into a venv of its own"
-    ), result.stdout
+    ), output
