@@ -20,11 +20,12 @@ far less than the latencies do.
     python3 benchmarks/ack_vs_bolt.py --fixed-answer   # skybot less working out answers
     python3 benchmarks/ack_vs_bolt.py --profile PREFIX   # both servers under cProfile:
         PREFIX.http, PREFIX.socket (skybot), PREFIX.bare-http, PREFIX.bare-socket
-    python3 benchmarks/ack_vs_bolt.py --instructions   # instructions per ack, HTTP, c=1
+    python3 benchmarks/ack_vs_bolt.py --instructions   # instructions per ack, c=1
 
 --instructions runs each server under valgrind's callgrind, counting only while it answers
-300 acks (after 300 not counted): the one figure here that the host's load does not move
-(the others moved by up to 2x from run to run on this shared machine).
+300 acks (after 300 not counted), over HTTP and Socket Mode (--transport picks), less what it
+counts idle for as long again: the one figure here that the host's load does not move (the
+others moved by up to 2x from run to run on this shared machine).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
@@ -161,7 +162,7 @@ async def skybot(
     http, metrics = free_port(), free_port()
     config = config_file(folder, mode, folder / "bin", http, metrics)
     command = [*python, "-m", "bot.cli"]
-    if fixed_answer and python == [sys.executable]:
+    if fixed_answer:  # under cProfile or callgrind too: either runs a script as it is
         command = [*python, str(REPO / "benchmarks" / "skybot_fixed_answer.py")]
     log = (folder / f"skybot-{mode}.log").open("wb")
     process = start_bot(config, slack, command, cwd=REPO, log=log, signing_secret=SECRET)
@@ -227,13 +228,23 @@ async def run_http(folder: Path, args: argparse.Namespace) -> tuple[Target, Targ
                 Target("bare Bolt", http_sender(session, bare_url, TEXT), bare_pid),
                 Target("skybot", http_sender(session, url, TEXT), pid),
             )
-            if args.instructions:
-                bolt, bot = [await count_instructions(folder, t.send, t.pid) for t in pair]
-                print(f"`/sky {TEXT}` over HTTP, c=1, instructions per ack (callgrind): "
-                      f"bare Bolt {bolt:,.0f}, skybot {bot:,.0f} ({bot / bolt:.3f}x)")  # fmt: skip
-            else:
-                await interleave(pair, args.stretch, args.rounds)
+            await measure(folder, "HTTP", pair, args)
     return pair
+
+
+async def measure(
+    folder: Path, transport: str, pair: tuple[Target, Target], args: argparse.Namespace
+) -> None:
+    """Instructions per ack of each (--instructions), or the interleaved latency stretches."""
+    if not args.instructions:
+        await interleave(pair, args.stretch, args.rounds)
+        return
+    (bolt, bolt_idle), (bot, bot_idle) = [
+        await count_instructions(folder, t.send, t.pid) for t in pair
+    ]
+    print(f"`/sky {TEXT}` over {transport}, c=1, instructions per ack (callgrind, less idle): "
+          f"bare Bolt {bolt:,.0f}, skybot {bot:,.0f} ({bot / bolt:.3f}x); idle per s under "
+          f"callgrind {bolt_idle:,.0f} / {bot_idle:,.0f}", flush=True)  # fmt: skip
 
 
 async def capture_reply(session: aiohttp.ClientSession, url: str, path: Path) -> None:
@@ -262,7 +273,7 @@ async def run_socket(folder: Path, args: argparse.Namespace) -> tuple[Target, Ta
             folder, "socket", for_skybot, interpreter(args, folder, "socket"), args.fixed_answer
         ) as (_, pid),
     ):
-        await for_skybot.wait_for_socket_connection(timeout=60)
+        await for_skybot.wait_for_socket_connection(timeout=300)
         delivery = await for_skybot.send_slash_command(
             command="/sky", text=TEXT, user_id=USER, team_id=TEAM, timeout=30
         )
@@ -270,12 +281,12 @@ async def run_socket(folder: Path, args: argparse.Namespace) -> tuple[Target, Ta
         (folder / "reply.json").write_text(json.dumps(delivery.payload))
         bare = interpreter(args, folder, "bare-socket")
         async with bare_bolt(folder, "socket", for_bolt, bare) as (_, bare_pid):
-            await for_bolt.wait_for_socket_connection(timeout=60)
+            await for_bolt.wait_for_socket_connection(timeout=300)
             pair = (
                 Target("bare Bolt", socket_sender(for_bolt), bare_pid),
                 Target("skybot", socket_sender(for_skybot), pid),
             )
-            await interleave(pair, args.stretch, args.rounds)
+            await measure(folder, "Socket Mode", pair, args)
     return pair
 
 
@@ -284,21 +295,45 @@ COUNTING_ENV = ("OPENBLAS_NUM_THREADS", "PYTHONHASHSEED")
 COUNTED_ACKS = 300
 
 
-async def count_instructions(folder: Path, send: Send, pid: int) -> float:
-    """Instructions the server (under callgrind) spends per ack over COUNTED_ACKS acks, c=1."""
+async def count_instructions(folder: Path, send: Send, pid: int) -> tuple[float, float]:
+    """Instructions the server (under callgrind) spends per ack over COUNTED_ACKS acks, c=1:
+    (counted while acking less counted idle for as long again, per ack; idle per second).
+
+    What runs by the clock (skybot's 1 s heartbeat, watchers and link check, Socket Mode
+    pings) would otherwise count per ack as often as callgrind's 50-fold slowdown lets it
+    run: about 30,000 instructions per skybot ack, varying with the host's load, against
+    a share of one in a thousand at full speed."""
     for _ in range(COUNTED_ACKS):  # warm: Bolt's first authorize, caches, the kept answer
         await send()
+    started = time.monotonic()
+    with counting(pid):
+        for _ in range(COUNTED_ACKS):
+            await send()
+    elapsed = time.monotonic() - started
+    with counting(pid):
+        await asyncio.sleep(elapsed)
+    acks, idle = [await dumped_total(folder, pid, part) for part in (1, 2)]
+    return (acks - idle) / COUNTED_ACKS, idle / elapsed
+
+
+@contextlib.contextmanager
+def counting(pid: int) -> Iterator[None]:
+    """callgrind counting in process `pid` while inside; its counts dumped at the end."""
     control = shutil.which("callgrind_control") or "callgrind_control"
     subprocess.run([control, "--instr=on", str(pid)], check=True, capture_output=True)
-    for _ in range(COUNTED_ACKS):
-        await send()
+    yield
     subprocess.run([control, "--instr=off", str(pid)], check=True, capture_output=True)
     subprocess.run([control, "--dump", str(pid)], check=True, capture_output=True)
-    dumps = list(folder.glob(f"callgrind.*.{pid}.1"))
-    while not dumps or "totals:" not in dumps[0].read_text():
+
+
+async def dumped_total(folder: Path, pid: int, part: int) -> int:
+    dump = next(folder.glob(f"callgrind.*.{pid}"), folder).with_suffix(f".{pid}.{part}")
+    while not dump.exists() or "totals:" not in dump.read_text():
         await asyncio.sleep(0.5)
-        dumps = list(folder.glob(f"callgrind.*.{pid}.1"))
-    return int(dumps[0].read_text().split("totals:")[1].split()[0]) / COUNTED_ACKS
+        dump = next(folder.glob(f"callgrind.*.{pid}.{part}"), dump)
+    if keep := os.environ.get("ACK_VS_BOLT_KEEP"):  # for callgrind_annotate
+        shutil.copy(dump, keep)
+    return int(dump.read_text().split("totals:")[1].split()[0])
 
 
 def print_table(transport: str, pair: tuple[Target, Target]) -> list[float]:
@@ -394,12 +429,11 @@ def main() -> int:
     parser.add_argument(
         "--instructions",
         action="store_true",
-        help="instructions per ack of each server over HTTP (valgrind's callgrind), no latencies",
+        help="instructions per ack of each server (valgrind's callgrind), no latencies",
     )
     parser.add_argument("--bare", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.instructions:
-        args.transport = ["http"]
         os.environ.update(OPENBLAS_NUM_THREADS="1", PYTHONHASHSEED="0")
     if args.bare:
         mode, reply_file, port = args.bare

@@ -54,6 +54,13 @@ def build_app(
         request_verification_enabled=http,
         # Answer in the ack itself: the listener runs inline instead of being polled for.
         process_before_response=True,
+        # Bolt runs each of its built-in middleware on every request (issue 32). Slack sends
+        # ssl_check and url_verification only to a Request URL, so over Socket Mode those
+        # two never match; and skybot defines no workflow functions, whose token the last
+        # one attaches.
+        ssl_check_enabled=http,
+        url_verification_enabled=http,
+        attaching_function_token_enabled=False,
     )
     slash.register_listeners(app, cache, services, observe=observe_command, desks=desks)
     home.register_listeners(app, cache, services, desks)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import sqlite_utils
@@ -162,8 +162,11 @@ class Metrics:
     def observe_poll(self, source: str, seconds: float) -> None:
         self.poll_seconds.labels(source).observe(seconds)
 
-    def observe_command(self, command: str, seconds: float) -> None:
-        self.commands.observe(command, seconds)
+    @property
+    def observe_command(self) -> Callable[[str, float], None]:
+        """observe(command, seconds) for each answered command: the figures' own, handed to
+        the listener once, so an ack makes one call here rather than two."""
+        return self.commands.observe
 
     def observe_send(self, result: str) -> None:
         self.sends.labels(result).inc()

@@ -48,6 +48,11 @@ sdk_log.addFilter(_OneLineRetries())
 
 
 def socket_mode_handler(app: AsyncApp, app_token: str) -> AsyncSocketModeHandler:
+    # Bolt's Socket Mode adapter asks `logger.level <= DEBUG`, not isEnabledFor(DEBUG), before
+    # timing each ack for a debug line: a logger left at NOTSET (0) passes, so every ack made
+    # that line for nothing (about 1,500 instructions, issue 32). Pinned to what it inherits
+    # now, after the log set-up: DEBUG under --verbose, so the line is still there then.
+    sdk_log.setLevel(sdk_log.getEffectiveLevel())
     return AsyncSocketModeHandler(app, app_token, logger=sdk_log, ping_interval=PING_SECONDS)
 
 

@@ -82,10 +82,11 @@ class IdentityDirectory:
 
     def cluster_user(self, team_id: str, user_id: str) -> str | None:
         """lookup()'s cluster user, without making an Identity: asked on every command."""
-        admin = self._admin.get((team_id, user_id))
+        key = (team_id, user_id)
+        admin = self._admin.get(key)
         if admin is not None:
             return admin
-        stored = self._stored.get((team_id, user_id))
+        stored = self._stored.get(key)
         return stored.cluster_user if stored is not None else None
 
     def lookup(self, team_id: str, user_id: str) -> Identity | None:

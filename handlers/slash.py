@@ -19,17 +19,16 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from slack_bolt.async_app import AsyncApp, AsyncRespond
+from slack_bolt.async_app import AsyncApp, AsyncBoltContext
 from slack_bolt.request.async_request import AsyncBoltRequest
-from slack_sdk.web.async_client import AsyncWebClient
 
 from handlers.click_answers import answer_later
 from handlers.clusters import ClusterDesks, single_desk
 from handlers.commands import command_table
 from handlers.deadline import ACK_DEADLINE_SECONDS, LateReply, within
 from handlers.reply import Reply, simple
-from handlers.request import CommandRequest
-from handlers.router import CommandTable, UsageError, dispatch
+from handlers.request import CommandRequest, incoming_request
+from handlers.router import MAX_TEXT_KEPT, MAX_TEXTS_KEPT, CommandTable, UsageError, dispatch
 from handlers.services import Services
 from handlers.slack_input import decode_command_text
 from store.reader import SnapshotCache
@@ -52,21 +51,31 @@ def register_listeners(
     commands = table or command_table(services.config.template)
     clusters = desks or single_desk(services.config, cache.current, services)
 
+    # Per text (as the router's reading of it): the subcommand the metrics count it under.
+    names: dict[str, str] = {}
+
     # One argument, as the smallest Bolt listener takes: Bolt matches each of the arguments
     # it offers against the listener's names on every call.
     @app.command("/sky")
     async def sky(request: AsyncBoltRequest) -> None:
         started = time.perf_counter()
         command, context = request.body, request.context
-        ack, respond, client = context.ack, context.respond, context.client
         asked = request_of(command, services)
         if isinstance(asked, Reply):
-            await ack(**asked.for_slack())
+            await context.ack(**asked.for_slack())
             return
-        name = _metric_name(commands, asked.text)
-        late = _late_answer(command, respond, client, services, name)
-        reply = await _answer(commands, asked, clusters, services, late, started)
-        await ack(**reply.for_slack())
+        name = names.get(asked.text) or _remember(names, asked.text, commands)
+        late = _late_answer(command, context, services, name)
+        if asked.cluster_user is not None:  # known from memory: only the command may await
+            # One budget from receipt, as for one resolved first (_resolve_then_answer).
+            budget = ACK_DEADLINE_SECONDS - (time.perf_counter() - started)
+            view = clusters.default.view()
+            reply = await dispatch(
+                commands, asked, view, services, late=late, deadline=budget, desks=clusters
+            )
+        else:
+            reply = await _resolve_then_answer(commands, asked, clusters, services, late, started)
+        await context.ack(**reply.for_slack())
         seconds = time.perf_counter() - started
         if observe is not None:
             observe(name, seconds)
@@ -95,16 +104,11 @@ def request_of(command: dict[str, Any], services: Services) -> CommandRequest | 
             text = decode_command_text(text, mentioned)
         except UsageError as refusal:
             return simple(str(refusal))
-    return CommandRequest(
-        team_id=team_id,
-        user_id=user_id,
-        text=text,
-        cluster_user=services.identity.cluster_user(team_id, user_id),
-        channel_id=command.get("channel_id", ""),
-    )
+    cluster_user = services.identity.cluster_user(team_id, user_id)
+    return incoming_request(team_id, user_id, text, cluster_user, command.get("channel_id", ""))
 
 
-async def _answer(
+async def _resolve_then_answer(
     commands: CommandTable,
     request: CommandRequest,
     desks: ClusterDesks,
@@ -112,19 +116,10 @@ async def _answer(
     late: LateReply,
     started: float,
 ) -> Reply:
-    # One budget from receipt: resolving who asked (users.info with the SDK's retries, a
-    # database write) counts against Slack's 3 s as much as the answer does.
+    """The answer to someone memory does not know: resolving who asked (users.info with the
+    SDK's retries, a database write) counts against Slack's 3 s as much as the answer does,
+    so both run under one budget from receipt."""
     budget = ACK_DEADLINE_SECONDS - (time.perf_counter() - started)
-    if request.cluster_user is not None:  # known from memory: only the command may await
-        return await dispatch(
-            commands,
-            request,
-            desks.default.view(),
-            services,
-            late=late,
-            deadline=budget,
-            desks=desks,
-        )
 
     async def resolve_then_answer() -> Reply:
         try:
@@ -143,18 +138,16 @@ async def _answer(
 
 
 def _late_answer(
-    command: dict[str, Any],
-    respond: AsyncRespond | None,
-    client: AsyncWebClient,
-    services: Services,
-    name: str,
+    command: dict[str, Any], context: AsyncBoltContext, services: Services, name: str
 ) -> LateReply:
     """Where an answer to subcommand `name` that missed the ack goes: the response_url, else
-    a DM. (Made for every command, used by few: nothing is worked out until it is.)"""
+    a DM. (Made for every command, used by few: nothing is worked out until it is, not even
+    Bolt's respond and client.)"""
     user_id = command.get("user_id", "")
 
     async def late(reply: Reply) -> None:
-        if command.get("response_url") and respond is not None:  # Bolt's, for that url
+        respond = context.respond  # Bolt's, for the command's response_url
+        if command.get("response_url") and respond is not None:
             await answer_later(
                 respond,
                 reply.for_slack(),
@@ -163,9 +156,22 @@ def _late_answer(
                 what=f"the late answer to {name!r} from {user_id}",
             )
         else:
-            await client.chat_postMessage(channel=user_id, text=reply.text, blocks=reply.blocks)
+            await context.client.chat_postMessage(
+                channel=user_id, text=reply.text, blocks=reply.blocks
+            )
 
     return late
+
+
+def _remember(names: dict[str, str], text: str, commands: CommandTable) -> str:
+    """The subcommand `text` is counted under, kept for the next ack of the same text,
+    bounded as the router's reading of texts is (whatever anyone types cannot grow it)."""
+    name = _metric_name(commands, text)
+    if len(text) <= MAX_TEXT_KEPT:
+        if len(names) >= MAX_TEXTS_KEPT:
+            names.clear()
+        names[text] = name
+    return name
 
 
 def _metric_name(commands: CommandTable, text: str) -> str:
