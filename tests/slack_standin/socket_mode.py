@@ -92,9 +92,14 @@ class SocketModeHub:
             hello_message(app_id=self.app_id, num_connections=len(self.open_connections) + 1)
         )
         self.connections.append(conn)  # only now may envelopes go out, after hello
-        async for msg in ws:
-            if msg.type == WSMsgType.TEXT:
-                self._on_text(conn, msg.data)
+        try:
+            async for msg in ws:
+                if msg.type == WSMsgType.TEXT:
+                    self._on_text(conn, msg.data)
+        except ConnectionResetError:
+            # A ping that arrived as the stand-in shut down: its pong has nowhere to go. Slack
+            # would drop the connection too; a traceback here said nothing about the client.
+            pass
         return ws
 
     def _on_text(self, conn: SocketConnection, data: str) -> None:
