@@ -13,7 +13,7 @@ from tests import wheels
 from tests.cluster import scancel_everything, slurm_answers
 from tests.empty_database import empty_database
 from tests.lane_2411 import LANE_KEY, LANE_TEST, Lane
-from tests.unit_lane import UNIT_LANE_KEY, UNIT_LANE_TEST, UnitLane
+from tests.unit_lane import UNIT_LANE_KEY, UNIT_LANE_TEST, start_unit_lane
 
 # Seconds a cluster test may take (setup to teardown) before pytest-timeout fails it: jobs
 # queue, run and reach accounting in real time. Unit tests get the ini's `timeout`.
@@ -90,7 +90,7 @@ def start_the_unit_lane(config: pytest.Config, items: list[pytest.Item]) -> None
         items[:] = [item for item in items if item not in lane_tests]
         return
     items[:] = others + lane_tests
-    config.stash[UNIT_LANE_KEY] = UnitLane.start(config.args, config.invocation_params.dir)
+    config.stash[UNIT_LANE_KEY] = start_unit_lane(config.args, config.invocation_params.dir)
 
 
 def start_the_24_11_lane(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -112,10 +112,12 @@ def start_the_24_11_lane(config: pytest.Config, items: list[pytest.Item]) -> Non
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     # A session that ended before a lane's test: no lane outlives it.
-    for key in (LANE_KEY, UNIT_LANE_KEY):
-        lane = config.stash.get(key, None)
-        if lane is not None:
-            lane.close()
+    lane = config.stash.get(LANE_KEY, None)
+    if lane is not None:
+        lane.close()
+    unit_lane = config.stash.get(UNIT_LANE_KEY, None)
+    if unit_lane is not None:
+        unit_lane.close()
     wheels.clean_up()
 
 

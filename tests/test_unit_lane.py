@@ -19,13 +19,13 @@ def test_unit_tests_pass_beside_the_cluster_tests(
 ) -> None:
     lane = request.config.stash.get(UNIT_LANE_KEY, None)
     assert lane is not None, "conftest.py collects this test only with the lane started"
-    result = lane.wait()
+    result = lane.wait(UNIT_LANE_TIMEOUT)
     if not result.outcomes:
         summary = failure_summary(result.log)
         pytest.fail(f"the unit lane left no report; see {result.log}:\n{summary}")
     counts = ", ".join(f"{len(ids)} {kind}" for kind, ids in result.outcomes.items() if ids)
     with capsys.disabled():
-        ran = f" in {result.seconds:.0f} s" if result.seconds is not None else ""
+        ran = f" in {result.inner_seconds:.0f} s" if result.inner_seconds is not None else ""
         print(f"\nunit tests, beside the cluster tests: {counts}{ran} (log: {result.log})")
     failures = result.outcomes["failed"] + result.outcomes["error"]
     assert not failures, (
