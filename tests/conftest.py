@@ -10,6 +10,7 @@ from _pytest.mark.expression import Expression
 
 from store.writer import StoreWriter
 from tests import wheels
+from tests.bytecode_cache import cache_bytecode_outside_the_tree
 from tests.cluster import scancel_everything, slurm_answers
 from tests.empty_database import empty_database
 from tests.lane_2411 import LANE_KEY, LANE_TEST, Lane
@@ -39,6 +40,7 @@ PARALLEL_CLUSTER_TESTS = 'tests marked cluster never run in parallel: with -n, a
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    cache_bytecode_outside_the_tree()  # before xdist starts its workers with this environment
     workers = config.getoption("numprocesses", None)
     in_a_worker = "PYTEST_XDIST_WORKER" in os.environ  # the controller decided already
     if not in_a_worker and parallel_run_may_select_cluster_tests(workers, config.option.markexpr):
