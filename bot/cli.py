@@ -71,11 +71,14 @@ def _run(config: Config) -> int:
     it is logged at priority crit, with its traceback, and exits 1."""
     secrets = Secrets.from_environment()
     secrets.require_for(config.slack.mode)
-    from bot.service import run_bot
-    from bot.startup import StartupError
+    from bot.startup import StartupError, claimed
 
     try:
-        asyncio.run(run_bot(config, secrets))
+        with claimed(config) as claim:
+            # Slack's, aiohttp's and the scheduler's libraries load only once nothing refuses.
+            from bot.service import run_claimed
+
+            asyncio.run(run_claimed(config, secrets, claim))
     except StartupError as error:
         print_refusal(str(error))
         return error.exit_code

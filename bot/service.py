@@ -1,10 +1,11 @@
 """`skybot run`: pollers, store and Slack transport in one asyncio process (as slack-machine).
 
-Start-up order matters to an admin: signals are handled from the first moment; the database's
-instance lock and every listening port are secured before anything starts, so a second
-instance or a taken port is one line and an exit code (bot/startup.py); Slack is connected in
-the background, so an unreachable Slack delays nothing and stops nothing. Shutdown is bounded:
-SIGTERM ends the process within seconds in any state.
+Start-up order matters to an admin: the database's instance lock, every listening port and
+the database are claimed before anything starts, so a second instance, a taken port or an
+unusable database is one line and an exit code (bot/startup.py); signals are handled from the
+moment the event loop runs (before it, SIGTERM ends a process that has started nothing);
+Slack is connected in the background, so an unreachable Slack delays nothing and stops
+nothing. Shutdown is bounded: SIGTERM ends the process within seconds in any state.
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ from bot.app import (
     web_client,
 )
 from bot.cluster_wing import ClusterWing, bind_actions, build_wing, runner_call
-from bot.config import Config, Secrets, database_path
+from bot.config import Config, Secrets
 from bot.health import Heartbeat, ServiceStatus
 from bot.metrics import Metrics, metrics_app
 from bot.polling import poll_hooks
 from bot.slack_link import SocketModeLink, socket_mode_handler
-from bot.startup import InstanceLock, bind_listener, open_store
+from bot.startup import Claim, claimed
 from bot.systemd_notify import notify, watchdog_enabled
 from core.rate_limit import RateLimiter
 from handlers.charts import ChartRequests
@@ -101,8 +102,7 @@ def every_lab(config: Config) -> Config:
     return config if len(config.clusters) == 1 else msgspec.structs.replace(config, labs=labs)
 
 
-async def build_runtime(config: Config, secrets: Secrets) -> Runtime:
-    writer = open_store(database_path(config))
+async def build_runtime(config: Config, secrets: Secrets, writer: StoreWriter) -> Runtime:
     # Rows from before clusters had names are today's cluster's: named before anything reads.
     await writer.run(adopt_unnamed_rows, config.default_cluster.name)
     client = web_client(secrets)
@@ -195,23 +195,30 @@ def _feed_watchdog(config: Config, schedule: PollSchedule) -> Callable[[], None]
 
 
 async def run_bot(config: Config, secrets: Secrets, stop: asyncio.Event | None = None) -> None:
-    """Run until `stop` is set (or SIGTERM/SIGINT arrives).
+    """Claim (bot/startup.py), then run until `stop` is set (or SIGTERM/SIGINT arrives).
 
-    Raises StartupError (bot/startup.py), before starting anything, if another instance holds
-    the database or a port cannot be bound.
+    Raises StartupError, before starting anything, if another instance holds the database, a
+    port cannot be bound or the database cannot be used.
     """
+    with claimed(config) as claim:
+        await run_claimed(config, secrets, claim, stop)
+
+
+async def run_claimed(
+    config: Config, secrets: Secrets, claim: Claim, stop: asyncio.Event | None = None
+) -> None:
+    """Run on what start-up claimed until `stop` is set (or SIGTERM/SIGINT arrives)."""
     stop = stop or asyncio.Event()
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
-    with _stop_on_signals(stop), _instance_lock(config), _listeners(config) as sockets:
+    with _stop_on_signals(stop):
         if stop.is_set():
             return
-        runtime = await build_runtime(config, secrets)
+        runtime = await build_runtime(config, secrets, claim.writer)
         try:
-            await _serve(config, runtime, sockets, stop)
+            await _serve(config, runtime, claim.sockets, stop)
         finally:
             for wing in runtime.wings:
                 wing.cache.close()
-            runtime.writer.close()
 
 
 async def _serve(
@@ -314,31 +321,3 @@ def _stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)
-
-
-@contextlib.contextmanager
-def _instance_lock(config: Config) -> Iterator[None]:
-    path = database_path(config)
-    if str(path) == ":memory:":
-        yield
-        return
-    with InstanceLock(path):
-        yield
-
-
-@contextlib.contextmanager
-def _listeners(config: Config) -> Iterator[dict[str, socket.socket]]:
-    """Every port the bot listens on, bound now: a taken one stops start-up before anything
-    has started."""
-    sockets: dict[str, socket.socket] = {}
-    try:
-        if config.metrics.port:
-            sockets["metrics"] = bind_listener(config.metrics.host, config.metrics.port, "metrics")
-        if config.slack.mode == "http":
-            sockets["http"] = bind_listener(
-                config.slack.http_host, config.slack.http_port, "Slack events (HTTP mode)"
-            )
-        yield sockets
-    finally:
-        for sock in sockets.values():
-            sock.close()

@@ -1,8 +1,11 @@
-"""What `skybot run` secures before it starts anything: the database's instance lock, the
-database itself and its listening ports. A second instance, a database it cannot use or a
-taken port is then one clear line and an exit code, never a half-started bot that polls
-Slurm without Slack, or two bots sending every DM twice. The codes that a restart cannot fix
-are in the unit's RestartPreventExitStatus= (bot/install_files/skybot.service).
+"""What `skybot run` secures before it starts anything: the database's instance lock, its
+listening ports and the database itself (`claimed`). A second instance, a database it cannot
+use or a taken port is then one clear line and an exit code, never a half-started bot that
+polls Slurm without Slack, or two bots sending every DM twice. The codes that a restart cannot
+fix are in the unit's RestartPreventExitStatus= (bot/install_files/skybot.service).
+
+This module needs only the store: `skybot run` claims before it imports Slack's, aiohttp's and
+the scheduler's libraries, so a refusal costs a third of a second, not a whole start.
 """
 
 from __future__ import annotations
@@ -15,10 +18,13 @@ import pwd
 import socket
 import sqlite3
 import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from bot import __version__
+from bot.config import Config, database_path
 from store.db import SchemaTooNewError
 from store.writer import StoreWriter
 
@@ -50,6 +56,52 @@ class SchemaTooNew(StartupError):
 
 class DatabaseUnusable(StartupError):
     exit_code = EXIT_DATABASE_UNUSABLE
+
+
+@dataclass
+class Claim:
+    """What start-up secured, held until the run ends."""
+
+    writer: StoreWriter
+    # Bound and listening, by purpose ("metrics", "http"); served once the bot starts.
+    sockets: dict[str, socket.socket]
+
+
+@contextlib.contextmanager
+def claimed(config: Config) -> Iterator[Claim]:
+    """The instance lock, then every port, then the database, each refused as StartupError;
+    all released on the way out, the store closed last."""
+    with _instance_lock(database_path(config)), _listeners(config) as sockets:
+        writer = open_store(database_path(config))
+        try:
+            yield Claim(writer, sockets)
+        finally:
+            writer.close()
+
+
+@contextlib.contextmanager
+def _instance_lock(path: Path) -> Iterator[None]:
+    if str(path) == ":memory:":
+        yield
+        return
+    with InstanceLock(path):
+        yield
+
+
+@contextlib.contextmanager
+def _listeners(config: Config) -> Iterator[dict[str, socket.socket]]:
+    sockets: dict[str, socket.socket] = {}
+    try:
+        if config.metrics.port:
+            sockets["metrics"] = bind_listener(config.metrics.host, config.metrics.port, "metrics")
+        if config.slack.mode == "http":
+            sockets["http"] = bind_listener(
+                config.slack.http_host, config.slack.http_port, "Slack events (HTTP mode)"
+            )
+        yield sockets
+    finally:
+        for sock in sockets.values():
+            sock.close()
 
 
 def open_store(database: Path | str) -> StoreWriter:
