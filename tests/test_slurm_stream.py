@@ -39,13 +39,21 @@ def fixture(version: str) -> dict[str, Any]:
     return document
 
 
+# The same document as Slurm pretty-prints it, compact, and with odd whitespace.
+LAYOUTS: dict[str, dict[str, Any]] = {
+    "pretty": {"indent": 2},
+    "compact": {"separators": (",", ":")},
+    "spaced": {"indent": "\t", "separators": (" , ", " : ")},
+}
+
+
+def laid_out(document: dict[str, Any], layout: str) -> bytes:
+    # One layout at a time: an indented dump runs json's pure-Python encoder.
+    return json.dumps(document, **LAYOUTS[layout]).encode()
+
+
 def layouts(document: dict[str, Any]) -> dict[str, bytes]:
-    """The same document as Slurm pretty-prints it, compact, and with odd whitespace."""
-    return {
-        "pretty": json.dumps(document, indent=2).encode(),
-        "compact": json.dumps(document, separators=(",", ":")).encode(),
-        "spaced": json.dumps(document, indent="\t", separators=(" , ", " : ")).encode(),
-    }
+    return {layout: laid_out(document, layout) for layout in LAYOUTS}
 
 
 def streamed(raw: bytes, slice_bytes: int) -> ParseResult[Any]:
@@ -69,7 +77,7 @@ def assert_same(raw: bytes, slice_bytes: int) -> None:
 def test_every_version_and_layout_parses_as_the_whole_document(
     version: str, layout: str, slice_bytes: int
 ) -> None:
-    assert_same(layouts(fixture(version))[layout], slice_bytes)
+    assert_same(laid_out(fixture(version), layout), slice_bytes)
 
 
 @pytest.mark.parametrize(
@@ -94,7 +102,7 @@ def test_sacct_in_slices_parses_as_the_whole_document(
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_records_really_come_in_slices(version: str) -> None:
     """Not one piece holding everything (which a silent fall-back would also parse right)."""
-    raw = layouts(fixture(version))["pretty"]
+    raw = laid_out(fixture(version), "pretty")
     pieces = list(record_slices(io.BytesIO(raw).read, slice_bytes=4096))
     records = [len(piece["jobs"]) for piece in pieces]
     assert len(pieces) > 2
@@ -132,7 +140,7 @@ _NAMES = st.lists(st.one_of(_TRICKS, st.text(max_size=30)), min_size=1, max_size
 def test_no_job_name_moves_a_record_boundary(
     names: list[str], layout: str, slice_bytes: int
 ) -> None:
-    assert_same(layouts(with_names(names))[layout], slice_bytes)
+    assert_same(laid_out(with_names(names), layout), slice_bytes)
 
 
 def test_a_list_of_objects_inside_a_record_that_looks_like_records_is_not_split(
@@ -155,7 +163,7 @@ def test_a_list_of_objects_inside_a_record_that_looks_like_records_is_not_split(
 
 
 def test_bytes_that_are_not_utf8_are_replaced_and_reported_per_job() -> None:
-    raw = layouts(with_names(["ok", "PLACEHOLDER", "fine"]))["compact"]
+    raw = laid_out(with_names(["ok", "PLACEHOLDER", "fine"]), "compact")
     raw = raw.replace(b"PLACEHOLDER", b"bad\xff\xfename")
     by_slices = streamed(raw, 2000)
     assert [job.name for job in by_slices.records] == ["ok", "bad\ufffd\ufffdname", "fine"]
@@ -184,8 +192,8 @@ def test_an_empty_queue_and_a_controller_outage_are_read_as_documents() -> None:
         # A key named "jobs" inside meta, before the document's own list.
         b'{"meta": {"jobs": [{"a": 1}, {"a": 2}]}, "jobs": [{"a": 3}], "errors": []}',
         # Cut off after two records (squeue killed mid-output).
-        layouts(fixture("v0.0.42"))["pretty"][:5000],
-        layouts(fixture("v0.0.42"))["compact"][:-10],
+        laid_out(fixture("v0.0.42"), "pretty")[:5000],
+        laid_out(fixture("v0.0.42"), "compact")[:-10],
         # A record list that holds something other than objects.
         b'{"jobs": [1, 2, 3], "errors": []}',
     ],
@@ -206,13 +214,13 @@ def test_the_poll_worker_reads_what_it_cannot_stream_whole(tmp_path: Path) -> No
     assert any("not an object" in warning for warning in parsed.warnings)
 
     cut = tmp_path / "cut.json"
-    cut.write_bytes(layouts(fixture("v0.0.42"))["pretty"][:5000])
+    cut.write_bytes(laid_out(fixture("v0.0.42"), "pretty")[:5000])
     with pytest.raises(SlurmCommandError, match="not JSON"):
         _squeue_jobs(cut)
 
     down = tmp_path / "down.json"
     document = fixture("v0.0.42")
     document["errors"] = [{"description": "Unable to contact slurm controller"}]
-    down.write_bytes(layouts(document)["pretty"])
+    down.write_bytes(laid_out(document, "pretty"))
     with pytest.raises(SlurmCommandError, match="Unable to contact slurm controller"):
         _squeue_jobs(down)
