@@ -13,9 +13,9 @@ from typing import TypeAlias
 
 from bot import __version__
 from bot.config import DEFAULT_CONFIG_PATH, Config, ConfigError, Secrets, load_config
+from bot.exit_codes import EXIT_CONFIG
 from bot.install import DEFAULT_PYTHON, SHIPPED, TARGETS
 from bot.logs import configure_logging, print_refusal
-from bot.startup import EXIT_CONFIG
 
 log = logging.getLogger("skybot")
 

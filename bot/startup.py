@@ -25,15 +25,14 @@ from types import TracebackType
 
 from bot import __version__
 from bot.config import Config, database_path
+from bot.exit_codes import (
+    EXIT_ALREADY_RUNNING,
+    EXIT_DATABASE_UNUSABLE,
+    EXIT_PORT_UNAVAILABLE,
+    EXIT_SCHEMA_TOO_NEW,
+)
 from store.db import SchemaTooNewError
 from store.writer import StoreWriter
-
-# Exit codes of `skybot run` besides 0 (stopped by a signal); README.md, "Operations".
-EXIT_PORT_UNAVAILABLE = 1
-EXIT_CONFIG = 2
-EXIT_ALREADY_RUNNING = 3
-EXIT_SCHEMA_TOO_NEW = 4
-EXIT_DATABASE_UNUSABLE = 5
 
 
 class StartupError(Exception):

@@ -17,7 +17,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bot.startup import EXIT_ALREADY_RUNNING, EXIT_PORT_UNAVAILABLE
+from bot.exit_codes import EXIT_ALREADY_RUNNING, EXIT_PORT_UNAVAILABLE
 from store.outbox import OutboxMessage, enqueue, outbox_rows
 from store.writer import StoreWriter
 from tests.bot_process import VERBOSE_SKYBOT, free_port, start_bot, wait_until_listening

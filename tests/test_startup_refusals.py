@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from bot import __version__
-from bot.startup import EXIT_CONFIG, EXIT_DATABASE_UNUSABLE, EXIT_SCHEMA_TOO_NEW
+from bot.exit_codes import EXIT_CONFIG, EXIT_DATABASE_UNUSABLE, EXIT_SCHEMA_TOO_NEW
 from store.db import SCHEMA_VERSION
 from tests.bot_process import free_port, start_bot
 from tests.slack_standin import SlackStandIn

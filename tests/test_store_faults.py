@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.startup import EXIT_ALREADY_RUNNING
+from bot.exit_codes import EXIT_ALREADY_RUNNING
 from tests.bot_process import VERBOSE_SKYBOT, free_port, start_bot, wait_until_listening
 from tests.clock_steps import metric, scrape
 from tests.slack_standin import SlackStandIn
