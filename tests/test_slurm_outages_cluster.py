@@ -55,6 +55,15 @@ async def _ask(slack: SlackStandIn, user: str, text: str) -> str:
     return str(payload.get("text", ""))
 
 
+async def _answer_without_warning(slack: SlackStandIn, user: str, text: str, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while "⚠️" in (answer := await _ask(slack, user, text)):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still warned after {timeout:g} s: {answer}")
+        await asyncio.sleep(0.2)
+    return answer
+
+
 def _sacct_exit_code(job_id: int) -> str:
     out = subprocess.run(
         ["sacct", "-n", "-X", "-P", "-o", "ExitCode", "-j", str(job_id)],
@@ -90,14 +99,14 @@ async def test_a_hung_controller_is_named_and_skybot_is_current_one_poll_after_i
         finally:
             await asyncio.to_thread(cluster_script, "resume-controller")
             resumed_at = time.monotonic()
-        await _eventually(
-            lambda: _source_error(database, "slurm") is None, 60, "the first good poll"
-        )
+        # What alice sees, not the database: the poll writes its success, and then the
+        # snapshot the commands answer from is refreshed (asking between the two, on a loaded
+        # host, once got the outage's warning).
+        after = await _answer_without_warning(slack, "alice", "jobs", timeout=60)
         recovered_after = time.monotonic() - resumed_at
-        print(f"hung controller: first good poll {recovered_after:.1f} s after SIGCONT")
-        assert recovered_after <= POLL_SECONDS + 2, recovered_after
-        after = await _ask(slack, "alice", "jobs")
-        assert "⚠️" not in after, after
+        print(f"hung controller: current answer {recovered_after:.1f} s after SIGCONT")
+        assert recovered_after <= POLL_SECONDS + 2, (recovered_after, after)
+        assert _source_error(database, "slurm") is None
         assert f"`{running}`" in after
 
 
