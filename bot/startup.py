@@ -69,7 +69,7 @@ class Claim:
 @contextlib.contextmanager
 def claimed(config: Config) -> Iterator[Claim]:
     """The instance lock, then every port, then the database, each refused as StartupError;
-    all released on the way out, the store closed last."""
+    released in reverse, the lock last: no second instance opens the store before it is closed."""
     with _instance_lock(database_path(config)), _listeners(config) as sockets:
         writer = open_store(database_path(config))
         try:
