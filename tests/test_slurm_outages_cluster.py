@@ -20,25 +20,13 @@ import pytest
 
 from bot.config import SlurmConfig
 from tests.bot_process import SLACK_IDS, dms_about, linked_bot, linked_bot_config
-from tests.cluster import cluster_script, sbatch, squeue_state
+from tests.cluster import cluster_script, sbatch, squeue_state, wait_for
 from tests.slack_standin import SlackStandIn
 
 pytestmark = pytest.mark.cluster
 
 POLL_SECONDS = 5.0
 OUTAGE_SECONDS = 60.0
-
-
-async def _eventually(check: object, timeout: float, what: str) -> object:
-    """Wait for `check()` (run in a thread: it may call Slurm) without freezing the bot."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = await asyncio.to_thread(check)  # type: ignore[arg-type]
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        await asyncio.sleep(0.2)
 
 
 def _source_error(database: Path, source: str) -> str | None:
@@ -85,13 +73,13 @@ async def test_a_hung_controller_is_named_and_skybot_is_current_one_poll_after_i
     database = Path(config.database.path)
     running = sbatch("alice", "-p", "hoffman-lab", "-A", "hoffman-lab", "--wrap", "sleep 600")
     async with linked_bot(config) as slack:
-        await _eventually(lambda: squeue_state(running) == "RUNNING", 30, "alice's job to run")
+        await wait_for(lambda: squeue_state(running) == "RUNNING", 30, "alice's job to run")
         await asyncio.sleep(POLL_SECONDS + 1)  # one poll has seen it running
         assert f"`{running}`" in await _ask(slack, "alice", "jobs")
         await asyncio.to_thread(cluster_script, "pause-controller")
         resumed_at = 0.0
         try:
-            await _eventually(lambda: _source_error(database, "slurm"), 60, "a failed poll")
+            await wait_for(lambda: _source_error(database, "slurm"), 60, "a failed poll")
             during = await _ask(slack, "alice", "jobs")
             assert "The Slurm controller (slurmctld) has not answered" in during, during
             assert f"`{running}`" in during, "the last good snapshot is still shown"
@@ -118,7 +106,7 @@ async def test_accounting_down_keeps_the_live_view_and_every_end_is_told_once_af
     async with linked_bot(config) as slack:
         await asyncio.to_thread(cluster_script, "stop-accounting")
         try:
-            await _eventually(
+            await wait_for(
                 lambda: _source_error(database, "accounting"), 30, "sacct to fail a poll"
             )
             started = sbatch("bob", "-p", "hoffman-lab", "-A", "hoffman-lab", "--wrap", "sleep 600")
@@ -137,7 +125,7 @@ async def test_accounting_down_keeps_the_live_view_and_every_end_is_told_once_af
                     "sleep 2; exit 4",
                 ): 4,
             }
-            await _eventually(lambda: squeue_state(started) == "RUNNING", 30, "bob's job to run")
+            await wait_for(lambda: squeue_state(started) == "RUNNING", 30, "bob's job to run")
             await asyncio.sleep(POLL_SECONDS + 1)
             answer = await _ask(slack, "bob", "jobs")
             assert f"`{started}`" in answer, f"squeue is followed while slurmdbd is down: {answer}"
@@ -146,18 +134,18 @@ async def test_accounting_down_keeps_the_live_view_and_every_end_is_told_once_af
             await asyncio.sleep(max(0.0, OUTAGE_SECONDS - 2 * POLL_SECONDS - 10))
         finally:
             await asyncio.to_thread(cluster_script, "up")
-        await _eventually(
+        await wait_for(
             lambda: _source_error(database, "accounting") is None, 60, "sacct to answer again"
         )
         for job_id in ended:
-            await _eventually(lambda j=job_id: dms_about(slack, j), 60, f"job {job_id}'s DM")
+            await wait_for(lambda j=job_id: dms_about(slack, j), 60, f"job {job_id}'s DM")
         await asyncio.sleep(3 * POLL_SECONDS)  # sacct's catch-up must not tell them again
         for job_id, code in ended.items():
             (dm,) = dms_about(slack, job_id)
             # slurmdbd may list the job a little after skybot told its end (seen in CI: ''):
             # after the outage slurmctld hands it the queued records at its own pace.
             recorded = str(
-                await _eventually(
+                await wait_for(
                     lambda j=job_id: _sacct_exit_code(j) or None, 60, f"sacct to list {job_id}"
                 )
             )
