@@ -206,19 +206,37 @@ def serve(requests: BinaryIO | None = None, answers: BinaryIO | None = None) -> 
             traceback.print_exc()
             answer = (False, PollWorkerError(f"poll worker failed: {error!r}"))
         # Large parts (Packed chunks of rows and jobs) go out of band: written as they are,
-        # not copied into the pickle. Each frame is written apart from its length: joined, a
-        # 100 MB answer would be copied once more.
+        # not copied into the pickle.
         buffers: list[pickle.PickleBuffer] = []
         message = pickle.dumps(answer, protocol=5, buffer_callback=buffers.append)
+        if not _answered(answers, message, buffers):
+            _exit_quietly()
+        del request, answer, message, buffers
+        gc.collect()
+        gc.freeze()
+        _return_free_memory()
+
+
+def _answered(answers: BinaryIO, message: bytes, buffers: list[pickle.PickleBuffer]) -> bool:
+    """Write one answer; False if the bot is gone (killed: the pipe has no reader left).
+    Each frame is written apart from its length: joined, a 100 MB answer would be copied
+    once more."""
+    try:
         answers.write(_LENGTH.pack(len(buffers)))
         for frame in (memoryview(message), *(buffer.raw() for buffer in buffers)):
             answers.write(_LENGTH.pack(frame.nbytes))
             answers.write(frame)
         answers.flush()
-        del request, answer, message, buffers
-        gc.collect()
-        gc.freeze()
-        _return_free_memory()
+    except BrokenPipeError:
+        return False
+    return True
+
+
+def _exit_quietly() -> None:
+    """The bot that asked is gone (kill -9 mid-poll): nobody reads the answer, and nothing
+    is wrong with the worker. Exit at once, without the traceback a broken pipe would print,
+    nor the one Python prints when it flushes what is still buffered for that pipe."""
+    os._exit(0)
 
 
 def _return_free_memory() -> None:
