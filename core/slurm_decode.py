@@ -33,7 +33,7 @@ JOB_FIELDS = (
     "state_reason", "stderr", "stderr_expanded", "steps", "stdout", "stdout_expanded",
     "submit_time", "tasks", "time", "time_limit", "tres",
     "tres_alloc_str", "tres_per_job", "tres_per_node", "tres_per_socket", "tres_per_task",
-    "tres_req_str", "user", "user_name", "working_directory",
+    "tres_req_str", "user", "user_id", "user_name", "working_directory",
 )  # fmt: skip
 NODE_FIELDS = (
     "alloc_cpus", "cpus", "gres", "gres_used", "hostname", "name", "node", "nodes",
@@ -84,7 +84,8 @@ class SlurmExitCode(msgspec.Struct, kw_only=True, gc=False):
 _JOB_FIELD_TYPES: dict[str, Any] = {
     **dict.fromkeys(
         ("array_job_id", "array_task_id", "end_time", "het_job_id", "het_job_offset",
-         "node_count", "sockets_per_node", "start_time", "submit_time", "tasks", "time_limit"),
+         "node_count", "sockets_per_node", "start_time", "submit_time", "tasks", "time_limit",
+         "user_id"),
         _Numeric,
     ),
     "exit_code": SlurmExitCode | _NotAnObject,

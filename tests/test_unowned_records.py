@@ -7,7 +7,10 @@ where it is parsed, and named once in the log; the rest of the poll is read as b
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import pwd
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +62,8 @@ def test_a_squeue_record_without_an_owner_is_counted_nowhere(tmp_path: Path, mis
     squeue, sacct = _load("squeue.json"), _load("sacct.json")
     victim = next(job for job in squeue["jobs"] if job["job_id"] == VICTIM)
     victim[SQUEUE_FIELDS[missing]] = ""
+    if missing == "user":
+        del victim["user_id"]  # no uid either: nobody to count it for
     sacct["jobs"] = [job for job in sacct["jobs"] if job["job_id"] != VICTIM]
     digest, snapshot = _digest(tmp_path, squeue, sacct)
 
@@ -85,3 +90,28 @@ def test_a_sacct_record_without_an_owner_is_told_nowhere(tmp_path: Path, missing
     assert ended["job_id"] not in {job.job_id for job in digest.changes.observed}
     assert any(f"job {ended['job_id']}" in w and f"no {missing}" in w for w in digest.warnings)
     assert len(snapshot.jobs) == len(squeue["jobs"])
+
+
+@pytest.mark.parametrize("known", [True, False])
+def test_a_squeue_record_with_a_uid_and_no_user_name_is_named_and_counted(
+    tmp_path: Path, known: bool
+) -> None:
+    """slurmctld gives a uid but no user name (it could not look it up): the system's user
+    database names it (issue 40), or failing that the uid, as Slurm's commands print it. It
+    was dropped ("skipped: no user") and its GPUs vanished from /sky jobs and lab usage."""
+    uid = os.getuid() if known else 3_999_999
+    with contextlib.suppress(KeyError):
+        assert known or pwd.getpwuid(uid) is None  # a uid this host does not know
+    name = pwd.getpwuid(uid).pw_name if known else str(uid)
+    squeue, sacct = _load("squeue.json"), _load("sacct.json")
+    victim = next(job for job in squeue["jobs"] if job["job_id"] == VICTIM)
+    victim["user_name"], victim["user_id"] = "", uid
+    sacct["jobs"] = [job for job in sacct["jobs"] if job["job_id"] != VICTIM]
+    digest, snapshot = _digest(tmp_path, squeue, sacct)
+
+    (record,) = [job for job in snapshot.jobs if job.job_id == VICTIM]
+    assert record.user == name and record.gpus == 2
+    usage = {each.lab: each for each in digest.usages}
+    assert usage["hoffman-lab"].gpus_used == 4  # alice's two a40s, bob's, and these two
+    assert usage["hoffman-lab"].by_user.get(name) == 2
+    assert not [w for w in digest.warnings if f"job {VICTIM}" in w]

@@ -4,11 +4,27 @@ job ids, and leaving out a record with no owner."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from core.records import Job
 from core.slurm_decode import SlurmNumber
 from core.slurm_json.fields import BadField, Fields, as_u32
+
+# The name the system's user database (pwd) gives a uid, None if it knows none: passed in by
+# whoever parses (scheduler/slurm/digester.py), so that core stays pure.
+UserNamer = Callable[[int], "str | None"]
+
+
+def owner_name(name: str, uid: int | None, user_named: UserNamer | None) -> str:
+    """The job's user: Slurm's name for it; where Slurm left the name out but gave the uid
+    (slurmctld could not look it up), the system's name for that uid, else the uid itself,
+    as Slurm's own commands print it. Such a job still holds GPUs somebody must be counted
+    for: it is never dropped for want of a name."""
+    if name or uid is None:
+        return name
+    found = user_named(uid) if user_named is not None else None
+    return found or str(uid)
 
 
 def job_label(raw: dict[str, Any], index: int) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -17,10 +18,12 @@ from core.slurm_json.gpus import (
     scaled,
 )
 from core.slurm_json.job_fields import (
+    UserNamer,
     array_fields,
     het_fields,
     job_comment,
     nodes_text,
+    owner_name,
     reason_text,
     unowned,
 )
@@ -117,13 +120,15 @@ def _squeue_shards(f: Fields, state: str) -> dict[str, int]:
     )
 
 
-def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Job | None:
+def _job_from_squeue(
+    raw: dict[str, Any], label: str, warnings: list[str], user_named: UserNamer | None = None
+) -> Job | None:
     f = Fields(raw, label, warnings)
     job_id = f.u32("job_id")
     if not job_id:
         warnings.append(f"{label} skipped: missing job_id")
         return None
-    state = job_state(f.get("job_state"), f)
+    state = job_state(f.get("job_state"), f, live=True)
     if state == "PENDING":
         gpus = _squeue_requested_gpus(f)
     else:
@@ -137,7 +142,7 @@ def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Jo
         name=f.text("name"),
         # Interned: at 100,000 jobs a few hundred users, accounts and partitions would
         # otherwise be 100,000 copies each in the poll worker's memory.
-        user=sys.intern(f.text("user_name")),
+        user=sys.intern(owner_name(f.text("user_name"), f.u32("user_id"), user_named)),
         account=sys.intern(f.text("account")),
         partition=sys.intern(f.text("partition")),
         state=state,
@@ -165,24 +170,30 @@ def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Jo
     return unowned(job, label, warnings)
 
 
-def parse_squeue(data: dict[str, Any]) -> ParseResult[Job]:
+def parse_squeue(data: dict[str, Any], user_named: UserNamer | None = None) -> ParseResult[Job]:
     """Jobs from `squeue --json` (any version 22.05 .. 25.x).
 
     Running (or otherwise started) jobs count the GPUs they were allocated; pending jobs the
     GPUs they asked for. Exit codes are filled in only for finished jobs (squeue keeps those
     until MinJobAge). A pending job array is one record with array_task like "0-9". For a
     pending job, start_time is Slurm's estimate (if it has one), not a start that happened.
+    `user_named` names a job's uid where Slurm gave no user name (see `owner_name`).
     """
-    return parse_squeue_pieces([data])
+    return parse_squeue_pieces([data], user_named)
 
 
-def parse_squeue_pieces(pieces: Iterable[dict[str, Any]]) -> ParseResult[Job]:
+def parse_squeue_pieces(
+    pieces: Iterable[dict[str, Any]], user_named: UserNamer | None = None
+) -> ParseResult[Job]:
     """`parse_squeue` of a document read in pieces (core/slurm_stream.py): each piece a
     document holding some of the records, or the rest of the document."""
     parsed: ParseResult[Job] = ParseResult()
     numbered = 0
+    parse_one = _job_from_squeue
+    if user_named is not None:
+        parse_one = functools.partial(_job_from_squeue, user_named=user_named)
     for piece in pieces:
-        numbered = parse_piece(piece, "squeue", _job_from_squeue, parsed, numbered)
+        numbered = parse_piece(piece, "squeue", parse_one, parsed, numbered)
     by_id = one_record_per_job(parsed.records, parsed.warnings, "squeue")
     if len(by_id) != len(parsed.records):
         parsed.records = [runs[-1] for runs in by_id.values()]

@@ -50,9 +50,18 @@ _FLAG_ONLY_STATES = {
 }
 
 
+# Flags that send the job back to the queue, whatever base state they come with: squeue's
+# ["NODE_FAIL", "REQUEUED"] (after a controller restart) is a job about to run again.
+_REQUEUE_FLAGS = frozenset({"REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
+
+
 @lru_cache(maxsize=256)
-def _known_job_state(words: tuple[str, ...]) -> str | None:
+def _known_job_state(words: tuple[str, ...], live: bool = False) -> str | None:
     """The state for a job's state words; None if none is a known state or flag.
+
+    `live`: the words are squeue's, the job as it is now, so a requeue flag beside an end
+    state means the job is going back to the queue (PENDING), not that it ended. (sacct's
+    words describe one run, which did end so.)
 
     Cached: a queue has a handful of distinct state lists, each seen once per job.
     """
@@ -60,6 +69,8 @@ def _known_job_state(words: tuple[str, ...]) -> str | None:
     for flag in _HOLDING_FLAGS:
         if flag in upper:
             return flag
+    if live and _REQUEUE_FLAGS.intersection(upper):
+        return "PENDING"
     for word in upper:
         if word in _BASE_STATES:
             return word
@@ -69,12 +80,13 @@ def _known_job_state(words: tuple[str, ...]) -> str | None:
     return None
 
 
-def job_state(value: object, fields: Fields) -> str:
+def job_state(value: object, fields: Fields, *, live: bool = False) -> str:
     """One state word for a job: the base state, with flags dropped.
 
     Exceptions, for consistency across versions: COMPLETING/CONFIGURING (resources still
     held) are reported as states, as records.ACTIVE_STATES expects, and 22.05's flag-only
-    words like "REQUEUED" map to the base state the job is really in.
+    words like "REQUEUED" map to the base state the job is really in. `live` (squeue's
+    record of the job now): a requeue flag makes it PENDING whatever its base state.
     """
     words: tuple[str, ...]
     if isinstance(value, str):
@@ -87,7 +99,7 @@ def job_state(value: object, fields: Fields) -> str:
     if not words:
         fields.warn("empty state")
         return "UNKNOWN"
-    state = _known_job_state(words)
+    state = _known_job_state(words, live)
     if state is None:
         fields.warn(f"unknown state {value!r}")
         return words[0].upper()

@@ -18,7 +18,9 @@ parsed, to stand for the jobs whose state did not change.
 
 from __future__ import annotations
 
+import functools
 import os
+import pwd
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -192,7 +194,17 @@ def _unfolded(live: Sequence[Job], usable: Sequence[Job]) -> list[Job]:
 def _squeue_jobs(path: Path) -> ParseResult[Job]:
     """Every job in a `squeue --json` file, decoded a slice of records at a time: at
     100,000 jobs the file is 600 MB, which read whole held the worker near 1 GB."""
-    return _jobs_in(path, "squeue", parse_squeue_pieces)
+    return _jobs_in(path, "squeue", functools.partial(parse_squeue_pieces, user_named=passwd_name))
+
+
+def passwd_name(uid: int) -> str | None:
+    """The system's name for `uid` (pwd, so NSS: LDAP or SSSD where the cluster uses them),
+    for a squeue record whose user slurmctld could not name; None if there is none. Not
+    cached: such records are rare, and a user added since is then found at once."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, OverflowError):
+        return None
 
 
 def _sacct_jobs(path: Path) -> ParseResult[Job]:

@@ -93,7 +93,7 @@ def _listed(entries: list[Any]) -> Iterator[tuple[str, JobState]]:
         words = entry.state if entry.state is not None else entry.job_state
         words = [words] if isinstance(words, str) else words if isinstance(words, list) else []
         state = tuple(word if isinstance(word, str) else repr(word) for word in words)
-        if "COMPLETING" not in state and any(word in GONE_STATES for word in state):
+        if _gone(state):
             continue
         yield key, shared.setdefault(state, state)
 
@@ -106,8 +106,7 @@ def _plain_listed(entries: list[_PlainStateEntry]) -> Iterator[tuple[str, JobSta
         try:
             shared = verdicts[state]
         except KeyError:
-            gone = "COMPLETING" not in state and any(word in GONE_STATES for word in state)
-            shared = verdicts[state] = None if gone else state
+            shared = verdicts[state] = None if _gone(state) else state
         if shared is not None and entry.job_id:
             yield entry.job_id, shared
 
@@ -145,3 +144,13 @@ def _states_by_record(listed: Iterable[tuple[str, JobState]]) -> dict[str, Liste
 # Ended for good: squeue's default listing leaves these out. PREEMPTED stays: under
 # PreemptMode=REQUEUE the same job runs again, and its requeue must be seen.
 GONE_STATES = FINAL_STATES - {"PREEMPTED"}
+# Flags that put the job back in the queue, whatever end state they come with: squeue's
+# ["NODE_FAIL", "REQUEUED"] is a job about to run again (core/slurm_json/states.py).
+_REQUEUE_FLAGS = frozenset({"REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
+
+
+def _gone(state: JobState) -> bool:
+    """Whether squeue lists the job as ended for good (its end is sacct's to tell)."""
+    if "COMPLETING" in state or _REQUEUE_FLAGS.intersection(state):
+        return False
+    return any(word in GONE_STATES for word in state)
