@@ -43,8 +43,9 @@ class LabWeek:
         return sum(h for (_, overcap), h in self.gpu_hours.items() if overcap)
 
 
-def week_ending(now: float, weekday: str, hour: int, tz: tzinfo) -> float:
-    """The latest digest time (`weekday` at `hour`:00 local time) at or before `now`."""
+def week_ending(now: float, weekday: str, hour: int, tz: tzinfo | None = None) -> float:
+    """The latest digest time (`weekday` at `hour`:00 local time) at or before `now`; `tz`
+    None is the host's zone as it is now (its DST rules included)."""
     local = datetime.fromtimestamp(now, tz)
     days_back = (local.weekday() - WEEKDAYS.index(weekday)) % 7
     due = (local - timedelta(days=days_back)).replace(hour=hour, minute=0, second=0, microsecond=0)
@@ -53,12 +54,27 @@ def week_ending(now: float, weekday: str, hour: int, tz: tzinfo) -> float:
     return due.timestamp()
 
 
-def digest_key(lab: str, channel: str, until: float) -> str:
-    """One digest per lab, channel and week: a rerun after a crash enqueues nothing new."""
+def calendar_week(until: float, tz: tzinfo | None = None) -> str:
+    """The lab's calendar week of a digest due at `until`: the ISO year and week of its local
+    date ("2026-W50"). Each week has one date of the digest's weekday, whatever the zone
+    says the hour is: a time-zone or DST change moves the instant, never the week."""
+    year, week, _ = datetime.fromtimestamp(until, tz).date().isocalendar()
+    return f"{year}-W{week:02d}"
+
+
+def digest_key(lab: str, channel: str, week: str) -> str:
+    """One digest per lab, channel and calendar week (`calendar_week`): a rerun after a
+    crash, or a restart in another time zone, enqueues nothing new. (Keyed by the epoch of
+    the posting hour, a zone change across a restart gave the same week a second key.)"""
+    return f"digest:{lab}:{channel}:{week}"
+
+
+def legacy_digest_key(lab: str, channel: str, until: float) -> str:
+    """The key skybot gave the same digest before keys named the calendar week."""
     return f"digest:{lab}:{channel}:{int(until)}"
 
 
-def digest_title(week: LabWeek, tz: tzinfo) -> str:
+def digest_title(week: LabWeek, tz: tzinfo | None = None) -> str:
     start = datetime.fromtimestamp(week.since, tz)
     end = datetime.fromtimestamp(week.until, tz)
     return f"{literal(week.lab)}: the week of {start:%a %d %b} to {end:%a %d %b %Y}"

@@ -3,8 +3,10 @@
 Runs on a weekly cron and once at start-up. Each run works out which week is due; if that
 week's posting time is further back than `catch_up_hours` (skybot was down all day) it posts
 nothing, so a late start never floods channels with stale digests. Each digest is two outbox
-rows (the summary, then the week's GPU chart) under keys unique to lab, channel and week:
-running twice for the same week enqueues nothing new.
+rows (the summary, then the week's GPU chart) under keys unique to lab, channel and calendar
+week (the ISO year-week of the posting date, core/digest.py `calendar_week`): running twice
+for the same week, or again after a restart in another time zone or across a DST change,
+enqueues nothing new.
 """
 
 from __future__ import annotations
@@ -20,11 +22,20 @@ from apscheduler.triggers.cron import CronTrigger
 from core.blocks import context, section
 from core.chart_specs import LAB_GPUS, ChartSpec
 from core.config_schema import Config
-from core.digest import WEEK, LabWeek, digest_key, digest_lines, digest_title, week_ending
+from core.digest import (
+    WEEK,
+    LabWeek,
+    calendar_week,
+    digest_key,
+    digest_lines,
+    digest_title,
+    legacy_digest_key,
+    week_ending,
+)
 from core.slack_text import literal
 from scheduler.schedule import CalendarJob
 from store.digests import DigestChannel, digest_channels, lab_week
-from store.outbox import OutboxMessage, enqueue
+from store.outbox import OutboxMessage, enqueue, known_keys
 from store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -43,12 +54,9 @@ class WeeklyDigest:
         self._writer = writer
         self._wake_sender = wake_sender
         self._clock = clock
-        self._tz = tz or datetime.now().astimezone().tzinfo
-
-    @property
-    def tz(self) -> tzinfo:
-        assert self._tz is not None
-        return self._tz
+        # None: the host's zone, as the system says it is at each use (so with its DST
+        # rules), not the fixed offset it had at start-up.
+        self.tz = tz
 
     def calendar(self) -> CalendarJob:
         """At the configured time each week, and once at start-up to catch up on a digest
@@ -66,7 +74,7 @@ class WeeklyDigest:
         now = self._clock()
         settings = self._config.digest
         until = week_ending(now, settings.weekday, settings.hour, self.tz)
-        week = datetime.fromtimestamp(until, self.tz).strftime("%Y-%m-%d %H:%M")
+        week = datetime.fromtimestamp(until, self.tz).strftime("%Y-%m-%d %H:%M %Z")
         if now - until > settings.catch_up_hours * 3600:
             log.info(
                 "weekly digest: the week to %s was due %.0f h ago, over catch_up_hours (%g): "
@@ -104,15 +112,17 @@ class WeeklyDigest:
             week = lab_week(
                 db, cluster, lab.name, lab.account, lab.storage_roots, until - WEEK, until
             )
+            if known_keys(db, [legacy_digest_key(lab.name, subscription.channel, until)]):
+                continue  # posted by a skybot from before keys named the calendar week
             messages += digest_messages(week, subscription, self.tz, self._config.digest.top_users)
         return enqueue(db, messages, self._clock())
 
 
 def digest_messages(
-    week: LabWeek, subscription: DigestChannel, tz: tzinfo, top_users: int
+    week: LabWeek, subscription: DigestChannel, tz: tzinfo | None, top_users: int
 ) -> list[OutboxMessage]:
     """The summary, then its chart, for one channel."""
-    key = digest_key(week.lab, subscription.channel, week.until)
+    key = digest_key(week.lab, subscription.channel, calendar_week(week.until, tz))
     title = digest_title(week, tz)
     lines = digest_lines(week, top_users)
     footer = (

@@ -101,6 +101,16 @@ RESTORED_BACKUP_TAKEN_AT = "restored_backup_taken_at"
 RESTORE_RECHECK_UNTIL = "restore_recheck_until"
 
 
+def known_keys(db: sqlite_utils.Database, keys: Iterable[str]) -> set[str]:
+    """Which of these keys the outbox holds (queued, sent or parked)."""
+    wanted = list(keys)
+    if not wanted:
+        return set()
+    marks = ", ".join("?" * len(wanted))
+    rows = db.execute(f"SELECT key FROM outbox WHERE key IN ({marks})", wanted).fetchall()
+    return {str(row[0]) for row in rows}
+
+
 def restored_sends_unsure_since(db: sqlite_utils.Database, now: float) -> float | None:
     """The backup's time while a restore's recheck window is open, else None."""
     rows = dict(
