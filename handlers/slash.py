@@ -12,6 +12,7 @@ metrics, not logged at INFO: a line per command costs about as much as the answe
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import time
@@ -25,7 +26,12 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from handlers.click_answers import answer_later
 from handlers.clusters import ClusterDesks, single_desk
 from handlers.commands import command_table
-from handlers.deadline import ACK_DEADLINE_SECONDS, LateReply, within
+from handlers.deadline import (
+    ACK_DEADLINE_SECONDS,
+    SLACK_CALL_DEADLINE_SECONDS,
+    LateReply,
+    within,
+)
 from handlers.reply import Reply, simple
 from handlers.request import CommandRequest, incoming_request
 from handlers.router import MAX_TEXT_KEPT, MAX_TEXTS_KEPT, CommandTable, UsageError, dispatch
@@ -116,25 +122,41 @@ async def _resolve_then_answer(
     late: LateReply,
     started: float,
 ) -> Reply:
-    """The answer to someone memory does not know: resolving who asked (users.info with the
-    SDK's retries, a database write) counts against Slack's 3 s as much as the answer does,
-    so both run under one budget from receipt."""
-    budget = ACK_DEADLINE_SECONDS - (time.perf_counter() - started)
+    """The answer to someone memory does not know. Resolving who asked (users.info with the
+    SDK's retries, a database write) is Slack's call, and is given SLACK_CALL_DEADLINE_SECONDS
+    from receipt: past that the ack says "working on it" (within 1 s whatever Slack's API
+    does) and the answer follows. Resolved in time, the command has what is left of the
+    ack's budget, as one known from memory has."""
+    resolving = asyncio.ensure_future(_resolved(request, services))
+    wait = SLACK_CALL_DEADLINE_SECONDS - (time.perf_counter() - started)
+    done, _ = await asyncio.wait({resolving}, timeout=max(0.0, wait))
+    if resolving in done:
+        budget = ACK_DEADLINE_SECONDS - (time.perf_counter() - started)
+        view = desks.default.view()
+        resolved = resolving.result()
+        return await dispatch(
+            commands, resolved, view, services, late=late, deadline=budget, desks=desks
+        )
 
     async def resolve_then_answer() -> Reply:
-        try:
-            cluster_user = await services.identity.resolve(request.team_id, request.user_id)
-        except Exception:
-            log.exception(
-                "resolving %s/%s to a cluster account failed", request.team_id, request.user_id
-            )
-            cluster_user = None
-        resolved = replace(request, cluster_user=cluster_user)
+        resolved = await resolving
         return await dispatch(commands, resolved, desks.default.view(), services, desks=desks)
 
     name = _metric_name(commands, request.text)
     what = f"`/sky {name}`" if name != "unknown" else "that"
-    return await within(resolve_then_answer(), budget, late, what)
+    return await within(resolve_then_answer(), 0.0, late, what)
+
+
+async def _resolved(request: CommandRequest, services: Services) -> CommandRequest:
+    """The request with its asker's cluster account, as the identity rules find it now."""
+    try:
+        cluster_user = await services.identity.resolve(request.team_id, request.user_id)
+    except Exception:
+        log.exception(
+            "resolving %s/%s to a cluster account failed", request.team_id, request.user_id
+        )
+        cluster_user = None
+    return replace(request, cluster_user=cluster_user)
 
 
 def _late_answer(

@@ -51,6 +51,27 @@ async def test_a_slow_users_info_still_gets_an_ack_in_time(tmp_path: Path) -> No
         assert again.payload is not None and "/sky help [COMMAND]" in again.payload["text"]
 
 
+async def test_a_slash_command_is_acked_within_1_s_whatever_users_info_does(
+    tmp_path: Path,
+) -> None:
+    """Issue 40: with users.info answering after 5 s, the ack came at 2.50 s (skybot's own
+    deadline for the whole answer), leaving Slack half a second of its 3. Slack's own calls
+    now get 0.5 s of it: the ack leaves within 1 s, and the answer follows."""
+    carol = SlackUser("UCAROL", "carol", email="carol@example.org")
+    async with SlackStandIn(users=[carol]) as slack, running_bot(_config(tmp_path), slack):
+        await slack.wait_for_socket_connection(timeout=10)
+        slack.delay_next("users.info", 5.0)
+        payload = slack.slash_command_payload(command="/sky", text="help", user_id="UCAROL")
+        started = time.monotonic()
+        delivery = await slack.send_envelope(slash_commands_envelope(payload), timeout=10)
+        acked_after = time.monotonic() - started
+        assert acked_after < 1.0, f"acked after {acked_after:.2f} s"
+        assert delivery.payload is not None
+        assert delivery.payload["text"].startswith("⏳ Working on `/sky help`"), delivery.payload
+        late = await slack.wait_for_response_url_post(url=payload["response_url"], timeout=15)
+        assert "/sky help [COMMAND]" in late.body["text"]
+
+
 async def test_a_slow_users_info_does_not_hold_the_home_tab_event(tmp_path: Path) -> None:
     """Bolt acks an event when its listener returns: a Home tab built after a slow users.info
     held the ack past Slack's 3 s, and Slack sends an unacked event again."""
