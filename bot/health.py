@@ -83,6 +83,9 @@ class ServiceStatus:
     # Every poller that has not completed on time, in words (scheduler/schedule.py).
     late_polls: Callable[[], list[str]] = list
     store: StoreHealth | None = None
+    # Whether one DM per notice holds across a crash (the im:history scope), and why: said,
+    # but not unready without it (skybot then sends such a DM again, as documented).
+    exactly_once: Callable[[], str] | None = None
 
     def readiness(self, now: float) -> dict[str, Check]:
         return {
@@ -92,7 +95,7 @@ class ServiceStatus:
             "sender": self._sender(now),
             "pollers": self._pollers(),
             "store": self._store(),
-        }
+        } | ({"exactly_once": Check(True, self.exactly_once())} if self.exactly_once else {})
 
     def _pollers(self) -> Check:
         late = self.late_polls()

@@ -146,7 +146,7 @@ class Metrics:
         self.ready = Gauge(
             "skybot_ready",
             "1 while every readiness check passes, by check (slack, slurm, accounting, sender, "
-            "pollers, store).",
+            "pollers, store, exactly_once: always 1, its detail on /readyz).",
             ["check"],
             registry=registry,
         )

@@ -33,6 +33,7 @@ from bot.config import Config, Secrets
 from bot.health import Heartbeat, ServiceStatus
 from bot.metrics import Metrics, metrics_app
 from bot.polling import poll_hooks
+from bot.scopes import TokenScopes
 from bot.slack_link import SocketModeLink, socket_mode_handler
 from bot.startup import Claim, claimed
 from bot.systemd_notify import notify, watchdog_enabled
@@ -224,6 +225,7 @@ async def run_claimed(
 async def _serve(
     config: Config, runtime: Runtime, sockets: dict[str, socket.socket], stop: asyncio.Event
 ) -> None:
+    scopes = TokenScopes(runtime.app.client)
     status = ServiceStatus(
         view=runtime.cache.current,
         sender_pause=lambda: runtime.sender.paused,
@@ -232,6 +234,7 @@ async def _serve(
         max_age_seconds=config.metrics.stale_after_polls * config.slurm.poll_seconds,
         late_polls=lambda: late_polls(config, runtime.schedule),
         store=runtime.writer.health,
+        exactly_once=lambda: scopes.exactly_once()[1],
     )
     sites: list[web.AppRunner] = []
     workers_stop = asyncio.Event()
@@ -249,6 +252,7 @@ async def _serve(
         workers = [
             asyncio.create_task(runtime.sender.run(workers_stop), name="outbox-sender"),
             asyncio.create_task(runtime.heartbeat.run(workers_stop), name="heartbeat"),
+            asyncio.create_task(scopes.run(workers_stop), name="token-scopes"),
         ]
         # One submission worker per cluster: a slow sbatch on one delays no other.
         workers += [

@@ -137,6 +137,7 @@ async def test_health_is_ok_while_slurm_answers(tmp_path: Path, cluster: None) -
         "sender": True,
         "pollers": True,
         "store": True,
+        "exactly_once": True,
     }
     assert 'skybot_source_failing{source="slurm"} 0.0' in text
     assert "skybot_store_failing 0.0" in text
