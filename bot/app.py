@@ -6,10 +6,7 @@ import logging
 
 from aiohttp import web
 from slack_bolt.async_app import AsyncApp
-from slack_sdk.http_retry.builtin_async_handlers import (
-    AsyncConnectionErrorRetryHandler,
-    AsyncRateLimitErrorRetryHandler,
-)
+from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Config, Secrets
@@ -18,6 +15,7 @@ from handlers.buttons.registry import register_buttons
 from handlers.clusters import ClusterDesks
 from handlers.services import Services
 from handlers.slash import ObserveCommand
+from scheduler.slack_limits import LimitedClient, RetryAfter, SlackLimits
 from store.reader import SnapshotCache
 
 log = logging.getLogger(__name__)
@@ -25,14 +23,17 @@ log = logging.getLogger(__name__)
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 
 
-def web_client(secrets: Secrets) -> AsyncWebClient:
-    """The Web API client every part of skybot shares (retries 429s and dropped connections)."""
-    return AsyncWebClient(
+def web_client(secrets: Secrets, limits: SlackLimits | None = None) -> AsyncWebClient:
+    """The Web API client every part of skybot shares: retries 429s (after Retry-After) and
+    dropped connections, and keeps Slack's limits (`limits`, shared with the sender's)."""
+    limits = limits or SlackLimits()
+    return LimitedClient(
+        limits=limits,
         token=secrets.bot_token,
         base_url=secrets.api_url or DEFAULT_SLACK_API_URL,
         retry_handlers=[
             AsyncConnectionErrorRetryHandler(max_retry_count=3),
-            AsyncRateLimitErrorRetryHandler(max_retry_count=5),
+            RetryAfter(limits, max_retry_count=5),
         ],
     )
 

@@ -49,6 +49,7 @@ from scheduler.outbox_policy import SenderPacing
 from scheduler.outbox_sender import OutboxSender
 from scheduler.schedule import PollSchedule, build_schedule
 from scheduler.sender_client import sender_client
+from scheduler.slack_limits import SlackLimits
 from scheduler.submit_worker import SubmissionWorker
 from store.clusters import adopt_unnamed_rows
 from store.reader import SnapshotCache
@@ -106,13 +107,18 @@ def every_lab(config: Config) -> Config:
 async def build_runtime(config: Config, secrets: Secrets, writer: StoreWriter) -> Runtime:
     # Rows from before clusters had names are today's cluster's: named before anything reads.
     await writer.run(adopt_unnamed_rows, config.default_cluster.name)
-    client = web_client(secrets)
+    # One token, one set of Slack's limits, whichever client calls.
+    limits = SlackLimits()
+    client = web_client(secrets, limits)
     metrics = Metrics()
     # Job DMs and storage alerts: watchers enqueue after each poll, the sender delivers.
     sender = OutboxSender(
         writer,
         sender_client(
-            secrets.bot_token, secrets.api_url or DEFAULT_SLACK_API_URL, metrics.observe_send
+            secrets.bot_token,
+            secrets.api_url or DEFAULT_SLACK_API_URL,
+            metrics.observe_send,
+            limits,
         ),
         SenderPacing.from_config(config.notifications),
         charts=ChartMaker(every_lab(config), writer),

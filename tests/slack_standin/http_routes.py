@@ -91,6 +91,7 @@ class HttpRoutes:
 
     async def handle_api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
+        arrived = asyncio.get_running_loop().time()
         params = await request_params(request)
         await self.wait_if_delayed(method)
         token = bearer_token(request, params)
@@ -105,7 +106,7 @@ class HttpRoutes:
             # On the loop's clock, as the sleep it replaces: fast-forwarded under looptime.
             clock = asyncio.get_running_loop().time
             await _until_or_gone(request, clock() + late.pop(0), clock)
-        self.calls.append(Call(method, params, token, status, body))
+        self.calls.append(Call(method, params, token, status, body, arrived))
         return web.json_response(body, status=status, headers=headers)
 
     async def wait_if_delayed(self, method: str) -> None:

@@ -24,11 +24,13 @@ class Call(_CallFields):
     """One Web API request as received; unpacks as ``(method, params, token)``.
 
     ``status`` and ``response`` hold what the stand-in answered, so a test can tell an injected
-    429 from the retry that followed it (``call.ok``).
+    429 from the retry that followed it (``call.ok``); ``at`` is when the request arrived, on
+    the event loop's clock (fast-forwarded under looptime, as the bot's waits are).
     """
 
     status: int
     response: dict[str, Any]
+    at: float
 
     def __new__(
         cls,
@@ -37,10 +39,12 @@ class Call(_CallFields):
         token: str | None,
         status: int = 200,
         response: dict[str, Any] | None = None,
+        at: float = 0.0,
     ) -> Call:
         self = super().__new__(cls, method, params, token)
         self.status = status
         self.response = response if response is not None else {}
+        self.at = at
         return self
 
     @property
