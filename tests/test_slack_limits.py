@@ -89,9 +89,7 @@ async def test_a_burst_of_thousands_of_dms_keeps_to_slacks_workspace_limit(
         calls = slack.calls_to("chat.postMessage")
     assert len(delivered(slack)) == len(users)
     times = sorted(c.at for c in calls)
-    busiest = max(
-        sum(1 for t in times[i:] if t < start + 60.0) for i, start in enumerate(times)
-    )
+    busiest = max(sum(1 for t in times[i:] if t < start + 60.0) for i, start in enumerate(times))
     assert busiest <= POST_MESSAGE_PER_MINUTE, f"{busiest} chat.postMessage calls in 60 s"
     # Paced, not stalled: 2,000 DMs at the limit take about ten minutes of Slack's time.
     assert times[-1] - times[0] < 2_000 / POST_MESSAGE_PER_MINUTE * 60 * 1.2
