@@ -108,7 +108,7 @@ async def build_runtime(config: Config, secrets: Secrets, writer: StoreWriter) -
     # Rows from before clusters had names are today's cluster's: named before anything reads.
     await writer.run(adopt_unnamed_rows, config.default_cluster.name)
     # One token, one set of Slack's limits, whichever client calls.
-    limits = SlackLimits()
+    limits = SlackLimits(messages_per_minute=config.notifications.messages_per_minute)
     client = web_client(secrets, limits)
     metrics = Metrics()
     # Job DMs and storage alerts: watchers enqueue after each poll, the sender delivers.

@@ -119,6 +119,8 @@ class NotificationsConfig(Section, frozen=True):
     rearm_margin: NonNegative = 3.0
     # Slack allows about one message per second per channel.
     messages_per_second_per_channel: Seconds = 1.0
+    # And "several hundred messages per minute" across the workspace (every channel and DM).
+    messages_per_minute: PositiveInt = 200
     # DM users whose jobs wait behind their lab's cap once the lab has been at it this long
     # (once per stretch at the cap; 0: off).
     cap_wait_minutes: float = 30.0

@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 # Calls per minute by Slack's tiers (docs.slack.dev/apis/web-api/rate-limits: Tier 2 "20+",
 # Tier 3 "50+", Tier 4 "100+"), for the methods skybot calls in numbers. chat.postMessage is
 # of the special tier: one message a second per channel (the outbox sender's own pace) and
-# "several hundred messages per minute" across the workspace, of which 200 are taken here.
+# "several hundred messages per minute" across the workspace, of which 200 are taken here
+# (`notifications.messages_per_minute`).
 TIER_2, TIER_3, TIER_4 = 20, 50, 100
 POST_MESSAGE_PER_MINUTE = 200
 PER_MINUTE = {
@@ -60,8 +61,12 @@ class SlackLimits:
     """Per Web API method: its pace (a token bucket within its tier) and Slack's Retry-After.
     One per bot token: every client of that token shares it."""
 
-    def __init__(self, per_minute: dict[str, int] | None = None) -> None:
-        self._per_minute = PER_MINUTE if per_minute is None else per_minute
+    def __init__(self, per_minute: dict[str, int] | None = None, messages_per_minute: int = 0):
+        """`messages_per_minute`, if set, replaces chat.postMessage's workspace-wide pace
+        (`notifications.messages_per_minute`)."""
+        self._per_minute = dict(PER_MINUTE if per_minute is None else per_minute)
+        if messages_per_minute:
+            self._per_minute["chat.postMessage"] = messages_per_minute
         self._buckets: dict[str, _Bucket] = {}
         # Per method, the loop time before which Slack asked not to be called.
         self._held_until: dict[str, float] = {}
@@ -93,8 +98,8 @@ class SlackLimits:
         now = _now()
         bucket = self._buckets.get(method)
         if bucket is None:
-            capacity = max(1.0, per_minute * BURST_SHARE)
-            per_second = (per_minute - capacity) / 60.0
+            capacity = max(1.0, float(int(per_minute * BURST_SHARE)))
+            per_second = max(1.0, per_minute - capacity) / 60.0
             bucket = self._buckets[method] = _Bucket(capacity, per_second, capacity, now)
         bucket.tokens = min(
             bucket.capacity, bucket.tokens + (now - bucket.updated) * bucket.per_second
