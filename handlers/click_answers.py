@@ -11,6 +11,7 @@ across a restart and retries Slack on its own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
@@ -60,7 +61,7 @@ async def answer_later(
     that, DM it to `user_id`. True if the response_url took it."""
     attempts = len(delays) + 1
     for attempt in range(1, attempts + 1):
-        status, detail = await _post(respond, message)
+        status, detail, asked_wait = await _post(respond, message)
         if status == 200:
             if attempt > 1:
                 log.info("%s reached Slack at attempt %d of %d", what, attempt, attempts)
@@ -76,17 +77,29 @@ async def answer_later(
         )
         if not retryable or attempt == attempts:
             break
-        await asyncio.sleep(delays[attempt - 1])
+        # A 429 says how long to wait (Retry-After): never sooner than that.
+        await asyncio.sleep(max(delays[attempt - 1], asked_wait))
     await _by_dm(respond, message, user_id=user_id, dm=dm, what=what)
     return False
 
 
-async def _post(respond: AsyncRespond, message: dict[str, Any]) -> tuple[int | None, str]:
+async def _post(respond: AsyncRespond, message: dict[str, Any]) -> tuple[int | None, str, float]:
+    """(status, what Slack said, the Retry-After of a 429 or 0)."""
     try:
         response = await respond(**message)
     except Exception as error:  # the network, a timeout: Slack may not have seen it
-        return None, repr(error)[:200]
-    return response.status_code, str(response.body)[:200]
+        return None, repr(error)[:200], 0.0
+    wait = _retry_after(response.headers) if response.status_code == 429 else 0.0
+    return response.status_code, str(response.body)[:200], wait
+
+
+def _retry_after(headers: Any) -> float:
+    """Slack's Retry-After (seconds), 1 if it says none or nothing readable."""
+    for name, value in (headers or {}).items():
+        if str(name).lower() == "retry-after":
+            with contextlib.suppress(TypeError, ValueError):
+                return max(1.0, float(value[0] if isinstance(value, list) else value))
+    return 1.0
 
 
 async def _by_dm(

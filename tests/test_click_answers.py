@@ -5,6 +5,7 @@ click on a job skybot does not see is still an outcome that has to arrive."""
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,25 @@ async def test_a_response_url_answering_500_twice_is_retried(
     failures = [r.getMessage() for r in caplog.records if "answered 500" in r.getMessage()]
     assert len(failures) == 2, failures
     assert "attempt 1 of 5" in failures[0]
+
+
+async def test_a_response_url_answering_429_is_retried_after_its_retry_after(
+    tmp_path: Path,
+) -> None:
+    """Issue 40: Slack's Retry-After is kept outside the SDK too; the response_url's retry
+    came 0.5 s after a 429 that asked for 3 s."""
+    async with (
+        SlackStandIn(users=[SlackUser("UALICE", "alice")]) as slack,
+        running_bot(_config(tmp_path), slack),
+    ):
+        await slack.wait_for_socket_connection(timeout=10)
+        slack.fail_next("response_url", status=429, retry_after=3)
+        started = time.monotonic()
+        url = await _click(slack)
+        post = await slack.wait_for_response_url_post(url=url, timeout=10)
+        waited = time.monotonic() - started
+        assert post.body["text"] == GONE
+    assert waited >= 3.0, f"retried {waited:.2f} s after the click"
 
 
 async def test_a_response_url_that_keeps_failing_gives_the_outcome_by_dm(
