@@ -3,9 +3,10 @@
 One worker sends queued messages oldest first with chat.postMessage (a user id as the channel
 lands in the app's DM with that user). It is woken when something is enqueued and on a timer.
 
-- Slack's 429 answers are first retried inside slack_sdk (AsyncRateLimitErrorRetryHandler,
-  which sleeps for Retry-After); if the storm outlasts that, the message waits in the outbox
-  until Retry-After has passed.
+- Slack's 429 answers are first retried inside slack_sdk, after Retry-After; if the storm
+  outlasts that, the message waits in the outbox until Retry-After has passed. Meanwhile no
+  call to that method goes out at all, and every method keeps its tier's pace
+  (scheduler/slack_limits.py, in the client).
 - 5xx answers and network errors are retried with exponential back-off (at most a minute
   apart), for as long as it takes: nothing is dropped because Slack was down. When the Slack
   connection comes back (`link_restored()`), everything waiting is tried at once.
