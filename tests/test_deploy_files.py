@@ -161,9 +161,15 @@ def manifest() -> dict[str, Any]:
 # ----------------------------------------------------------------------------- the manifest
 
 
+# Where api_call is passed on, not called: LimitedClient.api_call waits for its method's turn
+# and calls the SDK's with the method it was given (every method above goes through it).
+FORWARDS_API_CALL = "scheduler/slack_limits.py:"
+
+
 def test_every_api_call_has_a_known_scope() -> None:
     calls = api_calls()
-    assert "api_call" not in calls, f"api_call hides the method from this test: {calls}"
+    hidden = [at for at in calls.pop("api_call", []) if not at.startswith(FORWARDS_API_CALL)]
+    assert not hidden, f"api_call hides the method from this test: {hidden}"
     unknown = {m: places for m, places in calls.items() if m not in METHOD_SCOPES}
     assert not unknown, f"add these Web API methods to METHOD_SCOPES: {unknown}"
     # The scan does see the calls the bot is known to make.
