@@ -1,0 +1,79 @@
+"""Which part of Slurm a failed poll points at, told from its error, in the words users get.
+
+A poll's error is stored as text (store/snapshots.py `record_poll_failure`), so the part that
+failed travels in the text itself: the slurmrestd client (scheduler/slurm/restd.py) starts
+each of its own failures with one of the PREFIXES below, and anything else is Slurm's own
+answer (slurmctld's, or sacct's for accounting). The same failure reads the same on both
+sources: slurmctld not answering is "The Slurm controller (slurmctld) has not answered"
+whether squeue or slurmrestd said so.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Part(StrEnum):
+    """What failed. The values start the error texts of slurmrestd's own failures."""
+
+    RESTD_UNREACHABLE = "slurmrestd unreachable"
+    TOKEN_EXPIRED = "slurmrestd token expired"
+    TOKEN_REFUSED = "slurmrestd token refused"
+    TOKEN_UNUSABLE = "slurmrestd token unusable"
+    NOT_RESTD = "not slurmrestd"
+    RESTD_GARBLED = "slurmrestd answer unreadable"
+    # Slurm's own answer: the controller, or accounting (the poll's source tells which).
+    SLURM = "slurm"
+
+
+PREFIXES = tuple(part for part in Part if part is not Part.SLURM)
+
+# What users read for each slurmrestd failure; none of it says slurmctld is down, because
+# nothing behind slurmrestd was asked.
+_RESTD_WORDS = {
+    Part.RESTD_UNREACHABLE: "slurmrestd (Slurm's REST API, which skybot reads) is not answering",
+    Part.TOKEN_EXPIRED: "skybot's token for slurmrestd has expired",
+    Part.TOKEN_REFUSED: "slurmrestd refuses skybot's token",
+    Part.TOKEN_UNUSABLE: "skybot cannot use its token file for slurmrestd",
+    Part.NOT_RESTD: (
+        "something other than slurmrestd answered skybot (a proxy or web server's error page)"
+    ),
+    Part.RESTD_GARBLED: "slurmrestd's answers cannot be read (cut short or not Slurm's JSON)",
+}
+
+
+def failed(part: Part, detail: str) -> str:
+    """An error text for a slurmrestd failure: the part's prefix, then the detail."""
+    return f"{part.value}: {detail}"
+
+
+def part_of(error: str) -> Part:
+    """The part an error text names (Part.SLURM unless a slurmrestd prefix starts it)."""
+    for part in PREFIXES:
+        if error.startswith(part.value + ":"):
+            return part
+    return Part.SLURM
+
+
+def restd_words(error: str) -> str | None:
+    """What users read when slurmrestd itself failed (capitalised, no full stop), or None
+    when the error is Slurm's own answer."""
+    words = _RESTD_WORDS.get(part_of(error))
+    return words[0].upper() + words[1:] if words is not None else None
+
+
+# What waits while a source fails, in the sentence that names the part that failed.
+_WHAT_WAITS = {
+    "slurm": "jobs and GPUs are shown as of {data_age}.",
+    "accounting": "finished jobs may be reported late.",
+    "caps": "lab GPU caps are as of {data_age}.",
+}
+
+
+def restd_outage_words(source: str, error: str, since: str, data_age: str) -> str | None:
+    """A poll source's outage in users' words when slurmrestd itself failed (nothing behind
+    it was asked, so neither slurmctld nor slurmdbd is blamed); None when Slurm answered."""
+    words = restd_words(error)
+    if words is None or source not in _WHAT_WAITS:
+        return None
+    return f"{words}{since}: {_WHAT_WAITS[source].format(data_age=data_age)}"
