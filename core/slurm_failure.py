@@ -20,6 +20,7 @@ class Part(StrEnum):
     TOKEN_EXPIRED = "slurmrestd token expired"
     TOKEN_REFUSED = "slurmrestd token refused"
     TOKEN_UNUSABLE = "slurmrestd token unusable"
+    TOKEN_UNSAFE = "slurmrestd token refused by skybot"
     NOT_RESTD = "not slurmrestd"
     RESTD_GARBLED = "slurmrestd answer unreadable"
     # Slurm's own answer: the controller, or accounting (the poll's source tells which).
@@ -35,6 +36,9 @@ _RESTD_WORDS = {
     Part.TOKEN_EXPIRED: "skybot's token for slurmrestd has expired",
     Part.TOKEN_REFUSED: "slurmrestd refuses skybot's token",
     Part.TOKEN_UNUSABLE: "skybot cannot use its token file for slurmrestd",
+    Part.TOKEN_UNSAFE: (
+        "skybot refuses its slurmrestd token: it is for root or SlurmUser, who can act as anyone"
+    ),
     Part.NOT_RESTD: (
         "something other than slurmrestd answered skybot (a proxy or web server's error page)"
     ),

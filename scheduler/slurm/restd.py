@@ -30,6 +30,7 @@ from yarl import URL
 from core.slurm_failure import Part, failed
 from scheduler.slurm import restd_answer
 from scheduler.slurm.restd_answer import RestdError
+from scheduler.slurm.restd_identity import unsafe_token
 from scheduler.slurm.restd_token import TokenFile, TokenFileError
 
 __all__ = ["RestdClient", "RestdError", "SlurmRead"]
@@ -71,9 +72,12 @@ class RestdClient:
         token_file: str | Path,
         timeout: float = 30.0,
         clock: Callable[[], float] = time.time,
+        privileged: frozenset[str] = frozenset({"root"}),
     ) -> None:
         self.address = address
         self.token = TokenFile(token_file)
+        # Users whose token is refused (root, SlurmUser: scheduler/slurm/restd_identity.py).
+        self._privileged = privileged
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._seconds = timeout
         self._clock = clock
@@ -191,6 +195,15 @@ class RestdClient:
         path = self._path("slurmdb", version, "associations")
         return await self._answer(path, {}, "slurmdb associations")
 
+    async def accounting_user(self, name: str) -> dict[str, Any] | None:
+        """Accounting's record of the user `name`, or None if it knows no such user."""
+        version = await self.version()
+        path = self._path("slurmdb", version, f"user/{quote(name, safe='')}")
+        answer = await self._read(path, {}, "slurmdb user", whole=True, nothing_found_ok=True)
+        users = answer.get("users") if answer else None
+        found = [u for u in users if isinstance(u, dict)] if isinstance(users, list) else []
+        return found[0] if found else None
+
     # -- plumbing -----------------------------------------------------------------------------
 
     async def _changed_since(
@@ -236,6 +249,7 @@ class RestdClient:
         whole: bool = False,
         unchanged_ok: bool = False,
         probe: bool = False,
+        nothing_found_ok: bool = False,
     ) -> dict[str, Any] | None:
         """The one way an answer comes in: a well-formed document (None: HTTP 304 where
         `unchanged_ok`, or 404 where `probe`), else a RestdError naming the part that failed
@@ -244,6 +258,8 @@ class RestdClient:
         if status == 304 and unchanged_ok:
             return None
         if status == 404 and probe:
+            return None
+        if status == 500 and nothing_found_ok and restd_answer.nothing_found(body):
             return None
         if restd_answer.is_html(content_type, body) and status not in restd_answer.GATEWAY:
             raise restd_answer.not_restd(self._where, path, status, body)
@@ -275,15 +291,17 @@ class RestdClient:
     async def _get(self, path: str, params: Mapping[str, object]) -> tuple[int, str, bytes]:
         """(status, content type, body) of one GET, or a RestdError if there is none."""
         try:
-            headers = self.token.current().headers()
+            token = self.token.current()
         except TokenFileError as error:
             part = Part.TOKEN_EXPIRED if error.expired else Part.TOKEN_UNUSABLE
             raise RestdError(failed(part, str(error))) from None
+        if refused := unsafe_token(token.user, self.token.path, self._privileged):
+            raise RestdError(failed(Part.TOKEN_UNSAFE, refused))
         query = "&".join(f"{key}={quote(str(value), safe='')}" for key, value in params.items())
         url = URL(self._base + path + (f"?{query}" if query else ""), encoded=True)
         status = 0
         try:
-            async with self._session_now().get(url, headers=headers) as response:
+            async with self._session_now().get(url, headers=token.headers()) as response:
                 status = response.status
                 body = await response.read()
                 return status, response.content_type, body

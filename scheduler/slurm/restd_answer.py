@@ -127,6 +127,16 @@ def records(where: str, what: str, decoded: dict[str, Any], key: str) -> None:
         )
 
 
+def nothing_found(body: bytes) -> bool:
+    """An error answer that only says no record matched (22.05's slurmdb: HTTP 500)."""
+    try:
+        decoded = msgspec.json.decode(body)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    errors = decoded.get("errors") if isinstance(decoded, dict) else None
+    return isinstance(errors, list) and bool(errors) and all(map(_means_no_results, errors))
+
+
 def _means_no_results(error: object) -> bool:
     return isinstance(error, dict) and error.get("error_number") == _EMPTY_RESULT
 

@@ -30,6 +30,12 @@ from core.cluster_config import ClusterConfig
 from scheduler.slurm.cli_source import CliSource
 from scheduler.slurm.commands import SlurmCommandError
 from scheduler.slurm.restd import RestdClient, RestdError
+from scheduler.slurm.restd_identity import (
+    SlurmConfFacts,
+    say_what_the_user_sees,
+    slurm_conf_facts,
+)
+from scheduler.slurm.restd_token import TokenFileError
 from scheduler.slurm.source import Associations, ClusterSource
 
 log = logging.getLogger(__name__)
@@ -58,7 +64,11 @@ def source_for(cluster: ClusterConfig) -> ClusterSource:
     """How skybot reads `cluster`: its commands, or its slurmrestd."""
     timeout = cluster.slurm.command_timeout_seconds
     if cluster.source == "slurmrestd":
-        return RestdSource(RestdClient(cluster.url, cluster.token_file, timeout=timeout))
+        facts = slurm_conf_facts(cluster.slurm_conf)
+        client = RestdClient(
+            cluster.url, cluster.token_file, timeout=timeout, privileged=facts.privileged
+        )
+        return RestdSource(client, facts)
     return CliSource(cluster.slurm.bin_dir, timeout, cluster.slurm_conf or None)
 
 
@@ -67,8 +77,11 @@ class RestdSource:
 
     nodes_command = "slurmrestd nodes"
 
-    def __init__(self, client: RestdClient) -> None:
+    def __init__(self, client: RestdClient, facts: SlurmConfFacts | None = None) -> None:
         self._client = client
+        self._facts = facts or SlurmConfFacts()
+        # The token whose user was last looked up in accounting (restd_identity.py).
+        self._identity_checked: str | None = None
         # A probe and a read must not interleave: a probe's answer kept after a newer read
         # would take the snapshot back in time.
         self._jobs_lock = asyncio.Lock()
@@ -96,6 +109,7 @@ class RestdSource:
         if job_ids is not None:
             # Only states-only polls fetch by id, and job_states_into refuses those.
             raise SlurmCommandError("slurmrestd: jobs are read whole, not by id")
+        await self._check_identity()
         async with self._jobs_lock:
             document, self._kept = self._kept, None
             if document is None:
@@ -153,6 +167,35 @@ class RestdSource:
 
     async def associations(self) -> Associations:
         return parse_associations_json(await _answer(self._client.associations()))
+
+    async def _check_identity(self) -> None:
+        """Once per token: warn if its user is unknown to accounting or sees only its own
+        jobs. A token that cannot be read, or accounting not answering, leaves it for the
+        next poll (the reads themselves say what is wrong with the token)."""
+        try:
+            token = self._client.token.current()
+        except TokenFileError:
+            return
+        if token.token == self._identity_checked or token.user in self._facts.privileged:
+            return
+        try:
+            record = await self._client.accounting_user(token.user)
+        except RestdError as error:
+            log.debug(
+                "slurmrestd at %s: whose token, not told yet: %s", self._client.address, error
+            )
+            return
+        self._identity_checked = token.token
+        warning = say_what_the_user_sees(token.user, self._client.token.path, record, self._facts)
+        if warning is not None:
+            log.warning("slurmrestd at %s: %s", self._client.address, warning)
+        else:
+            log.info(
+                "slurmrestd at %s: reading as %s (token in %s)",
+                self._client.address,
+                token.user,
+                self._client.token.path,
+            )
 
 
 async def _answer(call: Awaitable[T]) -> T:
