@@ -31,18 +31,22 @@ PREFIXES = tuple(part for part in Part if part is not Part.SLURM)
 
 # What users read for each slurmrestd failure; none of it says slurmctld is down, because
 # nothing behind slurmrestd was asked.
+_REST_API = "Slurm's REST API (slurmrestd)"
 _RESTD_WORDS = {
-    Part.RESTD_UNREACHABLE: "slurmrestd (Slurm's REST API, which skybot reads) is not answering",
-    Part.TOKEN_EXPIRED: "skybot's token for slurmrestd has expired",
-    Part.TOKEN_REFUSED: "slurmrestd refuses skybot's token",
-    Part.TOKEN_UNUSABLE: "skybot cannot use its token file for slurmrestd",
+    Part.RESTD_UNREACHABLE: f"{_REST_API}, which skybot reads, is not answering",
+    Part.TOKEN_EXPIRED: f"skybot's token for {_REST_API} has expired",
+    Part.TOKEN_REFUSED: f"{_REST_API} refuses skybot's token",
+    Part.TOKEN_UNUSABLE: f"skybot cannot use its token file for {_REST_API}",
     Part.TOKEN_UNSAFE: (
-        "skybot refuses its slurmrestd token: it is for root or SlurmUser, who can act as anyone"
+        f"skybot refuses its token for {_REST_API}: it is for root or SlurmUser, "
+        "who can act as anyone"
     ),
     Part.NOT_RESTD: (
-        "something other than slurmrestd answered skybot (a proxy or web server's error page)"
+        f"Something other than {_REST_API} answered skybot (a proxy or web server's error page)"
     ),
-    Part.RESTD_GARBLED: "slurmrestd's answers cannot be read (cut short or not Slurm's JSON)",
+    Part.RESTD_GARBLED: (
+        f"The answers of {_REST_API} cannot be read (cut short, or not Slurm's JSON)"
+    ),
 }
 
 
@@ -60,10 +64,9 @@ def part_of(error: str) -> Part:
 
 
 def restd_words(error: str) -> str | None:
-    """What users read when slurmrestd itself failed (capitalised, no full stop), or None
-    when the error is Slurm's own answer."""
-    words = _RESTD_WORDS.get(part_of(error))
-    return words[0].upper() + words[1:] if words is not None else None
+    """What users read when slurmrestd itself failed (a sentence without its full stop), or
+    None when the error is Slurm's own answer."""
+    return _RESTD_WORDS.get(part_of(error))
 
 
 # What waits while a source fails, in the sentence that names the part that failed.

@@ -75,9 +75,13 @@ FAULTS: dict[str, tuple[Fault, Part, str]] = {
     "HTML, 200": (
         _body(200, b"<!DOCTYPE html>\n<html><title>Welcome to nginx!</title>", "text/html"),
         Part.NOT_RESTD,
-        "other than slurmrestd answered",
+        "other than Slurm's REST API (slurmrestd) answered",
     ),
-    "HTML, 500": (_body(500, NGINX_500, "text/html"), Part.NOT_RESTD, "other than slurmrestd"),
+    "HTML, 500": (
+        _body(500, NGINX_500, "text/html"),
+        Part.NOT_RESTD,
+        "other than Slurm's REST API",
+    ),
     "null": (_body(200, b"null"), Part.RESTD_GARBLED, "cannot be read"),
     "NaN": (_body(200, b"NaN"), Part.RESTD_GARBLED, "cannot be read"),
     "deep nesting": (_body(200, b"[" * 200_000), Part.RESTD_GARBLED, "cannot be read"),
@@ -221,7 +225,9 @@ async def test_an_expired_token_and_a_daemon_gone_are_told_apart(
     assert not await rig.poll()
     error = (await rig.snapshot()).source("slurm").error or ""
     assert part_of(error) is Part.TOKEN_EXPIRED
-    assert "token for slurmrestd has expired" in outage_words("slurm", error, None, "1 min", 0)
+    assert "token for Slurm's REST API (slurmrestd) has expired" in outage_words(
+        "slurm", error, None, "1 min", 0
+    )
 
     (tmp_path / "restd.sock").unlink()  # the daemon's socket gone: nothing listens
     write_token(rig.token, make_token("skybot", time.time() + 600))

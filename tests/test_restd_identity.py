@@ -27,10 +27,13 @@ from tests.slack_standin import SlackStandIn
 from tests.test_restd_client import make_token, write_token
 from tests.test_run_lifecycle import running
 
+# Accounting's users: skybot's service account is not one, as on the test clusters.
 USERS: dict[str, dict[str, Any]] = {
-    "skybot": {"name": "skybot", "administrator_level": "None"},
+    "alice": {"name": "alice", "administrator_level": "None"},
     "reader": {"name": "reader", "administrator_level": ["Operator"]},
 }
+# Who exists on the cluster: slurmctld counts anyone else's RPCs under uid 99.
+EXISTING = {"skybot", "alice", "reader"}
 
 
 def test_slurm_conf_says_slurmuser_and_private_jobs(tmp_path: Path) -> None:
@@ -48,18 +51,24 @@ def test_slurm_conf_says_slurmuser_and_private_jobs(tmp_path: Path) -> None:
 async def restd(tmp_path: Path) -> AsyncIterator[tuple[str, list[str]]]:
     """A 24.11-shaped slurmrestd knowing USERS in accounting; the paths asked."""
     asked: list[str] = []
+    counted: set[str] = set()
 
     async def handle(request: web.Request) -> web.Response:
         asked.append(request.path)
+        user = request.headers.get("X-SLURM-USER-NAME", "")
+        counted.add(user if user in EXISTING else "99")
         parts = request.path.strip("/").split("/")
         if parts[-1] == "ping":
             return web.json_response({"pings": [{"pinged": "UP"}]})
+        if parts[-1] == "diag":
+            by_user = [{"user": name, "count": 1} for name in sorted(counted)]
+            return web.json_response({"statistics": {"rpcs_by_user": by_user}})
         if parts[-2:-1] == ["user"]:
-            user = USERS.get(parts[-1])
-            if user is None:  # 22.05's way: HTTP 500 "Nothing found"
+            record = USERS.get(parts[-1])
+            if record is None:  # 22.05's way: HTTP 500 "Nothing found"
                 nothing = {"error_number": 9003, "description": "Nothing found"}
                 return web.json_response({"errors": [nothing], "users": []}, status=500)
-            return web.json_response({"users": [user]})
+            return web.json_response({"users": [record]})
         if parts[-1] == "jobs":
             return web.json_response({"jobs": [], "last_update": {"number": 1_800_000_000}})
         return web.Response(status=404)
@@ -94,9 +103,10 @@ async def test_a_token_rotated_to_root_or_slurmuser_is_refused_before_it_is_sent
 @pytest.mark.parametrize(
     ("user", "private_jobs", "said"),
     [
-        ("ghost", False, "whom Slurm accounting does not know"),
+        ("ghost", False, "a user slurmctld does not know"),
         ("skybot", True, "sees only that user's jobs"),
-        ("skybot", False, None),
+        ("alice", True, "sees only that user's jobs"),
+        ("skybot", False, None),  # not in accounting, but it exists: nothing to say
         ("reader", True, None),  # an Operator sees every job whatever PrivateData says
     ],
 )

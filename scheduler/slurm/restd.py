@@ -189,6 +189,17 @@ class RestdClient:
         size = statistics.get("dbd_agent_queue_size") if isinstance(statistics, dict) else None
         return size if type(size) is int else None
 
+    async def rpc_users(self) -> set[str] | None:
+        """The names slurmctld counts RPCs under (sdiag's "by user"): a user it cannot
+        resolve is counted under a number. None if diag does not list them."""
+        version = await self.version()
+        diag = await self._answer(self._path("slurm", version, "diag"), {}, "diag", whole=True)
+        statistics = diag.get("statistics")
+        counted = statistics.get("rpcs_by_user") if isinstance(statistics, dict) else None
+        if not isinstance(counted, list):
+            return None
+        return {str(item.get("user")) for item in counted if isinstance(item, dict)}
+
     async def associations(self) -> dict[str, Any]:
         """Accounting's associations, as `sacctmgr --json show associations` has them."""
         version = await self.version()

@@ -6,9 +6,11 @@ bot reads would be a key to every account. skybot refuses it, at start-up with o
 an exit code (bot/startup.py), later by failing the reads until the file holds another.
 
 Two more tokens work but mislead, and are said once per token in the log: one for a user
-Slurm accounting does not know (on 22.05 slurmctld then answers as if for anyone: the user
-may not exist at all), and one for a plain user where slurm.conf's PrivateData hides other
-users' jobs (skybot would see only that user's).
+that does not exist (slurmctld reads for it as for nobody, uid 99, and counts its RPCs under
+that number: seen on 22.05, where it still read every job), and one for a plain user where
+slurm.conf's PrivateData hides other users' jobs (skybot would see only that user's). Slurm
+accounting not knowing the user says nothing by itself: a service account such as skybot's
+is usually not in it.
 
 Only the standard library and the token reader here: start-up checks before it loads aiohttp.
 """
@@ -80,17 +82,23 @@ def unsafe_token_file(token_file: str, facts: SlurmConfFacts) -> str | None:
 
 
 def say_what_the_user_sees(
-    user: str, token_path: Path, record: dict[str, Any] | None, facts: SlurmConfFacts
+    user: str,
+    token_path: Path,
+    record: dict[str, Any] | None,
+    rpc_users: set[str] | None,
+    facts: SlurmConfFacts,
 ) -> str | None:
-    """A warning for a token that works but misleads, from accounting's record of its user
-    (None: accounting knows no such user); None when there is nothing to say."""
-    if record is None:
+    """A warning for a token that works but misleads, or None. `record`: accounting's
+    record of the user (None: accounting knows no such user, as for a service account);
+    `rpc_users`: the names slurmctld counts RPCs under, asked after a read with the token
+    (None: not known)."""
+    if rpc_users is not None and user not in rpc_users:
         return (
-            f"the slurmrestd token in {token_path} is for {user!r}, whom Slurm accounting "
-            "does not know: the user may not exist on the cluster. skybot reads what "
-            "slurmctld shows that name; mint the token for a real user"
+            f"the slurmrestd token in {token_path} is for {user!r}, a user slurmctld does "
+            "not know (it counts the token's requests under a number, as for nobody): the "
+            "user does not exist on the cluster. Mint the token for a real user"
         )
-    level = record.get("administrator_level")
+    level = record.get("administrator_level") if record is not None else None
     levels = {str(item) for item in level} if isinstance(level, list) else {str(level)}
     if facts.private_jobs and not levels & {"Operator", "Administrator"}:
         return (

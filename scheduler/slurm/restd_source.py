@@ -109,21 +109,25 @@ class RestdSource:
         if job_ids is not None:
             # Only states-only polls fetch by id, and job_states_into refuses those.
             raise SlurmCommandError("slurmrestd: jobs are read whole, not by id")
-        await self._check_identity()
         async with self._jobs_lock:
-            document, self._kept = self._kept, None
-            if document is None:
-                in_place = self._jobs_file == path and path.exists()
-                since = self._jobs_update_time if in_place else None
-                read = await _answer(self._client.jobs(since))
-                self._jobs_update_time = read.update_time
-                if read.document is None:
-                    return True  # last time's file is the answer
-                document = read.document
-            self._jobs_file = None
-            await _write_file(path, document)
-            self._jobs_file = path
+            await self._read_jobs_into(path)
+        # After the read: slurmctld has counted the token's requests by then.
+        await self._check_identity()
         return True
+
+    async def _read_jobs_into(self, path: Path) -> None:
+        document, self._kept = self._kept, None
+        if document is None:
+            in_place = self._jobs_file == path and path.exists()
+            since = self._jobs_update_time if in_place else None
+            read = await _answer(self._client.jobs(since))
+            self._jobs_update_time = read.update_time
+            if read.document is None:
+                return  # last time's file is the answer
+            document = read.document
+        self._jobs_file = None
+        await _write_file(path, document)
+        self._jobs_file = path
 
     async def job_states_into(self, path: Path) -> None:
         raise SlurmCommandError(
@@ -169,8 +173,8 @@ class RestdSource:
         return parse_associations_json(await _answer(self._client.associations()))
 
     async def _check_identity(self) -> None:
-        """Once per token: warn if its user is unknown to accounting or sees only its own
-        jobs. A token that cannot be read, or accounting not answering, leaves it for the
+        """Once per token: warn if its user does not exist or sees only its own jobs. A
+        token that cannot be read, or diag or accounting not answering, leaves it for the
         next poll (the reads themselves say what is wrong with the token)."""
         try:
             token = self._client.token.current()
@@ -180,13 +184,16 @@ class RestdSource:
             return
         try:
             record = await self._client.accounting_user(token.user)
+            rpc_users = await self._client.rpc_users()
         except RestdError as error:
             log.debug(
                 "slurmrestd at %s: whose token, not told yet: %s", self._client.address, error
             )
             return
         self._identity_checked = token.token
-        warning = say_what_the_user_sees(token.user, self._client.token.path, record, self._facts)
+        warning = say_what_the_user_sees(
+            token.user, self._client.token.path, record, rpc_users, self._facts
+        )
         if warning is not None:
             log.warning("slurmrestd at %s: %s", self._client.address, warning)
         else:
