@@ -133,7 +133,8 @@ async def test_a_token_for_a_user_that_does_not_exist_is_said(
     caplog.set_level(logging.INFO, logger="scheduler.slurm.restd_source")
     assert await polled.poll()
     assert any("reading as skybot" in r.getMessage() for r in caplog.records)
-    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    identity = "scheduler.slurm.restd_source"
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r.name == identity]
     mint_for("nosuchuser", polled.token, 600)
     await polled.poll()
     said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
