@@ -32,7 +32,6 @@ from bot.exit_codes import (
     EXIT_SCHEMA_TOO_NEW,
     EXIT_SLURM_TOKEN_UNSAFE,
 )
-from scheduler.slurm.restd_identity import slurm_conf_facts, unsafe_token_file
 from store.db import SchemaTooNewError
 from store.writer import StoreWriter
 
@@ -113,9 +112,12 @@ def _listeners(config: Config) -> Iterator[dict[str, socket.socket]]:
 
 def refuse_unsafe_slurm_tokens(config: Config) -> None:
     """SlurmTokenUnsafe if a slurmrestd cluster's token file holds a token that acts as anyone."""
-    for cluster in config.clusters:
-        if cluster.source != "slurmrestd":
-            continue
+    restd = [cluster for cluster in config.clusters if cluster.source == "slurmrestd"]
+    if not restd:
+        return  # nothing of the scheduler's is loaded for the other refusals
+    from scheduler.slurm.restd_identity import slurm_conf_facts, unsafe_token_file
+
+    for cluster in restd:
         refused = unsafe_token_file(cluster.token_file, slurm_conf_facts(cluster.slurm_conf))
         if refused is not None:
             raise SlurmTokenUnsafe(f"cluster {cluster.name}: {refused}")
