@@ -271,3 +271,15 @@ async def test_2205_has_no_job_states(restd: tuple[FakeRestd, Path, str]) -> Non
     async with RestdClient(address, token_file) as client:
         with pytest.raises(RestdError, match="no jobs/state"):
             await client.job_states()
+
+
+async def test_ping_and_diag_are_read_whole(restd: tuple[FakeRestd, Path, str]) -> None:
+    """The record decoder keeps only jobs and nodes: the ping's `pings` and diag's
+    `statistics` were dropped, so the ping never read UP (recovery waited out the back-off)
+    and the DBD queue was never known."""
+    fake, token_file, address = restd
+    fake.routes["/slurm/v0.0.42/ping/"] = answer({"pings": [{"pinged": "UP"}], "errors": []})
+    fake.routes["/slurm/v0.0.42/diag/"] = answer({"statistics": {"dbd_agent_queue_size": 0}})
+    async with RestdClient(address, token_file) as client:
+        assert await client.answers_ping() is True
+        assert await client.dbd_queue_size() == 0

@@ -159,3 +159,26 @@ async def test_slurmrestd_stopped_is_said_and_current_one_poll_after_it_starts(
     assert await polled.poll(), "current one poll after slurmrestd answers"
     print(f"current {time.monotonic() - started:.2f} s after `up` returned")
     assert not (await polled.status()).failing
+
+
+async def test_a_hung_slurmctld_behind_slurmrestd_is_told_and_current_a_poll_after_it_resumes(
+    polled: Polled,
+) -> None:
+    """slurmctld SIGSTOPped: slurmrestd's reads fail (or time out), its pings say DOWN; once
+    slurmctld resumes, the back-off's ping lets the next poll through (before the fix the ping
+    never read UP, and the cluster waited out the whole back-off)."""
+    assert await polled.poll()
+    cluster_script("pause-controller")
+    try:
+        assert not await polled.poll()
+        part, words = await polled.told()
+        assert part in (Part.SLURM, Part.RESTD_UNREACHABLE), words
+        for _ in range(3):  # 5, 10 s of back-off: pings only
+            assert not await polled.poll()
+        assert polled.poller.consecutive_failures >= 2
+    finally:
+        cluster_script("resume-controller")
+    started = time.monotonic()
+    assert await polled.poll(), "current one poll after slurmctld resumes"
+    print(f"current {time.monotonic() - started:.2f} s after slurmctld resumed")
+    assert not (await polled.status()).failing

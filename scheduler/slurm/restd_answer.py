@@ -104,7 +104,8 @@ def document(where: str, what: str, body: bytes, whole: bool = False) -> dict[st
         raise RestdError(
             failed(
                 Part.RESTD_GARBLED,
-                f"{where}: {what} is not Slurm's JSON ({reason}); it begins {first_line(body)!r}",
+                f"{where}: {what} is not Slurm's JSON ({reason}); its {len(body):,} bytes "
+                f"begin {first_line(body)!r}",
             )
         ) from None
     reported = decoded.get("errors")
