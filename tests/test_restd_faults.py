@@ -110,11 +110,13 @@ class FakeRestd:
 
     version: str
     fault: Fault | None = None
+    # The fault only for paths starting with this (e.g. accounting's, "/slurmdb/").
+    only: str = "/"
     asked: list[str] = field(default_factory=list)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.asked.append(request.path)
-        if self.fault is not None:
+        if self.fault is not None and request.path.startswith(self.only):
             return await self.fault(request)
         if request.path.rstrip("/").endswith("/ping"):
             if not request.path.startswith(f"/slurm/{self.version}/"):
@@ -235,3 +237,24 @@ async def test_an_expired_token_and_a_daemon_gone_are_told_apart(
     error = (await rig.snapshot()).source("slurm").error or ""
     assert part_of(error) is Part.RESTD_UNREACHABLE and "cannot connect" in error
     assert len(_warnings(caplog)) == 2  # a new kind of failure is said again
+
+
+async def test_accounting_failing_behind_slurmrestd_is_said_once_and_not_blamed_on_slurmdbd(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A proxy's 502 for accounting's paths only: the live view stays current, job ends wait,
+    one warning, and the words name slurmrestd rather than slurmdbd."""
+    caplog.set_level(logging.INFO, logger="scheduler.slurm.poller")
+    assert await rig.poll()
+    rig.fake.fault, rig.fake.only = FAULTS["502"][0], "/slurmdb/"
+    assert [await rig.poll() for _ in range(4)] == [True] * 4
+    warnings = [r.getMessage() for r in _warnings(caplog)]
+    assert len(warnings) == 1 and warnings[0].startswith("sacct on nova failed"), warnings
+    status = (await rig.snapshot()).source("accounting")
+    assert status.failing and part_of(status.error or "") is Part.RESTD_UNREACHABLE
+    told = outage_words("accounting", status.error or "", status.error_at, "", rig.clock[0])
+    assert "is not answering" in told and "reported late" in told and "slurmdbd" not in told
+    rig.fake.fault = None
+    assert await rig.poll()
+    assert not (await rig.snapshot()).source("accounting").failing
+    assert any("sacct on nova answered again" in r.getMessage() for r in caplog.records)

@@ -83,6 +83,8 @@ class SlurmPoller:
         # answered), and when that run began (monotonic): logged once per run, not per try.
         self._outage: Part | None = None
         self._outage_began = 0.0
+        # The same for accounting (sacct), which fails on its own while the poll goes on.
+        self._accounting_outage: Part | None = None
         self._worker = PollWorker()
         # The poll the store last committed, which the worker diffs the next one against.
         self._committed: Generation | None = None
@@ -241,7 +243,14 @@ class SlurmPoller:
     ) -> None:
         """Write the poll's changes; what sacct reported counts only if it could be read."""
         if accounting_error is not None:
-            log.warning("sacct failed; job ends wait until it answers: %s", accounting_error)
+            part = part_of(accounting_error)
+            said = log.warning if part != self._accounting_outage else log.debug
+            said(
+                "sacct on %s failed; job ends wait until it answers: %s",
+                self.cluster,
+                accounting_error,
+            )
+            self._accounting_outage = part
             await self._writer.run(
                 record_poll_failure, self.cluster, "accounting", accounting_error, now
             )
@@ -255,6 +264,9 @@ class SlurmPoller:
         self._pending.committed(started)
         if accounting_error is None:
             self._sacct.answered(now)
+            if self._accounting_outage is not None:
+                log.info("sacct on %s answered again: job ends are told again", self.cluster)
+                self._accounting_outage = None
 
     async def close(self) -> None:
         """Stop the poll worker, let go of the source, and remove the command output files."""
