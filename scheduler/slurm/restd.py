@@ -275,6 +275,9 @@ class RestdClient:
         if restd_answer.is_html(content_type, body) and status not in restd_answer.GATEWAY:
             raise restd_answer.not_restd(self._where, path, status, body)
         if status != 200:
+            if status == 404:
+                # An upgraded daemon may no longer serve the version chosen: choose again.
+                self._version = None
             if status in (401, 403, 511) or (status == 500 and LEGACY_VERSION in path):
                 # The file may have been replaced since: read it again next time.
                 self.token.forget()
