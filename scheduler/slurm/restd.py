@@ -33,7 +33,7 @@ from scheduler.slurm.restd_answer import RestdError
 from scheduler.slurm.restd_identity import unsafe_token
 from scheduler.slurm.restd_token import TokenFile, TokenFileError
 
-__all__ = ["RestdClient", "RestdError", "SlurmRead"]
+__all__ = ["RawRead", "RestdClient", "RestdError", "SlurmRead"]
 
 # What core.slurm_json decodes, newest first: the client takes the newest the daemon serves.
 # 22.05's v0.0.36/37 are older shapes than the decoders know.
@@ -51,6 +51,13 @@ class SlurmRead:
     # None: nothing changed since the update_time the read was given.
     document: dict[str, Any] | None
     # What to pass as update_time next time.
+    update_time: int
+
+
+@dataclass(frozen=True)
+class RawRead:
+    # The jobs answer's bytes (well-formed: restd_answer.shape); None: nothing changed.
+    body: bytes | None
     update_time: int
 
 
@@ -132,6 +139,25 @@ class RestdClient:
         version = await self.version()
         params: dict[str, object] = {} if version == LEGACY_VERSION else {"flags": "ALL"}
         return await self._changed_since("jobs", version, params, update_time)
+
+    async def jobs_raw(self, update_time: int | None = None) -> RawRead:
+        """As `jobs`, but the answer's bytes as slurmrestd sent them, checked for shape
+        without being decoded (the poll worker decodes them, off the bot's event loop: at
+        20,000 jobs a decode held the loop for half a second, this check for a fifth)."""
+        version = await self.version()
+        params: dict[str, object] = {} if version == LEGACY_VERSION else {"flags": "ALL"}
+        asked_at = int(self._clock()) - _CLOCK_MARGIN
+        if update_time is not None:
+            params["update_time"] = update_time
+        path = self._path("slurm", version, "jobs")
+        body = await self._body(path, params, unchanged_ok=update_time is not None)
+        if body is None:  # HTTP 304: 22.05
+            assert update_time is not None
+            return RawRead(None, update_time)
+        count, last_update = restd_answer.shape(self._where, "jobs", body)
+        if update_time is not None and last_update == 0 and count == 0:
+            return RawRead(None, update_time)  # 24.x's "no change"
+        return RawRead(body, last_update or asked_at)
 
     async def nodes(self, update_time: int | None = None) -> SlurmRead:
         """The nodes, as `scontrol show nodes --json` has them (and 22.05's `sinfo --json`).
@@ -262,9 +288,27 @@ class RestdClient:
         probe: bool = False,
         nothing_found_ok: bool = False,
     ) -> dict[str, Any] | None:
-        """The one way an answer comes in: a well-formed document (None: HTTP 304 where
-        `unchanged_ok`, or 404 where `probe`), else a RestdError naming the part that failed
-        (scheduler/slurm/restd_answer.py)."""
+        """The one way a document comes in: a well-formed one (None: HTTP 304 where
+        `unchanged_ok`, 404 where `probe`, "nothing found" where `nothing_found_ok`), else a
+        RestdError naming the part that failed (scheduler/slurm/restd_answer.py)."""
+        body = await self._body(path, params, unchanged_ok, probe, nothing_found_ok)
+        if body is None:
+            return None
+        document = restd_answer.document(self._where, what, body, whole)
+        if not whole and what in ("jobs", "nodes"):
+            document[_STAMP_KEY] = _stamp(body)
+        return document
+
+    async def _body(
+        self,
+        path: str,
+        params: Mapping[str, object],
+        unchanged_ok: bool = False,
+        probe: bool = False,
+        nothing_found_ok: bool = False,
+    ) -> bytes | None:
+        """The body of an HTTP 200 that is not an HTML page (None as for `_read`), else a
+        RestdError: every answer passes here."""
         status, content_type, body = await self._get(path, params)
         if status == 304 and unchanged_ok:
             return None
@@ -290,10 +334,7 @@ class RestdClient:
                     f"{self.token.path}"
                 )
             raise error
-        document = restd_answer.document(self._where, what, body, whole)
-        if not whole and what in ("jobs", "nodes"):
-            document[_STAMP_KEY] = _stamp(body)
-        return document
+        return body
 
     async def _answer(
         self, path: str, params: Mapping[str, object], what: str, whole: bool = False

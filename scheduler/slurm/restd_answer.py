@@ -25,6 +25,27 @@ GATEWAY = (502, 503, 504)
 _FIRST_LINE_CHARS = 120
 
 
+class _Record(msgspec.Struct, gc=False):
+    """Any JSON object, its fields skipped unread."""
+
+
+class _Stamp(msgspec.Struct, gc=False):
+    number: int = 0
+
+
+class _Shape(msgspec.Struct, gc=False):
+    """A jobs answer read for its shape only: a record list, the stamp, the errors."""
+
+    jobs: list[_Record | bool | int | float | str | list[Any] | None] | msgspec.UnsetType = (
+        msgspec.UNSET
+    )
+    last_update: _Stamp | None = None
+    errors: Any = None
+
+
+_shape_decoder = msgspec.json.Decoder(_Shape)
+
+
 class RestdError(Exception):
     """slurmrestd could not be reached, refused the request or reported an error."""
 
@@ -114,6 +135,29 @@ def document(where: str, what: str, body: bytes, whole: bool = False) -> dict[st
         raise RestdError(f"{where}: {what} reported an error: {describe(errors[0])}")
     decoded.pop("errors", None)
     return decoded
+
+
+def shape(where: str, what: str, body: bytes) -> tuple[int, int]:
+    """(records, last_update) of a jobs answer, checked as `document` checks one (JSON,
+    an object, no error reported, a list of jobs) without building the records."""
+    try:
+        found = _shape_decoder.decode(body)
+    except (msgspec.DecodeError, RecursionError) as error:
+        reason = str(error) or "nested too deeply"
+        raise RestdError(
+            failed(
+                Part.RESTD_GARBLED,
+                f"{where}: {what} is not Slurm's JSON ({reason}); its {len(body):,} bytes "
+                f"begin {first_line(body)!r}",
+            )
+        ) from None
+    reported = found.errors if isinstance(found.errors, list) else []
+    errors = [e for e in reported if not _means_no_results(e)]
+    if errors:
+        raise RestdError(f"{where}: {what} reported an error: {describe(errors[0])}")
+    if found.jobs is msgspec.UNSET:
+        raise RestdError(failed(Part.RESTD_GARBLED, f"{where}: {what} has no list of jobs"))
+    return len(found.jobs), found.last_update.number if found.last_update else 0
 
 
 def records(where: str, what: str, decoded: dict[str, Any], key: str) -> None:

@@ -88,7 +88,7 @@ class RestdSource:
         # The newest jobs document obtained (kept or written): what update_time asks against.
         self._jobs_update_time: int | None = None
         # A probe's answer that changed, for the next jobs read.
-        self._kept: dict[str, Any] | None = None
+        self._kept: bytes | None = None
         # The jobs file last written, left in place when the controller says nothing changed.
         self._jobs_file: Path | None = None
 
@@ -99,10 +99,10 @@ class RestdSource:
         async with self._jobs_lock:
             if self._kept is not None or self._jobs_update_time is None:
                 return True
-            read = await _answer(self._client.jobs(self._jobs_update_time))
-            if read.document is None:
+            read = await _answer(self._client.jobs_raw(self._jobs_update_time))
+            if read.body is None:
                 return False
-            self._kept, self._jobs_update_time = read.document, read.update_time
+            self._kept, self._jobs_update_time = read.body, read.update_time
             return True
 
     async def jobs_into(self, path: Path, job_ids: str | None = None) -> bool:
@@ -116,17 +116,18 @@ class RestdSource:
         return True
 
     async def _read_jobs_into(self, path: Path) -> None:
-        document, self._kept = self._kept, None
-        if document is None:
+        body, self._kept = self._kept, None
+        if body is None:
             in_place = self._jobs_file == path and path.exists()
             since = self._jobs_update_time if in_place else None
-            read = await _answer(self._client.jobs(since))
+            read = await _answer(self._client.jobs_raw(since))
             self._jobs_update_time = read.update_time
-            if read.document is None:
+            if read.body is None:
                 return  # last time's file is the answer
-            document = read.document
+            body = read.body
         self._jobs_file = None
-        await _write_file(path, document)
+        # As slurmrestd sent it: the poll worker decodes it, not the bot's event loop.
+        await _write_file(path, body)
         self._jobs_file = path
 
     async def job_states_into(self, path: Path) -> None:
@@ -213,13 +214,14 @@ async def _answer(call: Awaitable[T]) -> T:
         raise SlurmCommandError(str(error)) from None
 
 
-async def _write_file(path: Path, document: dict[str, Any]) -> None:
+async def _write_file(path: Path, document: dict[str, Any] | bytes) -> None:
     """Written beside and renamed over, so a digest never reads half a document; encoding
     a large queue holds the interpreter, so on a thread."""
 
     def write() -> None:
         partial = path.with_name(path.name + ".partial")
-        partial.write_bytes(msgspec.json.encode(document))
+        encoded = document if isinstance(document, bytes) else msgspec.json.encode(document)
+        partial.write_bytes(encoded)
         os.replace(partial, path)
 
     await asyncio.to_thread(write)
