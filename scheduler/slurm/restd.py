@@ -10,8 +10,8 @@ controller answers "no change" for the price of a lock and a compare (22.05: HTT
 `"jobs": []` with `last_update` 0) instead of dumping the whole queue. `SlurmRead.update_time`
 is what to pass next time; a `None` document means nothing changed since.
 
-Reads only. Submitting and cancelling stay with the runner, as the user: a token good for
-everyone's jobs (SlurmUser's) would make every action the bot's own.
+Every answer passes `_body`: anything but a well-formed document is a RestdError naming
+the part that failed (restd_answer.py). Reads only: actions stay with the runner, as the user.
 """
 
 from __future__ import annotations
