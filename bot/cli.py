@@ -66,9 +66,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(config: Config) -> int:
     """The bot until SIGTERM (0); a config error is 2; a taken port 1, another instance on the
-    same database 3, a database schema newer than this skybot 4, a database it cannot use 5
-    (bot/startup.py), each as one line on stderr at priority err. Anything else that stops
-    it is logged at priority crit, with its traceback, and exits 1."""
+    same database 3, a database schema newer than this skybot 4, a database it cannot use 5,
+    a slurmrestd token for root or SlurmUser 6 (bot/startup.py), each as one line on stderr
+    at priority err. Anything else that stops it is logged at priority crit, with its
+    traceback, and exits 1."""
     secrets = Secrets.from_environment()
     secrets.require_for(config.slack.mode)
     from bot.startup import StartupError, claimed

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.slack_link import SocketModeLink
+from core.slurm_failure import restd_words
 from core.view import ClusterView
 from scheduler.outbox_sender import SenderPause
 from store.health import StoreHealth
@@ -141,7 +142,9 @@ def slurm_check(view: ClusterView, now: float, max_age_seconds: float) -> Check:
         problems.append(f"snapshot is {age(now, slurm.taken_at):.0f} s old")
     if slurm.failing:
         since = f" for {age(now, slurm.error_at):.0f} s" if slurm.error_at is not None else ""
-        problems.append(f"the controller (slurmctld) has not answered{since}: {slurm.error}")
+        # slurmrestd's own failures name slurmrestd, not slurmctld (core/slurm_failure.py).
+        part = restd_words(slurm.error or "") or "the controller (slurmctld) has not answered"
+        problems.append(f"{part}{since}: {slurm.error}")
     if problems:
         return Check(False, "; ".join(problems))
     return Check(True, f"snapshot is {age(now, slurm.taken_at or now):.0f} s old")

@@ -30,6 +30,7 @@ from bot.exit_codes import (
     EXIT_DATABASE_UNUSABLE,
     EXIT_PORT_UNAVAILABLE,
     EXIT_SCHEMA_TOO_NEW,
+    EXIT_SLURM_TOKEN_UNSAFE,
 )
 from store.db import SchemaTooNewError
 from store.writer import StoreWriter
@@ -57,6 +58,10 @@ class DatabaseUnusable(StartupError):
     exit_code = EXIT_DATABASE_UNUSABLE
 
 
+class SlurmTokenUnsafe(StartupError):
+    exit_code = EXIT_SLURM_TOKEN_UNSAFE
+
+
 @dataclass
 class Claim:
     """What start-up secured, held until the run ends."""
@@ -69,7 +74,9 @@ class Claim:
 @contextlib.contextmanager
 def claimed(config: Config) -> Iterator[Claim]:
     """The instance lock, then every port, then the database, each refused as StartupError;
-    released in reverse, the lock last: no second instance opens the store before it is closed."""
+    released in reverse, the lock last: no second instance opens the store before it is closed.
+    First of all, a slurmrestd token for root or SlurmUser is refused (restd_identity.py)."""
+    refuse_unsafe_slurm_tokens(config)
     with _instance_lock(database_path(config)), _listeners(config) as sockets:
         writer = open_store(database_path(config))
         try:
@@ -101,6 +108,19 @@ def _listeners(config: Config) -> Iterator[dict[str, socket.socket]]:
     finally:
         for sock in sockets.values():
             sock.close()
+
+
+def refuse_unsafe_slurm_tokens(config: Config) -> None:
+    """SlurmTokenUnsafe if a slurmrestd cluster's token file holds a token that acts as anyone."""
+    restd = [cluster for cluster in config.clusters if cluster.source == "slurmrestd"]
+    if not restd:
+        return  # nothing of the scheduler's is loaded for the other refusals
+    from scheduler.slurm.restd_identity import slurm_conf_facts, unsafe_token_file
+
+    for cluster in restd:
+        refused = unsafe_token_file(cluster.token_file, slurm_conf_facts(cluster.slurm_conf))
+        if refused is not None:
+            raise SlurmTokenUnsafe(f"cluster {cluster.name}: {refused}")
 
 
 def open_store(database: Path | str) -> StoreWriter:

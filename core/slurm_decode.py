@@ -127,6 +127,15 @@ class SlurmDecodeError(ValueError):
 
 
 def decode_slurm_json(raw: bytes | bytearray | memoryview | str) -> dict[str, Any]:
+    """The document as _decode_slurm_json has it; JSON nested past the decoder's
+    depth (no Slurm document is: a broken or hostile answer) is not Slurm JSON either."""
+    try:
+        return _decode_slurm_json(raw)
+    except RecursionError:
+        raise SlurmDecodeError("not Slurm JSON: nested too deeply") from None
+
+
+def _decode_slurm_json(raw: bytes | bytearray | memoryview | str) -> dict[str, Any]:
     """The document as plain Python data, keeping only the fields skybot parses.
 
     Invalid UTF-8 is replaced rather than fatal; a document whose record lists are not

@@ -4,12 +4,15 @@ fails the poll (struggling, not down). Slurm's commands are scripts here that lo
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from msgspec.structs import replace
 
 from bot.config import DatabaseConfig, SlurmConfig, load_config
+from handlers.commands.common import outage_words
 from scheduler.slurm.poller import SlurmPoller
+from store.snapshots import load_snapshot
 from store.writer import StoreWriter
 from tests.slurm_wrappers import write_wrappers
 
@@ -49,10 +52,14 @@ class FakeSlurm:
         return names
 
 
-def _poller(tmp_path: Path, slurm: FakeSlurm, clock: list[float]) -> SlurmPoller:
+def _poller(
+    tmp_path: Path, slurm: FakeSlurm, clock: list[float], timeout: float = 20.0
+) -> SlurmPoller:
     config = replace(
         load_config(None),
-        slurm=SlurmConfig(bin_dir=str(slurm.bin), poll_seconds=POLL),
+        slurm=SlurmConfig(
+            bin_dir=str(slurm.bin), poll_seconds=POLL, command_timeout_seconds=timeout
+        ),
         database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
     )
     return SlurmPoller(config, StoreWriter(config.database.path), clock=lambda: clock[0])
@@ -119,3 +126,32 @@ async def test_a_failed_read_leaves_no_other_read_of_its_poll_running(tmp_path: 
     clock[0] += POLL
     assert await poller.poll_jobs() is False
     assert finished.exists(), "the failed poll returned while its sinfo still ran"
+
+
+async def test_a_wrapper_hung_in_a_child_fails_the_poll_at_the_timeout_and_users_are_warned(
+    tmp_path: Path,
+) -> None:
+    """squeue behind a `bin_dir` wrapper hangs (its child holds the pipes): the poll ends at
+    the command timeout, not when the child gives up, and the first failed poll warns."""
+    slurm = FakeSlurm(tmp_path)
+    hang = tmp_path / "hang"
+    squeue = slurm.bin / "squeue"
+    squeue.write_text(
+        squeue.read_text().replace(
+            "#!/bin/sh\n", f"#!/bin/sh\n[ -e {hang} ] && {{ sleep 30 & wait; }}\n"
+        )
+    )
+    clock = [time.time()]
+    poller = _poller(tmp_path, slurm, clock, timeout=0.5)
+    assert await poller.poll_jobs()
+    hang.touch()
+    clock[0] += POLL
+    started = time.monotonic()
+    assert await poller.poll_jobs() is False
+    assert time.monotonic() - started < 5.0
+    snapshot = await poller._writer.run(load_snapshot, poller.cluster)
+    status = snapshot.source("slurm")
+    assert status.failing and "squeue timed out after 0.5 s" in (status.error or "")
+    words = outage_words("slurm", status.error or "", status.error_at, "5 s ago", clock[0])
+    assert words.startswith("The Slurm controller (slurmctld) has not answered since ")
+    await poller.close()

@@ -24,6 +24,7 @@ from bot.startup import (
     EXIT_DATABASE_UNUSABLE,
     EXIT_PORT_UNAVAILABLE,
     EXIT_SCHEMA_TOO_NEW,
+    EXIT_SLURM_TOKEN_UNSAFE,
 )
 from handlers.buttons import registry
 
@@ -333,7 +334,13 @@ def test_sudoers_file_parses() -> None:
 def test_unit_does_not_restart_what_a_restart_cannot_fix() -> None:
     settings = unit_settings()
     prevented = settings["RestartPreventExitStatus"][0].split()
-    refusals = [EXIT_CONFIG, EXIT_ALREADY_RUNNING, EXIT_SCHEMA_TOO_NEW, EXIT_DATABASE_UNUSABLE]
+    refusals = [
+        EXIT_CONFIG,
+        EXIT_ALREADY_RUNNING,
+        EXIT_SCHEMA_TOO_NEW,
+        EXIT_DATABASE_UNUSABLE,
+        EXIT_SLURM_TOKEN_UNSAFE,
+    ]
     assert sorted(prevented) == sorted(str(code) for code in refusals)
     assert str(EXIT_PORT_UNAVAILABLE) not in prevented  # a port may free up
     # skybot tells systemd when it is up, and its heartbeat feeds the watchdog.

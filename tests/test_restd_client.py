@@ -271,3 +271,31 @@ async def test_2205_has_no_job_states(restd: tuple[FakeRestd, Path, str]) -> Non
     async with RestdClient(address, token_file) as client:
         with pytest.raises(RestdError, match="no jobs/state"):
             await client.job_states()
+
+
+async def test_ping_and_diag_are_read_whole(restd: tuple[FakeRestd, Path, str]) -> None:
+    """The record decoder keeps only jobs and nodes: the ping's `pings` and diag's
+    `statistics` were dropped, so the ping never read UP (recovery waited out the back-off)
+    and the DBD queue was never known."""
+    fake, token_file, address = restd
+    fake.routes["/slurm/v0.0.42/ping/"] = answer({"pings": [{"pinged": "UP"}], "errors": []})
+    fake.routes["/slurm/v0.0.42/diag/"] = answer({"statistics": {"dbd_agent_queue_size": 0}})
+    async with RestdClient(address, token_file) as client:
+        assert await client.answers_ping() is True
+        assert await client.dbd_queue_size() == 0
+
+
+async def test_a_daemon_upgraded_under_skybot_is_asked_its_version_again(
+    restd: tuple[FakeRestd, Path, str],
+) -> None:
+    fake, token_file, address = restd
+    fake.routes["/slurm/v0.0.38/ping"] = answer(PING)
+    fake.routes["/slurm/v0.0.38/nodes"] = answer({"nodes": []})
+    async with RestdClient(address, token_file) as client:
+        assert await client.version() == "v0.0.38"
+        fake.routes.clear()  # 24.11 now: v0.0.38 is gone
+        fake.routes["/slurm/v0.0.42/ping/"] = answer(PING)
+        fake.routes["/slurm/v0.0.42/nodes/"] = answer({"nodes": [], "last_update": {"number": 5}})
+        with pytest.raises(RestdError, match=r"does not serve /slurm/v0.0.38/nodes \(HTTP 404\)"):
+            await client.nodes()
+        assert (await client.nodes()).document == {"nodes": []}

@@ -67,8 +67,13 @@ def cli_jobs(ids: set[int]) -> dict[int, Job]:
 
 def mint(path: Path, lifespan: int) -> None:
     """A token for skybot, as `deploy/testcluster.sh rest-token` writes one."""
+    mint_for("skybot", path, lifespan)
+
+
+def mint_for(user: str, path: Path, lifespan: int) -> None:
+    """A token for `user` (minted as root: SlurmUser here), written whole then renamed."""
     out = subprocess.run(
-        ["scontrol", "token", "username=skybot", f"lifespan={lifespan}"],
+        ["scontrol", "token", f"username={user}", f"lifespan={lifespan}"],
         capture_output=True,
         text=True,
         timeout=30,

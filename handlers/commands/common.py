@@ -23,6 +23,7 @@ from core.notice_text import format_job_gpus as format_job_gpus
 from core.notice_text import plural as plural
 from core.records import Job
 from core.slack_text import literal as literal
+from core.slurm_failure import restd_outage_words
 from core.snapshot import SourceStatus
 from core.user_names import cluster_user_name
 from core.view import ClusterView
@@ -176,6 +177,9 @@ def outage_words(
     that means for the answer. Slurm's own message ("Unspecified error") helps nobody in
     Slack; the admins have it in the log and in /readyz."""
     since = _since(failing_since, now)
+    restd = restd_outage_words(source, error, since, data_age)
+    if restd is not None:
+        return restd
     if source == "slurm":
         return (
             f"The Slurm controller (slurmctld) has not answered{since}: "

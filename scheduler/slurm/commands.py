@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -66,6 +67,9 @@ async def run_slurm_into(
             stdout=output,
             stderr=asyncio.subprocess.PIPE,
             env=_slurm_environment(slurm_conf),
+            # A group of its own, so a timeout ends whatever it started too: a wrapper's
+            # hung child would otherwise hold stderr open, and the poll with it.
+            start_new_session=True,
         )
     except OSError as error:
         raise SlurmCommandError(f"cannot start {program}: {error.strerror}") from None
@@ -143,6 +147,9 @@ def _renice(pid: int) -> None:
 
 
 async def _reap(process: asyncio.subprocess.Process) -> None:
+    """Kill the command's process group (it leads one: start_new_session), then wait."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
         process.kill()
     await process.wait()

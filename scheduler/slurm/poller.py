@@ -28,6 +28,7 @@ from pathlib import Path
 
 from core.config_schema import Config
 from core.lab_usage import LabUsage
+from core.slurm_failure import Part, part_of
 from scheduler.backoff import Backoff
 from scheduler.slurm.cli_source import CliSource
 from scheduler.slurm.commands import SlurmCommandError
@@ -78,6 +79,12 @@ class SlurmPoller:
         self._sacct = SacctWindow(writer, self.cluster, config.slurm.sacct_overlap_seconds)
         # Whether the last failed full poll was one a ping let through.
         self._struggling = False
+        # The part of Slurm the current run of failed polls blames (None: the last poll
+        # answered), and when that run began (monotonic): logged once per run, not per try.
+        self._outage: Part | None = None
+        self._outage_began = 0.0
+        # The same for accounting (sacct), which fails on its own while the poll goes on.
+        self._accounting_outage: Part | None = None
         self._worker = PollWorker()
         # The poll the store last committed, which the worker diffs the next one against.
         self._committed: Generation | None = None
@@ -187,6 +194,7 @@ class SlurmPoller:
             await self._failed(now, error, probed)
             return False
         self._struggling = False
+        self._answered_again()
         accounting_error = str(sacct) if sacct is not None else digest.accounting_error
         await self._commit(digest, now, started, accounting_error)
         self._sacct.note_dbd_queue(dbd_empty_at, sacct_read=accounting_error is None)
@@ -201,17 +209,48 @@ class SlurmPoller:
 
     async def _failed(self, now: float, error: Exception, probed: bool) -> None:
         delay = self._backoff.failed(now)
-        log.warning("slurm poll failed (next try in %.0f s): %s", delay, error)
+        part = part_of(str(error))
+        if part != self._outage:
+            if self._outage is None:
+                self._outage_began = self._monotonic()
+            self._outage = part
+            log.warning(
+                "slurm poll of %s failed (next try in %.0f s; said once until it answers): %s",
+                self.cluster,
+                delay,
+                error,
+            )
+        else:
+            log.debug(
+                "slurm poll of %s failed again (next try in %.0f s): %s", self.cluster, delay, error
+            )
         self._pending.failed()
         await self._writer.run(record_poll_failure, self.cluster, "slurm", str(error), now)
         self._struggling = probed
+
+    def _answered_again(self) -> None:
+        if self._outage is not None:
+            log.info(
+                "slurm poll of %s answered again after %d failed tries over %.0f s",
+                self.cluster,
+                self._backoff.failures,
+                self._monotonic() - self._outage_began,
+            )
+            self._outage = None
 
     async def _commit(
         self, digest: PollDigest, now: float, started: float, accounting_error: str | None
     ) -> None:
         """Write the poll's changes; what sacct reported counts only if it could be read."""
         if accounting_error is not None:
-            log.warning("sacct failed; job ends wait until it answers: %s", accounting_error)
+            part = part_of(accounting_error)
+            said = log.warning if part != self._accounting_outage else log.debug
+            said(
+                "sacct on %s failed; job ends wait until it answers: %s",
+                self.cluster,
+                accounting_error,
+            )
+            self._accounting_outage = part
             await self._writer.run(
                 record_poll_failure, self.cluster, "accounting", accounting_error, now
             )
@@ -225,6 +264,9 @@ class SlurmPoller:
         self._pending.committed(started)
         if accounting_error is None:
             self._sacct.answered(now)
+            if self._accounting_outage is not None:
+                log.info("sacct on %s answered again: job ends are told again", self.cluster)
+                self._accounting_outage = None
 
     async def close(self) -> None:
         """Stop the poll worker, let go of the source, and remove the command output files."""

@@ -10,8 +10,8 @@ controller answers "no change" for the price of a lock and a compare (22.05: HTT
 `"jobs": []` with `last_update` 0) instead of dumping the whole queue. `SlurmRead.update_time`
 is what to pass next time; a `None` document means nothing changed since.
 
-Reads only. Submitting and cancelling stay with the runner, as the user: a token good for
-everyone's jobs (SlurmUser's) would make every action the bot's own.
+Every answer passes `_body`: anything but a well-formed document is a RestdError naming
+the part that failed (restd_answer.py). Reads only: actions stay with the runner, as the user.
 """
 
 from __future__ import annotations
@@ -27,8 +27,13 @@ import aiohttp
 import msgspec
 from yarl import URL
 
-from core.slurm_decode import SlurmDecodeError, decode_slurm_json
+from core.slurm_failure import Part, failed
+from scheduler.slurm import restd_answer
+from scheduler.slurm.restd_answer import RestdError
+from scheduler.slurm.restd_identity import unsafe_token
 from scheduler.slurm.restd_token import TokenFile, TokenFileError
+
+__all__ = ["RawRead", "RestdClient", "RestdError", "SlurmRead"]
 
 # What core.slurm_json decodes, newest first: the client takes the newest the daemon serves.
 # 22.05's v0.0.36/37 are older shapes than the decoders know.
@@ -36,15 +41,9 @@ READABLE_VERSIONS = ("v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38")
 # 22.05's plugin: paths without a trailing slash, no jobs/state, 304 for "no change", and
 # accounting times as text (an epoch gets HTTP 500 "Unable to parse time format").
 LEGACY_VERSION = "v0.0.38"
-# ESLURM_REST_EMPTY_RESULT: the accounting's "no job matched", an answer rather than an error.
-_EMPTY_RESULT = 9003
 # An update_time this far behind the client's clock: the controller's clock may be behind
 # ours by that much, and a second too early only costs one full read.
 _CLOCK_MARGIN = 1
-
-
-class RestdError(Exception):
-    """slurmrestd could not be reached, refused the request or reported an error."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +51,13 @@ class SlurmRead:
     # None: nothing changed since the update_time the read was given.
     document: dict[str, Any] | None
     # What to pass as update_time next time.
+    update_time: int
+
+
+@dataclass(frozen=True)
+class RawRead:
+    # The jobs answer's bytes (well-formed: restd_answer.shape); None: nothing changed.
+    body: bytes | None
     update_time: int
 
 
@@ -73,9 +79,12 @@ class RestdClient:
         token_file: str | Path,
         timeout: float = 30.0,
         clock: Callable[[], float] = time.time,
+        privileged: frozenset[str] = frozenset({"root"}),
     ) -> None:
         self.address = address
         self.token = TokenFile(token_file)
+        # Users whose token is refused (root, SlurmUser: scheduler/slurm/restd_identity.py).
+        self._privileged = privileged
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._seconds = timeout
         self._clock = clock
@@ -109,8 +118,10 @@ class RestdClient:
         """The newest API version both slurmrestd serves and skybot reads (asked once)."""
         if self._version is None:
             for version in READABLE_VERSIONS:
-                status, _ = await self._get(self._path("slurm", version, "ping"), {}, probe=True)
-                if status != 404:
+                # A version counts once its ping is a well-formed answer: a proxy's page
+                # served for every path must not pin a version the daemon lacks.
+                path = self._path("slurm", version, "ping")
+                if await self._read(path, {}, "ping", whole=True, probe=True) is not None:
                     self._version = version
                     break
             else:
@@ -129,6 +140,25 @@ class RestdClient:
         params: dict[str, object] = {} if version == LEGACY_VERSION else {"flags": "ALL"}
         return await self._changed_since("jobs", version, params, update_time)
 
+    async def jobs_raw(self, update_time: int | None = None) -> RawRead:
+        """As `jobs`, but the answer's bytes as slurmrestd sent them, checked for shape
+        without being decoded (the poll worker decodes them, off the bot's event loop: at
+        20,000 jobs a decode held the loop for half a second, this check for a fifth)."""
+        version = await self.version()
+        params: dict[str, object] = {} if version == LEGACY_VERSION else {"flags": "ALL"}
+        asked_at = int(self._clock()) - _CLOCK_MARGIN
+        if update_time is not None:
+            params["update_time"] = update_time
+        path = self._path("slurm", version, "jobs")
+        body = await self._body(path, params, unchanged_ok=update_time is not None)
+        if body is None:  # HTTP 304: 22.05
+            assert update_time is not None
+            return RawRead(None, update_time)
+        count, last_update = restd_answer.shape(self._where, "jobs", body)
+        if update_time is not None and last_update == 0 and count == 0:
+            return RawRead(None, update_time)  # 24.x's "no change"
+        return RawRead(body, last_update or asked_at)
+
     async def nodes(self, update_time: int | None = None) -> SlurmRead:
         """The nodes, as `scontrol show nodes --json` has them (and 22.05's `sinfo --json`).
 
@@ -142,8 +172,9 @@ class RestdClient:
 
     async def partitions(self) -> dict[str, Any]:
         version = await self.version()
-        _, body = await self._get(self._path("slurm", version, "partitions"), {})
-        return self._plain(body, "partitions")
+        return await self._answer(
+            self._path("slurm", version, "partitions"), {}, "partitions", whole=True
+        )
 
     async def job_states(self) -> dict[str, Any]:
         """Every job's id and state only, as `squeue --only-job-state --json` (24.05+)."""
@@ -153,8 +184,7 @@ class RestdClient:
                 f"slurmrestd at {self.address} speaks {version}, which has no jobs/state "
                 "(Slurm 24.05+): read the jobs instead"
             )
-        _, body = await self._get(self._path("slurm", version, "jobs/state"), {})
-        return self._document(body, "jobs/state")
+        return await self._answer(self._path("slurm", version, "jobs/state"), {}, "jobs/state")
 
     async def accounting_jobs(self, start: float, end: float) -> dict[str, Any]:
         """Jobs from slurmdbd between two epoch times, as `sacct --json --allusers` has them."""
@@ -165,16 +195,14 @@ class RestdClient:
             window = {"start_time": _local_text(start), "end_time": _local_text(end)}
         else:
             window = {"start_time": str(int(start)), "end_time": str(int(end))}
-        _, body = await self._get(self._path("slurmdb", version, "jobs"), window)
-        return self._document(body, "slurmdb jobs")
+        return await self._answer(self._path("slurmdb", version, "jobs"), window, "slurmdb jobs")
 
     async def answers_ping(self) -> bool:
         """Whether slurmctld answers slurmrestd's ping (its cheapest RPC) now."""
         version = await self.version()
-        try:
-            _, body = await self._get(self._path("slurm", version, "ping"), {})
-            pings = self._document(body, "ping").get("pings") or []
-        except RestdError:
+        ping = await self._answer(self._path("slurm", version, "ping"), {}, "ping", whole=True)
+        pings = ping.get("pings")
+        if not isinstance(pings, list):
             return False
         # 22.05 says {"ping": "UP"}, 24.x {"pinged": "UP"}.
         return any(isinstance(p, dict) and "UP" in (p.get("ping"), p.get("pinged")) for p in pings)
@@ -182,16 +210,36 @@ class RestdClient:
     async def dbd_queue_size(self) -> int | None:
         """slurmctld's queue of messages for slurmdbd (sdiag's "DBD Agent queue size")."""
         version = await self.version()
-        _, body = await self._get(self._path("slurm", version, "diag"), {})
-        statistics = self._document(body, "diag").get("statistics")
+        diag = await self._answer(self._path("slurm", version, "diag"), {}, "diag", whole=True)
+        statistics = diag.get("statistics")
         size = statistics.get("dbd_agent_queue_size") if isinstance(statistics, dict) else None
         return size if type(size) is int else None
+
+    async def rpc_users(self) -> set[str] | None:
+        """The names slurmctld counts RPCs under (sdiag's "by user"): a user it cannot
+        resolve is counted under a number. None if diag does not list them."""
+        version = await self.version()
+        diag = await self._answer(self._path("slurm", version, "diag"), {}, "diag", whole=True)
+        statistics = diag.get("statistics")
+        counted = statistics.get("rpcs_by_user") if isinstance(statistics, dict) else None
+        if not isinstance(counted, list):
+            return None
+        return {str(item.get("user")) for item in counted if isinstance(item, dict)}
 
     async def associations(self) -> dict[str, Any]:
         """Accounting's associations, as `sacctmgr --json show associations` has them."""
         version = await self.version()
-        _, body = await self._get(self._path("slurmdb", version, "associations"), {})
-        return self._document(body, "slurmdb associations")
+        path = self._path("slurmdb", version, "associations")
+        return await self._answer(path, {}, "slurmdb associations")
+
+    async def accounting_user(self, name: str) -> dict[str, Any] | None:
+        """Accounting's record of the user `name`, or None if it knows no such user."""
+        version = await self.version()
+        path = self._path("slurmdb", version, f"user/{quote(name, safe='')}")
+        answer = await self._read(path, {}, "slurmdb user", whole=True, nothing_found_ok=True)
+        users = answer.get("users") if answer else None
+        found = [u for u in users if isinstance(u, dict)] if isinstance(users, list) else []
+        return found[0] if found else None
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -201,14 +249,14 @@ class RestdClient:
         asked_at = int(self._clock()) - _CLOCK_MARGIN
         if update_time is not None:
             params = {**params, "update_time": update_time}
-        status, body = await self._get(self._path("slurm", version, what), params)
-        if status == 304:  # 22.05, and 24.x's nodes
+        path = self._path("slurm", version, what)
+        document = await self._read(path, params, what, unchanged_ok=update_time is not None)
+        if document is None:  # HTTP 304: 22.05, and 24.x's nodes
             assert update_time is not None
             return SlurmRead(None, update_time)
-        stamp = msgspec.json.decode(body, type=_Stamp) if body else _Stamp()
-        last_update = stamp.last_update.number if stamp.last_update else 0
-        document = self._document(body, what)
-        if update_time is not None and last_update == 0 and not document.get(what):
+        restd_answer.records(self._where, what, document, what)
+        last_update = document.pop(_STAMP_KEY, 0)
+        if update_time is not None and last_update == 0 and not document[what]:
             # 24.x's "no change": an empty list stamped 0, where an empty queue has a time.
             return SlurmRead(None, update_time)
         # 22.05 stamps nothing: the client's clock stands in for the controller's.
@@ -225,104 +273,125 @@ class RestdClient:
             self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
         return self._session
 
-    async def _get(
-        self, path: str, params: Mapping[str, object], probe: bool = False
-    ) -> tuple[int, bytes]:
+    @property
+    def _where(self) -> str:
+        return f"slurmrestd at {self.address}"
+
+    async def _read(
+        self,
+        path: str,
+        params: Mapping[str, object],
+        what: str,
+        *,
+        whole: bool = False,
+        unchanged_ok: bool = False,
+        probe: bool = False,
+        nothing_found_ok: bool = False,
+    ) -> dict[str, Any] | None:
+        """The one way a document comes in: a well-formed one (None: HTTP 304 where
+        `unchanged_ok`, 404 where `probe`, "nothing found" where `nothing_found_ok`), else a
+        RestdError naming the part that failed (scheduler/slurm/restd_answer.py)."""
+        body = await self._body(path, params, unchanged_ok, probe, nothing_found_ok)
+        if body is None:
+            return None
+        document = restd_answer.document(self._where, what, body, whole)
+        if not whole and what in ("jobs", "nodes"):
+            document[_STAMP_KEY] = _stamp(body)
+        return document
+
+    async def _body(
+        self,
+        path: str,
+        params: Mapping[str, object],
+        unchanged_ok: bool = False,
+        probe: bool = False,
+        nothing_found_ok: bool = False,
+    ) -> bytes | None:
+        """The body of an HTTP 200 that is not an HTML page (None as for `_read`), else a
+        RestdError: every answer passes here."""
+        status, content_type, body = await self._get(path, params)
+        if status == 304 and unchanged_ok:
+            return None
+        if status == 404 and probe:
+            return None
+        if status == 500 and nothing_found_ok and restd_answer.nothing_found(body):
+            return None
+        if restd_answer.is_html(content_type, body) and status not in restd_answer.GATEWAY:
+            raise restd_answer.not_restd(self._where, path, status, body)
+        if status != 200:
+            if status == 404:
+                # An upgraded daemon may no longer serve the version chosen: choose again.
+                self._version = None
+            if status in (401, 403, 511) or (status == 500 and LEGACY_VERSION in path):
+                # The file may have been replaced since: read it again next time.
+                self.token.forget()
+            error = restd_answer.refusal(self._where, path, status, body, str(self.token.path))
+            if status == 500 and LEGACY_VERSION in path:
+                # 22.05 answers a token slurmctld refused this way too ("Failed while looking
+                # for jobs", "Unspecified error"), with nothing in the answer to tell it apart.
+                error = RestdError(
+                    f"{error}; if slurmctld is up, it may have refused the token in "
+                    f"{self.token.path}"
+                )
+            raise error
+        return body
+
+    async def _answer(
+        self, path: str, params: Mapping[str, object], what: str, whole: bool = False
+    ) -> dict[str, Any]:
+        document = await self._read(path, params, what, whole=whole)
+        assert document is not None  # None only for "no change" or a probe's 404
+        return document
+
+    async def _get(self, path: str, params: Mapping[str, object]) -> tuple[int, str, bytes]:
+        """(status, content type, body) of one GET, or a RestdError if there is none."""
         try:
-            headers = self.token.current().headers()
+            token = self.token.current()
         except TokenFileError as error:
-            raise RestdError(str(error)) from None
+            part = Part.TOKEN_EXPIRED if error.expired else Part.TOKEN_UNUSABLE
+            raise RestdError(failed(part, str(error))) from None
+        if refused := unsafe_token(token.user, self.token.path, self._privileged):
+            raise RestdError(failed(Part.TOKEN_UNSAFE, refused))
         query = "&".join(f"{key}={quote(str(value), safe='')}" for key, value in params.items())
         url = URL(self._base + path + (f"?{query}" if query else ""), encoded=True)
+        status = 0
         try:
-            async with self._session_now().get(url, headers=headers) as response:
-                body = await response.read()
+            async with self._session_now().get(url, headers=token.headers()) as response:
                 status = response.status
+                body = await response.read()
+                return status, response.content_type, body
         except TimeoutError:
-            raise RestdError(
-                f"slurmrestd at {self.address} did not answer {path} within {self._seconds:g} s"
-            ) from None
-        except aiohttp.ClientConnectionError as error:
+            stage = (
+                f"began its answer (HTTP {status}) but did not finish"
+                if status
+                else "did not answer"
+            )
+            detail = f"{self._where} {stage} {path} within {self._seconds:g} s"
+        except (aiohttp.ClientError, OSError) as error:
             reason = getattr(error, "os_error", None) or error
-            raise RestdError(f"cannot connect to slurmrestd at {self.address}: {reason}") from None
-        if status in (200, 304) or (probe and status == 404):
-            return status, body
-        raise self._refusal(path, status, body)
-
-    def _refusal(self, path: str, status: int, body: bytes) -> RestdError:
-        """A clear error for an answer that is not data."""
-        where = f"slurmrestd at {self.address}"
-        detail = _first_error(body)
-        if status == 401:
-            # slurmrestd itself refused: no or unreadable token, or a daemon started without
-            # SLURM_JWT=daemon. The file may have been replaced since: read it again next time.
-            self.token.forget()
-            return RestdError(
-                f"{where} refused the token in {self.token.path} (HTTP 401"
-                f"{': ' + detail if detail else ''}); is slurmrestd run with SLURM_JWT=daemon?"
-            )
-        if status == 511 or (status == 500 and "authentication" in detail.lower()):
-            self.token.forget()
-            return RestdError(
-                f"slurmctld refused the token in {self.token.path} via {where} (HTTP {status}: "
-                f"{detail or 'authentication error'}): expired, or minted with another key; "
-                "mint a new one with `scontrol token`"
-            )
-        if status == 404:
-            return RestdError(f"{where} does not serve {path} (HTTP 404)")
-        hint = ""
-        if status == 500 and LEGACY_VERSION in path:
-            # 22.05 answers a token slurmctld refused this way too ("Failed while looking for
-            # jobs", "Unspecified error"), with nothing in the answer to tell it apart.
-            self.token.forget()
-            hint = f"; if slurmctld is up, it may have refused the token in {self.token.path}"
-        return RestdError(
-            f"{where}: {path} failed (HTTP {status}): {detail or 'no error given'}{hint}"
-        )
-
-    def _document(self, body: bytes, what: str) -> dict[str, Any]:
-        try:
-            document = decode_slurm_json(body)
-        except SlurmDecodeError as error:
-            raise RestdError(f"slurmrestd at {self.address}: {what} is not JSON: {error}") from None
-        errors = [e for e in document.get("errors") or [] if not _means_no_results(e)]
-        if errors:
-            raise RestdError(
-                f"slurmrestd at {self.address}: {what} reported an error: {_describe(errors[0])}"
-            )
-        document.pop("errors", None)
-        return document
-
-    def _plain(self, body: bytes, what: str) -> dict[str, Any]:
-        try:
-            document = msgspec.json.decode(body)
-        except msgspec.DecodeError as error:
-            raise RestdError(f"slurmrestd at {self.address}: {what} is not JSON: {error}") from None
-        if not isinstance(document, dict):
-            raise RestdError(f"slurmrestd at {self.address}: {what} is not a JSON object")
-        return document
+            if status:
+                raise RestdError(
+                    failed(
+                        Part.RESTD_GARBLED,
+                        f"{self._where} broke off its answer to {path} (HTTP {status}): {reason}",
+                    )
+                ) from None
+            detail = f"cannot connect to {self._where}: {reason}"
+        raise RestdError(failed(Part.RESTD_UNREACHABLE, detail))
 
 
 def _local_text(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))
 
 
-def _means_no_results(error: object) -> bool:
-    return isinstance(error, dict) and error.get("error_number") == _EMPTY_RESULT
+_STAMP_KEY = "skybot_last_update"
 
 
-def _describe(error: object) -> str:
-    if not isinstance(error, dict):
-        return str(error)
-    what = error.get("description") or error.get("error") or "unspecified error"
-    return f"{what} ({error['source']})" if error.get("source") else str(what)
-
-
-def _first_error(body: bytes) -> str:
-    """The first of errors[] in an error answer, or '' when there is none to read."""
+def _stamp(body: bytes) -> int:
+    """The answer's last_update (23.02+), 0 when it has none or one of another shape: the
+    document around it was read already, so this cannot fail the read."""
     try:
-        document = msgspec.json.decode(body) if body else None
-    except msgspec.DecodeError:
-        return body[:200].decode(errors="replace").strip()
-    errors = document.get("errors") if isinstance(document, dict) else None
-    return _describe(errors[0]) if isinstance(errors, list) and errors else ""
+        stamp = msgspec.json.decode(body, type=_Stamp)
+    except (msgspec.DecodeError, RecursionError):
+        return 0
+    return stamp.last_update.number if stamp.last_update else 0

@@ -30,6 +30,12 @@ from core.cluster_config import ClusterConfig
 from scheduler.slurm.cli_source import CliSource
 from scheduler.slurm.commands import SlurmCommandError
 from scheduler.slurm.restd import RestdClient, RestdError
+from scheduler.slurm.restd_identity import (
+    SlurmConfFacts,
+    say_what_the_user_sees,
+    slurm_conf_facts,
+)
+from scheduler.slurm.restd_token import TokenFileError
 from scheduler.slurm.source import Associations, ClusterSource
 
 log = logging.getLogger(__name__)
@@ -58,7 +64,11 @@ def source_for(cluster: ClusterConfig) -> ClusterSource:
     """How skybot reads `cluster`: its commands, or its slurmrestd."""
     timeout = cluster.slurm.command_timeout_seconds
     if cluster.source == "slurmrestd":
-        return RestdSource(RestdClient(cluster.url, cluster.token_file, timeout=timeout))
+        facts = slurm_conf_facts(cluster.slurm_conf)
+        client = RestdClient(
+            cluster.url, cluster.token_file, timeout=timeout, privileged=facts.privileged
+        )
+        return RestdSource(client, facts)
     return CliSource(cluster.slurm.bin_dir, timeout, cluster.slurm_conf or None)
 
 
@@ -67,15 +77,18 @@ class RestdSource:
 
     nodes_command = "slurmrestd nodes"
 
-    def __init__(self, client: RestdClient) -> None:
+    def __init__(self, client: RestdClient, facts: SlurmConfFacts | None = None) -> None:
         self._client = client
+        self._facts = facts or SlurmConfFacts()
+        # The token whose user was last looked up in accounting (restd_identity.py).
+        self._identity_checked: str | None = None
         # A probe and a read must not interleave: a probe's answer kept after a newer read
         # would take the snapshot back in time.
         self._jobs_lock = asyncio.Lock()
         # The newest jobs document obtained (kept or written): what update_time asks against.
         self._jobs_update_time: int | None = None
         # A probe's answer that changed, for the next jobs read.
-        self._kept: dict[str, Any] | None = None
+        self._kept: bytes | None = None
         # The jobs file last written, left in place when the controller says nothing changed.
         self._jobs_file: Path | None = None
 
@@ -86,10 +99,10 @@ class RestdSource:
         async with self._jobs_lock:
             if self._kept is not None or self._jobs_update_time is None:
                 return True
-            read = await _answer(self._client.jobs(self._jobs_update_time))
-            if read.document is None:
+            read = await _answer(self._client.jobs_raw(self._jobs_update_time))
+            if read.body is None:
                 return False
-            self._kept, self._jobs_update_time = read.document, read.update_time
+            self._kept, self._jobs_update_time = read.body, read.update_time
             return True
 
     async def jobs_into(self, path: Path, job_ids: str | None = None) -> bool:
@@ -97,19 +110,25 @@ class RestdSource:
             # Only states-only polls fetch by id, and job_states_into refuses those.
             raise SlurmCommandError("slurmrestd: jobs are read whole, not by id")
         async with self._jobs_lock:
-            document, self._kept = self._kept, None
-            if document is None:
-                in_place = self._jobs_file == path and path.exists()
-                since = self._jobs_update_time if in_place else None
-                read = await _answer(self._client.jobs(since))
-                self._jobs_update_time = read.update_time
-                if read.document is None:
-                    return True  # last time's file is the answer
-                document = read.document
-            self._jobs_file = None
-            await _write_file(path, document)
-            self._jobs_file = path
+            await self._read_jobs_into(path)
+        # After the read: slurmctld has counted the token's requests by then.
+        await self._check_identity()
         return True
+
+    async def _read_jobs_into(self, path: Path) -> None:
+        body, self._kept = self._kept, None
+        if body is None:
+            in_place = self._jobs_file == path and path.exists()
+            since = self._jobs_update_time if in_place else None
+            read = await _answer(self._client.jobs_raw(since))
+            self._jobs_update_time = read.update_time
+            if read.body is None:
+                return  # last time's file is the answer
+            body = read.body
+        self._jobs_file = None
+        # As slurmrestd sent it: the poll worker decodes it, not the bot's event loop.
+        await _write_file(path, body)
+        self._jobs_file = path
 
     async def job_states_into(self, path: Path) -> None:
         raise SlurmCommandError(
@@ -154,6 +173,38 @@ class RestdSource:
     async def associations(self) -> Associations:
         return parse_associations_json(await _answer(self._client.associations()))
 
+    async def _check_identity(self) -> None:
+        """Once per token: warn if its user does not exist or sees only its own jobs. A
+        token that cannot be read, or diag or accounting not answering, leaves it for the
+        next poll (the reads themselves say what is wrong with the token)."""
+        try:
+            token = self._client.token.current()
+        except TokenFileError:
+            return
+        if token.token == self._identity_checked or token.user in self._facts.privileged:
+            return
+        try:
+            record = await self._client.accounting_user(token.user)
+            rpc_users = await self._client.rpc_users()
+        except RestdError as error:
+            log.debug(
+                "slurmrestd at %s: whose token, not told yet: %s", self._client.address, error
+            )
+            return
+        self._identity_checked = token.token
+        warning = say_what_the_user_sees(
+            token.user, self._client.token.path, record, rpc_users, self._facts
+        )
+        if warning is not None:
+            log.warning("slurmrestd at %s: %s", self._client.address, warning)
+        else:
+            log.info(
+                "slurmrestd at %s: reading as %s (token in %s)",
+                self._client.address,
+                token.user,
+                self._client.token.path,
+            )
+
 
 async def _answer(call: Awaitable[T]) -> T:
     """slurmrestd's answer; its errors as the commands' are, which fail the poll alone."""
@@ -163,13 +214,14 @@ async def _answer(call: Awaitable[T]) -> T:
         raise SlurmCommandError(str(error)) from None
 
 
-async def _write_file(path: Path, document: dict[str, Any]) -> None:
+async def _write_file(path: Path, document: dict[str, Any] | bytes) -> None:
     """Written beside and renamed over, so a digest never reads half a document; encoding
     a large queue holds the interpreter, so on a thread."""
 
     def write() -> None:
         partial = path.with_name(path.name + ".partial")
-        partial.write_bytes(msgspec.json.encode(document))
+        encoded = document if isinstance(document, bytes) else msgspec.json.encode(document)
+        partial.write_bytes(encoded)
         os.replace(partial, path)
 
     await asyncio.to_thread(write)

@@ -21,6 +21,11 @@ from pathlib import Path
 class TokenFileError(Exception):
     """The token file cannot be read, or holds no usable Slurm JWT."""
 
+    def __init__(self, message: str, expired: bool = False) -> None:
+        super().__init__(message)
+        # The token is well formed but past its expiry (the remedy: mint a new one).
+        self.expired = expired
+
 
 @dataclass(frozen=True)
 class SlurmToken:
@@ -89,7 +94,8 @@ class TokenFile:
             expired = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(token.expires))
             raise TokenFileError(
                 f"the token in {self.path} expired at {expired}: mint a new one "
-                "(scontrol token username=NAME lifespan=SECONDS, as SlurmUser)"
+                "(scontrol token username=NAME lifespan=SECONDS, as SlurmUser)",
+                expired=True,
             )
         return token
 
