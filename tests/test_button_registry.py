@@ -13,6 +13,7 @@ import ast
 import asyncio
 import importlib
 import pkgutil
+from core.job_notices import NoticeCluster
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +147,7 @@ def rendered_messages() -> dict[str, list[dict[str, Any]]]:
         "/sky why 7": command("why 7"),
         "/sky watch": watch_list(WATCHES, NOW).blocks,
         "Home tab": linked_blocks(view(), "alice", "all", True, NOW, watches=WATCHES),
-        "start DM": start_notice(started, "skynet").blocks,
+        "start DM": start_notice(started, NoticeCluster("skynet")).blocks,
         "failure DM": failure_dm(),
     }
 

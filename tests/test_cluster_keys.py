@@ -8,6 +8,7 @@ before this change through its own store functions (record.py beside it says how
 from __future__ import annotations
 
 import sqlite3
+from core.cluster_config import ClusterConfig
 from dataclasses import replace
 from pathlib import Path
 
@@ -55,7 +56,7 @@ def old_database(path: Path) -> dict[str, int]:
 
 def notify_all(db: object, cluster: str) -> int:
     through = db.execute("SELECT MAX(id) FROM job_transitions").fetchone()[0]  # type: ignore[attr-defined]
-    return notify_transitions(db, cluster, TARGETS, through, Config(), 400.0)  # type: ignore[arg-type]
+    return notify_transitions(db, ClusterConfig(cluster), TARGETS, through, Config(), 400.0)  # type: ignore[arg-type]
 
 
 def free_a40s_view() -> ClusterView:

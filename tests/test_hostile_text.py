@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import re
 import shlex
+from core.job_notices import NoticeCluster
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -442,7 +443,7 @@ def test_start_dms_and_watch_dms_keep_hostile_text_inert(hostile: str) -> None:
         7, name=h, partition=h, std_out=h, work_dir=h, nodes=h, gpus_by_type={h: 2},
         start_time=int(NOW - 60), time_limit_minutes=90,
     )  # fmt: skip
-    notice = start_notice(Transition(running, "PENDING", "RUNNING", 0), h)
+    notice = start_notice(Transition(running, "PENDING", "RUNNING", 0), NoticeCluster(h, h))
     assert_all_inert(notice.text, notice.blocks)
     for overcap in (False, True):
         watch = Watch(3, "T1", "U1", h, h, 2, overcap, h, h, h, NOW - 60, NOW + 60)

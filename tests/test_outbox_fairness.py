@@ -8,6 +8,7 @@ stand-in.
 
 from __future__ import annotations
 
+from core.cluster_config import ClusterConfig
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
@@ -60,7 +61,7 @@ async def _end_jobs(
         for i, u in enumerate(users)
     ]
     await writer.run(save_slurm_poll, [], ended, [], at)
-    await process_transitions(writer, links, config_with(default_preference="all"), CLUSTER)
+    await process_transitions(writer, links, config_with(default_preference="all"), ClusterConfig(CLUSTER))
     return len(ended)
 
 
