@@ -48,9 +48,7 @@ def snapshot_cache(config: Config, cluster: ClusterConfig) -> SnapshotCache:
     )
 
 
-def runner_call(
-    config: Config, cluster: ClusterConfig, timeout: float | None = None
-) -> RunnerCall:
+def runner_call(config: Config, cluster: ClusterConfig, timeout: float | None = None) -> RunnerCall:
     """The runner for `cluster`, or, for a cluster whose actions are "none", a refusal that
     says where to act instead. The runner is told the name of a cluster besides the first
     (runner.toml's [clusters.NAME] table says where that one's Slurm is); the first
@@ -107,6 +105,8 @@ class ClusterWing:
     polled: Config
     cache: SnapshotCache
     poller: SlurmPoller
+    # What turns its polls into DMs (job ends and starts, cap waits, watches, storage).
+    watchers: Watchers
     # Its Slurm poll first, then its probe, caps and storage polls.
     polls: list[PollJob]
     services: Services | None = None
@@ -154,7 +154,7 @@ async def build_wing(
         # The default cluster's polls keep their old names (metrics, logs).
         default=default,
     )
-    return ClusterWing(cluster, polled, cache, poller, polls)
+    return ClusterWing(cluster, polled, cache, poller, watchers, polls)
 
 
 def bind_actions(

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import tomllib
 
-from core.job_notices import NoticeCluster
 from bot.config import parse_config
 from core.gpu_watch import EXPIRED, FIRED, Outcome, Spot, expired_text, fired_text
+from core.job_notices import NoticeCluster
 from core.start_notices import start_notice
 from core.transitions import Transition
 from tests.factories import job

@@ -8,13 +8,13 @@ before this change through its own store functions (record.py beside it says how
 from __future__ import annotations
 
 import sqlite3
-from core.cluster_config import ClusterConfig
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import sqlite_utils
 
+from core.cluster_config import ClusterConfig
 from core.config_schema import Config
 from core.lab_usage import LabUsage
 from core.records import LabCap

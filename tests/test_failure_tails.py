@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from core.cluster_config import ClusterConfig
 from typing import Any
 
+from core.cluster_config import ClusterConfig
 from scheduler.watchers import process_transitions
 from store.alerts import save_log_tails_wanted, save_preference
 from store.outbox import outbox_rows

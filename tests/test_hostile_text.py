@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import re
 import shlex
-from core.job_notices import NoticeCluster
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +32,7 @@ from core.gpu_watch import FIRED, Outcome, Spot, Watch, expired_text, fired_text
 from core.job_notices import (
     PREEMPTED,
     REQUEUED_KIND,
+    NoticeCluster,
     Seen,
     compose_job_notice,
     digest_notice,

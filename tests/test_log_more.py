@@ -126,7 +126,10 @@ def test_a_short_file_offers_no_button_and_the_beginning_says_so(
     (part,) = tail_parts([read(runner_module, path)], LINES)
     assert part.begins_at == len(b"".join(b"line %d\n" % i for i in range(5)))
     earlier = earlier_chunk(
-        MoreRequest(7, STDOUT, part.begins_at, None), read(runner_module, path, part.begins_at), True, 15
+        MoreRequest(7, STDOUT, part.begins_at, None),
+        read(runner_module, path, part.begins_at),
+        True,
+        15,
     )
     assert earlier.markdown == (
         f"*Output* `{path}`, the 5 lines before those above, from byte 0 of 150B:\n"

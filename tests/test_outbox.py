@@ -7,7 +7,6 @@ import asyncio
 import dataclasses
 import itertools
 import time
-from core.cluster_config import ClusterConfig
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -21,6 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Config, NotificationsConfig, load_config
 from core.chart_specs import LAB_GPUS, ChartFile, ChartSpec
+from core.cluster_config import ClusterConfig
 from core.transitions import Transition
 from scheduler.outbox_policy import SenderPacing
 from scheduler.outbox_sender import OutboxSender

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from core.job_notices import NoticeCluster
-from core.cluster_config import ClusterConfig
 from datetime import datetime
 from typing import Any
 
 from bot.config import IdentityConfig, load_config
+from core.cluster_config import ClusterConfig
 from core.config_schema import SubmitConfig
+from core.job_notices import NoticeCluster
 from core.log_more import LOG_MORE, MAX_OFFSET
 from core.start_notices import is_start, start_notice
 from core.transitions import Transition

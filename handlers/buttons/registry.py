@@ -98,15 +98,7 @@ async def _act(
     client: AsyncWebClient,
     home: HomeAnswer | None,
 ) -> None:
-    desk = on_cluster(click, desks)
-    try:
-        if desk is None:
-            answer = Answer(NOT_SERVED)
-        else:
-            answer = await button.clicked(click, desk.view(), desk.services or services)
-    except Exception:
-        log.exception("the %s button failed", button.kind.name)
-        answer = Answer(button.failed(click))
+    answer = await answer_click(button, click, desks, services)
     what = f"the answer to {click.user_id[:20]}'s {button.kind.name} click on {click.value[:20]!r}"
     if click.has_response_url:
         await answer_later(
@@ -116,6 +108,21 @@ async def _act(
         await home(client, click.team_id, click.user_id, answer.notice)
     else:
         log.warning("no way to give %s: %s", what, answer.notice)
+
+
+async def answer_click(
+    button: Button, click: Click, desks: ClusterDesks, services: Services
+) -> Answer:
+    """What `click` on `button` is answered with, worked out on the cluster its value names
+    (against that cluster's latest snapshot, with its services)."""
+    desk = on_cluster(click, desks)
+    if desk is None:
+        return Answer(NOT_SERVED)
+    try:
+        return await button.clicked(click, desk.view(), desk.services or services)
+    except Exception:
+        log.exception("the %s button failed", button.kind.name)
+        return Answer(button.failed(click))
 
 
 def on_cluster(click: Click, desks: ClusterDesks) -> ClusterDesk | None:
