@@ -101,8 +101,6 @@ class ClusterWing:
     """What reads and answers for one cluster."""
 
     cluster: ClusterConfig
-    # The configuration as its pollers read it (`polled_config`).
-    polled: Config
     cache: SnapshotCache
     poller: SlurmPoller
     # What turns its polls into DMs (job ends and starts, cap waits, watches, storage).
@@ -154,7 +152,7 @@ async def build_wing(
         # The default cluster's polls keep their old names (metrics, logs).
         default=default,
     )
-    return ClusterWing(cluster, polled, cache, poller, watchers, polls)
+    return ClusterWing(cluster, cache, poller, watchers, polls)
 
 
 def bind_actions(
@@ -177,7 +175,11 @@ def bind_actions(
         shared,
         runner=runner,
         submissions=SubmissionWorker(
-            wing.polled, writer, runner, wake_sender=wake_sender, cluster=wing.cluster.name
+            polled_config(shared.config, wing.cluster),
+            writer,
+            runner,
+            wake_sender=wake_sender,
+            cluster=wing.cluster.name,
         ),
         view=wing.cache.current,
     )

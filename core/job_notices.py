@@ -31,6 +31,7 @@ from core.het_jobs import components_line
 from core.job_facts import refused_at_submission, requeue_cause, requeue_words, stopped_run_seconds
 from core.job_output import OutputTail, stdout_path, tail_parts
 from core.log_more import more_block
+from core.notice_cluster import NoticeCluster, output_unread_line
 from core.notice_text import format_duration, format_job_gpus
 from core.records import FINAL_STATES, Job
 from core.slack_text import literal
@@ -78,31 +79,6 @@ class JobNotice:
     text: str
     blocks: list[Block] = field(default_factory=list)
     job: Job | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class NoticeCluster:
-    """The cluster a DM is about: its `name` keys the DM and goes into its buttons; `shown`
-    is the name the DM says (only where skybot serves several: "" otherwise); `reads_output`:
-    skybot reads job output there (as the owner, through the runner), so the DM may show
-    it and offer more."""
-
-    name: str
-    shown: str = ""
-    reads_output: bool = True
-
-    @classmethod
-    def of(cls, config: Config, cluster: ClusterConfig) -> NoticeCluster:
-        shown = cluster.name if len(config.clusters) > 1 else ""
-        return cls(cluster.name, shown, cluster.acts_through_runner)
-
-
-def output_unread_line(cluster: str) -> str:
-    """What a failure DM says instead of the output skybot does not read on `cluster`."""
-    return (
-        f"skybot does not read job output on {literal(cluster)}: the log is on "
-        f"{literal(cluster)}'s login node."
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from core.blocks import section
-from core.job_notices import JobNotice, NoticeCluster, output_path, shown_label
+from core.job_notices import JobNotice, output_path, shown_label
 from core.log_more import show_log_block
+from core.notice_cluster import NoticeCluster
 from core.notice_text import format_gpus
 from core.slack_text import literal
 from core.transitions import Transition

@@ -27,8 +27,9 @@ from bot.config import IdentityConfig, load_config
 from core.buttons import ButtonKind
 from core.config_schema import Config, NotificationsConfig
 from core.gpu_watch import Watch
-from core.job_notices import NoticeCluster, Seen, decide_job_notice
+from core.job_notices import Seen, decide_job_notice
 from core.job_output import OutputTail
+from core.notice_cluster import NoticeCluster
 from core.records import LabCap
 from core.start_notices import start_notice
 from core.transitions import Transition

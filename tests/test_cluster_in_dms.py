@@ -7,7 +7,7 @@ import tomllib
 
 from bot.config import parse_config
 from core.gpu_watch import EXPIRED, FIRED, Outcome, Spot, expired_text, fired_text
-from core.job_notices import NoticeCluster
+from core.notice_cluster import NoticeCluster
 from core.start_notices import start_notice
 from core.transitions import Transition
 from tests.factories import job

@@ -32,7 +32,6 @@ from core.gpu_watch import FIRED, Outcome, Spot, Watch, expired_text, fired_text
 from core.job_notices import (
     PREEMPTED,
     REQUEUED_KIND,
-    NoticeCluster,
     Seen,
     compose_job_notice,
     digest_notice,
@@ -41,6 +40,7 @@ from core.job_output import OutputTail
 from core.lab_usage import lab_usage
 from core.link_notices import new_link_notice
 from core.log_more import LOG_MORE
+from core.notice_cluster import NoticeCluster
 from core.records import FINAL_STATES, DirectoryUsage, FilesystemUsage
 from core.slack_text import literal
 from core.snapshot import ClusterSnapshot

@@ -8,8 +8,8 @@ from typing import Any
 from bot.config import IdentityConfig, load_config
 from core.cluster_config import ClusterConfig
 from core.config_schema import SubmitConfig
-from core.job_notices import NoticeCluster
 from core.log_more import LOG_MORE, MAX_OFFSET
+from core.notice_cluster import NoticeCluster
 from core.start_notices import is_start, start_notice
 from core.transitions import Transition
 from handlers.commands import command_table

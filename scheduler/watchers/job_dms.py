@@ -18,7 +18,6 @@ from core.job_notices import (
     MAX_SEPARATE_NOTICES,
     TAIL_KINDS,
     JobNotice,
-    NoticeCluster,
     Seen,
     decide_job_notice,
     digest_notice,
@@ -26,6 +25,7 @@ from core.job_notices import (
     wants,
 )
 from core.job_output import OutputTail
+from core.notice_cluster import NoticeCluster
 from core.records import FINAL_STATES, Job
 from core.runner_contract import RunnerCall
 from core.transitions import REQUEUED, Transition

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import sqlite_utils
 
-from core.job_notices import NoticeCluster
+from core.notice_cluster import NoticeCluster
 from core.start_notices import is_start, start_notice
 from scheduler.watchers.directory import SlackKey
 from store.alerts import load_start_optins
