@@ -175,11 +175,7 @@ def bind_actions(
         shared,
         runner=runner,
         submissions=SubmissionWorker(
-            polled_config(shared.config, wing.cluster),
-            writer,
-            runner,
-            wake_sender=wake_sender,
-            cluster=wing.cluster.name,
+            shared.config, wing.cluster, writer, runner, wake_sender=wake_sender
         ),
         view=wing.cache.current,
     )
