@@ -24,6 +24,7 @@ import pytest
 
 from core.cluster_config import CLUSTER_NAME
 from handlers.buttons.registry import BUTTONS
+from handlers.home import home_view
 from handlers.router import Command
 from store.alerts import save_starts_wanted
 from store.clusters import CLUSTER_TABLES
@@ -198,3 +199,23 @@ async def dm_worthy_poll(bot: TwoClusterBot, cluster: str) -> None:
 def _blocks(row: dict[str, Any]) -> list[dict[str, Any]]:
     blocks = row.get("blocks")
     return json.loads(blocks) if isinstance(blocks, str) and blocks else []
+
+
+async def test_every_button_the_home_tab_offers_acts_on_its_own_cluster(tmp_path: Path) -> None:
+    async with two_cluster_bot(tmp_path) as bot:
+        desks = bot.desks.all()
+        home = await home_view(
+            desks[0].view(), bot.shared, TABLE, TEAM, ALICE, time.time(), None,
+            [(desk.name, desk.view()) for desk in desks],
+        )  # fmt: skip
+        offered: dict[str, set[str]] = {cluster: set() for cluster in CLUSTERS}
+        for element in buttons(home["blocks"]):
+            cluster = cluster_named(element) if takes_a_cluster(element) else None
+            if cluster is None:
+                continue  # a watch's Remove: no watches on this bot yet
+            async with OnOneCluster(bot, cluster) as on_it:
+                on_it.check("Home tab", "", [{"type": "actions", "elements": [element]}])
+                offered[cluster] |= await on_it.click_all("Home tab", [
+                    {"type": "actions", "elements": [element]}
+                ])  # fmt: skip
+        assert offered == {cluster: {"Cancel"} for cluster in CLUSTERS}, offered
