@@ -71,7 +71,7 @@ def asks(command: Command, cluster: str) -> list[str]:
     if lab is not None:
         chosen = lab.strip("[]").replace("LAB|USER", "LAB").replace("LAB", LAB[cluster])
         texts.append(" ".join([*words, chosen]))
-    return texts
+    return list(dict.fromkeys(texts))
 
 
 def takes_a_cluster(element: dict[str, Any]) -> bool:
