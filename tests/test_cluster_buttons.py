@@ -12,6 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from core.buttons.cancel import job_button_of
+from handlers.buttons import move_to_overcap
+from handlers.clicks import Click
 from handlers.commands import command_table
 from handlers.home import home_view
 from store.alerts import save_starts_wanted
@@ -152,3 +154,11 @@ async def test_the_home_tab_takes_only_the_cancelled_clusters_job_for_going(
                   for e in b["elements"]]  # fmt: skip
         # Before: nova's job 7 was listed as being cancelled, without its Cancel button.
         assert values == ["skynet/8", "nova/8", "nova/7"]
+
+
+def test_a_failed_move_click_says_the_command_for_its_cluster() -> None:
+    click = Click(TEAM, ALICE, "skybot_move_to_overcap:nova/7", "nova/7", True)
+    # Before: "`/sky why nova/7` shows where the job is", which is no job id.
+    assert "`/sky why 7 --cluster nova`" in move_to_overcap.BUTTON.failed(click)
+    legacy = Click(TEAM, ALICE, "skybot_move_to_overcap:7", "7", True)
+    assert "`/sky why 7`" in move_to_overcap.BUTTON.failed(legacy)

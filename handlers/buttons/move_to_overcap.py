@@ -77,7 +77,11 @@ async def clicked(click: Click, view: ClusterView, services: Services) -> Answer
 
 
 def _failed(click: Click) -> str:
-    shown = literal(f"/sky why {click.value}")
+    target = move_button_of(click.value)
+    if target is None:
+        return "skybot could not act on that click."
+    named = f" --cluster {target.cluster}" if target.cluster else ""
+    shown = literal(f"/sky why {target.job_id}{named}")
     return f"skybot could not act on that click; {shown} shows where the job is."
 
 
