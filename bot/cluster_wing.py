@@ -1,7 +1,8 @@
 """One cluster's part of `skybot run`: its reader, its snapshot, its watchers and its actions.
 
-A bot serves every configured cluster with one wing each, built alike from the configuration
-as seen from that cluster (handlers/clusters.py `cluster_scoped`). Wings share the store, the
+A bot serves every configured cluster with one wing each, built alike from the whole
+configuration and that cluster's ClusterConfig (its pollers still read the configuration as
+if it were the only cluster: `polled_config`). Wings share the store, the
 outbox, the identity directory and the schedule; each has its own polls in that schedule, so
 one cluster's outage fails only its own polls and stales only its own snapshot.
 """
@@ -20,7 +21,7 @@ from bot.polling import poll_jobs
 from bot.runner_client import call_runner
 from core.cluster_config import ClusterConfig
 from core.runner_contract import RunnerCall, RunnerReply, RunnerRequest
-from handlers.clusters import ClusterDesk, cluster_scoped, refused_reply
+from handlers.clusters import ClusterDesk, refused_reply
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from scheduler.schedule import PollJob, PollSchedule
@@ -34,25 +35,25 @@ from store.reader import SnapshotCache
 from store.writer import StoreWriter
 
 
-def snapshot_cache(config: Config) -> SnapshotCache:
-    """The in-memory view of the store that commands answer from, for `config`'s (default)
-    cluster as the config describes it."""
+def snapshot_cache(config: Config, cluster: ClusterConfig) -> SnapshotCache:
+    """The in-memory view of the store that commands answer from, for `cluster`: its views
+    know it, so every button built from them names it."""
     return SnapshotCache(
         database_path(config),
-        config.default_cluster.name,
-        config.labs,
-        config.slurm.overcap_account,
-        config.slurm.overcap_partition,
+        cluster,
+        cluster.labs,
+        cluster.slurm.overcap_account,
+        cluster.slurm.overcap_partition,
         gpu_min_release=config.images.min_release,
     )
 
 
-def runner_call(config: Config, timeout: float | None = None, named: str = "") -> RunnerCall:
-    """The runner for `config`'s (default) cluster, or, for a cluster whose actions are
-    "none", a refusal that says where to act instead. `named`: the name runner.toml knows a
-    cluster besides the first by (its [clusters.NAME] table says where that one's Slurm
-    is); the first cluster's is runner.toml's top level, as before clusters had names."""
-    cluster = config.default_cluster
+def runner_call(config: Config, cluster: ClusterConfig, timeout: float | None = None) -> RunnerCall:
+    """The runner for `cluster`, or, for a cluster whose actions are "none", a refusal that
+    says where to act instead. The runner is told the name of a cluster besides the first
+    (runner.toml's [clusters.NAME] table says where that one's Slurm is); the first
+    cluster's is runner.toml's top level, as before clusters had names."""
+    named = "" if cluster.name == config.default_cluster.name else cluster.name
 
     async def call(user: str, request: RunnerRequest, /) -> RunnerReply:
         if not cluster.acts_through_runner:
@@ -69,28 +70,49 @@ def runner_call(config: Config, timeout: float | None = None, named: str = "") -
     return call
 
 
+def as_configured(config: Config, cluster: ClusterConfig) -> ClusterConfig:
+    """`cluster` as `config` has it: for the default cluster, the top level's [slurm] and labs
+    (what a caller replaced on a parsed config, tests and tools, is what counts)."""
+    if cluster.name != config.default_cluster.name:
+        return cluster
+    return msgspec.structs.replace(cluster, slurm=config.slurm, labs=config.labs)
+
+
+def polled_config(config: Config, cluster: ClusterConfig) -> Config:
+    """`config` as the pollers and the submission worker, written for one cluster, still
+    read it: `cluster`'s Slurm settings and labs, and it first among `clusters`. Nothing that
+    answers users sees it: handlers take the view (which knows its cluster) and the whole
+    configuration."""
+    if config.default_cluster == cluster:
+        return config
+    notifications = msgspec.structs.replace(config.notifications, cluster_name=cluster.name)
+    others = tuple(c for c in config.clusters if c.name != cluster.name)
+    return msgspec.structs.replace(
+        config,
+        slurm=cluster.slurm,
+        labs=cluster.labs,
+        notifications=notifications,
+        clusters=(cluster, *others),
+    )
+
+
 @dataclass
 class ClusterWing:
     """What reads and answers for one cluster."""
 
-    # The whole configuration as seen from this cluster (its `default_cluster`).
-    config: Config
+    cluster: ClusterConfig
     cache: SnapshotCache
     poller: SlurmPoller
+    # What turns its polls into DMs (job ends and starts, cap waits, watches, storage).
+    watchers: Watchers
     # Its Slurm poll first, then its probe, caps and storage polls.
     polls: list[PollJob]
-    # What the runner is told this cluster's name is ("" for the first cluster).
-    named: str = ""
     services: Services | None = None
 
     @property
     def submissions(self) -> SubmissionWorker | None:
         worker = self.services.submissions if self.services is not None else None
         return worker if isinstance(worker, SubmissionWorker) else None
-
-    @property
-    def cluster(self) -> ClusterConfig:
-        return self.config.default_cluster
 
     def desk(self) -> ClusterDesk:
         return ClusterDesk(self.cluster, self.cache.current, self.services)
@@ -107,33 +129,30 @@ async def build_wing(
     `bind_actions`, once the schedule they bring forward exists)."""
     name = cluster.name
     default = name == config.default_cluster.name
-    if default:
-        # The top level's [slurm] and labs are the default cluster's, and what a caller
-        # replaced on a parsed config (tests, tools) is what counts.
-        cluster = msgspec.structs.replace(cluster, slurm=config.slurm, labs=config.labs)
-    scoped = cluster_scoped(config, cluster)
-    cache = snapshot_cache(scoped)
+    cluster = as_configured(config, cluster)
+    polled = polled_config(config, cluster)
+    cache = snapshot_cache(config, cluster)
     await cache.refresh()
     # Reading a failed job's output gets its own, shorter deadline: the DM waits for it.
     tail_runner = runner_call(
-        scoped,
+        config,
+        cluster,
         min(config.runner.timeout_seconds, config.notifications.log_tail_seconds),
-        named="" if default else name,
     )
     watchers = Watchers(
-        scoped, writer, identity, wake_sender, cache.current, tail_runner, cluster=name
+        polled, writer, identity, wake_sender, cache.current, tail_runner, cluster=cluster
     )
-    poller = SlurmPoller(scoped, writer, source=source_for(cluster), cluster=name)
+    poller = SlurmPoller(polled, writer, source=source_for(cluster), cluster=name)
     polls = poll_jobs(
-        scoped,
+        polled,
         poller,
-        StoragePoller(scoped, writer, cluster=name),
+        StoragePoller(polled, writer, cluster=name),
         cache.refresh,
         watchers,
         # The default cluster's polls keep their old names (metrics, logs).
         default=default,
     )
-    return ClusterWing(scoped, cache, poller, polls, named="" if default else name)
+    return ClusterWing(cluster, cache, poller, watchers, polls)
 
 
 def bind_actions(
@@ -143,21 +162,20 @@ def bind_actions(
     wake_sender: Callable[[], None],
     shared: Services,
 ) -> None:
-    """The wing's runner, submission worker and services: `shared` (identity, store, chart
-    queue, rate limiter, DMs, one action per job at a time) with this cluster's configuration,
-    runner, worker and view."""
+    """The wing's runner, submission worker and services: `shared` (the whole configuration,
+    identity, store, chart queue, rate limiter, DMs, one action per job at a time) with this
+    cluster's runner, worker and view (which knows its cluster)."""
     poll_soon = functools.partial(schedule.poll_soon, wing.polls[0].name)
     wing.poller.on_change = poll_soon
     # A cancel or a move to overcap shows in the snapshot at once, not a poll or more later.
     runner = refreshing_runner(
-        runner_call(wing.config, named=wing.named), wing.poller.mark_changed, poll_soon
+        runner_call(shared.config, wing.cluster), wing.poller.mark_changed, poll_soon
     )
     wing.services = dataclasses.replace(
         shared,
-        config=wing.config,
         runner=runner,
         submissions=SubmissionWorker(
-            wing.config, writer, runner, wake_sender=wake_sender, cluster=wing.cluster.name
+            shared.config, wing.cluster, writer, runner, wake_sender=wake_sender
         ),
         view=wing.cache.current,
     )

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import TextIO
 
-from bot.cluster_wing import snapshot_cache
+from bot.cluster_wing import as_configured, snapshot_cache
 from bot.config import Config, database_path
 from handlers.commands import command_table
 from handlers.request import CommandRequest
@@ -37,7 +37,7 @@ async def run_console(
 ) -> int:
     path = database_path(config)
     writer = StoreWriter(path)
-    cache = snapshot_cache(config)
+    cache = snapshot_cache(config, as_configured(config, config.default_cluster))
     table = command_table(config.template)
     user = as_user or default_user()
     interactive = stdin.isatty()

@@ -140,7 +140,7 @@ async def build_runtime(config: Config, secrets: Secrets, writer: StoreWriter) -
     shared = Services(
         config,
         identity,
-        runner_call(config),
+        runner_call(config, config.default_cluster),
         writer=writer,
         queue_charts=ChartRequests(writer, sender.wake),
         limiter=RateLimiter(),

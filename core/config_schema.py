@@ -310,6 +310,11 @@ class Config(Section, frozen=True):
         """Partitions whose requeues are preemptions: overcap and the ones named besides."""
         return frozenset({self.slurm.overcap_partition, *self.notifications.preemptible_partitions})
 
+    def preemptible_on(self, cluster: ClusterConfig) -> frozenset[str]:
+        """`preemptible_partitions` on `cluster`: its overcap partition and those named."""
+        named = self.notifications.preemptible_partitions
+        return frozenset({cluster.slurm.overcap_partition, *named})
+
     def lab_named(self, name: str) -> LabConfig | None:
         wanted = name.casefold()
         return next((lab for lab in self.labs if lab.name.casefold() == wanted), None)

@@ -24,12 +24,14 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from core.blocks import Block, context, section
+from core.cluster_config import ClusterConfig
 from core.config_schema import Config, NotificationsConfig
 from core.efficiency import EfficiencyPolicy, efficiency_lines
 from core.het_jobs import components_line
 from core.job_facts import refused_at_submission, requeue_cause, requeue_words, stopped_run_seconds
 from core.job_output import OutputTail, stdout_path, tail_parts
 from core.log_more import more_block
+from core.notice_cluster import NoticeCluster, output_unread_line
 from core.notice_text import format_duration, format_job_gpus
 from core.records import FINAL_STATES, Job
 from core.slack_text import literal
@@ -128,14 +130,25 @@ def wants(preference: str, kind: str) -> bool:
 
 
 def decide_job_notice(
-    transition: Transition, preference: str, seen: Seen, config: Config
+    transition: Transition,
+    preference: str,
+    seen: Seen,
+    config: Config,
+    cluster: ClusterConfig | None = None,
 ) -> JobNotice | None:
-    """The DM this transition earns under `preference`, or None; what it shows is as
-    `config.notifications` says (`compose_job_notice`)."""
-    kind = notice_kind(transition, config.preemptible_partitions)
+    """The DM this transition of `cluster`'s (by default the only one) earns under
+    `preference`, or None; what it shows is as `config.notifications` says
+    (`compose_job_notice`)."""
+    if cluster is None:
+        preemptible = config.preemptible_partitions
+        where = NoticeCluster(config.notifications.cluster_name, config.cluster_shown)
+    else:
+        preemptible = config.preemptible_on(cluster)
+        where = NoticeCluster.of(config, cluster)
+    kind = notice_kind(transition, preemptible)
     if kind is None or not wants(preference, kind):
         return None
-    return compose_job_notice(transition, kind, seen, config.notifications, config.cluster_shown)
+    return compose_job_notice(transition, kind, seen, config.notifications, where)
 
 
 def notice_key(cluster: str, transition: Transition, kind: str) -> str:
@@ -156,13 +169,16 @@ def compose_job_notice(
     kind: str,
     seen: Seen,
     settings: NotificationsConfig,
-    cluster: str = "",
+    where: NoticeCluster | None = None,
 ) -> JobNotice:
-    """The DM telling `transition` as `kind`, keyed by `settings.cluster_name` and naming
-    `cluster` (its buttons carry it too) when given: failures
+    """The DM telling `transition` as `kind`, keyed by `where`'s name (by default the one
+    cluster `settings.cluster_name` names), which its buttons carry too, naming the cluster
+    where it is shown: failures
     show at most `settings.log_tail_lines` lines of each output tail, and a job that ran at
     least `settings.efficiency_min_minutes` its CPU, memory and time figures from sacct
     (core/efficiency.py)."""
+    where = NoticeCluster(settings.cluster_name) if where is None else where
+    cluster = where.shown
     job = transition.job
     headline = f"{_EMOJI.get(kind, '🔔')} Job {shown_label(job)} {literal(job.name)} " + _what(
         transition, kind
@@ -188,14 +204,17 @@ def compose_job_notice(
     tail_lines, output = settings.log_tail_lines, seen.output
     parts = tail_parts(output, tail_lines) if output and tail_lines and kind in TAIL_KINDS else []
     tails = [part.markdown for part in parts]
+    if not where.reads_output and tail_lines and kind in TAIL_KINDS:
+        tails = [output_unread_line(where.name)]
+        parts = []
     text = "\n".join(lines + ([advice] if advice else []) + tails)
     blocks = [section("\n".join(lines))]
     if advice:
         blocks.append(context(advice))
     blocks.extend(section(tail) for tail in tails)
     # "Show more of the log": the chunk before what is shown, read as the clicker on click.
-    blocks.extend(more_block(job.job_id, parts, cluster or None))
-    return JobNotice(kind, notice_key(settings.cluster_name, transition, kind), text, blocks, job)
+    blocks.extend(more_block(where.name, job.job_id, parts))
+    return JobNotice(kind, notice_key(where.name, transition, kind), text, blocks, job)
 
 
 def _runtime_line(transition: Transition, kind: str, seen: Seen) -> str:

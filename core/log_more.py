@@ -45,7 +45,7 @@ class MoreRequest:
     job_id: int
     stream: str
     end: int
-    cluster: str | None = None
+    cluster: str | None
 
     @property
     def action_id(self) -> str:
@@ -53,11 +53,11 @@ class MoreRequest:
 
     @property
     def value(self) -> str:
-        return with_cluster(f"{self.job_id}:{self.stream}:{self.end}", self.cluster)
+        return with_cluster(f"{self.job_id}:{self.stream}:{self.end}", self.cluster or "")
 
     @property
     def id_suffix(self) -> str:
-        return with_cluster(f"{self.job_id}:{self.stream}", self.cluster)
+        return with_cluster(f"{self.job_id}:{self.stream}", self.cluster or "")
 
 
 def parse_more_value(action_id: str, value: str) -> MoreRequest | None:
@@ -77,10 +77,9 @@ def more_button(request: MoreRequest, text: str) -> dict[str, Any]:
     return button(SHOW_MORE_LOG, request.id_suffix, text, request.value)
 
 
-def more_block(
-    job_id: int, parts: Sequence[TailPart], cluster: str | None = None
-) -> list[dict[str, Any]]:
-    """An actions block with a "Show more" button per file with earlier lines, or nothing."""
+def more_block(cluster: str, job_id: int, parts: Sequence[TailPart]) -> list[dict[str, Any]]:
+    """An actions block with a "Show more" button per file with earlier lines, or nothing;
+    each names `cluster`, whose job `job_id` is."""
     return actions_block(
         [
             more_button(
@@ -93,9 +92,7 @@ def more_block(
     )
 
 
-def show_log_block(
-    job_id: int, stream: str = STDOUT, cluster: str | None = None
-) -> list[dict[str, Any]]:
+def show_log_block(cluster: str, job_id: int, stream: str = STDOUT) -> list[dict[str, Any]]:
     """A "Show log" button: its first click shows the file's last lines (the chunk that ends
     at MAX_OFFSET, past any file's end), and each answer has the usual "Show more"."""
     return actions_block(

@@ -49,9 +49,10 @@ def offers_move_to_overcap(view: ClusterView, job: Job, caller: str | None) -> b
     """Whether `caller` (a cluster account, None when unlinked) is offered the button: their own
     single job (no array: the runner moves one job id; no het job: its components have
     partitions and accounts of their own), waiting at its lab's cap, with idle GPUs on
-    overcap that fit it."""
+    overcap that fit it, on a cluster where skybot acts."""
     return (
-        caller is not None
+        view.acts
+        and caller is not None
         and job.user == caller
         and job.array_job_id is None
         and not job.het_components

@@ -13,6 +13,7 @@ from datetime import datetime
 from core.blocks import section
 from core.job_notices import JobNotice, output_path, shown_label
 from core.log_more import show_log_block
+from core.notice_cluster import NoticeCluster
 from core.notice_text import format_gpus
 from core.slack_text import literal
 from core.transitions import Transition
@@ -34,10 +35,10 @@ def is_start(transition: Transition, seen_at: float) -> bool:
     return transition.from_state in _FROM
 
 
-def start_notice(transition: Transition, cluster: str, shown: str = "") -> JobNotice:
+def start_notice(transition: Transition, where: NoticeCluster) -> JobNotice:
     """ "Job 123 `train` started on `clippy` (a40:2), time limit ends 18:40", the output
-    path and a "Show log" button (read as the clicker, who must own the job); `shown`, the
-    cluster's name where skybot serves several."""
+    path and a "Show log" button naming `where` (read as the clicker, who must own the job;
+    none where skybot does not read output); the cluster's name where it is shown."""
     job = transition.job
     nodes = literal(job.nodes) if job.nodes else "a node Slurm did not name"
     gpus = format_gpus(job.gpus_by_type) if job.gpus_by_type else "no GPUs"
@@ -45,14 +46,15 @@ def start_notice(transition: Transition, cluster: str, shown: str = "") -> JobNo
         f"▶️ Job {shown_label(job)} {literal(job.name)} started on {nodes} ({gpus}), "
         f"{_limit_words(job.start_time, job.time_limit_minutes)}."
     )
-    where = f"Cluster {literal(shown)} · " if shown else ""
+    named = f"Cluster {literal(where.shown)} · " if where.shown else ""
     lines = [
         headline,
-        f"{where}Partition {literal(job.partition)} · Output: {literal(output_path(job))}",
+        f"{named}Partition {literal(job.partition)} · Output: {literal(output_path(job))}",
     ]
     text = "\n".join(lines)
-    key = f"jobstart:{cluster}:{job.job_id}:{transition.restarts}"
-    return JobNotice(START, key, text, [section(text), *show_log_block(job.job_id)], job)
+    key = f"jobstart:{where.name}:{job.job_id}:{transition.restarts}"
+    button = show_log_block(where.name, job.job_id) if where.reads_output else []
+    return JobNotice(START, key, text, [section(text), *button], job)
 
 
 def _limit_words(start: int | None, limit_minutes: int | None) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
 
-from core.cluster_config import LabConfig
+from core.cluster_config import ClusterConfig, LabConfig
 from core.images import GUIDE_MIN_RELEASE
 from core.lab_usage import IdleGpus, LabUsage, idle_by_type, idle_gpus, usage_of_labs
 from core.records import Job
@@ -36,8 +36,22 @@ class ClusterView:
     overcap_partition: str = "overcap"
     # GPU type -> oldest container release that runs on it (config images.min_release).
     gpu_min_release: Mapping[str, str] = field(default_factory=lambda: dict(GUIDE_MIN_RELEASE))
+    # The cluster this is a view of: its name goes into every button built from the view,
+    # and what it allows (actions through the runner) decides which are offered. None: a
+    # view that names no cluster (tests, tools), read as the bot's default one.
+    cluster: ClusterConfig | None = None
     _usage: dict[str, LabUsage] = field(default_factory=dict, repr=False)
     _memo: dict[Hashable, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def cluster_name(self) -> str:
+        """The name this view's buttons and keys carry ("" for a view that names none)."""
+        return self.cluster.name if self.cluster is not None else ""
+
+    @property
+    def acts(self) -> bool:
+        """Whether skybot acts on this cluster (cancel, move, read output) as its users."""
+        return self.cluster is None or self.cluster.acts_through_runner
 
     def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
         """`compute()` once per snapshot: answers that depend only on the snapshot are shared

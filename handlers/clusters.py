@@ -1,7 +1,8 @@
 """Which cluster a command, a click or a Home tab is about, for a bot that serves several.
 
-Each configured cluster has its own desk: its snapshot view and the services bound to it (its
-runner, its submission worker, its configuration as if it were the only one). A command picks
+Each configured cluster has its own desk: its ClusterConfig, its snapshot view (which knows
+its cluster: every button built from it names it) and the services bound to it (its runner
+and submission worker, with the whole configuration). A command picks
 one by `--cluster NAME` anywhere in its text, else by a lab name among its words that belongs
 to one cluster, else it is about the default (first) cluster. With one cluster nothing here
 shows: answers read as they always have.
@@ -11,8 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-import msgspec
 
 from core.cluster_config import ClusterConfig
 from core.config_schema import Config
@@ -24,23 +23,6 @@ from handlers.services import Services
 
 class UnknownCluster(Exception):
     """A command named a cluster this skybot does not serve: the message says which it does."""
-
-
-def cluster_scoped(config: Config, cluster: ClusterConfig) -> Config:
-    """`config` as seen from `cluster`: its Slurm settings, its labs and its name, and it
-    first among `clusters` (so `default_cluster` is it, for everything that keys rows by the
-    default). `clusters` still lists them all, so a scoped config knows it has company."""
-    if config.default_cluster == cluster:
-        return config
-    notifications = msgspec.structs.replace(config.notifications, cluster_name=cluster.name)
-    others = tuple(c for c in config.clusters if c.name != cluster.name)
-    return msgspec.structs.replace(
-        config,
-        slurm=cluster.slurm,
-        labs=cluster.labs,
-        notifications=notifications,
-        clusters=(cluster, *others),
-    )
 
 
 def actions_refusal(cluster: ClusterConfig) -> str:

@@ -141,10 +141,10 @@ async def home_view(
     if services.writer is not None:
         watches = await services.writer.run(active_watches_of, team_id, user_id)
     going = frozenset(
-        job_label(j)
+        (v.cluster_name, job_label(j))
         for v in [view, *(v for _, v in clusters[1:])]
         for j in active_jobs(v, user)
-        if cancelling(services, j)
+        if cancelling(v, services, j)
     )
     blocks = linked_blocks(view, user, pref, chosen, now, notice, watches, going, clusters)
     return home(blocks)
@@ -176,11 +176,12 @@ def linked_blocks(
     now: float,
     notice: str | None = None,
     watches: Sequence[Watch] = (),
-    cancelled: frozenset[str] = frozenset(),
+    cancelled: frozenset[tuple[str, str]] = frozenset(),
     clusters: Sequence[tuple[str, ClusterView]] = (),
 ) -> list[Block]:
-    """`cancelled`: labels of jobs skybot has just cancelled, which the snapshot may still
-    list as running or pending until the next poll. `clusters`: as `home_view`'s."""
+    """`cancelled`: (cluster, label) of jobs skybot has just cancelled, which the snapshot may
+    still list as running or pending until the next poll (job ids repeat across clusters).
+    `clusters`: as `home_view`'s."""
     warnings, _ = freshness_lines(view, now, "slurm", also=("caps", "storage"))
     blocks: list[Block] = [header(f"skybot — {user}"), *(section(w) for w in warnings)]
     if notice:
@@ -188,11 +189,17 @@ def linked_blocks(
     jobs = [
         (
             f"Your jobs on {name}",
-            job_part(cluster_view, user, now, cancelled),
-            job_buttons(cluster_view, user, cancelled, name),
+            job_part(cluster_view, user, now, _on(cluster_view, cancelled)),
+            job_buttons(cluster_view, user, _on(cluster_view, cancelled)),
         )
         for name, cluster_view in clusters
-    ] or [("Your jobs", job_part(view, user, now, cancelled), job_buttons(view, user, cancelled))]
+    ] or [
+        (
+            "Your jobs",
+            job_part(view, user, now, _on(view, cancelled)),
+            job_buttons(view, user, _on(view, cancelled)),
+        )
+    ]
     parts: tuple[tuple[str, list[str], list[Block]], ...] = (
         *jobs,
         ("Your lab's GPUs", lab_part(view, user), []),
@@ -206,15 +213,18 @@ def linked_blocks(
     return blocks
 
 
+def _on(view: ClusterView, cancelled: frozenset[tuple[str, str]]) -> frozenset[str]:
+    """The labels of `cancelled` that are `view`'s cluster's jobs."""
+    return frozenset(label for cluster, label in cancelled if cluster == view.cluster_name)
+
+
 def job_buttons(
-    view: ClusterView,
-    user: str,
-    cancelled: frozenset[str] = frozenset(),
-    cluster: str | None = None,
+    view: ClusterView, user: str, cancelled: frozenset[str] = frozenset()
 ) -> list[Block]:
-    """Cancel, as on `/sky jobs`: the click is checked again (handlers/buttons/cancel.py)."""
+    """Cancel, as on `/sky jobs`: the click is checked again (handlers/buttons/cancel.py);
+    the buttons name `view`'s cluster."""
     jobs = [j for j in active_jobs(view, user) if job_label(j) not in cancelled]
-    return cancel_block(jobs, cluster)
+    return cancel_block(view, jobs)
 
 
 def job_part(

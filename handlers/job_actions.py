@@ -3,8 +3,9 @@
 Two Cancel clicks 10 ms apart (a double-click on the confirm dialog), or a click and
 `/sky cancel`, each ran scancel: the second reached slurmctld while the job was completing, and
 its error ("already completing") was the message the user was left with, although the job had
-been cancelled. So every action on a job goes through `JobActions.perform`, keyed by the job as
-scancel names it (`35`, `35_2`):
+been cancelled. So every action on a job goes through `JobActions.perform`, keyed by its cluster
+and the job as scancel names it (`nova`, `35_2`): job ids repeat across clusters, so the
+same id on another cluster is another job:
 
 - the same action on the same job while one runs joins it and answers with its outcome;
 - a different action on that job waits its turn (and its caller's checks then see the result);
@@ -22,6 +23,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+# A job as actions are keyed: (its cluster's name, the job as scancel names it).
+JobKey = tuple[str, str]
 # Longer than any poll interval stretch (the snapshot shows the job gone well before).
 REMEMBER_SECONDS = 600.0
 
@@ -48,21 +51,24 @@ class JobActions:
     ) -> None:
         self._clock = clock
         self._remember_seconds = remember_seconds
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[JobKey, asyncio.Lock] = {}
         # How many callers hold or wait for each job's lock: the lock goes when none do.
-        self._waiting: dict[str, int] = {}
-        self._running: dict[str, _Running] = {}
-        self._done: dict[tuple[str, str], tuple[ActionOutcome, float]] = {}
+        self._waiting: dict[JobKey, int] = {}
+        self._running: dict[JobKey, _Running] = {}
+        self._done: dict[tuple[JobKey, str], tuple[ActionOutcome, float]] = {}
 
     async def perform(
         self,
-        job: str,
+        cluster: str,
+        label: str,
         action: str,
         work: Callable[[], Awaitable[ActionOutcome]],
         *,
         remember: bool = False,
     ) -> ActionOutcome:
-        """`work`'s outcome, or that of the same action on `job` already running or just done."""
+        """`work`'s outcome, or that of the same action on `cluster`'s job `label` already
+        running or just done."""
+        job = (cluster, label)
         running = self._running.get(job)
         if running is not None and running.action == action:
             return await asyncio.shield(running.outcome)
@@ -79,19 +85,20 @@ class JobActions:
             if not self._waiting[job]:
                 del self._waiting[job], self._locks[job]
 
-    def recent(self, job: str, action: str) -> ActionOutcome | None:
+    def recent(self, job: JobKey, action: str) -> ActionOutcome | None:
         """The outcome of `action` on `job` if it took effect within `remember_seconds`."""
         self._forget_old()
         done = self._done.get((job, action))
         return done[0] if done is not None else None
 
-    def in_progress(self, job: str, action: str) -> bool:
-        """`action` on `job` is running now or took effect a moment ago."""
+    def in_progress(self, cluster: str, label: str, action: str) -> bool:
+        """`action` on `cluster`'s job `label` is running now or took effect a moment ago."""
+        job = (cluster, label)
         running = self._running.get(job)
         return (running is not None and running.action == action) or bool(self.recent(job, action))
 
     async def _run(
-        self, job: str, action: str, work: Callable[[], Awaitable[ActionOutcome]], remember: bool
+        self, job: JobKey, action: str, work: Callable[[], Awaitable[ActionOutcome]], remember: bool
     ) -> ActionOutcome:
         outcome: asyncio.Future[ActionOutcome] = asyncio.get_running_loop().create_future()
         self._running[job] = _Running(action, outcome)

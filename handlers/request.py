@@ -38,8 +38,9 @@ class CommandRequest:
     chart: bool = False
     channel_id: str = ""
     # The cluster this request is about: what `--cluster` said until the router has chosen,
-    # then the chosen cluster's name where skybot serves several ("" where it serves one,
-    # so buttons and answers read as they always have).
+    # then the chosen cluster's name where skybot serves several ("" where it serves one, so
+    # answers read as they always have). Buttons do not read it: they name the cluster of the
+    # view they are built from.
     cluster: str = ""
 
 

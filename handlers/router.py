@@ -177,9 +177,9 @@ async def dispatch(
             return chosen
         cluster, view, services = chosen
         if command.starts_runner and services is not None:
-            default = services.config.default_cluster
-            if not default.acts_through_runner:  # said now, not after a queue or a DM
-                return simple(actions_refusal(default))
+            where = view.cluster or services.config.default_cluster
+            if not where.acts_through_runner:  # said now, not after a queue or a DM
+                return simple(actions_refusal(where))
     note = f"On cluster {literal(cluster)}." if cluster else ""
     same_for = command.same_for
     if same_for is not None and not routed.chart:  # read-only: kept, stamped per ack

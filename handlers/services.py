@@ -42,3 +42,18 @@ class Services:
     job_actions: JobActions = field(default_factory=JobActions)
     # DMs through the outbox: where an answer goes when its response_url fails.
     dm: DmQueue | None = None
+
+    def current_view(self) -> ClusterView | None:
+        return self.view() if self.view is not None else None
+
+    @property
+    def cluster_name(self) -> str:
+        """The cluster these services act on, as its rows are keyed: `rows_cluster`."""
+        return rows_cluster(self.current_view(), self.config)
+
+
+def rows_cluster(view: ClusterView | None, config: Config) -> str:
+    """The name `view`'s cluster's rows (jobs, watches, submissions) are kept under: its own,
+    or for a view that names none (tests, tools) the configuration's default cluster's."""
+    name = view.cluster_name if view is not None else ""
+    return name or config.default_cluster.name

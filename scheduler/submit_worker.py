@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from core.cluster_config import ClusterConfig
 from core.config_schema import Config
 from core.runner_contract import (
     RunnerCall,
@@ -58,15 +59,16 @@ class SubmissionWorker:
     def __init__(
         self,
         config: Config,
+        cluster: ClusterConfig,
         writer: StoreWriter,
         runner: RunnerCall,
         wake_sender: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.time,
-        cluster: str | None = None,
     ) -> None:
-        # The cluster whose submissions this worker performs (by default the configuration's
-        # default); a bot with several clusters runs one worker for each.
-        self.cluster = config.default_cluster.name if cluster is None else cluster
+        # The cluster whose submissions this worker performs (its labs' storage roots and
+        # partitions bound them); a bot with several clusters runs one worker for each.
+        self.cluster = cluster.name
+        self._where = cluster
         self._config = config
         self._writer = writer
         self._runner = runner
@@ -175,16 +177,17 @@ class SubmissionWorker:
         self._wake_sender()
 
     def _roots(self) -> list[str]:
-        return [root for lab in self._config.labs for root in lab.storage_roots]
+        return [root for lab in self._where.labs for root in lab.storage_roots]
 
     def _partitions(self) -> list[str]:
-        return submit_partitions(self._config)
+        return submit_partitions(self._config, self._where)
 
 
-def submit_partitions(config: Config) -> list[str]:
-    """Partitions a chat submission may use: every lab's, the overcap one, and any extras."""
-    names = [lab.partition for lab in config.labs]
-    names += [config.slurm.overcap_partition, *config.submit.extra_partitions]
+def submit_partitions(config: Config, cluster: ClusterConfig) -> list[str]:
+    """Partitions a chat submission on `cluster` may use: every one of its labs', its overcap
+    one, and any extras."""
+    names = [lab.partition for lab in cluster.labs]
+    names += [cluster.slurm.overcap_partition, *config.submit.extra_partitions]
     return list(dict.fromkeys(names))
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-from core.cluster_config import LabConfig
+from core.cluster_config import ClusterConfig, LabConfig
 from core.gc_pauses import exempt_from_full_collections, no_collections
 from core.images import GUIDE_MIN_RELEASE
 from core.snapshot import ClusterSnapshot
@@ -28,7 +28,7 @@ class SnapshotCache:
     def __init__(
         self,
         path: Path | str,
-        cluster: str,
+        cluster: str | ClusterConfig,
         labs: tuple[LabConfig, ...],
         overcap_account: str = "overcap",
         overcap_partition: str = "overcap",
@@ -36,8 +36,11 @@ class SnapshotCache:
         gpu_min_release: Mapping[str, str] | None = None,
     ) -> None:
         self._path = path
-        # One cache serves one cluster: a bot with several holds one for each.
-        self.cluster = cluster
+        # One cache serves one cluster: a bot with several holds one for each. Given as a
+        # ClusterConfig, its views know it (the buttons built from them name it, and offer
+        # only what skybot does there); given by name (tools, tests), they name none.
+        self.cluster = cluster.name if isinstance(cluster, ClusterConfig) else cluster
+        self._cluster = cluster if isinstance(cluster, ClusterConfig) else None
         self._labs = labs
         self._overcap = (overcap_account, overcap_partition)
         # None: the container guide's table, as a ClusterView has by default.
@@ -75,7 +78,11 @@ class SnapshotCache:
 
     def _make_view(self, snapshot: ClusterSnapshot) -> ClusterView:
         return ClusterView(
-            snapshot, self._labs, *self._overcap, gpu_min_release=self._gpu_min_release
+            snapshot,
+            self._labs,
+            *self._overcap,
+            gpu_min_release=self._gpu_min_release,
+            cluster=self._cluster,
         )
 
     async def refresh(self) -> ClusterView:

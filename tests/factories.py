@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from core.cluster_config import LabConfig
+from core.cluster_config import ClusterConfig, LabConfig
 from core.records import DirectoryUsage, FilesystemUsage, Job, Node
 from core.snapshot import SOURCES, ClusterSnapshot, SourceStatus
 from core.view import ClusterView
@@ -82,5 +82,10 @@ def make_snapshot(
     return ClusterSnapshot(**fields)
 
 
-def make_view(snapshot: ClusterSnapshot, labs: tuple[LabConfig, ...] = LABS) -> ClusterView:
-    return ClusterView(snapshot, labs)
+def make_view(
+    snapshot: ClusterSnapshot,
+    labs: tuple[LabConfig, ...] = LABS,
+    cluster: ClusterConfig | None = None,
+) -> ClusterView:
+    """A view of `snapshot`; of `cluster` when given (its buttons name it), else of none."""
+    return ClusterView(snapshot, labs, cluster=cluster)

@@ -29,6 +29,7 @@ from core.config_schema import Config, NotificationsConfig
 from core.gpu_watch import Watch
 from core.job_notices import Seen, decide_job_notice
 from core.job_output import OutputTail
+from core.notice_cluster import NoticeCluster
 from core.records import LabCap
 from core.start_notices import start_notice
 from core.transitions import Transition
@@ -146,7 +147,7 @@ def rendered_messages() -> dict[str, list[dict[str, Any]]]:
         "/sky why 7": command("why 7"),
         "/sky watch": watch_list(WATCHES, NOW).blocks,
         "Home tab": linked_blocks(view(), "alice", "all", True, NOW, watches=WATCHES),
-        "start DM": start_notice(started, "skynet").blocks,
+        "start DM": start_notice(started, NoticeCluster("skynet")).blocks,
         "failure DM": failure_dm(),
     }
 

@@ -67,6 +67,6 @@ async def test_stale_and_forged_buttons_do_nothing(writer: StoreWriter) -> None:
 
 def test_buttons_only_for_ids_scancel_takes() -> None:
     odd = job(5, array_job_id=5, array_task="1-3%2")
-    assert cancel_block([odd]) == []
-    (block,) = cancel_block([job(6), odd])
+    assert cancel_block(make_view(make_snapshot()), [odd]) == []
+    (block,) = cancel_block(make_view(make_snapshot()), [job(6), odd])
     assert [e["value"] for e in block["elements"]] == ["6"]

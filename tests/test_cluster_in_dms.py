@@ -7,6 +7,7 @@ import tomllib
 
 from bot.config import parse_config
 from core.gpu_watch import EXPIRED, FIRED, Outcome, Spot, expired_text, fired_text
+from core.notice_cluster import NoticeCluster
 from core.start_notices import start_notice
 from core.transitions import Transition
 from tests.factories import job
@@ -32,8 +33,8 @@ def test_a_start_dm_names_its_cluster_only_where_there_are_several() -> None:
     started = Transition(
         job(5, state="RUNNING", nodes="clippy", start_time=900), "PENDING", "RUNNING", 0
     )
-    alone = start_notice(started, "skynet")
-    named = start_notice(started, "nova", "nova")
+    alone = start_notice(started, NoticeCluster("skynet"))
+    named = start_notice(started, NoticeCluster("nova", "nova"))
     assert "Cluster" not in alone.text
     assert "Cluster `nova` · Partition" in named.text
     assert alone.key != named.key  # each cluster's job 5 is its own

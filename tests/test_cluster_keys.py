@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
+from core.cluster_config import ClusterConfig
 from core.config_schema import Config
 from core.lab_usage import LabUsage
 from core.records import LabCap
@@ -55,7 +56,7 @@ def old_database(path: Path) -> dict[str, int]:
 
 def notify_all(db: object, cluster: str) -> int:
     through = db.execute("SELECT MAX(id) FROM job_transitions").fetchone()[0]  # type: ignore[attr-defined]
-    return notify_transitions(db, cluster, TARGETS, through, Config(), 400.0)  # type: ignore[arg-type]
+    return notify_transitions(db, ClusterConfig(cluster), TARGETS, through, Config(), 400.0)  # type: ignore[arg-type]
 
 
 def free_a40s_view() -> ClusterView:

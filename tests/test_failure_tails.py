@@ -12,6 +12,7 @@ import asyncio
 import base64
 from typing import Any
 
+from core.cluster_config import ClusterConfig
 from scheduler.watchers import process_transitions
 from store.alerts import save_log_tails_wanted, save_preference
 from store.outbox import outbox_rows
@@ -69,7 +70,12 @@ async def test_a_failure_dm_shows_stderr_and_stdout_read_as_the_owner(
             "/o/train-7.out": b"epoch 1\nepoch 2\n",
         }
     )
-    assert await process_transitions(writer, ALICE, config_with(), CLUSTER, runner=runner) == 2
+    assert (
+        await process_transitions(
+            writer, ALICE, config_with(), ClusterConfig(CLUSTER), runner=runner
+        )
+        == 2
+    )
     # Asked once per file, as alice, for the failed job only (not the completed one).
     assert [(u, r["action"], r["path"]) for u, r in runner.calls] == [
         ("alice", "tail", "/o/train-7.err"),
@@ -93,7 +99,7 @@ async def test_one_file_for_both_and_unreadable_files_give_one_line(writer: Stor
         save_slurm_poll, [], [job(7, name="t", state="TIMEOUT", work_dir="/w")], [], 115.0
     )
     runner = Runner({"/w/slurm-7.out": "The file is a FIFO; skybot reads only regular files."})
-    await process_transitions(writer, ALICE, config_with(), CLUSTER, runner=runner)
+    await process_transitions(writer, ALICE, config_with(), ClusterConfig(CLUSTER), runner=runner)
     assert [r["path"] for _, r in runner.calls] == ["/w/slurm-7.out"]
     text = (await dm_texts(writer))["TIMEOUT"]
     assert text.endswith(
@@ -106,7 +112,7 @@ async def test_users_and_admins_can_turn_it_off(writer: StoreWriter) -> None:
     await two_ends(writer)
     await writer.run(save_log_tails_wanted, TEAM, "U1", False, 0.0)
     runner = Runner({"/o/train-7.err": b"secret\n"})
-    await process_transitions(writer, ALICE, config_with(), CLUSTER, runner=runner)
+    await process_transitions(writer, ALICE, config_with(), ClusterConfig(CLUSTER), runner=runner)
     assert runner.calls == []  # not even read
     assert "secret" not in (await dm_texts(writer))["FAILED"]
 
@@ -114,7 +120,9 @@ async def test_users_and_admins_can_turn_it_off(writer: StoreWriter) -> None:
 async def test_site_wide_off_and_unwanted_dms_read_nothing(writer: StoreWriter) -> None:
     await two_ends(writer)
     runner = Runner({"/o/train-7.err": b"secret\n"})
-    await process_transitions(writer, ALICE, config_with(log_tail_lines=0), CLUSTER, runner=runner)
+    await process_transitions(
+        writer, ALICE, config_with(log_tail_lines=0), ClusterConfig(CLUSTER), runner=runner
+    )
     assert runner.calls == []
     assert "secret" not in (await dm_texts(writer))["FAILED"]
 
@@ -123,11 +131,11 @@ async def test_nobody_who_would_not_get_the_dm_causes_a_read(writer: StoreWriter
     await two_ends(writer)
     await writer.run(save_preference, TEAM, "U1", "preempt", 0.0)
     runner = Runner({})
-    await process_transitions(writer, ALICE, config_with(), CLUSTER, runner=runner)
+    await process_transitions(writer, ALICE, config_with(), ClusterConfig(CLUSTER), runner=runner)
     assert runner.calls == [] and await writer.run(outbox_rows) == []
     # And bob, who is not linked to alice's account, is never the reader nor the receiver.
     await process_transitions(
-        writer, Links({"bob": [(TEAM, "U2")]}), config_with(), CLUSTER, runner=runner
+        writer, Links({"bob": [(TEAM, "U2")]}), config_with(), ClusterConfig(CLUSTER), runner=runner
     )
     assert runner.calls == []
 
@@ -136,7 +144,9 @@ async def test_a_runner_that_hangs_costs_a_bounded_wait_not_the_dm(writer: Store
     await two_ends(writer)
     runner = Runner({"/o/train-7.err": b"LATE-BYTES\n"}, delay=3600)
     config = config_with(log_tail_seconds=0.1)
-    assert await process_transitions(writer, ALICE, config, CLUSTER, runner=runner) == 2
+    assert (
+        await process_transitions(writer, ALICE, config, ClusterConfig(CLUSTER), runner=runner) == 2
+    )
     text = (await dm_texts(writer))["FAILED"]
     assert "*stderr* `/o/train-7.err`: not shown: `it could not be read within 0.1 s`" in text
     assert "LATE-BYTES" not in text

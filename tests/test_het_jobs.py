@@ -153,7 +153,7 @@ def test_sky_jobs_shows_one_row_and_one_cancel_for_the_whole_job(version: str) -
     assert "1 running (3 GPUs)" in text
     assert f"`{het_id}` (2 components)" in text and f"`{other_id}`" not in text
     (job,) = view.snapshot.jobs
-    (button,) = cancel_buttons([job])["elements"]
+    (button,) = cancel_buttons(view, [job])["elements"]
     # scancel of the het job's id cancels every component (tests/test_het_jobs_cluster.py).
     assert button["value"] == str(het_id)
     assert jobs_named(view, str(het_id)) == [job]

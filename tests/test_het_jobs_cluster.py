@@ -79,7 +79,7 @@ async def test_a_het_job_is_one_job(
         buttons = [
             e for b in payload.get("blocks", []) if b["type"] == "actions" for e in b["elements"]
         ]
-        assert [b["value"] for b in buttons] == [str(long)]
+        assert [b["value"] for b in buttons] == [f"skynet/{long}"]
 
         why = await slack.send_slash_command(command="/sky", text=f"why {long}+1", user_id="UALICE")
         why_text = str((why.payload or {}).get("text"))

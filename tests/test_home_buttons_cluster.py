@@ -71,7 +71,7 @@ async def test_cancel_on_the_home_tab_acts_as_the_clicker_and_shows_the_outcome_
 
         home = await open_home("UALICE")
         buttons = [e for b in home["blocks"] if b["type"] == "actions" for e in b["elements"]]
-        assert [b["action_id"] for b in buttons] == [f"skybot_cancel_job:{held}"]
+        assert [b["action_id"] for b in buttons] == [f"skybot_cancel_job:skynet/{held}"]
         assert "confirm" in buttons[0]
 
         bobs_tab = await click("bob", buttons[0])

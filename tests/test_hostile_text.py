@@ -40,6 +40,7 @@ from core.job_output import OutputTail
 from core.lab_usage import lab_usage
 from core.link_notices import new_link_notice
 from core.log_more import LOG_MORE
+from core.notice_cluster import NoticeCluster
 from core.records import FINAL_STATES, DirectoryUsage, FilesystemUsage
 from core.slack_text import literal
 from core.snapshot import ClusterSnapshot
@@ -442,7 +443,7 @@ def test_start_dms_and_watch_dms_keep_hostile_text_inert(hostile: str) -> None:
         7, name=h, partition=h, std_out=h, work_dir=h, nodes=h, gpus_by_type={h: 2},
         start_time=int(NOW - 60), time_limit_minutes=90,
     )  # fmt: skip
-    notice = start_notice(Transition(running, "PENDING", "RUNNING", 0), h)
+    notice = start_notice(Transition(running, "PENDING", "RUNNING", 0), NoticeCluster(h, h))
     assert_all_inert(notice.text, notice.blocks)
     for overcap in (False, True):
         watch = Watch(3, "T1", "U1", h, h, 2, overcap, h, h, h, NOW - 60, NOW + 60)

@@ -141,11 +141,11 @@ async def test_different_actions_on_one_job_take_turns() -> None:
         return run
 
     await asyncio.gather(
-        actions.perform("5", "cancel", work("cancel")),
-        actions.perform("5", "move", work("move")),
+        actions.perform("skynet", "5", "cancel", work("cancel")),
+        actions.perform("skynet", "5", "move", work("move")),
     )
     assert order == ["cancel starts", "cancel ends", "move starts", "move ends"]
-    assert not actions.in_progress("5", "cancel")
+    assert not actions.in_progress("skynet", "5", "cancel")
 
 
 async def test_an_outcome_is_remembered_only_for_a_while() -> None:
@@ -157,15 +157,15 @@ async def test_an_outcome_is_remembered_only_for_a_while() -> None:
         runs.append(1)
         return ActionOutcome("Cancelled", True)
 
-    await actions.perform("5", "cancel", cancel, remember=True)
-    assert actions.in_progress("5", "cancel")
+    await actions.perform("skynet", "5", "cancel", cancel, remember=True)
+    assert actions.in_progress("skynet", "5", "cancel")
     now[0] = 61
-    assert not actions.in_progress("5", "cancel")
-    await actions.perform("5", "cancel", cancel, remember=True)
+    assert not actions.in_progress("skynet", "5", "cancel")
+    await actions.perform("skynet", "5", "cancel", cancel, remember=True)
     assert len(runs) == 2
     # Unless asked to, an outcome is shared only while its action runs.
-    await actions.perform("6", "move", cancel)
-    assert not actions.in_progress("6", "move")
+    await actions.perform("skynet", "6", "move", cancel)
+    assert not actions.in_progress("skynet", "6", "move")
 
 
 async def test_the_home_tab_after_a_cancel_shows_the_job_as_cancelled(writer: StoreWriter) -> None:

@@ -81,7 +81,7 @@ def walk_back(runner: ModuleType, path: Path) -> list[str]:
     chunks = [part.markdown]
     clicks = 0
     while part.begins_at is not None:
-        request = MoreRequest(7, STDOUT, part.begins_at)
+        request = MoreRequest(7, STDOUT, part.begins_at, None)
         part = earlier_chunk(request, read(runner, path, part.begins_at), True, LINES)
         chunks.append(part.markdown)
         clicks += 1
@@ -126,7 +126,10 @@ def test_a_short_file_offers_no_button_and_the_beginning_says_so(
     (part,) = tail_parts([read(runner_module, path)], LINES)
     assert part.begins_at == len(b"".join(b"line %d\n" % i for i in range(5)))
     earlier = earlier_chunk(
-        MoreRequest(7, STDOUT, part.begins_at), read(runner_module, path, part.begins_at), True, 15
+        MoreRequest(7, STDOUT, part.begins_at, None),
+        read(runner_module, path, part.begins_at),
+        True,
+        15,
     )
     assert earlier.markdown == (
         f"*Output* `{path}`, the 5 lines before those above, from byte 0 of 150B:\n"
@@ -159,7 +162,7 @@ def test_only_what_skybot_builds_is_accepted(action_id: str, value: str) -> None
 
 
 def test_what_skybot_builds_comes_back() -> None:
-    request = MoreRequest(4294967295, STDERR, 2**63 - 1)
+    request = MoreRequest(4294967295, STDERR, 2**63 - 1, None)
     assert parse_more_value(request.action_id, request.value) == request
     assert len(request.value) <= 2000  # Slack's limit on a button's value
 
@@ -330,8 +333,8 @@ def test_the_failure_dm_offers_more_only_where_there_is_more() -> None:
     assert actions["elements"] == [
         {
             "type": "button",
-            "action_id": f"{LOG_MORE}:7:err",
+            "action_id": f"{LOG_MORE}:skynet/7:err",
             "text": {"type": "plain_text", "text": "Show more of stderr"},
-            "value": "7:err:9001",
+            "value": "skynet/7:err:9001",
         }
     ]

@@ -119,8 +119,9 @@ async def test_show_more_walks_back_through_stderr_as_its_owner_only(
         expected = [f"err line {i} &lt;!channel&gt;" for i in range(1, LINES + 1)]
         assert shown_lines(dm.split("*stderr*", 1)[1]) == expected[-15:]
         (button,) = [b for b in dm_buttons(slack, failed) if "stderr" in b["text"]["text"]]
-        assert button["action_id"] == f"{LOG_MORE}:{failed}:err"
-        assert button["value"].startswith(f"{failed}:err:")  # job, stream, offset: no path
+        assert button["action_id"] == f"{LOG_MORE}:skynet/{failed}:err"
+        # cluster, job, stream, offset: no path
+        assert button["value"].startswith(f"skynet/{failed}:err:")
 
         # bob clicking alice's button (a forwarded DM): refused, for him only, nothing read.
         refused = await click("bob", button)

@@ -20,6 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Config, NotificationsConfig, load_config
 from core.chart_specs import LAB_GPUS, ChartFile, ChartSpec
+from core.cluster_config import ClusterConfig
 from core.transitions import Transition
 from scheduler.outbox_policy import SenderPacing
 from scheduler.outbox_sender import OutboxSender
@@ -364,8 +365,8 @@ async def test_job_transitions_become_dms_once_and_the_cursor_moves(
     links = Links({"alice": [(TEAM, "U1")], "bob": [(TEAM, "U2")]})
     await writer.run(save_preference, TEAM, "U2", "fail", 0.0)  # bob: no COMPLETED DMs
     config = config_with()
-    assert await process_transitions(writer, links, config, CLUSTER) == 2
-    assert await process_transitions(writer, links, config, CLUSTER) == 0
+    assert await process_transitions(writer, links, config, ClusterConfig(CLUSTER)) == 2
+    assert await process_transitions(writer, links, config, ClusterConfig(CLUSTER)) == 0
     assert [k for k, _ in await states(writer)] == [
         f"job:skynet:1:0:FAILED:{TEAM}:U1",
         f"job:skynet:2:0:PREEMPTED:{TEAM}:U1",
@@ -383,7 +384,7 @@ async def test_unlinked_users_and_preference_off_get_nothing(writer: StoreWriter
     await record_jobs(writer)
     await writer.run(save_preference, TEAM, "U1", "off", 0.0)
     links = Links({"alice": [(TEAM, "U1")]})  # bob never linked
-    assert await process_transitions(writer, links, config_with(), CLUSTER) == 0
+    assert await process_transitions(writer, links, config_with(), ClusterConfig(CLUSTER)) == 0
     assert await writer.run(outbox_rows) == []
     assert await writer.run(load_cursor, CLUSTER) == 6
 
@@ -398,7 +399,7 @@ async def test_a_job_decision_replayed_after_a_crash_is_enqueued_once(
     def crash_before_commit(db: Any) -> None:
         with db.atomic():
             _, through = pending_transition_users(db, CLUSTER, BATCH)
-            notify_transitions(db, CLUSTER, links, through, settings)
+            notify_transitions(db, ClusterConfig(CLUSTER), links, through, settings)
             raise RuntimeError("power cut")
 
     with pytest.raises(RuntimeError):
@@ -407,17 +408,23 @@ async def test_a_job_decision_replayed_after_a_crash_is_enqueued_once(
 
     _, through = await writer.run(pending_transition_users, CLUSTER, BATCH)
     assert through is not None
-    assert await writer.run(notify_transitions, CLUSTER, links, through, settings) == 3
+    assert (
+        await writer.run(notify_transitions, ClusterConfig(CLUSTER), links, through, settings) == 3
+    )
     # Replayed with the same inputs: the cursor says done; even with the cursor wound back
     # (the decision made a second time), the keys already in the outbox are ignored.
-    assert await writer.run(notify_transitions, CLUSTER, links, through, settings) == 0
+    assert (
+        await writer.run(notify_transitions, ClusterConfig(CLUSTER), links, through, settings) == 0
+    )
 
     def wind_back(db: Any) -> None:
         with db.atomic():
             db.execute("UPDATE notify_cursors SET value = 0")
 
     await writer.run(wind_back)
-    assert await writer.run(notify_transitions, CLUSTER, links, through, settings) == 0
+    assert (
+        await writer.run(notify_transitions, ClusterConfig(CLUSTER), links, through, settings) == 0
+    )
     assert len(await writer.run(outbox_rows)) == 3
 
 
@@ -455,7 +462,9 @@ async def test_a_job_array_ending_sends_one_digest(writer: StoreWriter) -> None:
     ended = [replace(t, state="COMPLETED", end_time=30) for t in tasks]
     await writer.run(save_slurm_poll, [], ended, [], 40.0)
     assert (
-        await process_transitions(writer, Links({"alice": [(TEAM, "U1")]}), config_with(), CLUSTER)
+        await process_transitions(
+            writer, Links({"alice": [(TEAM, "U1")]}), config_with(), ClusterConfig(CLUSTER)
+        )
         == 1
     )
     (row,) = await writer.run(outbox_rows)

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import pytest
 
+from core.cluster_config import ClusterConfig
 from core.job_notices import MAX_SEPARATE_NOTICES
 from scheduler.watchers import process_transitions
 from store.outbox import outbox_rows
@@ -60,7 +61,9 @@ async def _end_jobs(
         for i, u in enumerate(users)
     ]
     await writer.run(save_slurm_poll, [], ended, [], at)
-    await process_transitions(writer, links, config_with(default_preference="all"), CLUSTER)
+    await process_transitions(
+        writer, links, config_with(default_preference="all"), ClusterConfig(CLUSTER)
+    )
     return len(ended)
 
 

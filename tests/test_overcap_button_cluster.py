@@ -131,7 +131,7 @@ async def test_move_to_overcap_acts_as_the_clicker_only(
         else:
             raise AssertionError("/sky why never offered Move to overcap")
         (button,) = buttons
-        assert button["action_id"] == f"skybot_move_to_overcap:{waiting}"
+        assert button["action_id"] == f"skybot_move_to_overcap:skynet/{waiting}"
         assert "*preemptible*" in button["confirm"]["text"]["text"]
         assert await why("bob") == []
 

@@ -85,7 +85,9 @@ async def _running_bot(tmp_path: Path, poll_seconds: float, bound: float) -> Asy
         polls.append(time.monotonic())
 
     schedule = schedule_for(config, poller, refresh, _NoStorage())
-    runner = refreshing_runner(runner_call(config), poller.mark_changed, schedule.poll_slurm_soon)
+    runner = refreshing_runner(
+        runner_call(config, config.default_cluster), poller.mark_changed, schedule.poll_slurm_soon
+    )
     schedule.start()
     try:
         yield Bot(schedule, cache, runner, polls)

@@ -10,11 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
-from bot.cluster_wing import runner_call
+from bot.cluster_wing import polled_config, runner_call
 from bot.service import every_lab
 from core.chart_specs import LAB_GPUS, ChartSpec
+from core.cluster_config import ClusterConfig
 from core.config_schema import Config, parse_config
 from core.job_notices import Seen, decide_job_notice
 from core.runner_contract import cancel_request
@@ -23,7 +25,7 @@ from core.view import ClusterView
 from handlers.buttons.registry import on_cluster
 from handlers.charts import chart_caption
 from handlers.clicks import Click
-from handlers.clusters import ClusterDesk, ClusterDesks, cluster_scoped, single_desk
+from handlers.clusters import ClusterDesk, ClusterDesks, single_desk
 from handlers.command_words import split_words
 from handlers.commands import command_table
 from handlers.home import linked_blocks
@@ -57,7 +59,8 @@ def desks_of(config: Config, gpus: dict[str, str]) -> ClusterDesks:
     """A desk per cluster whose one node has that cluster's GPU type."""
     desks = []
     for cluster in config.clusters:
-        view = make_view(make_snapshot(nodes=[node(f"{cluster.name}-1", gpus[cluster.name])]))
+        snapshot = make_snapshot(nodes=[node(f"{cluster.name}-1", gpus[cluster.name])])
+        view = make_view(snapshot, cluster.labs, cluster)
         desks.append(ClusterDesk(cluster, _constant(view)))
     return ClusterDesks(desks)
 
@@ -116,32 +119,36 @@ async def test_one_cluster_answers_read_as_they_always_have() -> None:
     assert "On cluster" not in after.text
 
 
-def test_a_scoped_config_is_its_clusters_own() -> None:
+def test_the_pollers_config_is_their_clusters_own() -> None:
     config = two_clusters()
-    nova = cluster_scoped(config, config.clusters[1])
+    nova = polled_config(config, config.clusters[1])
     assert nova.default_cluster.name == "nova"
     assert [lab.name for lab in nova.labs] == ["kira-lab"]
     assert nova.notifications.cluster_name == "nova"
     assert len(nova.clusters) == 2
-    assert cluster_scoped(config, config.clusters[0]) is config
+    assert polled_config(config, config.clusters[0]) is config
 
 
 def test_a_click_naming_a_cluster_acts_on_that_cluster() -> None:
     desks = desks_of(two_clusters(), {"skynet": "a40", "nova": "h100"})
     click = Click("T", "U", "skybot_cancel_job:nova/42", "nova/42", True)
-    plain, desk = on_cluster(click, desks)
-    assert desk.name == "nova" and plain.value == "42"
-    # No cluster named: the default one's; a cluster this bot lacks: left for the button
-    # to refuse, as before clusters had names.
-    assert on_cluster(Click("T", "U", "x", "42", True), desks)[1].name == "skynet"
-    stranger = Click("T", "U", "x", "orion/42", True)
-    assert on_cluster(stranger, desks)[0].value == "orion/42"
+    chosen = on_cluster(click, desks)
+    assert chosen is not None and chosen.name == "nova"
+    # No cluster named: the default one's; a cluster this bot lacks: none (refused).
+    default = on_cluster(Click("T", "U", "x", "42", True), desks)
+    assert default is not None and default.name == "skynet"
+    assert on_cluster(Click("T", "U", "x", "orion/42", True), desks) is None
 
 
 async def test_own_jobs_on_another_cluster_carry_its_name_in_their_buttons() -> None:
     config = two_clusters()
-    view = make_view(make_snapshot(jobs=[job(7, user="alice", state="RUNNING")]))
-    desks = ClusterDesks([ClusterDesk(c, lambda: view) for c in config.clusters])
+    data = json.loads(json.dumps(TWO_CLUSTERS))
+    data["clusters"][1]["actions"] = "runner"
+    config = parse_config(data)
+    snapshot = make_snapshot(jobs=[job(7, user="alice", state="RUNNING")])
+    views = {c.name: make_view(snapshot, c.labs, c) for c in config.clusters}
+    desks = ClusterDesks([ClusterDesk(c, _constant(views[c.name])) for c in config.clusters])
+    view = views["skynet"]
     request = CommandRequest(
         team_id="T", user_id="U", text="jobs --cluster nova", cluster_user="alice", now=1_000.0
     )
@@ -163,8 +170,7 @@ def ended_transition() -> Transition:
 
 def test_job_dms_name_the_cluster_only_where_there_are_several() -> None:
     config = two_clusters()
-    nova = cluster_scoped(config, config.clusters[1])
-    notice = decide_job_notice(ended_transition(), "all", _seen(), nova)
+    notice = decide_job_notice(ended_transition(), "all", _seen(), config, config.clusters[1])
     assert notice is not None and "Cluster `nova`" in notice.text
     alone = decide_job_notice(ended_transition(), "all", _seen(), parse_config({}))
     assert alone is not None and "Cluster" not in alone.text
@@ -191,11 +197,12 @@ async def test_the_runner_is_told_the_clusters_name_never_a_path(echoing_sudo: P
     data["clusters"][1]["actions"] = "runner"
     data["runner"] = {"sudo": str(echoing_sudo)}
     config = parse_config(data)
-    nova = runner_call(cluster_scoped(config, config.clusters[1]), named="nova")
+    nova = runner_call(config, config.clusters[1])
     reply = await nova("alice", cancel_request("7"))
     assert reply["sent"]["cluster"] == "nova"
     # The first cluster is runner.toml's top level: the request is today's, with no cluster.
-    alone = runner_call(parse_config({"runner": {"sudo": str(echoing_sudo)}}))
+    alone_config = parse_config({"runner": {"sudo": str(echoing_sudo)}})
+    alone = runner_call(alone_config, alone_config.default_cluster)
     assert "cluster" not in (await alone("alice", cancel_request("7")))["sent"]
 
 
@@ -205,7 +212,7 @@ async def test_actions_on_a_cluster_read_through_slurmrestd_are_refused(
     data = json.loads(json.dumps(TWO_CLUSTERS))
     data["runner"] = {"sudo": str(echoing_sudo)}
     config = parse_config(data)
-    nova = runner_call(cluster_scoped(config, config.clusters[1]))
+    nova = runner_call(config, config.clusters[1])
     reply = await nova("alice", cancel_request("7"))
     assert reply == {
         "ok": False,
@@ -216,13 +223,12 @@ async def test_actions_on_a_cluster_read_through_slurmrestd_are_refused(
 
 async def test_actions_on_a_read_only_cluster_are_refused_before_anything_starts() -> None:
     config = two_clusters()
-    view = make_view(make_snapshot(jobs=[job(7, user="alice", state="PENDING")]))
+    snapshot = make_snapshot(jobs=[job(7, user="alice", state="PENDING")])
+    views = {c.name: make_view(snapshot, c.labs, c) for c in config.clusters}
     desks = ClusterDesks(
-        [
-            ClusterDesk(c, lambda: view, _services(cluster_scoped(config, c)))
-            for c in config.clusters
-        ]
+        [ClusterDesk(c, _constant(views[c.name]), _services(config)) for c in config.clusters]
     )
+    view = views["skynet"]
     request = CommandRequest(
         team_id="T", user_id="U", text="cancel 7 --cluster nova", cluster_user="alice"
     )
@@ -239,8 +245,12 @@ def _services(config: Config) -> Services:
 
 
 def test_the_home_tab_lists_jobs_per_cluster_with_their_buttons() -> None:
+    config = two_clusters()
     skynet = make_view(make_snapshot(jobs=[job(1, user="alice", state="RUNNING")]))
     nova = make_view(make_snapshot(jobs=[job(2, user="alice", state="RUNNING")]))
+    # Each cluster's view knows it (a view that names none, as one cluster's here, names none).
+    skynet = make_view(skynet.snapshot, cluster=config.clusters[0])
+    nova = make_view(nova.snapshot, cluster=make_acting(config.clusters[1]))
     clusters = [("skynet", skynet), ("nova", nova)]
     blocks = linked_blocks(skynet, "alice", "end", True, 1_000.0, clusters=clusters)
     headers = [b["text"]["text"] for b in blocks if b["type"] == "header"]
@@ -248,9 +258,13 @@ def test_the_home_tab_lists_jobs_per_cluster_with_their_buttons() -> None:
     values = [e["value"] for b in blocks if b["type"] == "actions" for e in b["elements"]]
     assert values == ["skynet/1", "nova/2"]
     # One cluster: as before.
-    alone = linked_blocks(skynet, "alice", "end", True, 1_000.0)
+    alone = linked_blocks(make_view(skynet.snapshot), "alice", "end", True, 1_000.0)
     assert "Your jobs" in [b["text"]["text"] for b in alone if b["type"] == "header"]
     assert [e["value"] for b in alone if b["type"] == "actions" for e in b["elements"]] == ["1"]
+
+
+def make_acting(cluster: ClusterConfig) -> ClusterConfig:
+    return msgspec.structs.replace(cluster, actions="runner")
 
 
 def test_charts_name_the_cluster_and_find_any_clusters_lab() -> None:

@@ -28,6 +28,7 @@ from tests.bot_process import SLACK_IDS, TEAM, dms_about, linked_users, running_
 from tests.cluster import cluster_script, sbatch_async, squeue_state, wait_for
 from tests.lane_2411 import LOCK as LANE_LOCK
 from tests.slack_standin import SlackStandIn
+from tests.test_failure_dms_cluster import private_dir  # noqa: F401 (a fixture)
 
 pytestmark = [
     pytest.mark.cluster,
@@ -137,9 +138,14 @@ def buttons(answer: dict[str, Any]) -> list[dict[str, Any]]:
     return [e for b in answer.get("blocks", []) if b["type"] == "actions" for e in b["elements"]]
 
 
-async def click(slack: SlackStandIn, user: str, button: dict[str, Any]) -> str:
+async def click(slack: SlackStandIn, user: str, button: dict[str, Any], in_dm: bool = False) -> str:
+    """The answer to `user`'s click on `button`: under a private answer, or in their DM."""
+    channel = slack.dm_channel_for(SLACK_IDS[user]) if in_dm else None
     payload = slack.block_action_payload(
-        user_id=SLACK_IDS[user], action_id=button["action_id"], value=button["value"]
+        user_id=SLACK_IDS[user],
+        action_id=button["action_id"],
+        value=button["value"],
+        channel_id=channel,
     )
     await slack.send_block_action(payload, timeout=3)
     post = await slack.wait_for_response_url_post(url=payload["response_url"], timeout=60)
@@ -148,7 +154,11 @@ async def click(slack: SlackStandIn, user: str, button: dict[str, Any]) -> str:
 
 @pytest.mark.timeout(600)
 async def test_one_bot_serves_both_clusters_each_on_its_own(
-    tmp_path: Path, clean_queue: None, checkout_runner: None, nova_queue: None
+    tmp_path: Path,
+    clean_queue: None,
+    checkout_runner: None,
+    nova_queue: None,
+    private_dir: Path,  # noqa: F811
 ) -> None:
     config = two_clusters(tmp_path)
     database = tmp_path / "skybot.db"
@@ -191,11 +201,33 @@ async def test_one_bot_serves_both_clusters_each_on_its_own(
             60,
             "skynet's job-end DM",
         )
-        (dave_button,) = buttons(dave_jobs)
-        assert dave_button["value"] == f"nova/{on_nova}"
+        # nova, read through slurmrestd, is not acted on: no Cancel is offered there, and a
+        # click on one sent before (or forged) is refused.
+        assert buttons(dave_jobs) == []
+        dave_button = {"action_id": f"skybot_cancel_job:nova/{on_nova}", "value": f"nova/{on_nova}"}
         refused = await click(slack, "dave", dave_button)
         assert "skybot reads nova through slurmrestd and does not act there" in refused
         assert nova_state(on_nova) == "PENDING"
+
+        # Show more on each cluster: skynet's failure DM offers it, naming skynet, and a click
+        # reads the lines before (with [[clusters]] every such button was dead); nova's says
+        # skybot does not read output there (not the action refusal) and offers nothing.
+        noisy = await sbatch_async(
+            "alice", "-p", "hoffman-lab", "-A", "hoffman-lab", "-J", "noisy",
+            f"--chdir={private_dir}", "-o", f"{private_dir}/%x-%j.out",
+            "--wrap", "for i in $(seq 1 40); do echo line $i; done; exit 3",
+        )  # fmt: skip
+        await wait_for(lambda: dm_buttons(slack, noisy) or None, 90, "skynet's failure DM")
+        (more,) = dm_buttons(slack, noisy)
+        assert more["value"].startswith(f"skynet/{noisy}:out:"), more
+        earlier = await click(slack, "alice", more, in_dm=True)
+        assert earlier.startswith(f"Earlier output of job {noisy} `noisy`"), earlier
+        failing = nova_sbatch("dave", "-p", "kira-lab", "-A", "kira-lab", "-J", "fails-on-nova",
+                              "--wrap", "echo oops; exit 3")  # fmt: skip
+        await wait_for(lambda: failure_dms(slack, failing) or None, 90, "nova's failure DM")
+        (told,) = failure_dms(slack, failing)
+        assert "skybot does not read job output on `nova`" in told, told
+        assert "does not act there" not in told
 
         # A watch on nova: nova's rtx_6000s are taken, skynet's idle; it waits for nova's.
         hog = nova_sbatch("carol", "-p", "kira-lab", "-A", "kira-lab", "-J", "hog",
@@ -235,6 +267,22 @@ async def test_one_bot_serves_both_clusters_each_on_its_own(
             assert "on-nova" in json.dumps(current) and "just now" in current["text"], current
         finally:
             cluster_script("up")
+
+
+def dm_buttons(slack: SlackStandIn, job_id: int) -> list[dict[str, Any]]:
+    """The buttons of the failure DM about `job_id`."""
+    for call in slack.calls_to("chat.postMessage"):
+        if call.ok and f"Job {job_id} " in str(call.params.get("text")):
+            if "failed" not in str(call.params.get("text")):
+                continue
+            blocks = call.params.get("blocks")
+            blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
+            return [e for b in blocks or [] if b["type"] == "actions" for e in b["elements"]]
+    return []
+
+
+def failure_dms(slack: SlackStandIn, job_id: int) -> list[str]:
+    return [text for text in dms_about(slack, job_id) if "failed" in text]
 
 
 def _watch_dm(slack: SlackStandIn) -> list[str]:

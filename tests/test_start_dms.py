@@ -6,8 +6,10 @@ from datetime import datetime
 from typing import Any
 
 from bot.config import IdentityConfig, load_config
+from core.cluster_config import ClusterConfig
 from core.config_schema import SubmitConfig
 from core.log_more import LOG_MORE, MAX_OFFSET
+from core.notice_cluster import NoticeCluster
 from core.start_notices import is_start, start_notice
 from core.transitions import Transition
 from handlers.commands import command_table
@@ -47,7 +49,7 @@ def started(**fields: object) -> Transition:
 
 
 def test_the_start_dm_names_node_gpus_limit_output_and_has_a_show_log_button() -> None:
-    notice = start_notice(started(), "skynet")
+    notice = start_notice(started(), NoticeCluster("skynet"))
     ends = datetime.fromtimestamp(1_000_000 + 90 * 60).strftime("%H:%M")
     assert notice.text.splitlines() == [
         f"▶️ Job 123 `train` started on `clippy` (`a40:2`), time limit ends {ends}.",
@@ -55,8 +57,9 @@ def test_the_start_dm_names_node_gpus_limit_output_and_has_a_show_log_button() -
     ]
     assert notice.key == "jobstart:skynet:123:0"
     (button,) = notice.blocks[-1]["elements"]
-    assert button["action_id"] == f"{LOG_MORE}:123:out"
-    assert button["value"] == f"123:out:{MAX_OFFSET}"
+    # It names its cluster, the only one's too (a value naming none is still read).
+    assert button["action_id"] == f"{LOG_MORE}:skynet/123:out"
+    assert button["value"] == f"skynet/123:out:{MAX_OFFSET}"
     assert button["text"]["text"] == "Show log"
 
 
@@ -91,7 +94,9 @@ async def test_only_those_who_asked_hear_and_only_once(writer: StoreWriter) -> N
     config = load_config(None)
     links = Links({"alice": [(TEAM, "U1"), (TEAM, "U3")]})
     await polls(writer)
-    assert await process_transitions(writer, links, config, CLUSTER) == 0  # nobody asked
+    assert (
+        await process_transitions(writer, links, config, ClusterConfig(CLUSTER)) == 0
+    )  # nobody asked
 
     await writer.run(save_starts_wanted, TEAM, "U3", True, 0.0)
     submission = await writer.run(
@@ -106,14 +111,14 @@ async def test_only_those_who_asked_hear_and_only_once(writer: StoreWriter) -> N
     await writer.run(finish, submission, 1.0, job_id=2)
     # The same runs again (a fresh cursor): U3 for both jobs, U1 for the one it submitted.
     await writer.run(wind_back)
-    assert await process_transitions(writer, links, config, CLUSTER) == 3
+    assert await process_transitions(writer, links, config, ClusterConfig(CLUSTER)) == 3
     assert sorted(await targets(writer)) == [
         f"jobstart:skynet:1:0:{TEAM}:U3",
         f"jobstart:skynet:2:0:{TEAM}:U1",
         f"jobstart:skynet:2:0:{TEAM}:U3",
     ]
     await writer.run(wind_back)
-    assert await process_transitions(writer, links, config, CLUSTER) == 0
+    assert await process_transitions(writer, links, config, ClusterConfig(CLUSTER)) == 0
 
 
 class Wakes:
@@ -159,5 +164,7 @@ async def test_a_start_seen_before_the_worker_recorded_the_job_id_is_found_by_it
     await writer.run(save_slurm_poll, [job(5, state="PENDING", comment=comment)], [], [], 1100.0)
     running = job(5, start_time=1150, nodes="clippy", comment=comment)
     await writer.run(save_slurm_poll, [running], [], [], 1200.0)
-    assert await process_transitions(writer, Links({}), load_config(None), CLUSTER) == 1
+    assert (
+        await process_transitions(writer, Links({}), load_config(None), ClusterConfig(CLUSTER)) == 1
+    )
     assert await targets(writer) == [f"jobstart:skynet:5:0:{TEAM}:U1"]

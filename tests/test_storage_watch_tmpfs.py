@@ -79,7 +79,9 @@ class Bot:
             slack.web_client(),
             SenderPacing(per_channel_per_second=10.0, idle_seconds=0.2),
         )
-        self.watchers = Watchers(config, self.writer, self.identity, self.sender.wake)
+        self.watchers = Watchers(
+            config, self.writer, self.identity, self.sender.wake, cluster=config.default_cluster
+        )
 
     async def poll(self) -> int:
         """One storage poll then the watcher, as the scheduler runs them; returns enqueued."""

@@ -60,7 +60,8 @@ async def _state(writer: StoreWriter, submission: Submission) -> tuple[str, int 
 
 
 def _worker(writer: StoreWriter, runner: ScriptedRunner) -> SubmissionWorker:
-    return SubmissionWorker(load_config(None), writer, runner)
+    config = load_config(None)
+    return SubmissionWorker(config, config.default_cluster, writer, runner)
 
 
 async def test_a_runner_still_at_it_is_waited_for_then_its_job_recorded(

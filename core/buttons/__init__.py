@@ -9,8 +9,9 @@ no registered handler.
 
 A button only names something; it grants nothing. Slack does not escape a button's id or
 value, and anyone who can see a message can send any value back, so each codec accepts exactly
-what skybot builds. A value may name the cluster (`CLUSTER/…`) for a bot that serves several;
-one that names none means the bot's only (its default) cluster, as every button built so far.
+what skybot builds. A value names the cluster (`CLUSTER/…`): every block builder takes the
+view (or the cluster) it is built for, so no button can leave it out. A value that names none
+(sent before values named their cluster) means the bot's default cluster.
 """
 
 from __future__ import annotations
@@ -82,9 +83,14 @@ def actions_block(elements: list[Element]) -> list[Element]:
     return [{"type": "actions", "elements": elements}] if elements else []
 
 
-def with_cluster(value: str, cluster: str | None) -> str:
-    """`value`, naming `cluster` when there is one to name."""
-    return value if cluster is None else f"{cluster}{CLUSTER_SEPARATOR}{value}"
+def with_cluster(value: str, cluster: str) -> str:
+    """`value`, naming `cluster`: every button a bot builds names its cluster, the default
+    one's too, so a click acts where the message was about. A name no cluster may travel
+    under (a one-cluster site's free-form notifications.cluster_name, or none) is left out:
+    a value naming no cluster is read as the default cluster's."""
+    if not cluster or not CLUSTER_NAME.fullmatch(cluster):
+        return value
+    return f"{cluster}{CLUSTER_SEPARATOR}{value}"
 
 
 def split_cluster(value: str) -> tuple[str | None, str] | None:
@@ -94,3 +100,10 @@ def split_cluster(value: str) -> tuple[str | None, str] | None:
     if not separator:
         return None, value
     return (cluster, rest) if CLUSTER_NAME.fullmatch(cluster) else None
+
+
+def on_this_cluster(named: str | None, cluster: str) -> bool:
+    """Whether a value naming `named` (None: none, as messages sent before values named
+    their cluster) is for `cluster`, the one whose view the click is answered from ("": a
+    view that names none, as in tests and tools, takes what it was given)."""
+    return named is None or not cluster or named == cluster

@@ -22,6 +22,7 @@ from core.job_notices import job_label
 from core.records import Job
 from core.runner_contract import JOB_ID
 from core.slack_text import literal
+from core.view import ClusterView
 
 CANCEL = ButtonKind("Cancel", "skybot_cancel_job", rf"(?:{CLUSTER_NAME.pattern}/)?[0-9_]+")
 # Slack allows 25 elements in an actions block; a long list offers the first few.
@@ -34,11 +35,11 @@ class JobButton:
     be anything, "1-3%2" or worse, so only plain ids and tasks get a button)."""
 
     label: str
-    cluster: str | None = None
+    cluster: str | None
 
     @property
     def value(self) -> str:
-        return with_cluster(self.label, self.cluster)
+        return with_cluster(self.label, self.cluster or "")
 
 
 def job_button_of(value: str) -> JobButton | None:
@@ -49,9 +50,11 @@ def job_button_of(value: str) -> JobButton | None:
     return JobButton(split[1], split[0])
 
 
-def cancel_buttons(jobs: list[Job], cluster: str | None = None) -> Block:
-    """An actions block with a Cancel button (and its confirm dialog) per job."""
-    labelled = [(job, JobButton(job_label(job), cluster)) for job in jobs]
+def cancel_buttons(view: ClusterView, jobs: list[Job]) -> Block:
+    """An actions block with a Cancel button (and its confirm dialog) per job of `view`'s
+    cluster, or none where skybot does not act there (scancel is not skybot's to run)."""
+    cluster = view.cluster_name
+    labelled = [(job, JobButton(job_label(job), cluster)) for job in jobs if view.acts]
     elements = [
         button(
             CANCEL,
@@ -73,6 +76,7 @@ def cancel_buttons(jobs: list[Job], cluster: str | None = None) -> Block:
     return {"type": "actions", "elements": elements}
 
 
-def cancel_block(jobs: list[Job], cluster: str | None = None) -> list[Block]:
-    """The actions block for `jobs`, or nothing when none can carry a button."""
-    return actions_block(cancel_buttons(jobs, cluster)["elements"])
+def cancel_block(view: ClusterView, jobs: list[Job]) -> list[Block]:
+    """The actions block for `jobs` of `view`'s cluster, or nothing when none can carry a
+    button."""
+    return actions_block(cancel_buttons(view, jobs)["elements"])

@@ -31,11 +31,11 @@ MOVE_TO_OVERCAP = ButtonKind(
 @dataclass(frozen=True, slots=True)
 class MoveButton:
     job_id: int
-    cluster: str | None = None
+    cluster: str | None
 
     @property
     def value(self) -> str:
-        return with_cluster(str(self.job_id), self.cluster)
+        return with_cluster(str(self.job_id), self.cluster or "")
 
 
 def move_button_of(value: str) -> MoveButton | None:
@@ -52,9 +52,12 @@ def where_to(partition: str, account: str) -> str:
     return f"partition {literal(partition)}{account_part}"
 
 
-def move_to_overcap_block(view: ClusterView, job: Job, cluster: str | None = None) -> list[Block]:
-    """An actions block with the button and its confirm dialog (which says what it costs)."""
-    target = MoveButton(job.job_id, cluster)
+def move_to_overcap_block(view: ClusterView, job: Job) -> list[Block]:
+    """An actions block with the button and its confirm dialog (which says what it costs),
+    naming `view`'s cluster; nothing where skybot does not act there."""
+    if not view.acts:
+        return []
+    target = MoveButton(job.job_id, view.cluster_name)
     label = str(job.job_id)
     where = where_to(view.overcap_partition, view.overcap_account)
     confirm = confirm_dialog(

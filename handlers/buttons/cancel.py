@@ -9,6 +9,7 @@ or shared message gives nobody else's rights). The answer replaces the clicked m
 
 from __future__ import annotations
 
+from core.buttons import on_this_cluster
 from core.buttons.cancel import CANCEL, job_button_of
 from core.job_notices import job_label
 from core.records import Job
@@ -52,7 +53,7 @@ async def cancel_clicked(
 ) -> str:
     """What a click on Cancel did, in a sentence, after every check."""
     target = job_button_of(value)
-    if target is None or target.cluster is not None:
+    if target is None or not on_this_cluster(target.cluster, view.cluster_name):
         return "That button does not name a job skybot can act on."
     identity = services.identity.lookup(team_id, user_id)
     if identity is None:
@@ -86,14 +87,18 @@ async def cancel_as_owner(view: ClusterView, services: Services, me: str, label:
         return ActionOutcome(f"Slurm did not cancel job {literal(label)}: {reply.shown}", False)
 
     # Remembered: a second scancel of a job that is ending fails ("already completing").
-    return (await services.job_actions.perform(label, CANCEL_ACTION, scancel, remember=True)).text
+    actions = services.job_actions
+    cluster = view.cluster_name
+    return (await actions.perform(cluster, label, CANCEL_ACTION, scancel, remember=True)).text
 
 
-def cancelling(services: Services, job: Job) -> bool:
-    """skybot is cancelling `job`, or has just cancelled it (the snapshot may lag)."""
-    return services.job_actions.in_progress(job_label(job), CANCEL_ACTION) or (
+def cancelling(view: ClusterView, services: Services, job: Job) -> bool:
+    """skybot is cancelling `job` of `view`'s cluster, or has just cancelled it (the snapshot
+    may lag)."""
+    actions, cluster = services.job_actions, view.cluster_name
+    return actions.in_progress(cluster, job_label(job), CANCEL_ACTION) or (
         job.array_job_id is not None
-        and services.job_actions.in_progress(str(job.array_job_id), CANCEL_ACTION)
+        and actions.in_progress(cluster, str(job.array_job_id), CANCEL_ACTION)
     )
 
 

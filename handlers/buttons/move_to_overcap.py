@@ -10,6 +10,7 @@ job.
 
 from __future__ import annotations
 
+from core.buttons import on_this_cluster
 from core.buttons.move_to_overcap import MOVE_TO_OVERCAP, move_button_of, where_to
 from core.records import Job
 from core.runner_contract import move_to_overcap_request
@@ -30,7 +31,7 @@ async def move_clicked(
 ) -> str:
     """What a click on Move to overcap did, in a sentence, after every check."""
     target = move_button_of(value)
-    if target is None or target.cluster is not None:
+    if target is None or not on_this_cluster(target.cluster, view.cluster_name):
         return "That button does not name a job skybot can move."
     label = str(target.job_id)
     identity = services.identity.lookup(team_id, user_id)
@@ -48,18 +49,17 @@ async def move_clicked(
 
     async def move() -> ActionOutcome:
         # Run after any other action on the job: one that cancelled it leaves nothing to move.
-        if cancelling(services, job):
+        if cancelling(view, services, job):
             text = f"Job {literal(label)} was cancelled just now: nothing was moved."
             return ActionOutcome(text, False)
-        return await _move(services, me, job)
+        return await _move(view, services, me, job)
 
-    return (await services.job_actions.perform(label, MOVE, move)).text
+    return (await services.job_actions.perform(view.cluster_name, label, MOVE, move)).text
 
 
-async def _move(services: Services, me: str, job: Job) -> ActionOutcome:
+async def _move(view: ClusterView, services: Services, me: str, job: Job) -> ActionOutcome:
     label = str(job.job_id)
-    slurm = services.config.slurm
-    request = move_to_overcap_request(label, slurm.overcap_partition, slurm.overcap_account)
+    request = move_to_overcap_request(label, view.overcap_partition, view.overcap_account)
     reply = decode_move(await services.runner(me, request))
     if not isinstance(reply, Moved):
         return ActionOutcome(f"Slurm did not move job {literal(label)}: {reply.shown}", False)
@@ -77,7 +77,11 @@ async def clicked(click: Click, view: ClusterView, services: Services) -> Answer
 
 
 def _failed(click: Click) -> str:
-    shown = literal(f"/sky why {click.value}")
+    target = move_button_of(click.value)
+    if target is None:
+        return "skybot could not act on that click."
+    named = f" --cluster {target.cluster}" if target.cluster else ""
+    shown = literal(f"/sky why {target.job_id}{named}")
     return f"skybot could not act on that click; {shown} shows where the job is."
 
 

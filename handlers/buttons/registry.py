@@ -13,7 +13,6 @@ fails for a button built without a registered handler.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 from typing import Any
@@ -39,6 +38,7 @@ BUTTONS: tuple[Button, ...] = (
 )
 ACTION_IDS = frozenset(b.kind.stem for b in BUTTONS)
 ACTION_PATTERNS = tuple(b.kind.pattern for b in BUTTONS)
+NOT_SERVED = "That button names a cluster this skybot does not serve: nothing was done."
 # What no button's pattern took: not a button of this skybot's.
 ANY_ACTION = re.compile(".*")
 
@@ -98,12 +98,7 @@ async def _act(
     client: AsyncWebClient,
     home: HomeAnswer | None,
 ) -> None:
-    click, desk = on_cluster(click, desks)
-    try:
-        answer = await button.clicked(click, desk.view(), desk.services or services)
-    except Exception:
-        log.exception("the %s button failed", button.kind.name)
-        answer = Answer(button.failed(click))
+    answer = await answer_click(button, click, desks, services)
     what = f"the answer to {click.user_id[:20]}'s {button.kind.name} click on {click.value[:20]!r}"
     if click.has_response_url:
         await answer_later(
@@ -115,14 +110,27 @@ async def _act(
         log.warning("no way to give %s: %s", what, answer.notice)
 
 
-def on_cluster(click: Click, desks: ClusterDesks) -> tuple[Click, ClusterDesk]:
-    """The click as its cluster's button sees it (the value without `CLUSTER/`), and that
-    cluster's desk. A value naming no cluster this bot serves is left as it is, for the
-    button to refuse; one naming none is the default cluster's."""
+async def answer_click(
+    button: Button, click: Click, desks: ClusterDesks, services: Services
+) -> Answer:
+    """What `click` on `button` is answered with, worked out on the cluster its value names
+    (against that cluster's latest snapshot, with its services)."""
+    desk = on_cluster(click, desks)
+    if desk is None:
+        return Answer(NOT_SERVED)
+    try:
+        return await button.clicked(click, desk.view(), desk.services or services)
+    except Exception:
+        log.exception("the %s button failed", button.kind.name)
+        return Answer(button.failed(click))
+
+
+def on_cluster(click: Click, desks: ClusterDesks) -> ClusterDesk | None:
+    """The desk of the cluster the click's value names; None for a cluster this bot does not
+    serve. The click goes to its button as it came (value and action id alike), and the
+    button checks again that it names its view's cluster. A value naming none (a message
+    sent before values named their cluster) is the default cluster's."""
     split = split_cluster(click.value)
     if split is None or split[0] is None:
-        return click, desks.default
-    desk = desks.named(split[0])
-    if desk is None:
-        return click, desks.default
-    return dataclasses.replace(click, value=split[1]), desk
+        return desks.default
+    return desks.named(split[0])

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 
 from core.blocks import Block, section
+from core.buttons import on_this_cluster
 from core.job_notices import shown_label
 from core.job_output import (
     OutputTail,
@@ -46,7 +47,7 @@ from core.runner_contract import tail_request
 from core.slack_text import literal
 from core.view import ClusterView
 from handlers.clicks import Answer, Button, Click
-from handlers.services import Services
+from handlers.services import Services, rows_cluster
 from store.transitions import last_job_record
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ async def more_clicked(
 ) -> MoreAnswer:
     """What a click on "Show more" shows, after every check."""
     request = parse_more_value(action_id, value)
-    if request is None:
+    if request is None or not on_this_cluster(request.cluster, view.cluster_name):
         return MoreAnswer("That button does not name a job's output skybot can show.")
     lines = services.config.notifications.log_tail_lines
     if lines <= 0:
@@ -108,17 +109,15 @@ async def more_clicked(
     which = "Latest" if request.end == MAX_OFFSET else "Earlier"
     headline = f"{which} output of job {shown_label(job)} {literal(job.name)}:"
     text = f"{headline}\n{part.markdown}"
-    clusters = services.config.clusters
-    named = services.config.default_cluster.name if len(clusters) > 1 else None
-    return MoreAnswer(text, [section(text), *more_block(job.job_id, [part], named)], refused=False)
+    more = more_block(view.cluster_name, job.job_id, [part])
+    return MoreAnswer(text, [section(text), *more], refused=False)
 
 
 async def _recorded_job(view: ClusterView, services: Services, job_id: int) -> Job | None:
     """The job as skybot last recorded it: its latest transition, else the live snapshot."""
     if services.writer is not None:
-        recorded = await services.writer.run(
-            last_job_record, services.config.default_cluster.name, job_id
-        )
+        cluster = rows_cluster(view, services.config)
+        recorded = await services.writer.run(last_job_record, cluster, job_id)
         if recorded is not None:
             return recorded
     return next(

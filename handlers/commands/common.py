@@ -379,9 +379,7 @@ async def recorded_job(services: Services, job_id: int) -> Job | None:
         if live is not None:
             return live
     if services.writer is not None:
-        return await services.writer.run(
-            last_job_record, services.config.default_cluster.name, job_id
-        )
+        return await services.writer.run(last_job_record, services.cluster_name, job_id)
     return None
 
 

@@ -46,7 +46,7 @@ def run(request: CommandRequest, view: ClusterView) -> Reply:
     )
     if user != request.cluster_user or request.here:
         return reply  # buttons only on your own jobs, in your own (private) answer
-    return replace(reply, blocks=[*reply.blocks, *cancel_block(jobs, request.cluster or None)])
+    return replace(reply, blocks=[*reply.blocks, *cancel_block(view, jobs)])
 
 
 def active_jobs(view: ClusterView, user: str) -> list[Job]:

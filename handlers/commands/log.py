@@ -75,7 +75,9 @@ async def log(request: CommandRequest, services: Services) -> Reply:
     if one_file and stream == STDERR:
         head += " its stderr goes to the same file as its stdout."
     text = f"{head}\n{part.markdown}"
-    return Reply(text, [section(text), *more_block(job.job_id, [part], request.cluster or None)])
+    view = services.current_view()
+    named = view.cluster_name if view is not None else ""
+    return Reply(text, [section(text), *more_block(named, job.job_id, [part])])
 
 
 COMMAND = Command(

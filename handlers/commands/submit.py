@@ -87,7 +87,7 @@ async def submit(request: CommandRequest, services: Services) -> Reply:
     try:
         submission = await services.writer.run(
             enqueue,
-            services.config.default_cluster.name,
+            services.cluster_name,
             asked,
             services.config.submit,
             request.now,

@@ -30,7 +30,7 @@ from core.view import ClusterView
 from handlers.commands.common import literal, not_linked, require_data, shown
 from handlers.reply import Reply, section, simple
 from handlers.router import Command, CommandRequest, UsageError
-from handlers.services import Services
+from handlers.services import Services, rows_cluster
 from store.watches import (
     NewWatch,
     TooManyWatches,
@@ -70,7 +70,7 @@ async def watch(request: CommandRequest, services: Services) -> Reply:
     limit = services.config.watches.max_per_user
     try:
         stored = await services.writer.run(
-            add_watch, services.config.default_cluster.name, new, request.now, seconds, limit
+            add_watch, rows_cluster(view, services.config), new, request.now, seconds, limit
         )
     except TooManyWatches:
         raise UsageError(

@@ -21,7 +21,7 @@ from handlers.commands.common import answer, job_label, literal, require_data, s
 from handlers.commands.why_explain import LastRequeue, ended, explain
 from handlers.reply import Reply
 from handlers.router import Command, CommandRequest, UsageError
-from handlers.services import Services
+from handlers.services import Services, rows_cluster
 from store.transitions import last_array_task_record, last_job_record, last_requeue
 
 USAGE = "why JOBID"
@@ -74,23 +74,20 @@ async def act(request: CommandRequest, services: Services) -> Reply:
         raise UsageError("`/sky why` needs skybot's snapshot, which this skybot does not have.")
     view = services.view()
     require_data(view, "slurm")
+    cluster = rows_cluster(view, services.config)
     job = _find(view, question.job_id, question.task)
     if job is not None:
         requeue = None
         if job.restarts:
-            found = await services.writer.run(
-                last_requeue, services.config.default_cluster.name, job.job_id
-            )
+            found = await services.writer.run(last_requeue, cluster, job.job_id)
             requeue = LastRequeue(*found) if found is not None else None
         return _live_answer(view, request, job, question.task, requeue)
     if question.task is None:
-        recorded = await services.writer.run(
-            last_job_record, services.config.default_cluster.name, question.job_id
-        )
+        recorded = await services.writer.run(last_job_record, cluster, question.job_id)
     else:
         recorded = await services.writer.run(
             last_array_task_record,
-            services.config.default_cluster.name,
+            cluster,
             question.job_id,
             question.task,
         )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from core.cluster_config import ClusterConfig
 from core.config_schema import Config
 from core.runner_contract import RunnerCall
 from core.view import ClusterView
@@ -42,11 +43,14 @@ class Watchers:
         wake_sender: Callable[[], None] | None = None,
         view: Callable[[], ClusterView] | None = None,
         runner: RunnerCall | None = None,
-        cluster: str | None = None,
+        *,
+        cluster: ClusterConfig,
     ) -> None:
-        # The cluster whose rows these watchers read (by default the configuration's
-        # default); `view` must be that cluster's.
-        self.cluster = config.default_cluster.name if cluster is None else cluster
+        # The cluster whose rows these watchers read; `view` must be that cluster's.
+        self._cluster = cluster
+        self.cluster = cluster.name
+        # The name DMs say, only where skybot serves several clusters.
+        self._shown = cluster.name if len(config.clusters) > 1 else ""
         self._config = config
         self._runner = runner
         self._writer = writer
@@ -57,7 +61,7 @@ class Watchers:
     async def after_slurm_poll(self) -> int:
         try:
             added = await process_transitions(
-                self._writer, self._identity, self._config, self.cluster, runner=self._runner
+                self._writer, self._identity, self._config, self._cluster, runner=self._runner
             )
             if self._view is not None:
                 added += await check_cap_waits(
@@ -76,7 +80,7 @@ class Watchers:
             return 0
         try:
             return await check_gpu_watches(
-                self._writer, self._view(), self.cluster, shown=self._config.cluster_shown
+                self._writer, self._view(), self.cluster, shown=self._shown
             )
         except Exception:
             log.exception("GPU watch check failed; it will look again after the next poll")

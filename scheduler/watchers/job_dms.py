@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
-import msgspec
 import sqlite_utils
 
+from core.cluster_config import ClusterConfig
 from core.config_schema import Config
 from core.job_notices import (
     MAX_SEPARATE_NOTICES,
@@ -25,6 +25,7 @@ from core.job_notices import (
     wants,
 )
 from core.job_output import OutputTail
+from core.notice_cluster import NoticeCluster
 from core.records import FINAL_STATES, Job
 from core.runner_contract import RunnerCall
 from core.transitions import REQUEUED, Transition
@@ -49,7 +50,7 @@ async def process_transitions(
     writer: StoreWriter,
     identity: SlackDirectory,
     config: Config,
-    cluster: str,
+    cluster: ClusterConfig,
     *,
     batch: int = BATCH,
     runner: RunnerCall | None = None,
@@ -59,18 +60,20 @@ async def process_transitions(
 
     Safe to call at any time and any number of times (after each Slurm poll, at start-up):
     each transition is processed once, whatever crashes in between. With a `runner`, failure
-    DMs carry the end of the job's output, read as its owner in a bounded time first.
+    DMs carry the end of the job's output, read as its owner in a bounded time first (not on
+    a cluster where skybot does not act: there the DM says the log is not read).
     """
     settings = config.notifications
     total = 0
+    reads_output = runner is not None and cluster.acts_through_runner
     while True:
-        users, through = await writer.run(pending_transition_users, cluster, batch)
+        users, through = await writer.run(pending_transition_users, cluster.name, batch)
         if through is None:
             return total
         # Resolved here, on the event loop that owns the identity directory.
         targets = {user: identity.slack_users_of(user) for user in users}
         tails: dict[int, list[OutputTail]] = {}
-        if runner is not None and settings.log_tail_lines > 0:
+        if runner is not None and reads_output and settings.log_tail_lines > 0:
             wanted = await writer.run(tail_candidates, cluster, targets, through, config)
             tails = await fetch_output_tails(
                 runner, wanted, TailSettings(settings.log_tail_lines, settings.log_tail_seconds)
@@ -82,7 +85,7 @@ async def process_transitions(
 
 def tail_candidates(
     db: sqlite_utils.Database,
-    cluster: str,
+    cluster: ClusterConfig,
     targets: Mapping[str, Sequence[SlackKey]],
     through: int,
     config: Config,
@@ -91,10 +94,10 @@ def tail_candidates(
     one of the owner's Slack accounts hears about and has not turned output off for."""
     prefs = load_preferences(db)
     optouts = load_log_tail_optouts(db)
-    preemptible = config.preemptible_partitions
+    preemptible = config.preemptible_on(cluster)
     chosen: dict[int, Job] = {}
     for row_id, transition, _ in load_transitions(
-        db, cluster, load_cursor(db, cluster), through, NOTABLE
+        db, cluster.name, load_cursor(db, cluster.name), through, NOTABLE
     ):
         kind = notice_kind(transition, preemptible)
         if kind not in TAIL_KINDS:
@@ -109,7 +112,7 @@ def tail_candidates(
 
 def notify_transitions(
     db: sqlite_utils.Database,
-    cluster: str,
+    cluster: ClusterConfig,
     targets: Mapping[str, Sequence[SlackKey]],
     through: int,
     config: Config,
@@ -123,35 +126,37 @@ def notify_transitions(
     Slack accounts that has not turned it off: DMs go to the owner only, never to a channel.
     """
     tails = tails or {}
-    config = _naming(config, cluster)
+    name = cluster.name
+    where = NoticeCluster.of(config, cluster)
     with db.atomic():
-        cursor = load_cursor(db, cluster)
+        cursor = load_cursor(db, name)
         if through <= cursor:
             return 0
         prefs = load_preferences(db)
         optouts = load_log_tail_optouts(db) if tails else set()
         per_target: dict[SlackKey, list[tuple[int, JobNotice]]] = {}
-        for row_id, transition, at in load_transitions(db, cluster, cursor, through, NOTABLE):
+        for row_id, transition, at in load_transitions(db, name, cursor, through, NOTABLE):
             slack_keys = targets.get(transition.job.user, ())
             started = (
-                interrupted_run_start(db, cluster, row_id, transition, at)
+                interrupted_run_start(db, name, row_id, transition, at)
                 if slack_keys and transition.to_state == REQUEUED
                 else None
             )
             for slack_key in slack_keys:
                 pref = prefs.get(slack_key, config.notifications.default_preference)
                 output = () if slack_key in optouts else tails.get(row_id, ())
-                notice = decide_job_notice(transition, pref, Seen(at, started, output), config)
+                seen = Seen(at, started, output)
+                notice = decide_job_notice(transition, pref, seen, config, cluster)
                 if notice is not None:
                     per_target.setdefault(slack_key, []).append((row_id, notice))
         messages = [
             message
             for slack_key, items in per_target.items()
-            for message in _messages(slack_key, items, cluster)
+            for message in _messages(slack_key, items, name)
         ]
-        messages += start_messages(db, targets, cursor, through, cluster, config.cluster_shown)
+        messages += start_messages(db, targets, cursor, through, where)
         added = enqueue(db, messages, time.time() if now is None else now)
-        if not advance_cursor(db, cluster, cursor, through):
+        if not advance_cursor(db, name, cursor, through):
             raise RuntimeError("job transition cursor moved during notification")
         return added
 
@@ -170,16 +175,6 @@ def interrupted_run_start(
         if earlier.start_time and earlier.start_time <= at:
             return float(earlier.start_time)
     return None
-
-
-def _naming(config: Config, cluster: str) -> Config:
-    """`config` with its notices keyed by `cluster` (core/job_notices.py keys them by
-    `notifications.cluster_name`): job ids repeat across clusters, keys must not. Today's
-    single cluster is named `notifications.cluster_name`, so its keys are as before."""
-    if config.notifications.cluster_name == cluster:
-        return config
-    notifications = msgspec.structs.replace(config.notifications, cluster_name=cluster)
-    return msgspec.structs.replace(config, notifications=notifications)
 
 
 def _messages(

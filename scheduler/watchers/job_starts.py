@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import sqlite_utils
 
+from core.notice_cluster import NoticeCluster
 from core.start_notices import is_start, start_notice
 from scheduler.watchers.directory import SlackKey
 from store.alerts import load_start_optins
@@ -25,10 +26,10 @@ def start_messages(
     targets: Mapping[str, Sequence[SlackKey]],
     after: int,
     through: int,
-    cluster: str,
-    shown: str = "",
+    where: NoticeCluster,
 ) -> list[OutboxMessage]:
-    """The start DMs of `cluster`'s transitions with ids in (after, through]."""
+    """The start DMs of `where`'s transitions with ids in (after, through]."""
+    cluster = where.name
     optins = load_start_optins(db)
     messages = []
     for _, transition, at in load_transitions(db, cluster, after, through, {"RUNNING"}):
@@ -39,7 +40,7 @@ def start_messages(
         wanted.update(start_watchers(db, cluster, job.job_id, job.comment))
         if not wanted:
             continue
-        notice = start_notice(transition, cluster, shown)
+        notice = start_notice(transition, where)
         for team_id, user_id in sorted(wanted):
             key = f"{notice.key}:{team_id}:{user_id}"
             messages.append(OutboxMessage(key, user_id, notice.text, notice.blocks))
