@@ -23,6 +23,7 @@ import msgspec
 from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 
+from bot.adoption import adopt_rows
 from bot.app import (
     DEFAULT_SLACK_API_URL,
     build_app,
@@ -49,7 +50,6 @@ from scheduler.outbox_sender import OutboxSender
 from scheduler.schedule import PollSchedule, build_schedule
 from scheduler.sender_client import sender_client
 from scheduler.submit_worker import SubmissionWorker
-from store.clusters import adopt_unnamed_rows
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
 
@@ -104,7 +104,7 @@ def every_lab(config: Config) -> Config:
 
 async def build_runtime(config: Config, secrets: Secrets, writer: StoreWriter) -> Runtime:
     # Rows from before clusters had names are today's cluster's: named before anything reads.
-    await writer.run(adopt_unnamed_rows, config.default_cluster.name)
+    await adopt_rows(config, writer)
     client = web_client(secrets)
     metrics = Metrics()
     # Job DMs and storage alerts: watchers enqueue after each poll, the sender delivers.
