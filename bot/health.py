@@ -21,11 +21,15 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from bot.slack_link import SocketModeLink
 from core.view import ClusterView
 from scheduler.outbox_sender import SenderPause
 from store.health import StoreHealth
+
+# The order /readyz has always listed its checks in.
+CHECK_ORDER = ("slack", "slurm", "accounting", "sender", "pollers", "store")
 
 # The heartbeat ticks this often; a loop that has not run it for LIVE_SECONDS is not alive.
 BEAT_SECONDS = 1.0
@@ -70,33 +74,68 @@ class Heartbeat:
 
 
 @dataclass
-class ServiceStatus:
-    """Everything readiness and the metrics read about the running bot."""
+class ClusterHealth:
+    """One cluster's side of readiness: its snapshot's sources and its polls."""
 
+    name: str
     view: Callable[[], ClusterView]
-    sender_pause: Callable[[], SenderPause | None]
-    heartbeat: Heartbeat
-    # Socket Mode's connection; None in HTTP mode, where Slack comes to us.
-    slack: SocketModeLink | None
-    # Slurm's snapshot is stale once older than this.
+    # Its Slurm snapshot is stale once older than this.
     max_age_seconds: float
-    # Every poller that has not completed on time, in words (scheduler/schedule.py).
+    # Each of its pollers that has not completed on time, in words (scheduler/schedule.py).
     late_polls: Callable[[], list[str]] = list
-    store: StoreHealth | None = None
+    # How many times each of its polls was abandoned as stuck and started again.
+    restarts: Callable[[], dict[str, int]] = dict
 
     def readiness(self, now: float) -> dict[str, Check]:
         return {
-            "slack": self._slack(now),
             "slurm": slurm_check(self.view(), now, self.max_age_seconds),
             "accounting": accounting_check(self.view(), now),
-            "sender": self._sender(now),
             "pollers": self._pollers(),
-            "store": self._store(),
         }
 
     def _pollers(self) -> Check:
         late = self.late_polls()
         return Check(False, "; ".join(late)) if late else Check(True, "every poll on time")
+
+
+@dataclass
+class ServiceStatus:
+    """Everything readiness and the metrics read about the running bot: the process's own
+    checks (Slack, the sender, the store) and each cluster's (its Slurm, accounting, polls),
+    the default cluster first. One cluster's outage fails only its own checks."""
+
+    clusters: list[ClusterHealth]
+    sender_pause: Callable[[], SenderPause | None]
+    heartbeat: Heartbeat
+    # Socket Mode's connection; None in HTTP mode, where Slack comes to us.
+    slack: SocketModeLink | None
+    store: StoreHealth | None = None
+
+    def readiness(self, now: float) -> dict[str, Check]:
+        """The process's own checks, whatever cluster is asked about."""
+        return {"slack": self._slack(now), "sender": self._sender(now), "store": self._store()}
+
+    def report(self, now: float, cluster: str | None = None) -> tuple[bool, dict[str, Any]]:
+        """(ready, /readyz's body). `checks`: the process's and the default cluster's (or
+        `cluster`'s), named as a one-cluster bot always named them; `clusters`: every
+        cluster's (or only `cluster`'s) checks. Ready while the process's checks and those of
+        every cluster (or of `cluster` only) pass: ask per cluster for a probe that one
+        cluster's outage does not fail."""
+        own = self.readiness(now)
+        asked = [c for c in self.clusters if cluster is None or c.name == cluster]
+        per_cluster = {c.name: c.readiness(now) for c in asked}
+        first = per_cluster[asked[0].name] if asked else {}
+        checks = {**own, **first}
+        ordered = {name: checks[name] for name in CHECK_ORDER if name in checks}
+        clusters = {
+            name: {"ready": all(c.ok for c in found.values()), "checks": _said(found)}
+            for name, found in per_cluster.items()
+        }
+        ready = all(c.ok for c in own.values()) and all(v["ready"] for v in clusters.values())
+        return ready, {"ready": ready, "checks": _said(ordered), "clusters": clusters}
+
+    def cluster_names(self) -> list[str]:
+        return [c.name for c in self.clusters]
 
     def _store(self) -> Check:
         if self.store is None:
@@ -120,6 +159,10 @@ class ServiceStatus:
             False,
             f"paused for {age(now, pause.since):.0f} s: Slack refuses the token ({pause.error})",
         )
+
+
+def _said(checks: dict[str, Check]) -> dict[str, dict[str, Any]]:
+    return {name: {"ok": c.ok, "detail": c.detail} for name, c in checks.items()}
 
 
 def age(now: float, then: float) -> float:

@@ -16,6 +16,7 @@ import logging
 import signal
 import socket
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -31,7 +32,7 @@ from bot.app import (
 )
 from bot.cluster_wing import ClusterWing, bind_actions, build_wing, runner_call
 from bot.config import Config, Secrets
-from bot.health import Heartbeat, ServiceStatus
+from bot.health import ClusterHealth, Heartbeat, ServiceStatus
 from bot.metrics import Metrics, metrics_app
 from bot.polling import poll_hooks
 from bot.slack_link import SocketModeLink, socket_mode_handler
@@ -124,9 +125,10 @@ async def build_runtime(config: Config, secrets: Secrets, writer: StoreWriter) -
         await build_wing(config, cluster, writer, identity, sender.wake)
         for cluster in config.clusters
     ]
+    polls = [job for wing in wings for job in wing.polls]
     schedule = build_schedule(
-        [job for wing in wings for job in wing.polls],
-        poll_hooks(config, metrics, writer, [wing.poller for wing in wings]),
+        polls,
+        poll_hooks(config, metrics, writer, [wing.poller for wing in wings], polls),
         [WeeklyDigest(config, writer, sender.wake).calendar()],
     )
     schedule.on_clock_step.append(sender.clock_stepped)
@@ -146,10 +148,12 @@ async def build_runtime(config: Config, secrets: Secrets, writer: StoreWriter) -
     app = build_app(
         config, secrets, wings[0].cache, default, client, metrics.observe_command, desks
     )
-    # Under systemd's WatchdogSec=, the loop's own heartbeat keeps the watchdog fed while every
-    # poller keeps completing: a wedged loop, or a poller stuck for good, stops feeding it,
-    # and systemd restarts the service.
-    heartbeat = Heartbeat(on_beat=_feed_watchdog(config, schedule) if watchdog_enabled() else None)
+    # Under systemd's WatchdogSec=, the loop's own heartbeat keeps the watchdog fed while the
+    # process works: a wedged loop, writer or sender stops feeding it, and systemd restarts
+    # the service. A stuck poll does not: it is one cluster's, abandoned and started again
+    # inside the bot (scheduler/schedule.py), while the other clusters go on.
+    watchdog = _feed_watchdog(writer, sender) if watchdog_enabled() else None
+    heartbeat = Heartbeat(on_beat=watchdog)
     runtime = Runtime(writer, wings, schedule, sender, app, metrics, heartbeat)
     if config.slack.mode != "http":
         runtime.slack = _socket_mode(app, secrets, metrics, sender)
@@ -166,26 +170,45 @@ def _socket_mode(
     return SocketModeLink(socket_mode_handler(app, secrets.app_token), connected)
 
 
-# A poller is late for readiness after stale_after_polls intervals (plus its command
-# timeout) without completing; stuck, for the watchdog, after this many times that.
-STUCK_FACTOR = 2.0
-
-
-def late_polls(config: Config, schedule: PollSchedule, factor: float = 1.0) -> list[str]:
+def late_polls(
+    config: Config, schedule: PollSchedule, cluster: str | None = None, factor: float = 1.0
+) -> list[str]:
+    """The polls (of `cluster`, if given) that have not completed within `stale_after_polls`
+    intervals (times `factor`) plus their command timeout."""
     now = asyncio.get_running_loop().time()
-    return schedule.late_polls(now, factor * config.metrics.stale_after_polls)
+    return schedule.late_polls(now, factor * config.metrics.stale_after_polls, cluster)
 
 
-def _feed_watchdog(config: Config, schedule: PollSchedule) -> Callable[[], None]:
+# The writer thread stuck in one call, or the outbox sender in one pass, this long: the
+# process no longer does its work, and the watchdog is not fed. Generous: a save of a
+# 100,000-job poll takes seconds, a pass waits out Slack's rate limits.
+WRITER_STUCK_SECONDS = 300.0
+SENDER_STUCK_SECONDS = 900.0
+
+
+def process_stuck(writer: StoreWriter, sender: OutboxSender, now: float | None = None) -> list[str]:
+    """What of the process's own work is stuck (the event loop is, if this is not called)."""
+    now = time.monotonic() if now is None else now
+    stuck = []
+    if writer.busy_since is not None and now - writer.busy_since > WRITER_STUCK_SECONDS:
+        stuck.append(
+            f"the database writer has been in one call for {now - writer.busy_since:.0f} s"
+        )
+    if sender.pass_since is not None and now - sender.pass_since > SENDER_STUCK_SECONDS:
+        stuck.append(f"the outbox sender has been in one pass for {now - sender.pass_since:.0f} s")
+    return stuck
+
+
+def _feed_watchdog(writer: StoreWriter, sender: OutboxSender) -> Callable[[], None]:
     said = False
 
     def beat() -> None:
         nonlocal said
-        stuck = late_polls(config, schedule, STUCK_FACTOR)
+        stuck = process_stuck(writer, sender)
         if not stuck:
             notify("WATCHDOG=1")
             said = False
-        elif not said and not schedule.stopping:
+        elif not said:
             said = True
             log.error(
                 "not feeding the systemd watchdog, so it restarts skybot: %s", "; ".join(stuck)
@@ -225,12 +248,10 @@ async def _serve(
     config: Config, runtime: Runtime, sockets: dict[str, socket.socket], stop: asyncio.Event
 ) -> None:
     status = ServiceStatus(
-        view=runtime.cache.current,
+        clusters=[_cluster_health(config, runtime.schedule, wing) for wing in runtime.wings],
         sender_pause=lambda: runtime.sender.paused,
         heartbeat=runtime.heartbeat,
         slack=runtime.slack,
-        max_age_seconds=config.metrics.stale_after_polls * config.slurm.poll_seconds,
-        late_polls=lambda: late_polls(config, runtime.schedule),
         store=runtime.writer.health,
     )
     sites: list[web.AppRunner] = []
@@ -272,6 +293,18 @@ async def _serve(
         await _bounded("stopping the background workers", _finish(workers), deadline)
         for site in sites:
             await _bounded("closing a listener", site.cleanup(), deadline)
+
+
+def _cluster_health(config: Config, schedule: PollSchedule, wing: ClusterWing) -> ClusterHealth:
+    name = wing.cluster.name
+    polls = {job.name for job in wing.polls}
+    return ClusterHealth(
+        name,
+        wing.cache.current,
+        max_age_seconds=config.metrics.stale_after_polls * wing.config.slurm.poll_seconds,
+        late_polls=lambda: late_polls(config, schedule, name),
+        restarts=lambda: {p: n for p, n in schedule.restarts.items() if p in polls},
+    )
 
 
 async def _finish(tasks: list[asyncio.Task[None]]) -> None:

@@ -34,6 +34,10 @@ class PollProgress:
     # None until its loop is started.
     started_at: float | None = None
     completed_at: float | None = None
+    # When the run in progress began; None between runs.
+    running_since: float | None = None
+    # The cluster whose poll this is ("" for none), for what is said about it.
+    cluster: str = ""
 
     def late_by(self, now: float, intervals: float) -> float | None:
         """Seconds since the last completed run (or the start) if that is longer than
@@ -43,6 +47,14 @@ class PollProgress:
             return None
         silent = now - last
         return silent if silent > intervals * self.interval + self.grace else None
+
+    def stuck_for(self, now: float, intervals: float) -> float | None:
+        """Seconds the run in progress has taken, if longer than `intervals` intervals plus
+        the grace; None while none runs or it keeps up."""
+        if self.running_since is None:
+            return None
+        running = now - self.running_since
+        return running if running > intervals * self.interval + self.grace else None
 
     def describe_late(self, silent: float) -> str:
         done = "has not completed" if self.completed_at is None else "has not completed again"
@@ -83,11 +95,12 @@ class IntervalLoop:
                 await asyncio.wait_for(self._soon.wait(), max(0.0, due - loop.time()))
             # Cleared before the run: asked for during it, the next one follows at once.
             self._soon.clear()
-            started = loop.time()
+            started = self.progress.running_since = loop.time()
             try:
                 await self.work()
             except Exception:
                 log_failure(log, "%s poll failed", self.progress.source)
+            self.progress.running_since = None
             self.progress.completed_at = loop.time()
             due = next_due(started, self.progress.interval, loop.time())
 

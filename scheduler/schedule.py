@@ -58,6 +58,8 @@ class PollJob:
     # controller), and who else plans on the interval.
     pacer: PollPacer | None = None
     on_interval: Callable[[float], None] | None = None
+    # The cluster it polls ("" for none): its readiness and metrics are that cluster's.
+    cluster: str = ""
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,11 @@ class PollHooks:
     after_each: Callable[[], object] | None = None
     close_pollers: Callable[[], Awaitable[None]] | None = None
     clock: Callable[[], float] = time.perf_counter
+    # A run that has taken this many intervals (plus the grace) is stuck: it is abandoned
+    # (cancelled, its Slurm client processes killed) and its loop started again, inside the
+    # bot, so one cluster's stuck poll neither starves the others nor gets the process
+    # restarted. None: never.
+    restart_after_intervals: float | None = None
 
 
 @dataclass
@@ -98,17 +105,23 @@ class PollSchedule:
     in_flight: set[asyncio.Task[None]] = field(default_factory=set)
     on_clock_step: list[OnClockStep] = field(default_factory=list)
     stopping: bool = False
+    # How many times each poll was abandoned as stuck and started again.
+    restarts: dict[str, int] = field(default_factory=dict)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _loop_tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    _abandoned: set[asyncio.Task[None]] = field(default_factory=set)
 
     @property
     def progress(self) -> dict[str, PollProgress]:
         return {source: loop.progress for source, loop in self.loops.items()}
 
-    def late_polls(self, now: float, intervals: float) -> list[str]:
-        """Each poller that has not completed within `intervals` intervals (plus its command
-        timeout), said in words; `now` is `loop.time()`."""
+    def late_polls(self, now: float, intervals: float, cluster: str | None = None) -> list[str]:
+        """Each poller (of `cluster`, if given) that has not completed within `intervals`
+        intervals (plus its command timeout), said in words; `now` is `loop.time()`."""
         late = []
         for progress in self.progress.values():
+            if cluster is not None and progress.cluster != cluster:
+                continue
             silent = progress.late_by(now, intervals)
             if silent is not None:
                 late.append(progress.describe_late(silent))
@@ -129,8 +142,48 @@ class PollSchedule:
         now = asyncio.get_running_loop().time()
         for source, loop in self.loops.items():
             loop.progress.started_at = now
-            self._tasks.append(asyncio.create_task(loop.run(), name=f"poll-{source}"))
+            self._loop_tasks[source] = asyncio.create_task(loop.run(), name=f"poll-{source}")
         self._tasks.append(asyncio.create_task(self._watch_clock(), name="clock-steps"))
+        if self.hooks.restart_after_intervals is not None:
+            self._tasks.append(asyncio.create_task(self._watch_stuck(), name="stuck-polls"))
+
+    def restart_stuck(self, now: float, intervals: float) -> list[str]:
+        """Abandon each poll whose run has taken more than `intervals` intervals (plus the
+        grace), or whose loop ended, and start its loop again; the names restarted."""
+        restarted = []
+        for source, task in list(self._loop_tasks.items()):
+            if self.stopping:
+                break
+            progress = self.loops[source].progress
+            running = progress.stuck_for(now, intervals)
+            if running is None and not task.done():
+                continue
+            what = "ended" if running is None else f"has been running for {running:.0f} s"
+            log.error(
+                "the %s poll%s %s: abandoned and started again; the other polls go on",
+                source,
+                f" of cluster {progress.cluster}" if progress.cluster else "",
+                what,
+            )
+            # Cancelling it ends its Slurm client processes (its poll worker is killed); one
+            # that ignores the cancel is left behind, never waited for.
+            task.cancel()
+            self._abandoned.add(task)
+            task.add_done_callback(self._abandoned.discard)
+            progress.running_since = None
+            self.restarts[source] = self.restarts.get(source, 0) + 1
+            self._loop_tasks[source] = asyncio.create_task(
+                self.loops[source].run(), name=f"poll-{source}"
+            )
+            restarted.append(source)
+        return restarted
+
+    async def _watch_stuck(self) -> None:
+        assert self.hooks.restart_after_intervals is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(CLOCK_CHECK_SECONDS)
+            self.restart_stuck(loop.time(), self.hooks.restart_after_intervals)
 
     async def run_poll(self, job: PollJob) -> None:
         """One run of `job` and what follows it; a failing store is said once by its health,
@@ -215,11 +268,12 @@ class PollSchedule:
         self.stopping = True
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
-        tasks = [*self._tasks, *self.in_flight]
-        for task in tasks:
+        tasks = [*self._tasks, *self._loop_tasks.values(), *self.in_flight]
+        for task in [*tasks, *self._abandoned]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
+        self._loop_tasks.clear()
         if self.hooks.close_pollers is not None:
             await self.hooks.close_pollers()
 
@@ -233,7 +287,7 @@ def build_schedule(
     for job in polls:
         if hooks.observe_interval is not None:
             hooks.observe_interval(job.name, job.seconds)
-        progress = PollProgress(job.name, job.seconds, hooks.grace_seconds)
+        progress = PollProgress(job.name, job.seconds, hooks.grace_seconds, cluster=job.cluster)
         schedule.loops[job.name] = IntervalLoop(progress, functools.partial(schedule.run_poll, job))
     for entry in calendar:
         scheduler.add_job(
