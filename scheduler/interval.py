@@ -17,6 +17,7 @@ import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from scheduler.log_cluster import WORKING_FOR
 from store.health import log_failure
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,8 @@ class IntervalLoop:
         self._soon.set()
 
     async def run(self) -> None:
+        # What this task (and the tasks it starts) logs names the cluster it polls.
+        WORKING_FOR.set(self.progress.cluster)
         loop = asyncio.get_running_loop()
         due = loop.time()
         if self.progress.started_at is None:

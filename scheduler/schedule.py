@@ -27,6 +27,7 @@ from apscheduler.triggers.base import BaseTrigger
 
 from core.config_schema import Config
 from scheduler.interval import ClockStepWatch, IntervalLoop, PollProgress
+from scheduler.log_cluster import name_clusters_in_logs
 from scheduler.slurm.pacing import PollPacer
 from store.health import is_store_fault
 
@@ -138,6 +139,7 @@ class PollSchedule:
         self.poll_soon(SLURM_POLL)
 
     def start(self) -> None:
+        name_clusters_in_logs()
         self.scheduler.start()
         now = asyncio.get_running_loop().time()
         for source, loop in self.loops.items():

@@ -7,6 +7,9 @@ second poller failed the whole bot's readiness.
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
 import time
 from pathlib import Path
 
@@ -15,8 +18,11 @@ import pytest
 from aiohttp import web
 
 from bot.health import ClusterHealth, Heartbeat, ServiceStatus
+from bot.logs import JsonLines
 from bot.metrics import Metrics, metrics_app
 from core.view import ClusterView
+from scheduler.interval import IntervalLoop, PollProgress
+from scheduler.log_cluster import name_clusters_in_logs
 from store.snapshots import load_snapshot, mark_success, record_poll_failure
 from store.writer import StoreWriter
 from tests.factories import LABS
@@ -130,3 +136,25 @@ async def test_metrics_label_every_slurm_figure_and_check_by_cluster(
     assert 'skybot_ready{check="slurm",cluster="skynet"} 1.0' in text
     assert 'skybot_ready{check="store",cluster=""} 1.0' in text
     assert 'skybot_poll_restarts{cluster="nova",source="slurm"} 2.0' in text
+
+
+async def test_every_line_a_clusters_poll_logs_names_the_cluster(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`slurm poll failed` and whatever the sources, worker and watchers log in a poll."""
+    name_clusters_in_logs()
+    logger = logging.getLogger("scheduler.slurm.poller")
+
+    async def failing() -> None:
+        logger.warning("slurm poll failed (next try in %d s): %s", 30, "boom")
+
+    progress = PollProgress("slurm@nova", 60.0, 1.0, cluster="nova")
+    task = asyncio.create_task(IntervalLoop(progress, failing).run())
+    await asyncio.sleep(0.05)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    logger.warning("not in a poll")
+    (inside, outside) = [r for r in caplog.records if r.name == logger.name]
+    assert inside.getMessage() == "cluster nova: slurm poll failed (next try in 30 s): boom"
+    assert json.loads(JsonLines().format(inside))["cluster"] == "nova"
+    assert outside.getMessage() == "not in a poll"
