@@ -186,33 +186,36 @@ def _doctor(path: Path | None, service_user: str | None) -> int:
 
 
 async def _poll(config: Config, cycles: int) -> int:
+    """Poll every cluster once, each through its own source, as `skybot run` would; one line
+    per cluster (named where there are several), and each failing source."""
+    from bot.adoption import adopt_rows
+    from bot.cluster_readers import close_every, every_cluster, poll_every_cluster
     from bot.config import database_path
-    from scheduler.slurm.poller import SlurmPoller
-    from scheduler.storage_poller import StoragePoller
-    from store.clusters import adopt_unnamed_rows
     from store.snapshots import load_snapshot
     from store.writer import StoreWriter
 
     writer = StoreWriter(database_path(config))
-    cluster = config.default_cluster.name
-    await writer.run(adopt_unnamed_rows, cluster)
-    slurm = SlurmPoller(config, writer, cluster=cluster)
+    readers = []
     try:
-        ok = await slurm.poll_caps() and await StoragePoller(config, writer, cluster=cluster).poll()
-        for _ in range(cycles):
-            ok = await slurm.poll_jobs() and ok
-        snapshot = await writer.run(load_snapshot, config.default_cluster.name)
+        await adopt_rows(config, writer)
+        readers = every_cluster(config, writer)
+        results = await poll_every_cluster(readers, cycles)
+        snapshots = [await writer.run(load_snapshot, r.cluster.name) for r in readers]
     finally:
-        await slurm.close()
+        await close_every(readers)
         writer.close()
-    print(
-        f"{len(snapshot.jobs)} jobs, {len(snapshot.nodes)} nodes, {len(snapshot.caps)} caps, "
-        f"{len(snapshot.directories)} directories, {len(snapshot.filesystems)} filesystems"
-    )
-    for status in snapshot.status.values():
-        if status.failing:
-            print(f"{status.source}: FAILING: {status.error}")
-    return 0 if ok else 1
+    several = len(readers) > 1
+    for reader, snapshot in zip(readers, snapshots, strict=True):
+        named = f"{reader.cluster.name}: " if several else ""
+        print(
+            f"{named}{len(snapshot.jobs)} jobs, {len(snapshot.nodes)} nodes, "
+            f"{len(snapshot.caps)} caps, {len(snapshot.directories)} directories, "
+            f"{len(snapshot.filesystems)} filesystems"
+        )
+        for status in snapshot.status.values():
+            if status.failing:
+                print(f"{named}{status.source}: FAILING: {status.error}")
+    return 0 if all(results) else 1
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -13,38 +13,22 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import msgspec
-
-from bot.config import Config, database_path
+from bot.cluster_readers import cluster_readers
+from bot.config import Config
 from bot.polling import poll_jobs
 from bot.runner_client import call_runner
 from core.cluster_config import ClusterConfig
 from core.runner_contract import RunnerCall, RunnerReply, RunnerRequest
-from handlers.clusters import ClusterDesk, cluster_scoped, refused_reply
+from handlers.clusters import ClusterDesk, refused_reply
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from scheduler.schedule import PollJob, PollSchedule
 from scheduler.slurm.own_actions import refreshing_runner
 from scheduler.slurm.poller import SlurmPoller
-from scheduler.slurm.restd_source import source_for
-from scheduler.storage_poller import StoragePoller
 from scheduler.submit_worker import SubmissionWorker
 from scheduler.watchers import Watchers
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
-
-
-def snapshot_cache(config: Config) -> SnapshotCache:
-    """The in-memory view of the store that commands answer from, for `config`'s (default)
-    cluster as the config describes it."""
-    return SnapshotCache(
-        database_path(config),
-        config.default_cluster.name,
-        config.labs,
-        config.slurm.overcap_account,
-        config.slurm.overcap_partition,
-        gpu_min_release=config.images.min_release,
-    )
 
 
 def runner_call(config: Config, timeout: float | None = None, named: str = "") -> RunnerCall:
@@ -105,14 +89,9 @@ async def build_wing(
 ) -> ClusterWing:
     """`cluster`'s reader, snapshot, watchers and polls (its actions come with
     `bind_actions`, once the schedule they bring forward exists)."""
-    name = cluster.name
-    default = name == config.default_cluster.name
-    if default:
-        # The top level's [slurm] and labs are the default cluster's, and what a caller
-        # replaced on a parsed config (tests, tools) is what counts.
-        cluster = msgspec.structs.replace(cluster, slurm=config.slurm, labs=config.labs)
-    scoped = cluster_scoped(config, cluster)
-    cache = snapshot_cache(scoped)
+    # The readers the console, `skybot poll` and the doctor build too (cluster_readers.py).
+    readers = cluster_readers(config, cluster, writer)
+    name, default, scoped, cache = cluster.name, readers.default, readers.config, readers.cache
     await cache.refresh()
     # Reading a failed job's output gets its own, shorter deadline: the DM waits for it.
     tail_runner = runner_call(
@@ -123,11 +102,11 @@ async def build_wing(
     watchers = Watchers(
         scoped, writer, identity, wake_sender, cache.current, tail_runner, cluster=name
     )
-    poller = SlurmPoller(scoped, writer, source=source_for(cluster), cluster=name)
+    poller = readers.poller
     polls = poll_jobs(
         scoped,
         poller,
-        StoragePoller(scoped, writer, cluster=name),
+        readers.storage,
         cache.refresh,
         watchers,
         # The default cluster's polls keep their old names (metrics, logs).

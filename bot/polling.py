@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from bot.config import Config
 from bot.metrics import Metrics
-from scheduler.schedule import SLURM_POLL, AfterPoll, PollHooks, PollJob, slurm_pacer
+from scheduler.schedule import SLURM_POLL, AfterPoll, Pacing, PollHooks, PollJob, slurm_pacer
 from scheduler.slurm.poller import PROBE_SECONDS, SlurmPoller
 from scheduler.storage_poller import StoragePoller
 from scheduler.watchers import Watchers
@@ -57,8 +57,7 @@ def poll_jobs(
             slurm.poll_jobs,
             (refresh, *after_slurm),
             # The poller plans its listings of pending jobs on the interval.
-            pacer=slurm_pacer(config),
-            on_interval=slurm.set_interval,
+            pacing=Pacing(slurm_pacer(config), slurm.set_interval),
             cluster=cluster,
         ),
         # Between polls, "did any job change?", where the source can ask it for almost nothing;
@@ -109,7 +108,6 @@ def poll_hooks(
         grace_seconds=max(c.slurm.command_timeout_seconds for c in config.clusters),
         observe=observe,
         observe_interval=observe_interval,
-        restart_after_intervals=STUCK_FACTOR * config.metrics.stale_after_polls,
         after_each=writer.check_file,
         close_pollers=close_pollers,
     )

@@ -34,7 +34,7 @@ from bot.cluster_wing import ClusterWing, bind_actions, build_wing, runner_call
 from bot.config import Config, Secrets
 from bot.health import ClusterHealth, Heartbeat, ServiceStatus
 from bot.metrics import Metrics, metrics_app
-from bot.polling import poll_hooks
+from bot.polling import STUCK_FACTOR, poll_hooks
 from bot.slack_link import SocketModeLink, socket_mode_handler
 from bot.startup import Claim, claimed
 from bot.systemd_notify import notify, watchdog_enabled
@@ -264,7 +264,8 @@ async def _serve(
         if "http" in sockets:
             events = runtime.app.web_app(path="/slack/events")
             sites.append(await _serve_on(events, sockets["http"], "Slack events", "/slack/events"))
-        runtime.schedule.start()
+        # A poll stuck this long is abandoned and started again inside the bot.
+        runtime.schedule.start(STUCK_FACTOR * config.metrics.stale_after_polls)
         # The watchers run after every poll attempt, so transitions recorded before a restart
         # are caught up on right away; the sender delivers whatever is queued, old or new.
         workers = [

@@ -37,8 +37,6 @@ class PollProgress:
     completed_at: float | None = None
     # When the run in progress began; None between runs.
     running_since: float | None = None
-    # The cluster whose poll this is ("" for none), for what is said about it.
-    cluster: str = ""
 
     def late_by(self, now: float, intervals: float) -> float | None:
         """Seconds since the last completed run (or the start) if that is longer than
@@ -76,9 +74,15 @@ class IntervalLoop:
     a time, until cancelled. `work` handles its own failures; anything it lets through is
     logged and the loop goes on."""
 
-    def __init__(self, progress: PollProgress, work: Callable[[], Awaitable[object]]) -> None:
+    def __init__(
+        self, progress: PollProgress, work: Callable[[], Awaitable[object]], cluster: str = ""
+    ) -> None:
         self.progress = progress
         self.work = work
+        # The cluster whose poll this is ("" for none): what its runs log names it.
+        self.cluster = cluster
+        # How many times it was abandoned as stuck and started again (scheduler/schedule.py).
+        self.restarts = 0
         # Set by `run_soon`: the wait for the next run ends at once.
         self._soon = asyncio.Event()
 
@@ -88,7 +92,7 @@ class IntervalLoop:
 
     async def run(self) -> None:
         # What this task (and the tasks it starts) logs names the cluster it polls.
-        WORKING_FOR.set(self.progress.cluster)
+        WORKING_FOR.set(self.cluster)
         loop = asyncio.get_running_loop()
         due = loop.time()
         if self.progress.started_at is None:

@@ -46,6 +46,14 @@ SLURM_POLL = "slurm"
 
 
 @dataclass(frozen=True)
+class Pacing:
+    """A poll's interval, stretched while its polls are expensive, and who else is told."""
+
+    pacer: PollPacer
+    on_interval: Callable[[float], None] | None = None
+
+
+@dataclass(frozen=True)
 class PollJob:
     """One poll, repeated every `seconds` of monotonic time, one run at a time."""
 
@@ -57,8 +65,7 @@ class PollJob:
     then: tuple[AfterPoll, ...] = ()
     # Stretches the interval while polls are expensive (the Slurm poll's share of the
     # controller), and who else plans on the interval.
-    pacer: PollPacer | None = None
-    on_interval: Callable[[float], None] | None = None
+    pacing: Pacing | None = None
     # The cluster it polls ("" for none): its readiness and metrics are that cluster's.
     cluster: str = ""
 
@@ -88,11 +95,6 @@ class PollHooks:
     after_each: Callable[[], object] | None = None
     close_pollers: Callable[[], Awaitable[None]] | None = None
     clock: Callable[[], float] = time.perf_counter
-    # A run that has taken this many intervals (plus the grace) is stuck: it is abandoned
-    # (cancelled, its Slurm client processes killed) and its loop started again, inside the
-    # bot, so one cluster's stuck poll neither starves the others nor gets the process
-    # restarted. None: never.
-    restart_after_intervals: float | None = None
 
 
 @dataclass
@@ -106,11 +108,14 @@ class PollSchedule:
     in_flight: set[asyncio.Task[None]] = field(default_factory=set)
     on_clock_step: list[OnClockStep] = field(default_factory=list)
     stopping: bool = False
-    # How many times each poll was abandoned as stuck and started again.
-    restarts: dict[str, int] = field(default_factory=dict)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _loop_tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _abandoned: set[asyncio.Task[None]] = field(default_factory=set)
+
+    @property
+    def restarts(self) -> dict[str, int]:
+        """How many times each poll was abandoned as stuck and started again (if it was)."""
+        return {name: loop.restarts for name, loop in self.loops.items() if loop.restarts}
 
     @property
     def progress(self) -> dict[str, PollProgress]:
@@ -121,7 +126,7 @@ class PollSchedule:
         intervals (plus its command timeout), said in words; `now` is `loop.time()`."""
         late = []
         for progress in self.progress.values():
-            if cluster is not None and progress.cluster != cluster:
+            if cluster is not None and self.loops[progress.source].cluster != cluster:
                 continue
             silent = progress.late_by(now, intervals)
             if silent is not None:
@@ -138,7 +143,11 @@ class PollSchedule:
         """skybot just changed a job: its user should see that at once, not a poll later."""
         self.poll_soon(SLURM_POLL)
 
-    def start(self) -> None:
+    def start(self, restart_after_intervals: float | None = None) -> None:
+        """Start every poll loop. A run that has taken `restart_after_intervals` intervals
+        (plus the grace) is stuck: it is abandoned (cancelled, its Slurm client processes
+        killed) and its loop started again, inside the bot, so one cluster's stuck poll
+        neither starves the others nor gets the process restarted. None: never."""
         name_clusters_in_logs()
         self.scheduler.start()
         now = asyncio.get_running_loop().time()
@@ -146,8 +155,9 @@ class PollSchedule:
             loop.progress.started_at = now
             self._loop_tasks[source] = asyncio.create_task(loop.run(), name=f"poll-{source}")
         self._tasks.append(asyncio.create_task(self._watch_clock(), name="clock-steps"))
-        if self.hooks.restart_after_intervals is not None:
-            self._tasks.append(asyncio.create_task(self._watch_stuck(), name="stuck-polls"))
+        if restart_after_intervals is not None:
+            watch = self._watch_stuck(restart_after_intervals)
+            self._tasks.append(asyncio.create_task(watch, name="stuck-polls"))
 
     def restart_stuck(self, now: float, intervals: float) -> list[str]:
         """Abandon each poll whose run has taken more than `intervals` intervals (plus the
@@ -156,7 +166,8 @@ class PollSchedule:
         for source, task in list(self._loop_tasks.items()):
             if self.stopping:
                 break
-            progress = self.loops[source].progress
+            interval_loop = self.loops[source]
+            progress = interval_loop.progress
             running = progress.stuck_for(now, intervals)
             if running is None and not task.done():
                 continue
@@ -164,7 +175,7 @@ class PollSchedule:
             log.error(
                 "the %s poll%s %s: abandoned and started again; the other polls go on",
                 source,
-                f" of cluster {progress.cluster}" if progress.cluster else "",
+                f" of cluster {interval_loop.cluster}" if interval_loop.cluster else "",
                 what,
             )
             # Cancelling it ends its Slurm client processes (its poll worker is killed); one
@@ -173,19 +184,18 @@ class PollSchedule:
             self._abandoned.add(task)
             task.add_done_callback(self._abandoned.discard)
             progress.running_since = None
-            self.restarts[source] = self.restarts.get(source, 0) + 1
+            interval_loop.restarts += 1
             self._loop_tasks[source] = asyncio.create_task(
-                self.loops[source].run(), name=f"poll-{source}"
+                interval_loop.run(), name=f"poll-{source}"
             )
             restarted.append(source)
         return restarted
 
-    async def _watch_stuck(self) -> None:
-        assert self.hooks.restart_after_intervals is not None
+    async def _watch_stuck(self, intervals: float) -> None:
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(CLOCK_CHECK_SECONDS)
-            self.restart_stuck(loop.time(), self.hooks.restart_after_intervals)
+            self.restart_stuck(loop.time(), intervals)
 
     async def run_poll(self, job: PollJob) -> None:
         """One run of `job` and what follows it; a failing store is said once by its health,
@@ -216,24 +226,25 @@ class PollSchedule:
     def _observe(self, job: PollJob, took: float) -> None:
         if self.hooks.observe is not None:
             self.hooks.observe(job.name, took)
-        if job.pacer is None:
+        if job.pacing is None:
             return
-        interval = job.pacer.observe(took)
+        pacer = job.pacing.pacer
+        interval = pacer.observe(took)
         if interval is None:
             return
-        if interval > job.pacer.base_seconds:
+        if interval > pacer.base_seconds:
             log.warning(
                 "%s poll took %.1f s, over %.0f%% of the poll interval: polling every %.0f s",
                 job.name,
                 took,
-                100 * job.pacer.max_share,
+                100 * pacer.max_share,
                 interval,
             )
         else:
             log.info("%s polls are cheap again: polling every %.0f s", job.name, interval)
         self.loops[job.name].progress.interval = interval
-        if job.on_interval is not None:
-            job.on_interval(interval)
+        if job.pacing.on_interval is not None:
+            job.pacing.on_interval(interval)
         if self.hooks.observe_interval is not None:
             self.hooks.observe_interval(job.name, interval)
 
@@ -289,8 +300,9 @@ def build_schedule(
     for job in polls:
         if hooks.observe_interval is not None:
             hooks.observe_interval(job.name, job.seconds)
-        progress = PollProgress(job.name, job.seconds, hooks.grace_seconds, cluster=job.cluster)
-        schedule.loops[job.name] = IntervalLoop(progress, functools.partial(schedule.run_poll, job))
+        progress = PollProgress(job.name, job.seconds, hooks.grace_seconds)
+        work = functools.partial(schedule.run_poll, job)
+        schedule.loops[job.name] = IntervalLoop(progress, work, job.cluster)
     for entry in calendar:
         scheduler.add_job(
             entry.run,

@@ -148,8 +148,8 @@ async def test_every_line_a_clusters_poll_logs_names_the_cluster(
     async def failing() -> None:
         logger.warning("slurm poll failed (next try in %d s): %s", 30, "boom")
 
-    progress = PollProgress("slurm@nova", 60.0, 1.0, cluster="nova")
-    task = asyncio.create_task(IntervalLoop(progress, failing).run())
+    progress = PollProgress("slurm@nova", 60.0, 1.0)
+    task = asyncio.create_task(IntervalLoop(progress, failing, "nova").run())
     await asyncio.sleep(0.05)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)

@@ -158,7 +158,7 @@ async def test_a_stuck_poll_is_one_clusters_it_is_restarted_inside_and_the_watch
     jobs = polls.polls(config)
     schedule = build_schedule(jobs, poll_hooks(config, Metrics(), _Writer(), [], jobs))  # type: ignore[arg-type]
     beat = service._feed_watchdog(_Writer(), _Sender())  # type: ignore[arg-type]
-    schedule.start()
+    schedule.start(restart_after_intervals=2 * 2.0)
     try:
         await asyncio.sleep(0.4)  # 2 x 0.1 + 0.1 = 0.3 s: nova's poll is late for readiness
         late = service.late_polls(config, schedule, "nova")
