@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "console":
             from bot.console import run_console
 
-            return asyncio.run(run_console(config, args.as_user))
+            return asyncio.run(run_console(config, args.as_user, cluster=args.cluster))
         if args.command == "poll":
             return asyncio.run(_poll(config, args.cycles))
         if args.command == "check-config":
@@ -230,6 +230,10 @@ def _parser() -> argparse.ArgumentParser:
         "console", parents=[common], help="type /sky commands locally, no Slack needed"
     )
     console.add_argument("--as", dest="as_user", help="act as this cluster user")
+    console.add_argument(
+        "--cluster",
+        help="the cluster commands are about unless they name one (default: the first)",
+    )
     poll = sub.add_parser(
         "poll", parents=[common], help="poll Slurm and storage into the store, then exit"
     )

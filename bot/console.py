@@ -33,12 +33,27 @@ def default_user() -> str:
 
 
 async def run_console(
-    config: Config, as_user: str | None, stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout
+    config: Config,
+    as_user: str | None,
+    stdin: TextIO = sys.stdin,
+    stdout: TextIO = sys.stdout,
+    cluster: str | None = None,
 ) -> int:
+    """`cluster`: the one commands are about unless they name one (else the default)."""
+    if cluster is not None and config.cluster_named(cluster) is None:
+        names = ", ".join(c.name for c in config.clusters)
+        print(
+            f"skybot: no cluster called {cluster!r} in the config; its clusters: {names}",
+            file=sys.stderr,
+        )
+        return 2
     writer = StoreWriter(database_path(config))
     await adopt_rows(config, writer)
     readers = every_cluster(config, writer)
-    desks = reading_desks(readers)
+    # The cluster asked for first: the router's default.
+    wanted = (cluster or "").casefold()
+    first = [r for r in readers if r.cluster.name.casefold() == wanted]
+    desks = reading_desks([*first, *(r for r in readers if r not in first)])
     table = command_table(config.template)
     user = as_user or default_user()
     interactive = stdin.isatty()
