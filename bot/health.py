@@ -3,11 +3,12 @@
 - Live (`/livez`, and `/healthz` as its alias): the process and its event loop are alive. The
   loop answers the request itself, and its heartbeat ticked lately. Nothing outside skybot can
   make this fail, so a liveness probe never restarts the bot because Slack or Slurm is down.
-- Ready (`/readyz`): skybot is doing its job. Connected to Slack (Socket Mode), Slurm's
-  snapshot fresh and its last poll good, accounting (sacct) answering, the outbox not paused
-  by a refused token, every poller completing on time (on the monotonic clock: a wall-clock
-  step or a poll stuck for good is seen whatever the heartbeat says), the database working
-  and still the file at its path. The answer names each check and why it fails.
+- Ready (`/readyz`): skybot is doing its job. The process: connected to Slack (Socket
+  Mode), the outbox not paused by a refused token, the database working and still the file
+  at its path. Each cluster: its Slurm snapshot fresh and its last poll good, accounting
+  (sacct) answering, its pollers completing on time (on the monotonic clock: a wall-clock
+  step or a stuck poll is seen whatever the heartbeat says). The answer names each check,
+  each cluster's apart, and why it fails; `/readyz?cluster=NAME` asks about one cluster.
 
 Ages are wall-clock differences (the snapshot's time is stored): after the clock is stepped
 back they would be negative, so they are never less than 0; that a poll is late is judged on
