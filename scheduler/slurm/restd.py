@@ -173,7 +173,12 @@ class RestdClient:
         version = await self.version()
         try:
             _, body = await self._get(self._path("slurm", version, "ping"), {})
-            pings = self._document(body, "ping").get("pings") or []
+            # Decoded in full: the Slurm-record decoder keeps only the fields polls parse,
+            # and dropped "pings", so every ping read as unanswered.
+            document = self._plain(body, "ping")
+            if document.get("errors"):
+                return False
+            pings = document.get("pings") or []
         except RestdError:
             return False
         # 22.05 says {"ping": "UP"}, 24.x {"pinged": "UP"}.
