@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "console":
             from bot.console import run_console
 
-            return asyncio.run(run_console(config, args.as_user))
+            return asyncio.run(run_console(config, args.as_user, cluster=args.cluster))
         if args.command == "poll":
             return asyncio.run(_poll(config, args.cycles))
         if args.command == "check-config":
@@ -187,33 +187,36 @@ def _doctor(path: Path | None, service_user: str | None) -> int:
 
 
 async def _poll(config: Config, cycles: int) -> int:
+    """Poll every cluster once, each through its own source, as `skybot run` would; one line
+    per cluster (named where there are several), and each failing source."""
+    from bot.adoption import adopt_rows
+    from bot.cluster_readers import close_every, every_cluster, poll_every_cluster
     from bot.config import database_path
-    from scheduler.slurm.poller import SlurmPoller
-    from scheduler.storage_poller import StoragePoller
-    from store.clusters import adopt_unnamed_rows
     from store.snapshots import load_snapshot
     from store.writer import StoreWriter
 
     writer = StoreWriter(database_path(config))
-    cluster = config.default_cluster.name
-    await writer.run(adopt_unnamed_rows, cluster)
-    slurm = SlurmPoller(config, writer, cluster=cluster)
+    readers = []
     try:
-        ok = await slurm.poll_caps() and await StoragePoller(config, writer, cluster=cluster).poll()
-        for _ in range(cycles):
-            ok = await slurm.poll_jobs() and ok
-        snapshot = await writer.run(load_snapshot, config.default_cluster.name)
+        await adopt_rows(config, writer)
+        readers = every_cluster(config, writer)
+        results = await poll_every_cluster(readers, cycles)
+        snapshots = [await writer.run(load_snapshot, r.cluster.name) for r in readers]
     finally:
-        await slurm.close()
+        await close_every(readers)
         writer.close()
-    print(
-        f"{len(snapshot.jobs)} jobs, {len(snapshot.nodes)} nodes, {len(snapshot.caps)} caps, "
-        f"{len(snapshot.directories)} directories, {len(snapshot.filesystems)} filesystems"
-    )
-    for status in snapshot.status.values():
-        if status.failing:
-            print(f"{status.source}: FAILING: {status.error}")
-    return 0 if ok else 1
+    several = len(readers) > 1
+    for reader, snapshot in zip(readers, snapshots, strict=True):
+        named = f"{reader.cluster.name}: " if several else ""
+        print(
+            f"{named}{len(snapshot.jobs)} jobs, {len(snapshot.nodes)} nodes, "
+            f"{len(snapshot.caps)} caps, {len(snapshot.directories)} directories, "
+            f"{len(snapshot.filesystems)} filesystems"
+        )
+        for status in snapshot.status.values():
+            if status.failing:
+                print(f"{named}{status.source}: FAILING: {status.error}")
+    return 0 if all(results) else 1
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -228,6 +231,10 @@ def _parser() -> argparse.ArgumentParser:
         "console", parents=[common], help="type /sky commands locally, no Slack needed"
     )
     console.add_argument("--as", dest="as_user", help="act as this cluster user")
+    console.add_argument(
+        "--cluster",
+        help="the cluster commands are about unless they name one (default: the first)",
+    )
     poll = sub.add_parser(
         "poll", parents=[common], help="poll Slurm and storage into the store, then exit"
     )

@@ -2,7 +2,7 @@
 
 A bot serves every configured cluster with one wing each, built alike from the whole
 configuration and that cluster's ClusterConfig (its pollers still read the configuration as
-if it were the only cluster: `polled_config`). Wings share the store, the
+if it were the only cluster: bot/cluster_readers.py `polled_config`). Wings share the store, the
 outbox, the identity directory and the schedule; each has its own polls in that schedule, so
 one cluster's outage fails only its own polls and stales only its own snapshot.
 """
@@ -14,9 +14,8 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import msgspec
-
-from bot.config import Config, database_path
+from bot.cluster_readers import cluster_readers
+from bot.config import Config
 from bot.polling import poll_jobs
 from bot.runner_client import call_runner
 from core.cluster_config import ClusterConfig
@@ -27,25 +26,10 @@ from handlers.services import Services
 from scheduler.schedule import PollJob, PollSchedule
 from scheduler.slurm.own_actions import refreshing_runner
 from scheduler.slurm.poller import SlurmPoller
-from scheduler.slurm.restd_source import source_for
-from scheduler.storage_poller import StoragePoller
 from scheduler.submit_worker import SubmissionWorker
 from scheduler.watchers import Watchers
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
-
-
-def snapshot_cache(config: Config, cluster: ClusterConfig) -> SnapshotCache:
-    """The in-memory view of the store that commands answer from, for `cluster`: its views
-    know it, so every button built from them names it."""
-    return SnapshotCache(
-        database_path(config),
-        cluster,
-        cluster.labs,
-        cluster.slurm.overcap_account,
-        cluster.slurm.overcap_partition,
-        gpu_min_release=config.images.min_release,
-    )
 
 
 def runner_call(config: Config, cluster: ClusterConfig, timeout: float | None = None) -> RunnerCall:
@@ -68,32 +52,6 @@ def runner_call(config: Config, cluster: ClusterConfig, timeout: float | None = 
         )
 
     return call
-
-
-def as_configured(config: Config, cluster: ClusterConfig) -> ClusterConfig:
-    """`cluster` as `config` has it: for the default cluster, the top level's [slurm] and labs
-    (what a caller replaced on a parsed config, tests and tools, is what counts)."""
-    if cluster.name != config.default_cluster.name:
-        return cluster
-    return msgspec.structs.replace(cluster, slurm=config.slurm, labs=config.labs)
-
-
-def polled_config(config: Config, cluster: ClusterConfig) -> Config:
-    """`config` as the pollers and the submission worker, written for one cluster, still
-    read it: `cluster`'s Slurm settings and labs, and it first among `clusters`. Nothing that
-    answers users sees it: handlers take the view (which knows its cluster) and the whole
-    configuration."""
-    if config.default_cluster == cluster:
-        return config
-    notifications = msgspec.structs.replace(config.notifications, cluster_name=cluster.name)
-    others = tuple(c for c in config.clusters if c.name != cluster.name)
-    return msgspec.structs.replace(
-        config,
-        slurm=cluster.slurm,
-        labs=cluster.labs,
-        notifications=notifications,
-        clusters=(cluster, *others),
-    )
 
 
 @dataclass
@@ -127,11 +85,9 @@ async def build_wing(
 ) -> ClusterWing:
     """`cluster`'s reader, snapshot, watchers and polls (its actions come with
     `bind_actions`, once the schedule they bring forward exists)."""
-    name = cluster.name
-    default = name == config.default_cluster.name
-    cluster = as_configured(config, cluster)
-    polled = polled_config(config, cluster)
-    cache = snapshot_cache(config, cluster)
+    # The readers the console, `skybot poll` and the doctor build too (cluster_readers.py).
+    readers = cluster_readers(config, cluster, writer)
+    cluster, polled, cache = readers.cluster, readers.config, readers.cache
     await cache.refresh()
     # Reading a failed job's output gets its own, shorter deadline: the DM waits for it.
     tail_runner = runner_call(
@@ -142,15 +98,15 @@ async def build_wing(
     watchers = Watchers(
         polled, writer, identity, wake_sender, cache.current, tail_runner, cluster=cluster
     )
-    poller = SlurmPoller(polled, writer, source=source_for(cluster), cluster=name)
+    poller = readers.poller
     polls = poll_jobs(
         polled,
         poller,
-        StoragePoller(polled, writer, cluster=name),
+        readers.storage,
         cache.refresh,
         watchers,
         # The default cluster's polls keep their old names (metrics, logs).
-        default=default,
+        default=readers.default,
     )
     return ClusterWing(cluster, cache, poller, watchers, polls)
 

@@ -3,11 +3,12 @@
 - Live (`/livez`, and `/healthz` as its alias): the process and its event loop are alive. The
   loop answers the request itself, and its heartbeat ticked lately. Nothing outside skybot can
   make this fail, so a liveness probe never restarts the bot because Slack or Slurm is down.
-- Ready (`/readyz`): skybot is doing its job. Connected to Slack (Socket Mode), Slurm's
-  snapshot fresh and its last poll good, accounting (sacct) answering, the outbox not paused
-  by a refused token, every poller completing on time (on the monotonic clock: a wall-clock
-  step or a poll stuck for good is seen whatever the heartbeat says), the database working
-  and still the file at its path. The answer names each check and why it fails.
+- Ready (`/readyz`): skybot is doing its job. The process: connected to Slack (Socket
+  Mode), the outbox not paused by a refused token, the database working and still the file
+  at its path. Each cluster: its Slurm snapshot fresh and its last poll good, accounting
+  (sacct) answering, its pollers completing on time (on the monotonic clock: a wall-clock
+  step or a stuck poll is seen whatever the heartbeat says). The answer names each check,
+  each cluster's apart, and why it fails; `/readyz?cluster=NAME` asks about one cluster.
 
 Ages are wall-clock differences (the snapshot's time is stored): after the clock is stepped
 back they would be negative, so they are never less than 0; that a poll is late is judged on
@@ -21,12 +22,16 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from bot.slack_link import SocketModeLink
 from core.slurm_failure import restd_words
 from core.view import ClusterView
 from scheduler.outbox_sender import SenderPause
 from store.health import StoreHealth
+
+# The order /readyz has always listed its checks in.
+CHECK_ORDER = ("slack", "slurm", "accounting", "sender", "pollers", "store", "exactly_once")
 
 # The heartbeat ticks this often; a loop that has not run it for LIVE_SECONDS is not alive.
 BEAT_SECONDS = 1.0
@@ -71,36 +76,74 @@ class Heartbeat:
 
 
 @dataclass
-class ServiceStatus:
-    """Everything readiness and the metrics read about the running bot."""
+class ClusterHealth:
+    """One cluster's side of readiness: its snapshot's sources and its polls."""
 
+    name: str
     view: Callable[[], ClusterView]
+    # Its Slurm snapshot is stale once older than this.
+    max_age_seconds: float
+    # Each of its pollers that has not completed on time, in words (scheduler/schedule.py).
+    late_polls: Callable[[], list[str]] = list
+    # How many times each of its polls was abandoned as stuck and started again.
+    restarts: Callable[[], dict[str, int]] = dict
+
+    def readiness(self, now: float) -> dict[str, Check]:
+        return {
+            "slurm": slurm_check(self.view(), now, self.max_age_seconds),
+            "accounting": accounting_check(self.view(), now),
+            "pollers": self._pollers(),
+        }
+
+    def _pollers(self) -> Check:
+        late = self.late_polls()
+        return Check(False, "; ".join(late)) if late else Check(True, "every poll on time")
+
+
+@dataclass
+class ServiceStatus:
+    """Everything readiness and the metrics read about the running bot: the process's own
+    checks (Slack, the sender, the store) and each cluster's (its Slurm, accounting, polls),
+    the default cluster first. One cluster's outage fails only its own checks."""
+
+    clusters: list[ClusterHealth]
     sender_pause: Callable[[], SenderPause | None]
     heartbeat: Heartbeat
     # Socket Mode's connection; None in HTTP mode, where Slack comes to us.
     slack: SocketModeLink | None
-    # Slurm's snapshot is stale once older than this.
-    max_age_seconds: float
-    # Every poller that has not completed on time, in words (scheduler/schedule.py).
-    late_polls: Callable[[], list[str]] = list
     store: StoreHealth | None = None
     # Whether one DM per notice holds across a crash (the im:history scope), and why: said,
     # but not unready without it (skybot then sends such a DM again, as documented).
     exactly_once: Callable[[], str] | None = None
 
     def readiness(self, now: float) -> dict[str, Check]:
-        return {
-            "slack": self._slack(now),
-            "slurm": slurm_check(self.view(), now, self.max_age_seconds),
-            "accounting": accounting_check(self.view(), now),
-            "sender": self._sender(now),
-            "pollers": self._pollers(),
-            "store": self._store(),
-        } | ({"exactly_once": Check(True, self.exactly_once())} if self.exactly_once else {})
+        """The process's own checks, whatever cluster is asked about."""
+        own = {"slack": self._slack(now), "sender": self._sender(now), "store": self._store()}
+        if self.exactly_once is not None:
+            own["exactly_once"] = Check(True, self.exactly_once())
+        return own
 
-    def _pollers(self) -> Check:
-        late = self.late_polls()
-        return Check(False, "; ".join(late)) if late else Check(True, "every poll on time")
+    def report(self, now: float, cluster: str | None = None) -> tuple[bool, dict[str, Any]]:
+        """(ready, /readyz's body). `checks`: the process's and the default cluster's (or
+        `cluster`'s), named as a one-cluster bot always named them; `clusters`: every
+        cluster's (or only `cluster`'s) checks. Ready while the process's checks and those of
+        every cluster (or of `cluster` only) pass: ask per cluster for a probe that one
+        cluster's outage does not fail."""
+        own = self.readiness(now)
+        asked = [c for c in self.clusters if cluster is None or c.name == cluster]
+        per_cluster = {c.name: c.readiness(now) for c in asked}
+        first = per_cluster[asked[0].name] if asked else {}
+        checks = {**own, **first}
+        ordered = {name: checks[name] for name in CHECK_ORDER if name in checks}
+        clusters = {
+            name: {"ready": all(c.ok for c in found.values()), "checks": _said(found)}
+            for name, found in per_cluster.items()
+        }
+        ready = all(c.ok for c in own.values()) and all(v["ready"] for v in clusters.values())
+        return ready, {"ready": ready, "checks": _said(ordered), "clusters": clusters}
+
+    def cluster_names(self) -> list[str]:
+        return [c.name for c in self.clusters]
 
     def _store(self) -> Check:
         if self.store is None:
@@ -124,6 +167,10 @@ class ServiceStatus:
             False,
             f"paused for {age(now, pause.since):.0f} s: Slack refuses the token ({pause.error})",
         )
+
+
+def _said(checks: dict[str, Check]) -> dict[str, dict[str, Any]]:
+    return {name: {"ok": c.ok, "detail": c.detail} for name, c in checks.items()}
 
 
 def age(now: float, then: float) -> float:

@@ -27,6 +27,10 @@ class JsonLines(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        cluster = getattr(record, "cluster", "")
+        if cluster:
+            # Logged while working for a cluster (scheduler/log_cluster.py): a field to filter on.
+            entry["cluster"] = cluster
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)

@@ -67,16 +67,16 @@ class Metrics:
         """Durations and counts, observed where the work happens."""
         self.poll_seconds = Histogram(
             "skybot_poll_duration_seconds",
-            "Time one poll took, by source.",
-            ["source"],
+            "Time one poll took, by cluster and source.",
+            ["cluster", "source"],
             buckets=_POLL,
             registry=registry,
         )
         self.poll_interval = Gauge(
             "skybot_poll_interval_seconds",
-            "The interval polls run at, by source (the Slurm poll's stretches while polls are "
-            "expensive: slurm.max_poll_share).",
-            ["source"],
+            "The interval polls run at, by cluster and source (the Slurm poll's stretches while "
+            "polls are expensive: slurm.max_poll_share).",
+            ["cluster", "source"],
             registry=registry,
         )
         self.sends = Counter(
@@ -122,14 +122,14 @@ class Metrics:
         """Sources, store, Slack and the event loop, read at scrape time."""
         self.snapshot_age = Gauge(
             "skybot_snapshot_age_seconds",
-            "Age of the last good snapshot, by source.",
-            ["source"],
+            "Age of the last good snapshot, by cluster and source.",
+            ["cluster", "source"],
             registry=registry,
         )
         self.source_failing = Gauge(
             "skybot_source_failing",
-            "1 while the last poll of a source failed.",
-            ["source"],
+            "1 while the last poll of a source failed, by cluster and source.",
+            ["cluster", "source"],
             registry=registry,
         )
         self.store_failing = Gauge(
@@ -145,9 +145,16 @@ class Metrics:
         )
         self.ready = Gauge(
             "skybot_ready",
-            "1 while every readiness check passes, by check (slack, slurm, accounting, sender, "
-            "pollers, store, exactly_once: always 1, its detail on /readyz).",
-            ["check"],
+            "1 while the readiness check passes, by check: slack, sender, store and "
+            'exactly_once (always 1, its detail on /readyz) with cluster "", and each '
+            "cluster's slurm, accounting and pollers.",
+            ["check", "cluster"],
+            registry=registry,
+        )
+        self.poll_restarts = Gauge(
+            "skybot_poll_restarts",
+            "Times a poll was abandoned as stuck and started again, by cluster and source.",
+            ["cluster", "source"],
             registry=registry,
         )
         self.loop_lag = Gauge(
@@ -156,11 +163,11 @@ class Metrics:
             registry=registry,
         )
 
-    def observe_poll_interval(self, source: str, seconds: float) -> None:
-        self.poll_interval.labels(source=source).set(seconds)
+    def observe_poll_interval(self, source: str, cluster: str, seconds: float) -> None:
+        self.poll_interval.labels(cluster, source).set(seconds)
 
-    def observe_poll(self, source: str, seconds: float) -> None:
-        self.poll_seconds.labels(source).observe(seconds)
+    def observe_poll(self, source: str, cluster: str, seconds: float) -> None:
+        self.poll_seconds.labels(cluster, source).observe(seconds)
 
     @property
     def observe_command(self) -> Callable[[str, float], None]:
@@ -178,10 +185,13 @@ class Metrics:
         self, status: ServiceStatus, writer: StoreWriter, now: float
     ) -> dict[str, Check]:
         """Bring every state gauge up to date; returns the readiness checks it read."""
-        for source, poll in status.view().snapshot.status.items():
-            if poll.taken_at is not None:
-                self.snapshot_age.labels(source).set(age(now, poll.taken_at))
-            self.source_failing.labels(source).set(1 if poll.failing else 0)
+        for cluster in status.clusters:
+            for source, poll in cluster.view().snapshot.status.items():
+                if poll.taken_at is not None:
+                    self.snapshot_age.labels(cluster.name, source).set(age(now, poll.taken_at))
+                self.source_failing.labels(cluster.name, source).set(1 if poll.failing else 0)
+            for poll_name, count in cluster.restarts().items():
+                self.poll_restarts.labels(cluster.name, poll_name.partition("@")[0]).set(count)
         try:
             await self._refresh_counts(writer)
         except Exception as error:
@@ -194,7 +204,10 @@ class Metrics:
         self.loop_lag.set(status.heartbeat.lag_seconds)
         checks = status.readiness(now)
         for name, check in checks.items():
-            self.ready.labels(name).set(1 if check.ok else 0)
+            self.ready.labels(name, "").set(1 if check.ok else 0)
+        for cluster in status.clusters:
+            for name, check in cluster.readiness(now).items():
+                self.ready.labels(name, cluster.name).set(1 if check.ok else 0)
         return checks
 
     async def _refresh_counts(self, writer: StoreWriter) -> None:
@@ -283,12 +296,13 @@ def metrics_app(metrics: Metrics, status: ServiceStatus, writer: StoreWriter) ->
         )
 
     async def readyz(request: web.Request) -> web.Response:
-        checks = status.readiness(time.time())
-        ready = all(check.ok for check in checks.values())
-        body: dict[str, Any] = {
-            "ready": ready,
-            "checks": {name: {"ok": c.ok, "detail": c.detail} for name, c in checks.items()},
-        }
+        # /readyz?cluster=NAME: the process and that cluster only (a per-cluster probe).
+        cluster = request.query.get("cluster")
+        if cluster is not None and cluster not in status.cluster_names():
+            known = ", ".join(status.cluster_names())
+            body: dict[str, Any] = {"error": f"no cluster called {cluster!r}; clusters: {known}"}
+            return web.json_response(body, status=404)
+        ready, body = status.report(time.time(), cluster)
         return web.json_response(body, status=200 if ready else 503)
 
     app = web.Application()

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from bot.config import Config
 from bot.metrics import Metrics
-from scheduler.schedule import SLURM_POLL, AfterPoll, PollHooks, PollJob, slurm_pacer
+from scheduler.schedule import SLURM_POLL, AfterPoll, Pacing, PollHooks, PollJob, slurm_pacer
 from scheduler.slurm.poller import PROBE_SECONDS, SlurmPoller
 from scheduler.storage_poller import StoragePoller
 from scheduler.watchers import Watchers
@@ -18,9 +18,21 @@ from store.writer import StoreWriter
 
 
 def poll_name(kind: str, cluster: str, default: bool) -> str:
-    """`slurm`, `caps`, `storage` for the default cluster (as they always were, in metrics
-    and logs); `slurm@nova` and so on for the others."""
+    """`slurm`, `caps`, `storage` for the default cluster (as they always were, in logs);
+    `slurm@nova` and so on for the others."""
     return kind if default else f"{kind}@{cluster}"
+
+
+def poll_kind(name: str) -> str:
+    """What a poll reads (`slurm`, `caps`, `storage`, `slurm-probe`), from its name; the
+    metrics label it so, beside its cluster."""
+    return name.partition("@")[0]
+
+
+# A poll whose run has taken this many times `stale_after_polls` intervals (plus its command
+# timeout) is abandoned and started again inside the bot (scheduler/schedule.py); readiness
+# calls it late after one time that.
+STUCK_FACTOR = 2.0
 
 
 def poll_jobs(
@@ -45,39 +57,57 @@ def poll_jobs(
             slurm.poll_jobs,
             (refresh, *after_slurm),
             # The poller plans its listings of pending jobs on the interval.
-            pacer=slurm_pacer(config),
-            on_interval=slurm.set_interval,
+            pacing=Pacing(slurm_pacer(config), slurm.set_interval),
+            cluster=cluster,
         ),
         # Between polls, "did any job change?", where the source can ask it for almost nothing;
         # on a yes the poll above is brought forward (SlurmPoller.on_change).
-        PollJob(poll_name("slurm-probe", cluster, default), PROBE_SECONDS, slurm.probe),
+        PollJob(
+            poll_name("slurm-probe", cluster, default), PROBE_SECONDS, slurm.probe, cluster=cluster
+        ),
         PollJob(
             poll_name("caps", cluster, default),
             config.slurm.caps_poll_seconds,
             slurm.poll_caps,
             (refresh,),
+            cluster=cluster,
         ),
         PollJob(
             poll_name("storage", cluster, default),
             config.storage.poll_seconds,
             storage.poll,
             (refresh, *after_storage),
+            cluster=cluster,
         ),
     ]
 
 
 def poll_hooks(
-    config: Config, metrics: Metrics, writer: StoreWriter, slurm: Sequence[SlurmPoller]
+    config: Config,
+    metrics: Metrics,
+    writer: StoreWriter,
+    slurm: Sequence[SlurmPoller],
+    polls: Sequence[PollJob] = (),
 ) -> PollHooks:
     async def close_pollers() -> None:
         # Every cluster's Slurm poll worker ends with the polls.
         await asyncio.gather(*(poller.close() for poller in slurm))
 
+    # Each poll's figures carry its cluster (and its kind, without the `@cluster`).
+    clusters = {job.name: job.cluster for job in polls}
+    default = config.default_cluster.name
+
+    def observe(name: str, seconds: float) -> None:
+        metrics.observe_poll(poll_kind(name), clusters.get(name, default), seconds)
+
+    def observe_interval(name: str, seconds: float) -> None:
+        metrics.observe_poll_interval(poll_kind(name), clusters.get(name, default), seconds)
+
     return PollHooks(
         # The slowest cluster's command timeout: a poll is late only past its own grace.
         grace_seconds=max(c.slurm.command_timeout_seconds for c in config.clusters),
-        observe=metrics.observe_poll,
-        observe_interval=metrics.observe_poll_interval,
+        observe=observe,
+        observe_interval=observe_interval,
         after_each=writer.check_file,
         close_pollers=close_pollers,
     )

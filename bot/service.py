@@ -16,6 +16,7 @@ import logging
 import signal
 import socket
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -23,6 +24,7 @@ import msgspec
 from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 
+from bot.adoption import adopt_rows
 from bot.app import (
     DEFAULT_SLACK_API_URL,
     build_app,
@@ -30,9 +32,9 @@ from bot.app import (
 )
 from bot.cluster_wing import ClusterWing, bind_actions, build_wing, runner_call
 from bot.config import Config, Secrets
-from bot.health import Heartbeat, ServiceStatus
+from bot.health import ClusterHealth, Heartbeat, ServiceStatus
 from bot.metrics import Metrics, metrics_app
-from bot.polling import poll_hooks
+from bot.polling import STUCK_FACTOR, poll_hooks
 from bot.scopes import TokenScopes
 from bot.slack_link import SocketModeLink, socket_mode_handler
 from bot.startup import Claim, claimed
@@ -51,7 +53,6 @@ from scheduler.schedule import PollSchedule, build_schedule
 from scheduler.sender_client import sender_client
 from scheduler.slack_limits import SlackLimits
 from scheduler.submit_worker import SubmissionWorker
-from store.clusters import adopt_unnamed_rows
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
 
@@ -106,7 +107,7 @@ def every_lab(config: Config) -> Config:
 
 async def build_runtime(config: Config, secrets: Secrets, writer: StoreWriter) -> Runtime:
     # Rows from before clusters had names are today's cluster's: named before anything reads.
-    await writer.run(adopt_unnamed_rows, config.default_cluster.name)
+    await adopt_rows(config, writer)
     # One token, one set of Slack's limits, whichever client calls.
     limits = SlackLimits(messages_per_minute=config.notifications.messages_per_minute)
     client = web_client(secrets, limits)
@@ -131,9 +132,10 @@ async def build_runtime(config: Config, secrets: Secrets, writer: StoreWriter) -
         await build_wing(config, cluster, writer, identity, sender.wake)
         for cluster in config.clusters
     ]
+    polls = [job for wing in wings for job in wing.polls]
     schedule = build_schedule(
-        [job for wing in wings for job in wing.polls],
-        poll_hooks(config, metrics, writer, [wing.poller for wing in wings]),
+        polls,
+        poll_hooks(config, metrics, writer, [wing.poller for wing in wings], polls),
         [WeeklyDigest(config, writer, sender.wake).calendar()],
     )
     schedule.on_clock_step.append(sender.clock_stepped)
@@ -153,10 +155,12 @@ async def build_runtime(config: Config, secrets: Secrets, writer: StoreWriter) -
     app = build_app(
         config, secrets, wings[0].cache, default, client, metrics.observe_command, desks
     )
-    # Under systemd's WatchdogSec=, the loop's own heartbeat keeps the watchdog fed while every
-    # poller keeps completing: a wedged loop, or a poller stuck for good, stops feeding it,
-    # and systemd restarts the service.
-    heartbeat = Heartbeat(on_beat=_feed_watchdog(config, schedule) if watchdog_enabled() else None)
+    # Under systemd's WatchdogSec=, the loop's own heartbeat keeps the watchdog fed while the
+    # process works: a wedged loop, writer or sender stops feeding it, and systemd restarts
+    # the service. A stuck poll does not: it is one cluster's, abandoned and started again
+    # inside the bot (scheduler/schedule.py), while the other clusters go on.
+    watchdog = _feed_watchdog(writer, sender) if watchdog_enabled() else None
+    heartbeat = Heartbeat(on_beat=watchdog)
     runtime = Runtime(writer, wings, schedule, sender, app, metrics, heartbeat)
     if config.slack.mode != "http":
         runtime.slack = _socket_mode(app, secrets, metrics, sender)
@@ -173,26 +177,45 @@ def _socket_mode(
     return SocketModeLink(socket_mode_handler(app, secrets.app_token), connected)
 
 
-# A poller is late for readiness after stale_after_polls intervals (plus its command
-# timeout) without completing; stuck, for the watchdog, after this many times that.
-STUCK_FACTOR = 2.0
-
-
-def late_polls(config: Config, schedule: PollSchedule, factor: float = 1.0) -> list[str]:
+def late_polls(
+    config: Config, schedule: PollSchedule, cluster: str | None = None, factor: float = 1.0
+) -> list[str]:
+    """The polls (of `cluster`, if given) that have not completed within `stale_after_polls`
+    intervals (times `factor`) plus their command timeout."""
     now = asyncio.get_running_loop().time()
-    return schedule.late_polls(now, factor * config.metrics.stale_after_polls)
+    return schedule.late_polls(now, factor * config.metrics.stale_after_polls, cluster)
 
 
-def _feed_watchdog(config: Config, schedule: PollSchedule) -> Callable[[], None]:
+# The writer thread stuck in one call, or the outbox sender in one pass, this long: the
+# process no longer does its work, and the watchdog is not fed. Generous: a save of a
+# 100,000-job poll takes seconds, a pass waits out Slack's rate limits.
+WRITER_STUCK_SECONDS = 300.0
+SENDER_STUCK_SECONDS = 900.0
+
+
+def process_stuck(writer: StoreWriter, sender: OutboxSender, now: float | None = None) -> list[str]:
+    """What of the process's own work is stuck (the event loop is, if this is not called)."""
+    now = time.monotonic() if now is None else now
+    stuck = []
+    if writer.busy_since is not None and now - writer.busy_since > WRITER_STUCK_SECONDS:
+        stuck.append(
+            f"the database writer has been in one call for {now - writer.busy_since:.0f} s"
+        )
+    if sender.pass_since is not None and now - sender.pass_since > SENDER_STUCK_SECONDS:
+        stuck.append(f"the outbox sender has been in one pass for {now - sender.pass_since:.0f} s")
+    return stuck
+
+
+def _feed_watchdog(writer: StoreWriter, sender: OutboxSender) -> Callable[[], None]:
     said = False
 
     def beat() -> None:
         nonlocal said
-        stuck = late_polls(config, schedule, STUCK_FACTOR)
+        stuck = process_stuck(writer, sender)
         if not stuck:
             notify("WATCHDOG=1")
             said = False
-        elif not said and not schedule.stopping:
+        elif not said:
             said = True
             log.error(
                 "not feeding the systemd watchdog, so it restarts skybot: %s", "; ".join(stuck)
@@ -233,12 +256,10 @@ async def _serve(
 ) -> None:
     scopes = TokenScopes(runtime.app.client)
     status = ServiceStatus(
-        view=runtime.cache.current,
+        clusters=[_cluster_health(config, runtime.schedule, wing) for wing in runtime.wings],
         sender_pause=lambda: runtime.sender.paused,
         heartbeat=runtime.heartbeat,
         slack=runtime.slack,
-        max_age_seconds=config.metrics.stale_after_polls * config.slurm.poll_seconds,
-        late_polls=lambda: late_polls(config, runtime.schedule),
         store=runtime.writer.health,
         exactly_once=lambda: scopes.exactly_once()[1],
     )
@@ -252,7 +273,8 @@ async def _serve(
         if "http" in sockets:
             events = runtime.app.web_app(path="/slack/events")
             sites.append(await _serve_on(events, sockets["http"], "Slack events", "/slack/events"))
-        runtime.schedule.start()
+        # A poll stuck this long is abandoned and started again inside the bot.
+        runtime.schedule.start(STUCK_FACTOR * config.metrics.stale_after_polls)
         # The watchers run after every poll attempt, so transitions recorded before a restart
         # are caught up on right away; the sender delivers whatever is queued, old or new.
         workers = [
@@ -282,6 +304,18 @@ async def _serve(
         await _bounded("stopping the background workers", _finish(workers), deadline)
         for site in sites:
             await _bounded("closing a listener", site.cleanup(), deadline)
+
+
+def _cluster_health(config: Config, schedule: PollSchedule, wing: ClusterWing) -> ClusterHealth:
+    name = wing.cluster.name
+    polls = {job.name for job in wing.polls}
+    return ClusterHealth(
+        name,
+        wing.cache.current,
+        max_age_seconds=config.metrics.stale_after_polls * wing.cluster.slurm.poll_seconds,
+        late_polls=lambda: late_polls(config, schedule, name),
+        restarts=lambda: {p: n for p, n in schedule.restarts.items() if p in polls},
+    )
 
 
 async def _finish(tasks: list[asyncio.Task[None]]) -> None:

@@ -69,12 +69,16 @@ def hoarding_alerts(
     policy: NotificationsConfig,
     lab_of_root: Mapping[str, str] | None = None,
     slack_ids: Mapping[str, Sequence[str]] | None = None,
+    *,
+    cluster: str = "",
+    shown: str = "",
 ) -> tuple[dict[str, HoardPing], list[Alert]]:
     """(state after this report, pings to post) for the directories in the snapshot.
 
     The snapshot's `previous_kib` gives the growth figure; `lab_of_root` names the lab of
     each storage root; `slack_ids` gives the Slack user ids linked to each cluster user, to
-    mention them.
+    mention them. `cluster` keys the pings (the snapshot is that cluster's); `shown` is the
+    cluster's name as the text says it ("" where skybot serves one cluster).
     """
     labs = lab_of_root or {}
     ids = slack_ids or {}
@@ -104,13 +108,21 @@ def hoarding_alerts(
             before=report.previous_kib.get(d.path),
             fs=fs_by_mount.get(d.root),
             who=mention(tuple(ids.get(d.owner, ())), d.owner),
+            on=on_cluster(shown),
         )
-        alerts.append(Alert(hoard_key(d), text, [section(text)]))
+        alerts.append(Alert(hoard_key(d, cluster), text, [section(text)]))
     return state, alerts
 
 
-def hoard_key(d: DirectoryUsage) -> str:
-    return f"hoard:{d.path}:{d.updated.isoformat()}"
+def hoard_key(d: DirectoryUsage, cluster: str = "") -> str:
+    where = f"{cluster}:" if cluster else ""
+    return f"hoard:{where}{d.path}:{d.updated.isoformat()}"
+
+
+def on_cluster(shown: str) -> str:
+    """ " on cluster `nova`" after a path, so two clusters' same paths are told apart; "" where
+    skybot serves one cluster."""
+    return f" on cluster {literal(shown)}" if shown else ""
 
 
 def _ranks_in_lab(
@@ -144,6 +156,7 @@ def _hoard_text(
     before: int | None,
     fs: FilesystemUsage | None,
     who: str,
+    on: str = "",
 ) -> str:
     if before is None:
         growth = "first report"
@@ -156,7 +169,7 @@ def _hoard_text(
         place = "largest" if reason.rank == 1 else f"{_ordinal(reason.rank)} largest"
         reasons.append(f"the {place} in {literal(reason.lab or d.root)}")
     lines = [
-        f"📦 {who}: {literal(d.path)} holds {format_bytes(d.bytes)} ({growth}), "
+        f"📦 {who}: {literal(d.path)}{on} holds {format_bytes(d.bytes)} ({growth}), "
         f"{' and '.join(reasons)}.",
     ]
     if fs is not None:
@@ -202,8 +215,12 @@ def filesystem_alerts(
     report: ClusterSnapshot,
     policy: NotificationsConfig,
     lab_of_root: Mapping[str, str] | None = None,
+    *,
+    cluster: str = "",
+    shown: str = "",
 ) -> tuple[dict[str, FillState], list[Alert]]:
-    """(state after these readings, warnings to post) for every filesystem in the snapshot."""
+    """(state after these readings, warnings to post) for every filesystem in the snapshot;
+    `cluster` and `shown` as for `hoarding_alerts`."""
     state = dict(previous)
     alerts: list[Alert] = []
     for fs in sorted(report.filesystems, key=lambda f: f.mount):
@@ -214,9 +231,10 @@ def filesystem_alerts(
         on_it = [d for d in report.directories if d.root == fs.mount]
         lab = (lab_of_root or {}).get(fs.mount)
         text = _fill_text(
-            fs, crossed, policy.filesystem_thresholds, on_it, report.previous_kib, lab
+            fs, crossed, policy.filesystem_thresholds, on_it, report.previous_kib, lab, shown
         )
-        key = f"fs:{fs.mount}:{crossed:g}:{new.warnings}"
+        where = f"{cluster}:" if cluster else ""
+        key = f"fs:{where}{fs.mount}:{crossed:g}:{new.warnings}"
         alerts.append(Alert(key, text, [section(text)]))
     return state, alerts
 
@@ -228,12 +246,14 @@ def _fill_text(
     directories: Sequence[DirectoryUsage],
     previous_kib: Mapping[str, int],
     lab: str | None,
+    shown: str = "",
 ) -> str:
     top = max(thresholds)
     emoji = "🔴" if crossed >= top else "🟠" if crossed > min(thresholds) else "⚠️"
     whose = f" ({literal(lab)})" if lab else ""
     lines = [
-        f"{emoji} {literal(fs.mount)}{whose} is {fs.percent_used:.0f}% full (past {crossed:g}%): "
+        f"{emoji} {literal(fs.mount)}{whose}{on_cluster(shown)} is {fs.percent_used:.0f}% full "
+        f"(past {crossed:g}%): "
         f"{format_bytes(fs.avail_bytes)} free of {format_bytes(fs.size_bytes)}."
     ]
     largest = sorted(directories, key=lambda d: (-d.kib, d.path))[:TOP_DIRECTORIES]

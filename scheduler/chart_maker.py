@@ -32,24 +32,27 @@ class ChartMaker:
         if lab is None:
             raise ChartUnavailable(f"no lab named {spec.lab!r} in the config")
         assert self._tz is not None
+        cluster = (self._config.cluster_of_lab(lab.name) or self._config.default_cluster).name
+        # Where several clusters are served, a chart's title says whose lab (and filesystem).
+        shown = cluster if len(self._config.clusters) > 1 else ""
         if spec.kind == LAB_GPUS:
-            cluster = (self._config.cluster_of_lab(lab.name) or self._config.default_cluster).name
             samples = await self._writer.run(
                 lab_usage_samples, cluster, lab.name, spec.since, spec.until
             )
-            return await asyncio.to_thread(self._gpu_chart, spec, samples)
+            return await asyncio.to_thread(self._gpu_chart, spec, samples, shown)
         if spec.kind == LAB_DISK:
             series = await self._writer.run(
                 directory_size_series,
+                cluster,
                 lab.storage_roots,
                 spec.since,
                 spec.until,
                 MAX_DIRECTORIES_CHARTED,
             )
-            return await asyncio.to_thread(self._disk_chart, spec, series)
+            return await asyncio.to_thread(self._disk_chart, spec, series, shown)
         raise ChartUnavailable(f"unknown chart kind {spec.kind!r}")
 
-    def _gpu_chart(self, spec: ChartSpec, samples: list[UsageSample]) -> ChartFile:
+    def _gpu_chart(self, spec: ChartSpec, samples: list[UsageSample], shown: str = "") -> ChartFile:
         # matplotlib loads with the first chart, not with every skybot process that starts.
         from core.charts import lab_gpu_figure, png_bytes
 
@@ -59,11 +62,13 @@ class ChartMaker:
         return ChartFile(
             png_bytes(figure),
             spec.filename,
-            f"{spec.lab}: GPUs in use against the cap",
+            f"{spec.lab}{_on(shown)}: GPUs in use against the cap",
             _gpu_alt_text(spec.lab, samples),
         )
 
-    def _disk_chart(self, spec: ChartSpec, series: dict[str, list[SizeSample]]) -> ChartFile:
+    def _disk_chart(
+        self, spec: ChartSpec, series: dict[str, list[SizeSample]], shown: str = ""
+    ) -> ChartFile:
         from core.charts import directory_growth_figure, png_bytes
 
         assert self._tz is not None
@@ -71,9 +76,13 @@ class ChartMaker:
         return ChartFile(
             png_bytes(figure),
             spec.filename,
-            f"{spec.lab}: growth of the largest directories",
+            f"{spec.lab}{_on(shown)}: growth of the largest directories",
             _disk_alt_text(spec.lab, series),
         )
+
+
+def _on(shown: str) -> str:
+    return f" on cluster {shown}" if shown else ""
 
 
 def _gpu_alt_text(lab: str, samples: list[UsageSample]) -> str:

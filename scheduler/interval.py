@@ -17,6 +17,7 @@ import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from scheduler.log_cluster import WORKING_FOR
 from store.health import log_failure
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,8 @@ class PollProgress:
     # None until its loop is started.
     started_at: float | None = None
     completed_at: float | None = None
+    # When the run in progress began; None between runs.
+    running_since: float | None = None
 
     def late_by(self, now: float, intervals: float) -> float | None:
         """Seconds since the last completed run (or the start) if that is longer than
@@ -43,6 +46,14 @@ class PollProgress:
             return None
         silent = now - last
         return silent if silent > intervals * self.interval + self.grace else None
+
+    def stuck_for(self, now: float, intervals: float) -> float | None:
+        """Seconds the run in progress has taken, if longer than `intervals` intervals plus
+        the grace; None while none runs or it keeps up."""
+        if self.running_since is None:
+            return None
+        running = now - self.running_since
+        return running if running > intervals * self.interval + self.grace else None
 
     def describe_late(self, silent: float) -> str:
         done = "has not completed" if self.completed_at is None else "has not completed again"
@@ -63,9 +74,15 @@ class IntervalLoop:
     a time, until cancelled. `work` handles its own failures; anything it lets through is
     logged and the loop goes on."""
 
-    def __init__(self, progress: PollProgress, work: Callable[[], Awaitable[object]]) -> None:
+    def __init__(
+        self, progress: PollProgress, work: Callable[[], Awaitable[object]], cluster: str = ""
+    ) -> None:
         self.progress = progress
         self.work = work
+        # The cluster whose poll this is ("" for none): what its runs log names it.
+        self.cluster = cluster
+        # How many times it was abandoned as stuck and started again (scheduler/schedule.py).
+        self.restarts = 0
         # Set by `run_soon`: the wait for the next run ends at once.
         self._soon = asyncio.Event()
 
@@ -74,6 +91,8 @@ class IntervalLoop:
         self._soon.set()
 
     async def run(self) -> None:
+        # What this task (and the tasks it starts) logs names the cluster it polls.
+        WORKING_FOR.set(self.cluster)
         loop = asyncio.get_running_loop()
         due = loop.time()
         if self.progress.started_at is None:
@@ -83,11 +102,12 @@ class IntervalLoop:
                 await asyncio.wait_for(self._soon.wait(), max(0.0, due - loop.time()))
             # Cleared before the run: asked for during it, the next one follows at once.
             self._soon.clear()
-            started = loop.time()
+            started = self.progress.running_since = loop.time()
             try:
                 await self.work()
             except Exception:
                 log_failure(log, "%s poll failed", self.progress.source)
+            self.progress.running_since = None
             self.progress.completed_at = loop.time()
             due = next_due(started, self.progress.interval, loop.time())
 

@@ -118,6 +118,8 @@ class OutboxSender:
         self._clock = clock
         self._observe = observe
         self._wake = asyncio.Event()
+        # When the pass in progress began (monotonic); None between passes (the watchdog).
+        self.pass_since: float | None = None
         self._probe_now = asyncio.Event()
         self._retry_all = False
         self._stop: asyncio.Event | None = None
@@ -174,6 +176,7 @@ class OutboxSender:
                     await _wait_any(stop, self._probe_now, wait)
                     continue
             self._wake.clear()
+            self.pass_since = time.monotonic()
             try:
                 if self._clock_moved:
                     moved, self._clock_moved = self._clock_moved, 0.0
@@ -193,6 +196,7 @@ class OutboxSender:
                     self._pacing.idle_seconds,
                 )
                 wait = self._pacing.idle_seconds
+            self.pass_since = None
             if self._pause is None:
                 await _wait_any(stop, self._wake, wait)
 

@@ -27,6 +27,7 @@ from apscheduler.triggers.base import BaseTrigger
 
 from core.config_schema import Config
 from scheduler.interval import ClockStepWatch, IntervalLoop, PollProgress
+from scheduler.log_cluster import name_clusters_in_logs
 from scheduler.slurm.pacing import PollPacer
 from store.health import is_store_fault
 
@@ -45,6 +46,14 @@ SLURM_POLL = "slurm"
 
 
 @dataclass(frozen=True)
+class Pacing:
+    """A poll's interval, stretched while its polls are expensive, and who else is told."""
+
+    pacer: PollPacer
+    on_interval: Callable[[float], None] | None = None
+
+
+@dataclass(frozen=True)
 class PollJob:
     """One poll, repeated every `seconds` of monotonic time, one run at a time."""
 
@@ -56,8 +65,9 @@ class PollJob:
     then: tuple[AfterPoll, ...] = ()
     # Stretches the interval while polls are expensive (the Slurm poll's share of the
     # controller), and who else plans on the interval.
-    pacer: PollPacer | None = None
-    on_interval: Callable[[float], None] | None = None
+    pacing: Pacing | None = None
+    # The cluster it polls ("" for none): its readiness and metrics are that cluster's.
+    cluster: str = ""
 
 
 @dataclass(frozen=True)
@@ -99,16 +109,25 @@ class PollSchedule:
     on_clock_step: list[OnClockStep] = field(default_factory=list)
     stopping: bool = False
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _loop_tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    _abandoned: set[asyncio.Task[None]] = field(default_factory=set)
+
+    @property
+    def restarts(self) -> dict[str, int]:
+        """How many times each poll was abandoned as stuck and started again (if it was)."""
+        return {name: loop.restarts for name, loop in self.loops.items() if loop.restarts}
 
     @property
     def progress(self) -> dict[str, PollProgress]:
         return {source: loop.progress for source, loop in self.loops.items()}
 
-    def late_polls(self, now: float, intervals: float) -> list[str]:
-        """Each poller that has not completed within `intervals` intervals (plus its command
-        timeout), said in words; `now` is `loop.time()`."""
+    def late_polls(self, now: float, intervals: float, cluster: str | None = None) -> list[str]:
+        """Each poller (of `cluster`, if given) that has not completed within `intervals`
+        intervals (plus its command timeout), said in words; `now` is `loop.time()`."""
         late = []
         for progress in self.progress.values():
+            if cluster is not None and self.loops[progress.source].cluster != cluster:
+                continue
             silent = progress.late_by(now, intervals)
             if silent is not None:
                 late.append(progress.describe_late(silent))
@@ -124,13 +143,59 @@ class PollSchedule:
         """skybot just changed a job: its user should see that at once, not a poll later."""
         self.poll_soon(SLURM_POLL)
 
-    def start(self) -> None:
+    def start(self, restart_after_intervals: float | None = None) -> None:
+        """Start every poll loop. A run that has taken `restart_after_intervals` intervals
+        (plus the grace) is stuck: it is abandoned (cancelled, its Slurm client processes
+        killed) and its loop started again, inside the bot, so one cluster's stuck poll
+        neither starves the others nor gets the process restarted. None: never."""
+        name_clusters_in_logs()
         self.scheduler.start()
         now = asyncio.get_running_loop().time()
         for source, loop in self.loops.items():
             loop.progress.started_at = now
-            self._tasks.append(asyncio.create_task(loop.run(), name=f"poll-{source}"))
+            self._loop_tasks[source] = asyncio.create_task(loop.run(), name=f"poll-{source}")
         self._tasks.append(asyncio.create_task(self._watch_clock(), name="clock-steps"))
+        if restart_after_intervals is not None:
+            watch = self._watch_stuck(restart_after_intervals)
+            self._tasks.append(asyncio.create_task(watch, name="stuck-polls"))
+
+    def restart_stuck(self, now: float, intervals: float) -> list[str]:
+        """Abandon each poll whose run has taken more than `intervals` intervals (plus the
+        grace), or whose loop ended, and start its loop again; the names restarted."""
+        restarted = []
+        for source, task in list(self._loop_tasks.items()):
+            if self.stopping:
+                break
+            interval_loop = self.loops[source]
+            progress = interval_loop.progress
+            running = progress.stuck_for(now, intervals)
+            if running is None and not task.done():
+                continue
+            what = "ended" if running is None else f"has been running for {running:.0f} s"
+            log.error(
+                "the %s poll%s %s: abandoned and started again; the other polls go on",
+                source,
+                f" of cluster {interval_loop.cluster}" if interval_loop.cluster else "",
+                what,
+            )
+            # Cancelling it ends its Slurm client processes (its poll worker is killed); one
+            # that ignores the cancel is left behind, never waited for.
+            task.cancel()
+            self._abandoned.add(task)
+            task.add_done_callback(self._abandoned.discard)
+            progress.running_since = None
+            interval_loop.restarts += 1
+            self._loop_tasks[source] = asyncio.create_task(
+                interval_loop.run(), name=f"poll-{source}"
+            )
+            restarted.append(source)
+        return restarted
+
+    async def _watch_stuck(self, intervals: float) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(CLOCK_CHECK_SECONDS)
+            self.restart_stuck(loop.time(), intervals)
 
     async def run_poll(self, job: PollJob) -> None:
         """One run of `job` and what follows it; a failing store is said once by its health,
@@ -161,24 +226,25 @@ class PollSchedule:
     def _observe(self, job: PollJob, took: float) -> None:
         if self.hooks.observe is not None:
             self.hooks.observe(job.name, took)
-        if job.pacer is None:
+        if job.pacing is None:
             return
-        interval = job.pacer.observe(took)
+        pacer = job.pacing.pacer
+        interval = pacer.observe(took)
         if interval is None:
             return
-        if interval > job.pacer.base_seconds:
+        if interval > pacer.base_seconds:
             log.warning(
                 "%s poll took %.1f s, over %.0f%% of the poll interval: polling every %.0f s",
                 job.name,
                 took,
-                100 * job.pacer.max_share,
+                100 * pacer.max_share,
                 interval,
             )
         else:
             log.info("%s polls are cheap again: polling every %.0f s", job.name, interval)
         self.loops[job.name].progress.interval = interval
-        if job.on_interval is not None:
-            job.on_interval(interval)
+        if job.pacing.on_interval is not None:
+            job.pacing.on_interval(interval)
         if self.hooks.observe_interval is not None:
             self.hooks.observe_interval(job.name, interval)
 
@@ -215,11 +281,12 @@ class PollSchedule:
         self.stopping = True
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
-        tasks = [*self._tasks, *self.in_flight]
-        for task in tasks:
+        tasks = [*self._tasks, *self._loop_tasks.values(), *self.in_flight]
+        for task in [*tasks, *self._abandoned]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
+        self._loop_tasks.clear()
         if self.hooks.close_pollers is not None:
             await self.hooks.close_pollers()
 
@@ -234,7 +301,8 @@ def build_schedule(
         if hooks.observe_interval is not None:
             hooks.observe_interval(job.name, job.seconds)
         progress = PollProgress(job.name, job.seconds, hooks.grace_seconds)
-        schedule.loops[job.name] = IntervalLoop(progress, functools.partial(schedule.run_poll, job))
+        work = functools.partial(schedule.run_poll, job)
+        schedule.loops[job.name] = IntervalLoop(progress, work, job.cluster)
     for entry in calendar:
         scheduler.add_job(
             entry.run,

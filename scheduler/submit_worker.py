@@ -35,6 +35,7 @@ from core.runner_replies import (
     decode_submit_status,
 )
 from core.slack_text import literal
+from scheduler.log_cluster import WORKING_FOR
 from store.health import log_failure
 from store.outbox import OutboxMessage
 from store.submissions import (
@@ -82,6 +83,7 @@ class SubmissionWorker:
         self._wake.set()
 
     async def run(self, stop: asyncio.Event) -> None:
+        WORKING_FOR.set(self.cluster)  # its log lines name its cluster
         while not stop.is_set():
             try:
                 await self.recover()

@@ -19,38 +19,47 @@ JOB_TRANSITIONS_CURSOR = "job_transitions"
 # ------------------------------------------------------------------------------ alert state
 
 
-def load_hoard_state(db: sqlite_utils.Database) -> dict[str, HoardPing]:
+def load_hoard_state(db: sqlite_utils.Database, cluster: str) -> dict[str, HoardPing]:
+    """The report each of the cluster's directories was last pinged for."""
     return {
         path: HoardPing(datetime.fromisoformat(updated), kib)
-        for path, updated, kib in db.execute("SELECT path, updated, kib FROM hoard_alerts")
+        for path, updated, kib in db.execute(
+            "SELECT path, updated, kib FROM hoard_alerts WHERE cluster = ?", [cluster]
+        )
     }
 
 
-def save_hoard_state(db: sqlite_utils.Database, state: Mapping[str, HoardPing]) -> None:
+def save_hoard_state(
+    db: sqlite_utils.Database, cluster: str, state: Mapping[str, HoardPing]
+) -> None:
     with db.atomic():
         db.conn.executemany(
-            "INSERT INTO hoard_alerts (path, updated, kib) VALUES (?, ?, ?) "
-            "ON CONFLICT(path) DO UPDATE SET updated = excluded.updated, kib = excluded.kib",
-            ((path, ping.updated.isoformat(), ping.kib) for path, ping in state.items()),
+            "INSERT INTO hoard_alerts (cluster, path, updated, kib) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(cluster, path) DO UPDATE SET updated = excluded.updated, "
+            "kib = excluded.kib",
+            ((cluster, path, ping.updated.isoformat(), ping.kib) for path, ping in state.items()),
         )
 
 
-def load_fill_state(db: sqlite_utils.Database) -> dict[str, FillState]:
+def load_fill_state(db: sqlite_utils.Database, cluster: str) -> dict[str, FillState]:
+    """Each of the cluster's filesystems' latched fill threshold."""
     return {
         mount: FillState(level, warnings)
         for mount, level, warnings in db.execute(
-            "SELECT mount, level, warnings FROM filesystem_alerts"
+            "SELECT mount, level, warnings FROM filesystem_alerts WHERE cluster = ?", [cluster]
         )
     }
 
 
-def save_fill_state(db: sqlite_utils.Database, state: Mapping[str, FillState]) -> None:
+def save_fill_state(
+    db: sqlite_utils.Database, cluster: str, state: Mapping[str, FillState]
+) -> None:
     with db.atomic():
         db.conn.executemany(
-            "INSERT INTO filesystem_alerts (mount, level, warnings) VALUES (?, ?, ?) "
-            "ON CONFLICT(mount) DO UPDATE SET level = excluded.level, "
+            "INSERT INTO filesystem_alerts (cluster, mount, level, warnings) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(cluster, mount) DO UPDATE SET level = excluded.level, "
             "warnings = excluded.warnings",
-            ((mount, s.level, s.warnings) for mount, s in state.items()),
+            ((cluster, mount, s.level, s.warnings) for mount, s in state.items()),
         )
 
 

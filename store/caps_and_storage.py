@@ -48,25 +48,36 @@ def save_storage(
     image_dir: ImageDirectory | None = None,
     images: Sequence[ContainerImage] = (),
 ) -> None:
-    """Replace the storage snapshot and extend its history (one row per weekly report); the
-    storage tables are shared, its source's status is `cluster`'s.
+    """Replace `cluster`'s storage snapshot and extend its history (one row per weekly
+    report): every storage row is the cluster's, so one cluster's poll never touches another's
+    (a cluster without storage roots empties only its own).
 
-    With `image_dir`, the container image list is replaced too; without, it is left as it was.
+    With `image_dir`, the container image list (one directory, shared) is replaced too;
+    without, it is left as it was.
     """
     with db.atomic():
         if image_dir is not None:
             _replace_images(db, image_dir, images)
-        db.execute("DELETE FROM directories")
-        db.table("directories").insert_all(_directory_row(d) for d in directories)
-        db.execute("DELETE FROM filesystems")
-        db.table("filesystems").insert_all(asdict(f) for f in filesystems)
+        db.execute("DELETE FROM directories WHERE cluster = ?", [cluster])
+        db.table("directories").insert_all(_directory_row(cluster, d) for d in directories)
+        db.execute("DELETE FROM filesystems WHERE cluster = ?", [cluster])
+        db.table("filesystems").insert_all({"cluster": cluster, **asdict(f)} for f in filesystems)
         db.table("directory_history").insert_all(
-            ({"path": d.path, "updated": d.updated.isoformat(), "kib": d.kib} for d in directories),
+            (
+                {"cluster": cluster, "path": d.path, "updated": d.updated.isoformat(), "kib": d.kib}
+                for d in directories
+            ),
             ignore=True,
         )
         db.table("filesystem_history").insert_all(
             (
-                {"at": at, "mount": f.mount, "used_bytes": f.used_bytes, "size_bytes": f.size_bytes}
+                {
+                    "cluster": cluster,
+                    "at": at,
+                    "mount": f.mount,
+                    "used_bytes": f.used_bytes,
+                    "size_bytes": f.size_bytes,
+                }
                 for f in filesystems
             ),
             ignore=True,
@@ -89,7 +100,7 @@ def _replace_images(
     )
 
 
-def _directory_row(d: DirectoryUsage) -> dict[str, Any]:
-    row = asdict(d)
+def _directory_row(cluster: str, d: DirectoryUsage) -> dict[str, Any]:
+    row = {"cluster": cluster, **asdict(d)}
     row["updated"] = d.updated.isoformat()
     return row

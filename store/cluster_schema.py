@@ -95,3 +95,51 @@ CLUSTER_KEYS: tuple[str, ...] = (
     "DROP INDEX submissions_job_id",
     "CREATE INDEX submissions_job_id ON submissions(cluster, job_id)",
 )
+
+
+# Storage per cluster (issue 38): each cluster's storage poll replaces only its own rows, so a
+# cluster without storage roots no longer blanks the others'. The paths are the bot host's, so
+# two clusters naming the same root each keep a row of it. Existing rows get the cluster '' and
+# are named at start-up (store/clusters.py `adopt_storage_rows`: by the roots each cluster's
+# labs name, then `adopt_unnamed_rows`: the rest go to the default cluster).
+STORAGE_KEYS: tuple[str, ...] = (
+    *_rebuild(
+        "directories",
+        "path TEXT NOT NULL, root TEXT NOT NULL, owner TEXT NOT NULL, updated TEXT NOT NULL, "
+        "kib INTEGER NOT NULL, human TEXT NOT NULL",
+        "path",
+        "path, root, owner, updated, kib, human",
+    ),
+    *_rebuild(
+        "filesystems",
+        "mount TEXT NOT NULL, size_bytes INTEGER NOT NULL, used_bytes INTEGER NOT NULL, "
+        "avail_bytes INTEGER NOT NULL",
+        "mount",
+        "mount, size_bytes, used_bytes, avail_bytes",
+    ),
+    *_rebuild(
+        "directory_history",
+        "path TEXT NOT NULL, updated TEXT NOT NULL, kib INTEGER NOT NULL",
+        "path, updated",
+        "path, updated, kib",
+    ),
+    *_rebuild(
+        "filesystem_history",
+        "at REAL NOT NULL, mount TEXT NOT NULL, used_bytes INTEGER NOT NULL, "
+        "size_bytes INTEGER NOT NULL",
+        "at, mount",
+        "at, mount, used_bytes, size_bytes",
+    ),
+    *_rebuild(
+        "hoard_alerts",
+        "path TEXT NOT NULL, updated TEXT NOT NULL, kib INTEGER NOT NULL",
+        "path",
+        "path, updated, kib",
+    ),
+    *_rebuild(
+        "filesystem_alerts",
+        "mount TEXT NOT NULL, level REAL NOT NULL, warnings INTEGER NOT NULL",
+        "mount",
+        "mount, level, warnings",
+    ),
+)

@@ -9,6 +9,8 @@ so every start may call it, and a kill -9 during it leaves all or none (one tran
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import sqlite_utils
 
 # Every table with a `cluster` column.
@@ -27,6 +29,23 @@ CLUSTER_TABLES = (
     "rows_gone",
     "gpu_watches",
     "submissions",
+    "directories",
+    "filesystems",
+    "directory_history",
+    "filesystem_history",
+    "hoard_alerts",
+    "filesystem_alerts",
+)
+
+# The storage tables, and the column each says where its row is: a root, a mount or a path
+# under one (`adopt_storage_rows`).
+_STORAGE_PLACES = (
+    ("directories", "root"),
+    ("filesystems", "mount"),
+    ("directory_history", "path"),
+    ("filesystem_history", "mount"),
+    ("hoard_alerts", "path"),
+    ("filesystem_alerts", "mount"),
 )
 
 # Counters (table `counters`) and notification cursors (`notify_cursors`) kept per cluster,
@@ -61,4 +80,34 @@ def adopt_unnamed_rows(db: sqlite_utils.Database, cluster: str) -> int:
                     [cluster_counter(name, cluster), name],
                 )
                 db.execute(f"DELETE FROM {table} WHERE name = ?", [name])
+    return named
+
+
+def adopt_storage_rows(db: sqlite_utils.Database, roots: Mapping[str, Sequence[str]]) -> int:
+    """Name each unnamed storage row (from before storage was kept per cluster) after every
+    cluster whose labs' storage roots it lies on (`roots`: cluster -> roots), a row on a root
+    two clusters share going to both; how many rows were named. What lies on no configured
+    root is left for `adopt_unnamed_rows` (the default cluster's). Idempotent, like it."""
+    named = 0
+    with db.atomic():
+        for table, place in _STORAGE_PLACES:
+            columns = [c.name for c in db.table(table).columns if c.name != "cluster"]
+            listed = ", ".join(columns)
+            for cluster, cluster_roots in roots.items():
+                for root in cluster_roots:
+                    prefix = root.rstrip("/") + "/"
+                    named += db.execute(
+                        f"INSERT OR IGNORE INTO {table} (cluster, {listed}) "
+                        f"SELECT ?, {listed} FROM {table} WHERE cluster = '' "
+                        f"AND ({place} = ? OR substr({place}, 1, ?) = ?)",
+                        [cluster, root, len(prefix), prefix],
+                    ).rowcount
+            for cluster_roots in roots.values():
+                for root in cluster_roots:
+                    prefix = root.rstrip("/") + "/"
+                    db.execute(
+                        f"DELETE FROM {table} WHERE cluster = '' "
+                        f"AND ({place} = ? OR substr({place}, 1, ?) = ?)",
+                        [root, len(prefix), prefix],
+                    )
     return named

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-from store.cluster_schema import CLUSTER_KEYS
+from store.cluster_schema import CLUSTER_KEYS, STORAGE_KEYS
 
 # Each entry migrates the schema from version i to i + 1: its statements, run in order in one
 # transaction. Append only; never edit a shipped one.
@@ -250,6 +250,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # what today's cluster is called: a migration is a fixed list of statements, run by
     # every opener of the file (the doctor, a backup, a restore) without a configuration.
     CLUSTER_KEYS,
+    # Storage per cluster (issue 38): the directories and filesystems each cluster's storage
+    # poll reports, their history and alert state, keyed by cluster (store/cluster_schema.py).
+    STORAGE_KEYS,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

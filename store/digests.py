@@ -75,5 +75,5 @@ def lab_week(
         cap=cap_row[0] if cap_row else None,
         gpu_hours=gpu_hours_by_user(db, cluster, lab, since, until),
         requeues=requeues_by_user(db, cluster, lab_members(db, cluster, account), since, until),
-        growth=directory_growth(db, storage_roots, since, until),
+        growth=directory_growth(db, cluster, storage_roots, since, until),
     )

@@ -58,9 +58,9 @@ def save_lab_usage(
 
 
 def prune_history(db: sqlite_utils.Database, cluster: str, before: float) -> None:
-    """Drop the cluster's history older than `before` (and the shared filesystem history)."""
+    """Drop the cluster's history older than `before`."""
     db.execute("DELETE FROM lab_usage_history WHERE cluster = ? AND at < ?", [cluster, before])
-    db.execute("DELETE FROM filesystem_history WHERE at < ?", [before])
+    db.execute("DELETE FROM filesystem_history WHERE cluster = ? AND at < ?", [cluster, before])
     db.execute("DELETE FROM job_transitions WHERE cluster = ? AND at < ?", [cluster, before])
     # A job squeue still lists is still seen: polls write only records that changed, so a
     # job pending unchanged for weeks keeps an old seen_at.
@@ -86,12 +86,15 @@ def lab_usage_series(
     ]
 
 
-def directory_kib_before(db: sqlite_utils.Database, path: str, updated_before: str) -> int | None:
-    """The directory's size in the last weekly report before `updated_before` (ISO time)."""
+def directory_kib_before(
+    db: sqlite_utils.Database, cluster: str, path: str, updated_before: str
+) -> int | None:
+    """The directory's size in the cluster's last weekly report before `updated_before` (ISO
+    time)."""
     row = db.execute(
-        "SELECT kib FROM directory_history WHERE path = ? AND updated < ? "
+        "SELECT kib FROM directory_history WHERE cluster = ? AND path = ? AND updated < ? "
         "ORDER BY updated DESC LIMIT 1",
-        [path, updated_before],
+        [cluster, path, updated_before],
     ).fetchone()
     return row[0] if row else None
 
@@ -112,17 +115,23 @@ def lab_usage_samples(
 
 
 def directory_size_series(
-    db: sqlite_utils.Database, roots: Sequence[str], since: float, until: float, limit: int
+    db: sqlite_utils.Database,
+    cluster: str,
+    roots: Sequence[str],
+    since: float,
+    until: float,
+    limit: int,
 ) -> dict[str, list[SizeSample]]:
-    """The `limit` directories under `roots` that were largest in their newest report, each
-    with every weekly size reported in [since, until], largest first (for the disk chart)."""
+    """The `limit` directories of the cluster under `roots` that were largest in their newest
+    report, each with every weekly size reported in [since, until], largest first (for the
+    disk chart)."""
     reports: dict[str, list[SizeSample]] = {}
     for root in roots:
         prefix = root.rstrip("/") + "/"
         for path, updated, kib in db.execute(
             "SELECT path, updated, kib FROM directory_history "
-            "WHERE substr(path, 1, ?) = ? ORDER BY updated",
-            [len(prefix), prefix],
+            "WHERE cluster = ? AND substr(path, 1, ?) = ? ORDER BY updated",
+            [cluster, len(prefix), prefix],
         ):
             at = _report_time(updated)
             if since <= at <= until:
@@ -164,19 +173,19 @@ def requeues_by_user(
 
 
 def directory_growth(
-    db: sqlite_utils.Database, roots: Sequence[str], since: float, until: float
+    db: sqlite_utils.Database, cluster: str, roots: Sequence[str], since: float, until: float
 ) -> dict[str, tuple[int, int]]:
-    """Path -> (KiB in the last report at or before `since`, KiB in the newest by `until`),
-    for directories under `roots` reported in the window. A directory first reported inside
-    the window starts from its first report."""
+    """The cluster's path -> (KiB in the last report at or before `since`, KiB in the newest
+    by `until`), for directories under `roots` reported in the window. A directory first
+    reported inside the window starts from its first report."""
     growth: dict[str, tuple[int, int]] = {}
     for root in roots:
         prefix = root.rstrip("/") + "/"
         rows: dict[str, list[tuple[float, int]]] = {}
         for path, updated, kib in db.execute(
             "SELECT path, updated, kib FROM directory_history "
-            "WHERE substr(path, 1, ?) = ? ORDER BY updated",
-            [len(prefix), prefix],
+            "WHERE cluster = ? AND substr(path, 1, ?) = ? ORDER BY updated",
+            [cluster, len(prefix), prefix],
         ):
             rows.setdefault(path, []).append((_report_time(updated), kib))
         for path, reports in rows.items():

@@ -90,7 +90,7 @@ def load_snapshot(
         cap_by_account, members = load_lab_limits(db, cluster)
         caps = tuple(LabCap(account, cap) for account, cap in cap_by_account.items())
         lab_usages = _lab_usages(db, cluster, cap_by_account, jobs, rows)
-        directories, filesystems, previous_kib = _storage(db)
+        directories, filesystems, previous_kib = _storage(db, cluster)
         status = {
             r["source"]: SourceStatus(**r)
             for r in db.query(f"SELECT {_STATUS} FROM source_status WHERE cluster = ?", [cluster])
@@ -116,10 +116,10 @@ def load_snapshot(
 
 
 def _storage(
-    db: sqlite_utils.Database,
+    db: sqlite_utils.Database, cluster: str
 ) -> tuple[tuple[DirectoryUsage, ...], tuple[FilesystemUsage, ...], dict[str, int]]:
-    """The directories and filesystems as last reported, and each directory's size in the
-    report before."""
+    """The cluster's directories and filesystems as last reported, and each directory's size
+    in the report before."""
     directories = tuple(
         DirectoryUsage(
             root=r["root"],
@@ -129,14 +129,25 @@ def _storage(
             kib=r["kib"],
             human=r["human"],
         )
-        for r in db.query("SELECT * FROM directories")
+        for r in db.query(
+            "SELECT root, owner, path, updated, kib, human FROM directories WHERE cluster = ?",
+            [cluster],
+        )
     )
-    filesystems = tuple(FilesystemUsage(**r) for r in db.query("SELECT * FROM filesystems"))
+    filesystems = tuple(
+        FilesystemUsage(**r)
+        for r in db.query(
+            "SELECT mount, size_bytes, used_bytes, avail_bytes FROM filesystems WHERE cluster = ?",
+            [cluster],
+        )
+    )
     previous_kib = {
         path: kib
         for path, kib in db.execute(
-            "SELECT d.path, (SELECT h.kib FROM directory_history h WHERE h.path = d.path "
-            "AND h.updated < d.updated ORDER BY h.updated DESC LIMIT 1) FROM directories d"
+            "SELECT d.path, (SELECT h.kib FROM directory_history h WHERE h.cluster = d.cluster "
+            "AND h.path = d.path AND h.updated < d.updated ORDER BY h.updated DESC LIMIT 1) "
+            "FROM directories d WHERE d.cluster = ?",
+            [cluster],
         )
         if kib is not None
     }

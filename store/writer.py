@@ -9,6 +9,7 @@ one episode rather than a traceback from every caller.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,6 +34,9 @@ class StoreWriter:
         # Created on the writer thread, so sqlite3 checks that it is only ever used there.
         self._db: sqlite_utils.Database = self._executor.submit(open_db, path).result()
         self.health.opened()
+        # When the call on the writer thread began (monotonic); None while it is idle. The
+        # watchdog reads it: a writer stuck in one call stops the whole bot's work.
+        self.busy_since: float | None = None
 
     async def run(
         self,
@@ -50,11 +54,14 @@ class StoreWriter:
         **kwargs: P.kwargs,
     ) -> T:
         before = self._db.conn.total_changes
+        self.busy_since = time.monotonic()
         try:
             result = fn(self._db, *args, **kwargs)
         except Exception as error:
             self.health.failed(error)
             raise
+        finally:
+            self.busy_since = None
         # Only a write shows the store works again: reads go on succeeding on a full disk.
         if self._db.conn.total_changes != before:
             self.health.wrote()

@@ -162,14 +162,17 @@ def test_directory_queries_follow_the_weekly_reports() -> None:
         ("/srv/kira-lab/share4/dave", "2026-11-23T04:00:00", 300),
         ("/srv/hoffman-lab/flash9/alice", "2026-11-23T04:00:00", 999),
     ]
-    db["directory_history"].insert_all({"path": p, "updated": u, "kib": k} for p, u, k in rows)
+    db["directory_history"].insert_all(
+        {"cluster": CLUSTER, "path": p, "updated": u, "kib": k} for p, u, k in rows
+    )
     since = datetime(2026, 11, 17).timestamp()
     until = datetime(2026, 11, 24).timestamp()
-    assert directory_growth(db, ["/srv/kira-lab/share4"], since, until) == {
+    assert directory_growth(db, "nova", ["/srv/kira-lab/share4"], since, until) == {}
+    assert directory_growth(db, CLUSTER, ["/srv/kira-lab/share4"], since, until) == {
         "/srv/kira-lab/share4/carol": (150, 400),
         "/srv/kira-lab/share4/dave": (300, 300),
     }
-    series = directory_size_series(db, ["/srv/kira-lab/share4"], 0, until, limit=1)
+    series = directory_size_series(db, CLUSTER, ["/srv/kira-lab/share4"], 0, until, limit=1)
     assert list(series) == ["carol"]
     assert [s.kib for s in series["carol"]] == [100, 150, 400]
 

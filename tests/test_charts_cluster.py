@@ -134,7 +134,7 @@ async def _wait_for_report_count(db_path: Path, root: Path, count: int) -> None:
     for _ in range(150):
         if db_path.exists():
             db = open_db(db_path)
-            series = directory_size_series(db, [str(root)], 0, time.time() + DAY, 10)
+            series = directory_size_series(db, CLUSTER, [str(root)], 0, time.time() + DAY, 10)
             db.close()
             if series and len(series.get("alice", [])) >= count:
                 return

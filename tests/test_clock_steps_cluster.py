@@ -58,7 +58,9 @@ async def _poll_counts(port: int) -> dict[str, float]:
     text = await scrape(port)
     counts = {}
     for source in ("slurm", "caps", "storage"):
-        count = metric(text, "skybot_poll_duration_seconds_count", f'source="{source}"')
+        count = metric(
+            text, "skybot_poll_duration_seconds_count", f'cluster="skynet",source="{source}"'
+        )
         counts[source] = count or 0.0
     return counts
 

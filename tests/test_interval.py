@@ -11,13 +11,14 @@ import pytest
 from msgspec.structs import replace
 
 from bot import service
-from bot.config import load_config
-from core.cluster_config import SlurmConfig
-from core.config_schema import MetricsConfig, StorageConfig
+from bot.config import Config
+from bot.metrics import Metrics
+from bot.polling import poll_hooks, poll_jobs
+from core.config_schema import parse_config
 from scheduler.interval import ClockStepWatch, IntervalLoop, PollProgress, next_due
+from scheduler.schedule import PollJob, build_schedule
 from store.outbox import OutboxMessage, enqueue, outbox_rows, reschedule, shift_retries
 from store.writer import StoreWriter
-from tests.test_schedule import _HangingPolls, schedule_for
 
 
 def test_a_run_longer_than_the_interval_skips_the_ticks_it_overran() -> None:
@@ -86,39 +87,130 @@ def test_a_poll_is_late_after_its_intervals_and_grace_counted_from_its_last_comp
     assert progress.late_by(1081.0, 4) is None
 
 
+class _OneClusterStuck:
+    """Two clusters' polls: "nova"'s Slurm poll hangs on its first run (as on a SIGSTOPped
+    poll worker), every other poll completes at once."""
+
+    def __init__(self) -> None:
+        self.runs = {"skynet": 0, "nova": 0}
+        self.cancelled = 0
+
+    def polls(self, config: Config) -> list[PollJob]:
+        jobs = []
+        for name in ("skynet", "nova"):
+            cluster = config.cluster_named(name)
+            assert cluster is not None
+            # As the cluster's wing sees it: its own cluster first.
+            others = tuple(c for c in config.clusters if c.name != name)
+            scoped = replace(
+                config, slurm=cluster.slurm, labs=cluster.labs, clusters=(cluster, *others)
+            )
+            poller = _Poller(self, name)
+            jobs += poll_jobs(scoped, poller, poller, _refresh, default=name == "skynet")  # type: ignore[arg-type]
+        return jobs
+
+
+class _Poller:
+    def __init__(self, polls: _OneClusterStuck, cluster: str) -> None:
+        self._polls, self._cluster = polls, cluster
+
+    async def poll_jobs(self) -> bool:
+        self._polls.runs[self._cluster] += 1
+        if self._cluster == "nova" and self._polls.runs["nova"] == 1:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self._polls.cancelled += 1
+                raise
+        return True
+
+    async def _done(self) -> bool:
+        return True
+
+    poll_caps = poll = probe = _done
+
+    def set_interval(self, seconds: float) -> None:
+        return None
+
+
+async def _refresh() -> None:
+    return None
+
+
 @pytest.mark.looptime  # waits on a fake loop clock: exact, however busy the host
-async def test_a_stuck_poller_fails_readiness_and_starves_the_watchdog(
-    monkeypatch: pytest.MonkeyPatch,
+async def test_a_stuck_poll_is_one_clusters_it_is_restarted_inside_and_the_watchdog_stays_fed(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The heartbeat goes on (the loop is fine); only the poll is stuck."""
-    base = load_config(None)
-    config = replace(
-        base,
-        slurm=replace(
-            SlurmConfig(), poll_seconds=0.1, caps_poll_seconds=0.1, command_timeout_seconds=0.1
-        ),
-        storage=replace(StorageConfig(), poll_seconds=0.1),
-        metrics=replace(MetricsConfig(), stale_after_polls=2.0),
+    """The heartbeat goes on (the loop is fine); only nova's Slurm poll is stuck. Before, it
+    failed every cluster's readiness and starved the watchdog, so systemd would restart the
+    healthy cluster's bot too."""
+    slurm = {"poll_seconds": 0.1, "caps_poll_seconds": 0.1, "command_timeout_seconds": 0.1}
+    config = parse_config(
+        {
+            "metrics": {"stale_after_polls": 2.0},
+            "storage": {"poll_seconds": 0.1},
+            "clusters": [{"name": "skynet", "slurm": slurm}, {"name": "nova", "slurm": slurm}],
+        }
     )
     fed: list[str] = []
     monkeypatch.setattr(service, "notify", fed.append)
-    polls = _HangingPolls()
-    schedule = schedule_for(config, polls)
-    beat = service._feed_watchdog(config, schedule)
-    schedule.start()
+    polls = _OneClusterStuck()
+    jobs = polls.polls(config)
+    schedule = build_schedule(jobs, poll_hooks(config, Metrics(), _Writer(), [], jobs))  # type: ignore[arg-type]
+    beat = service._feed_watchdog(_Writer(), _Sender())  # type: ignore[arg-type]
+    schedule.start(restart_after_intervals=2 * 2.0)
     try:
+        await asyncio.sleep(0.4)  # 2 x 0.1 + 0.1 = 0.3 s: nova's poll is late for readiness
+        late = service.late_polls(config, schedule, "nova")
+        assert any("the slurm@nova poll has not completed for" in line for line in late), late
+        assert service.late_polls(config, schedule, "skynet") == []
         beat()
-        assert fed == ["WATCHDOG=1"] and service.late_polls(config, schedule) == []
-        await asyncio.sleep(0.4)  # 2 x 0.1 + 0.1 = 0.3 s: late for readiness
-        late = service.late_polls(config, schedule)
-        assert any("the slurm poll has not completed for" in line for line in late), late
+        # 2 x 2 x 0.1 + 0.1 = 0.5 s: stuck; abandoned at the next check (each second), run again
+        await asyncio.sleep(0.7)
         beat()
-        assert fed == ["WATCHDOG=1"] * 2  # not stuck yet: 2 x 2 x 0.1 + 0.1 = 0.5 s
+        assert fed == ["WATCHDOG=1"] * 2  # the process works: systemd leaves it alone
+        assert schedule.restarts == {"slurm@nova": 1}, (schedule.restarts, polls.runs)
+        assert polls.cancelled == 1 and polls.runs["nova"] >= 2
+        assert schedule.restarts == {"slurm@nova": 1}
+        assert "the slurm@nova poll of cluster nova has been running for" in caplog.text
         await asyncio.sleep(0.3)
-        beat()
-        assert fed == ["WATCHDOG=1"] * 2  # stuck: systemd restarts it
+        assert service.late_polls(config, schedule, "nova") == []  # current again
+        assert polls.runs["skynet"] >= 13  # skynet's polls never waited
     finally:
         await schedule.stop()
+
+
+class _Writer:
+    busy_since: float | None = None
+
+    def check_file(self) -> None:
+        return None
+
+
+class _Sender:
+    pass_since: float | None = None
+
+
+def test_the_watchdog_starves_on_a_stuck_writer_or_sender_not_on_a_poll(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fed: list[str] = []
+    monkeypatch.setattr(service, "notify", fed.append)
+    writer, sender = _Writer(), _Sender()
+    beat = service._feed_watchdog(writer, sender)  # type: ignore[arg-type]
+    beat()
+    now = time.monotonic()
+    writer.busy_since = now - service.WRITER_STUCK_SECONDS - 1
+    beat()
+    assert fed == ["WATCHDOG=1"]
+    assert "database writer" in service.process_stuck(writer, sender)[0]  # type: ignore[arg-type]
+    writer.busy_since = None
+    sender.pass_since = now - service.SENDER_STUCK_SECONDS - 1
+    beat()
+    assert fed == ["WATCHDOG=1"]
+    sender.pass_since = None
+    beat()
+    assert fed == ["WATCHDOG=1"] * 2
 
 
 async def test_a_step_back_keeps_what_a_queued_retry_had_left(writer: StoreWriter) -> None:

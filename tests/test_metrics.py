@@ -57,7 +57,7 @@ async def test_metrics_and_health_report_what_the_bot_holds(tmp_path: Path) -> N
             # Until the first Slurm poll has run, the link was seen up, the commands and the
             # DMs are counted.
             settled = (
-                'skybot_poll_duration_seconds_count{source="slurm"} 1.0',
+                'skybot_poll_duration_seconds_count{cluster="skynet",source="slurm"} 1.0',
                 "skybot_command_duration_seconds_count 4.0",
                 "skybot_slack_connected 1.0",
                 'skybot_outbox_messages{state="queued"} 0.0',
@@ -82,8 +82,8 @@ async def test_metrics_and_health_report_what_the_bot_holds(tmp_path: Path) -> N
     assert 'skybot_commands_total{command="help"} 1.0' in text
     assert 'skybot_commands_total{command="unknown"} 1.0' in text
     assert "skybot_command_duration_seconds_count 4.0" in text
-    assert 'skybot_poll_duration_seconds_count{source="slurm"} 1.0' in text
-    assert 'skybot_source_failing{source="slurm"} 1.0' in text
+    assert 'skybot_poll_duration_seconds_count{cluster="skynet",source="slurm"} 1.0' in text
+    assert 'skybot_source_failing{cluster="skynet",source="slurm"} 1.0' in text
     assert 'skybot_outbox_messages{state="queued"} 0.0' in text
     assert 'skybot_outbox_parked_messages{reason="user_not_found"} 1.0' in text
     # Every message Slack accepted counts as one "ok" send.
@@ -94,7 +94,7 @@ async def test_metrics_and_health_report_what_the_bot_holds(tmp_path: Path) -> N
     assert "skybot_outbox_sender_paused 0.0" in text
     assert "skybot_slack_connected 1.0" in text
     assert "skybot_slack_connections_total 1.0" in text
-    assert 'skybot_ready{check="slurm"} 0.0' in text
+    assert 'skybot_ready{check="slurm",cluster="skynet"} 0.0' in text
     # The standard collectors, on the bot's own registry.
     for standard in ("process_resident_memory_bytes", "python_info", "python_gc_objects"):
         assert standard in text, standard
@@ -139,9 +139,9 @@ async def test_health_is_ok_while_slurm_answers(tmp_path: Path, cluster: None) -
         "store": True,
         "exactly_once": True,
     }
-    assert 'skybot_source_failing{source="slurm"} 0.0' in text
+    assert 'skybot_source_failing{cluster="skynet",source="slurm"} 0.0' in text
     assert "skybot_store_failing 0.0" in text
-    assert 'skybot_snapshot_age_seconds{source="slurm"}' in text
+    assert 'skybot_snapshot_age_seconds{cluster="skynet",source="slurm"}' in text
 
 
 @pytest.mark.parametrize(

@@ -439,7 +439,8 @@ async def test_a_storage_decision_replayed_is_enqueued_once(writer: StoreWriter)
     )
     snapshot = await writer.run(load_snapshot, CLUSTER)
     settings = config_with()
-    assert await writer.run(storage_alerts_in_db, snapshot, {"alice": ["U1"]}, settings) == 2
+    ids = {"alice": ["U1"]}
+    assert await writer.run(storage_alerts_in_db, snapshot, ids, settings, CLUSTER) == 2
 
     def forget_state(db: Any) -> None:
         with db.atomic():
@@ -447,11 +448,11 @@ async def test_a_storage_decision_replayed_is_enqueued_once(writer: StoreWriter)
             db.execute("DELETE FROM filesystem_alerts")
 
     await writer.run(forget_state)
-    assert await writer.run(storage_alerts_in_db, snapshot, {"alice": ["U1"]}, settings) == 0
+    assert await writer.run(storage_alerts_in_db, snapshot, ids, settings, CLUSTER) == 0
     rows = await writer.run(outbox_rows)
     assert [(r["key"], r["target"]) for r in rows] == [
-        (f"fs:{root}:95:1", "#skynet-users"),
-        (f"hoard:{root}/alice:2024-05-06T03:00:00", "#skynet-users"),
+        (f"fs:{CLUSTER}:{root}:95:1", "#skynet-users"),
+        (f"hoard:{CLUSTER}:{root}/alice:2024-05-06T03:00:00", "#skynet-users"),
     ]
     assert rows[1]["text"].startswith(f"📦 <@U1>: `{root}/alice` holds 20.0T")
 

@@ -129,6 +129,20 @@ async def restd(tmp_path: Path) -> AsyncIterator[tuple[FakeRestd, Path, str]]:
 PING: dict[str, Any] = {"meta": {}, "errors": [], "pings": []}
 
 
+async def test_a_ping_answered_up_is_answered_on_both_versions(
+    restd: tuple[FakeRestd, Path, str],
+) -> None:
+    """The doctor's and the back-off's ping (issue 38): "pings" was dropped by the decoder
+    of Slurm records, so an answered ping read as unanswered."""
+    fake, token_file, address = restd
+    fake.routes["/slurm/v0.0.38/ping"] = answer({**PING, "pings": [{"ping": "UP"}]})
+    async with RestdClient(address, token_file) as client:
+        assert await client.answers_ping() is True
+    fake.routes["/slurm/v0.0.38/ping"] = answer({**PING, "pings": [{"ping": "DOWN"}]})
+    async with RestdClient(address, token_file) as client:
+        assert await client.answers_ping() is False
+
+
 async def test_2205_no_change_is_http_304_and_keeps_the_time(
     restd: tuple[FakeRestd, Path, str],
 ) -> None:

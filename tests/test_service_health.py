@@ -120,7 +120,7 @@ async def test_an_account_inactive_storm_pauses_the_outbox_and_loses_nothing(
             _, metrics = await get(config, "/metrics")
             assert "skybot_outbox_sender_paused 1.0" in metrics
             assert 'skybot_slack_sends_total{result="account_inactive"} 1.0' in metrics
-            assert 'skybot_ready{check="sender"} 0.0' in metrics
+            assert 'skybot_ready{check="sender",cluster=""} 0.0' in metrics
             assert "skybot_outbox_parked_messages{" not in metrics
             rows = await writer.run(outbox_rows)
             assert {r["state"] for r in rows} == {"queued"}

@@ -13,7 +13,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from bot.cluster_wing import polled_config, runner_call
+from bot.cluster_readers import polled_config
+from bot.cluster_wing import runner_call
 from bot.service import every_lab
 from core.chart_specs import LAB_GPUS, ChartSpec
 from core.cluster_config import ClusterConfig

@@ -28,6 +28,7 @@ from scheduler.watchers import Watchers
 from store.outbox import OutboxMessage, enqueue, outbox_rows
 from store.writer import StoreWriter
 from tests.bot_process import running_bot
+from tests.factories import CLUSTER
 from tests.slack_standin import SlackStandIn, SlackUser
 from tests.tmpfs import mounted_tmpfs
 
@@ -147,7 +148,7 @@ async def test_full_filesystem_warns_once_stays_quiet_and_warns_again_after_refi
     assert "full (past 95%)" in first_line and "free of 8.0M." in first_line
     assert f"Largest directories: `{mount}/alice`" in warning
     assert [(r["key"], r["target"]) for r in await bot.writer.run(outbox_rows)] == [
-        (f"fs:{mount}:95:1", CHANNEL)
+        (f"fs:{CLUSTER}:{mount}:95:1", CHANNEL)
     ]
 
     for _ in range(3):  # still full: quiet
@@ -164,8 +165,8 @@ async def test_full_filesystem_warns_once_stays_quiet_and_warns_again_after_refi
     await settle(bot)
     assert len(posts(slack)) == 2
     assert [r["key"] for r in await bot.writer.run(outbox_rows)] == [
-        f"fs:{mount}:95:1",
-        f"fs:{mount}:95:2",
+        f"fs:{CLUSTER}:{mount}:95:1",
+        f"fs:{CLUSTER}:{mount}:95:2",
     ]
 
 

@@ -46,7 +46,9 @@ async def _more_polls(log: Path, count: int) -> None:
 
 
 async def _slurm_polls_completed(port: int) -> float:
-    count = metric(await scrape(port), "skybot_poll_duration_seconds_count", 'source="slurm"')
+    count = metric(
+        await scrape(port), "skybot_poll_duration_seconds_count", 'cluster="skynet",source="slurm"'
+    )
     return count or 0.0
 
 

@@ -70,8 +70,6 @@ EXCEPTIONS: dict[str, str] = {
     "summary, details) could be one CommandHelp record",
     "constructor handlers/services.py:Services": "not a mirror: what actions get; the "
     "optional per-process parts (limiter, job actions, chart queue) could be one record",
-    "constructor bot/health.py:ServiceStatus": "not a mirror: what readiness reads, one "
-    "callable per source",
     # Being split right now in other worktrees (the lead removes these at merge).
     "constructor core/snapshot_rows.py:SlurmChanges": _WIRE
     + " (one poll's rows: jobs, nodes, lab usage, their removals, the generation)",

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
+from bot.adoption import cluster_labs
+from bot.cluster_readers import polled_config
 from bot.config import Config
 from bot.doctor.checklist import Check
+from bot.doctor.restd import check_restd
 from scheduler.slurm.commands import SlurmCommandError, run_slurm, run_slurm_json
 
 SLURM_TIMEOUT_SECONDS = 10.0
@@ -22,6 +26,11 @@ def _count(document: object, key: str) -> int:
     return len(value) if isinstance(value, list) else 0
 
 
+def _conf(config: Config) -> str | None:
+    """The SLURM_CONF the (scoped) config's cluster's commands run with."""
+    return config.default_cluster.slurm_conf or None
+
+
 async def _slurm_check(
     config: Config, label: str, command: str, args: list[str], key: str
 ) -> Check:
@@ -29,10 +38,12 @@ async def _slurm_check(
     timeout = min(config.slurm.command_timeout_seconds, SLURM_TIMEOUT_SECONDS)
     try:
         if key:
-            document = await run_slurm_json(config.slurm.bin_dir, command, args, timeout)
+            document = await run_slurm_json(
+                config.slurm.bin_dir, command, args, timeout, _conf(config)
+            )
             what = f"{_count(document, key)} {key}"
         else:
-            raw = await run_slurm(config.slurm.bin_dir, command, args, timeout)
+            raw = await run_slurm(config.slurm.bin_dir, command, args, timeout, _conf(config))
             what = f"{len(raw.splitlines())} associations"
     except SlurmCommandError as error:
         return Check("slurm", False, f"{label} failed: {error}", SLURM_FIX)
@@ -40,6 +51,27 @@ async def _slurm_check(
 
 
 async def check_slurm(config: Config) -> list[Check]:
+    """Each cluster through its own source, as its pollers read it: the commands (with its
+    slurm.conf) or its slurmrestd. With several clusters each check names its cluster."""
+    several = len(config.clusters) > 1
+    clusters = [cluster_labs(config, cluster) for cluster in config.clusters]
+    found = await asyncio.gather(
+        *(
+            check_restd(cluster)
+            if cluster.source == "slurmrestd"
+            else check_commands(polled_config(config, cluster))
+            for cluster in clusters
+        )
+    )
+    return [
+        replace(check, name=f"{check.name} on {cluster.name}") if several else check
+        for cluster, checks in zip(clusters, found, strict=True)
+        for check in checks
+    ]
+
+
+async def check_commands(config: Config) -> list[Check]:
+    """The (scoped) config's cluster, through its commands."""
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 3600))
     commands: list[tuple[str, str, list[str], str]] = [
         ("squeue --json", "squeue", ["--all", "--json"], "jobs"),
@@ -60,7 +92,7 @@ async def check_slurm(config: Config) -> list[Check]:
 
 async def _slurm_names(config: Config, command: str, args: list[str]) -> set[str]:
     timeout = min(config.slurm.command_timeout_seconds, SLURM_TIMEOUT_SECONDS)
-    raw = await run_slurm(config.slurm.bin_dir, command, args, timeout)
+    raw = await run_slurm(config.slurm.bin_dir, command, args, timeout, _conf(config))
     return {line.strip() for line in raw.decode(errors="replace").splitlines() if line.strip()}
 
 
@@ -111,7 +143,9 @@ async def check_job_comments(config: Config) -> Check:
     slurmdbd stores comments."""
     timeout = min(config.slurm.command_timeout_seconds, SLURM_TIMEOUT_SECONDS)
     try:
-        raw = await run_slurm(config.slurm.bin_dir, "scontrol", ["show", "config"], timeout)
+        raw = await run_slurm(
+            config.slurm.bin_dir, "scontrol", ["show", "config"], timeout, _conf(config)
+        )
     except SlurmCommandError as error:
         return Check("job comments", False, f"scontrol show config failed: {error}", SLURM_FIX)
     flags = next(

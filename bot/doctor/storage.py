@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from bot.adoption import cluster_labs
 from bot.config import Config
 from bot.doctor.checklist import Check
 from bot.doctor.service_user import COMMAND_TIMEOUT_SECONDS, ServiceUser, run_command
@@ -52,10 +53,10 @@ async def check_storage_root(lab: str, root: str, user: ServiceUser) -> Check:
 
 
 async def check_storage(config: Config, user: ServiceUser) -> list[Check]:
+    # Every cluster's labs (the default's as the top level has them).
+    labs = [lab for cluster in config.clusters for lab in cluster_labs(config, cluster).labs]
     checks = [
-        await check_storage_root(lab.name, root, user)
-        for lab in config.labs
-        for root in lab.storage_roots
+        await check_storage_root(lab.name, root, user) for lab in labs for root in lab.storage_roots
     ]
     checks = checks or [Check("storage", True, "no storage roots configured", warning=True)]
     if config.images.dir:

@@ -44,7 +44,7 @@ async def check_storage(
         return 0  # never scanned: no data is not "empty disks"
     owners = {d.owner for d in snapshot.directories}
     slack_ids = {o: [uid for _, uid in identity.slack_users_of(o)] for o in owners}
-    return await writer.run(storage_alerts_in_db, snapshot, slack_ids, config)
+    return await writer.run(storage_alerts_in_db, snapshot, slack_ids, config, cluster)
 
 
 def storage_alerts_in_db(
@@ -52,19 +52,25 @@ def storage_alerts_in_db(
     snapshot: ClusterSnapshot,
     slack_ids: Mapping[str, Sequence[str]],
     config: Config,
+    cluster: str,
     now: float | None = None,
 ) -> int:
-    """Decide, store the new alert state and enqueue the messages, in one transaction."""
+    """Decide, store the new alert state and enqueue the messages, in one transaction: all
+    of it `cluster`'s (the snapshot is its, `config.labs` its labs), named in the text where
+    skybot serves several clusters."""
     now = time.time() if now is None else now
     rules = config.notifications
     lab_of_root = {root: lab.name for lab in config.labs for root in lab.storage_roots}
+    where = {"cluster": cluster, "shown": cluster if len(config.clusters) > 1 else ""}
     with db.atomic():
         hoard_state, hoard = hoarding_alerts(
-            load_hoard_state(db), snapshot, rules, lab_of_root, slack_ids
+            load_hoard_state(db, cluster), snapshot, rules, lab_of_root, slack_ids, **where
         )
-        fill_state, fill = filesystem_alerts(load_fill_state(db), snapshot, rules, lab_of_root)
-        save_hoard_state(db, hoard_state)
-        save_fill_state(db, fill_state)
+        fill_state, fill = filesystem_alerts(
+            load_fill_state(db, cluster), snapshot, rules, lab_of_root, **where
+        )
+        save_hoard_state(db, cluster, hoard_state)
+        save_fill_state(db, cluster, fill_state)
         # Filesystem warnings first: they are the more urgent.
         alerts = [*fill, *hoard]
         channel = config.slack.alert_channel
