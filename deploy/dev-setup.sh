@@ -43,9 +43,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-echo "dev-setup: installing skybot with its test tools"
+echo "dev-setup: installing skybot with its test tools, at the versions of the lock"
+# deploy/requirements.lock pins every dependency of skybot and of its tests, with hashes, for
+# the index pip is configured with here (it names none); regenerate it with
+# deploy/update_lock.py. skybot itself comes after, without dependencies of its own choosing.
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
-    -e "${repo}[test]"
+    --require-hashes --no-deps -r "${repo}/deploy/requirements.lock"
+python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+    --no-deps -e "${repo}"
 # pyenv (if that is where python3 comes from) needs to learn about the new `skybot` script.
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
 
