@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
 import os
 import pwd
 import socket
@@ -31,8 +32,10 @@ from bot.exit_codes import (
     EXIT_PORT_UNAVAILABLE,
     EXIT_SCHEMA_TOO_NEW,
 )
-from store.db import SchemaTooNewError
+from store.db import SCHEMA_VERSION, SchemaTooNewError
 from store.writer import StoreWriter
+
+log = logging.getLogger("skybot")
 
 
 class StartupError(Exception):
@@ -72,6 +75,7 @@ def claimed(config: Config) -> Iterator[Claim]:
     released in reverse, the lock last: no second instance opens the store before it is closed."""
     with _instance_lock(database_path(config)), _listeners(config) as sockets:
         writer = open_store(database_path(config))
+        log.info(starting_line(config))
         try:
             yield Claim(writer, sockets)
         finally:
@@ -101,6 +105,19 @@ def _listeners(config: Config) -> Iterator[dict[str, socket.socket]]:
     finally:
         for sock in sockets.values():
             sock.close()
+
+
+def starting_line(config: Config) -> str:
+    """Which skybot, on which schema, for which clusters: the first thing a log should say
+    (open_store has migrated the database to SCHEMA_VERSION, or refused)."""
+    clusters = ", ".join(
+        f"{cluster.name} ({len(cluster.labs)} lab{'' if len(cluster.labs) == 1 else 's'})"
+        for cluster in config.clusters
+    )
+    return (
+        f"skybot {__version__} starting: database schema {SCHEMA_VERSION} "
+        f"({database_path(config)}), clusters: {clusters}"
+    )
 
 
 def open_store(database: Path | str) -> StoreWriter:
