@@ -45,6 +45,8 @@ SHIPPED = {
     "unit": "skybot.service",
     "config": "skybot.example.toml",
     "manifest": "slack-app-manifest.yaml",
+    # Prometheus alerting rules for skybot's own figures (tests/test_alert_rules.py).
+    "alerts": "skybot.rules.yml",
 }
 # What `skybot install` places, in the order it places them (no target: all of them).
 TARGETS = ("runner", "sudoers", "config", "unit")
