@@ -33,6 +33,7 @@ NOT_SOURCE = shutil.ignore_patterns(
 NEEDS = {
     "tests/test_wheel_install.py": ("checkout wheel", "checkout venv"),
     "tests/test_upgrade_cluster.py": ("checkout wheel", "previous release venv"),
+    "tests/test_debian_package_cluster.py": ("debian package",),
 }
 
 _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wheel-build")
@@ -72,6 +73,12 @@ def previous_release() -> str:
     ).split()
     assert first, "this clone's history does not reach the versioningit change (a shallow clone?)"
     return f"{first[0]}^"
+
+
+def debian_package() -> Path:
+    """skybot_VERSION_ARCH.deb built from this checkout by deploy/build-deb.sh (about 1.5 min
+    of pip and dpkg)."""
+    return _wait("debian package")
 
 
 def start_for(items: Sequence[pytest.Item]) -> None:
@@ -159,9 +166,15 @@ def _build_previous_release_venv() -> Path:
     return _venv_with(wheel, "previous-venv", locked=False)
 
 
+def _build_debian_package() -> Path:
+    built = run([str(REPO / "deploy" / "build-deb.sh"), str(_base() / "deb")], REPO)
+    return Path(built.strip().splitlines()[-1])
+
+
 BUILDS: dict[str, Callable[[], Path]] = {
     "checkout wheel": _build_checkout_wheel,
     "checkout venv": _build_checkout_venv,
     "previous release venv": _build_previous_release_venv,
+    "debian package": _build_debian_package,
 }
 DEPENDS = {"checkout venv": ("checkout wheel",)}
