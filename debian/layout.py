@@ -33,7 +33,11 @@ def texts() -> dict[str, str]:
 
     return {
         "usr/libexec/skybot/skybot-runner": runner_text(DEFAULT_PYTHON),
-        "etc/sudoers.d/skybot-runner": at_package_path(shipped_text("sudoers")),
+        # Its own alias name: sudo refuses every rule if two files define one alias, and a
+        # machine may also have `skybot install`'s /etc/sudoers.d/skybot.
+        "etc/sudoers.d/skybot-runner": at_package_path(shipped_text("sudoers")).replace(
+            "SKYBOT_RUNNER", "SKYBOT_PACKAGED_RUNNER"
+        ),
         "etc/skybot/skybot.toml": at_package_path(shipped_text("config")),
         "lib/systemd/system/skybot.service": shipped_text("unit").replace(
             f"ExecStart={UNIT_SKYBOT} ", f"ExecStart={SKYBOT} "

@@ -94,13 +94,26 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "absent"
 
 
+def refuse_a_rule_that_would_break_sudo(deb: Path, folder: Path) -> None:
+    """sudo refuses every rule while any file is wrong (a second definition of an alias once
+    was): check the package's rule together with this machine's before installing it."""
+    sh("dpkg-deb", "-x", str(deb), str(folder / "tree"))
+    combined = folder / "sudoers"
+    combined.write_text(
+        Path("/etc/sudoers").read_text()
+        + f"\n@include {folder}/tree/etc/sudoers.d/skybot-runner\n"
+    )
+    sh("visudo", "-cf", str(combined))
+
+
 @pytest.fixture(scope="module")
-def package() -> Iterator[Path]:
+def package(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The built .deb, installed for this module's tests and purged after them."""
     deb = wheels.debian_package()
     if installed_version() is not None or CONFIG.exists():
         pytest.fail(f"this machine already has a skybot package or {CONFIG}: remove it first")
     before = {path: digest(path) for path in DEVELOPMENT_FILES}
+    refuse_a_rule_that_would_break_sudo(deb, tmp_path_factory.mktemp("deb-rule"))
     apt_get("install", str(deb))
     try:
         yield deb
@@ -125,7 +138,8 @@ def test_what_the_package_installs(package: Path) -> None:
     state = STATE.stat()
     assert pwd.getpwuid(state.st_uid).pw_name == "skybot" and state.st_mode & 0o777 == 0o750
     assert Path("/etc/sudoers.d/skybot-runner").stat().st_mode & 0o777 == 0o440
-    assert f'SKYBOT_RUNNER = {RUNNER} ""' in Path("/etc/sudoers.d/skybot-runner").read_text()
+    rule = Path("/etc/sudoers.d/skybot-runner").read_text()
+    assert f'Cmnd_Alias SKYBOT_PACKAGED_RUNNER = {RUNNER} ""' in rule
     sh("visudo", "-c")
     assert "/usr/share/skybot/skybot.rules.yml" in sh("dpkg", "-L", "skybot")
     conffiles = sh("dpkg-query", "-W", "-f=${Conffiles}", "skybot")
