@@ -228,7 +228,8 @@ def test_the_packaged_runner_submits_as_alice_through_the_packaged_rule(
             "roots": [str(HOFFMAN)], "partitions": ["hoffman-lab", "debug"],
         }  # fmt: skip
         python = str(VENV / "bin" / "python3")
-        reply = json.loads(sh(python, "-c", CALL_RUNNER, json.dumps(request), RUNNER))
+        # -I: the venv's own skybot, never this checkout's (the current directory).
+        reply = json.loads(sh(python, "-I", "-c", CALL_RUNNER, json.dumps(request), RUNNER))
         assert reply.get("ok") is True, reply
         job = int(reply["job_id"])
         owner = sh("squeue", "-h", "-j", str(job), "-o", "%u").strip()
