@@ -100,8 +100,7 @@ def refuse_a_rule_that_would_break_sudo(deb: Path, folder: Path) -> None:
     sh("dpkg-deb", "-x", str(deb), str(folder / "tree"))
     combined = folder / "sudoers"
     combined.write_text(
-        Path("/etc/sudoers").read_text()
-        + f"\n@include {folder}/tree/etc/sudoers.d/skybot-runner\n"
+        Path("/etc/sudoers").read_text() + f"\n@include {folder}/tree/etc/sudoers.d/skybot-runner\n"
     )
     sh("visudo", "-cf", str(combined))
 
