@@ -2,7 +2,8 @@
 `apt-get install ./skybot_*.deb`: its unit passes `systemd-analyze verify`, the packaged bot,
 as the package's service user, answers `/sky gpus` from the real cluster through the Slack
 stand-in, and the packaged runner submits a job as alice through the packaged sudoers rule. An
-upgrade keeps the admin's config edit and the database; remove keeps the data, purge removes it.
+upgrade keeps the admin's config edit and the database, and the upgraded bot sends what was
+queued before it once; remove keeps the data, purge removes it.
 
 The package lives beside this machine's development install: its runner is
 /usr/libexec/skybot/skybot-runner with the rule /etc/sudoers.d/skybot-runner, so
@@ -21,6 +22,7 @@ import os
 import pwd
 import re
 import shutil
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,8 +30,8 @@ from pathlib import Path
 import pytest
 
 from tests import wheels
-from tests.bot_process import start_bot
-from tests.cluster import sbatch, squeue_state, wait_until
+from tests.bot_process import SLACK_IDS, linked_users, start_bot
+from tests.cluster import sbatch, squeue_state, wait_for, wait_until
 from tests.slack_standin import SlackStandIn
 
 pytestmark = [
@@ -255,17 +257,54 @@ def repacked_with_version(deb: Path, version: str, folder: Path) -> Path:
     return newer
 
 
-def test_an_upgrade_keeps_the_config_edit_and_the_database(package: Path, tmp_path: Path) -> None:
-    if not (STATE / "skybot.db").exists():
+# Written by the installed package's own store code, as the service user (whose database it is).
+QUEUE_DMS = """
+import sys, time
+from store.db import open_db
+from store.outbox import OutboxMessage, enqueue
+db = open_db(sys.argv[1])
+enqueue(db, [OutboxMessage(key=f"before-upgrade-{i}", target="UALICE",
+                           text=f"queued before the upgrade #{i}") for i in range(3)], time.time())
+db.close()
+"""
+
+
+def all_sent(database: Path) -> bool:
+    with sqlite3.connect(database, timeout=5) as db:
+        states = db.execute("SELECT state FROM outbox WHERE target = 'UALICE'").fetchall()
+    return states == [("sent",)] * 3
+
+
+async def test_an_upgrade_keeps_the_config_edit_and_the_database_and_sends_once(
+    package: Path, tmp_path: Path
+) -> None:
+    database = STATE / "skybot.db"
+    if not database.exists():
         pytest.fail("the bot test before this one leaves the database this test upgrades over")
-    database = digest(STATE / "skybot.db")
+    sh(*AS_SKYBOT, str(VENV / "bin" / "python3"), "-I", "-c", QUEUE_DMS, str(database))
     old = installed_version()
     assert old is not None
     newer = repacked_with_version(package, f"{old}.1", tmp_path)
     apt_get("install", str(newer))
     assert installed_version() == f"{old}.1"
     assert CONFIG.read_text() == TEST_CONFIG
-    assert digest(STATE / "skybot.db") == database
+    log_path = tmp_path / "skybot.log"
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    async with SlackStandIn(users=linked_users()) as slack:
+        with log_path.open("wb") as log:
+            bot = start_bot(
+                CONFIG, slack, [*AS_SKYBOT, str(SKYBOT)], cwd=Path("/"),
+                environment=environment, log=log,
+            )  # fmt: skip
+            try:
+                await wait_for(lambda: all_sent(database), 120, "the queued DMs sent")
+            finally:
+                bot.terminate()
+                await asyncio.to_thread(bot.wait, 30)
+        dm = slack.dm_channel_for(SLACK_IDS["alice"])
+        texts = [m.get("text", "") for (channel, _), m in slack.messages.items() if channel == dm]
+    for i in range(3):
+        assert texts.count(f"queued before the upgrade #{i}") == 1, (texts, log_path.read_text())
 
 
 def test_remove_keeps_the_data_and_purge_removes_it(package: Path) -> None:
