@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "poll":
             return asyncio.run(_poll(config, args.cycles))
         if args.command == "check-config":
-            print(f"config OK: {len(config.labs)} labs, database {config.database.path}")
+            print(f"config OK: {config_summary(config)}, database {config.database.path}")
             return 0
     except ConfigError as error:
         print_refusal(f"config error: {error}")
@@ -87,6 +87,13 @@ def _run(config: Config) -> int:
         log.critical("skybot stopped: %s", error, exc_info=True)
         return 1
     return 0
+
+
+def config_summary(config: Config) -> str:
+    """ "2 clusters, 4 labs": what a configuration serves, counted over every cluster."""
+    clusters = len(config.clusters)
+    labs = sum(len(cluster.labs) for cluster in config.clusters)
+    return f"{clusters} cluster{'' if clusters == 1 else 's'}, {labs} lab{'' if labs == 1 else 's'}"
 
 
 def _show(args: argparse.Namespace) -> int:

@@ -45,6 +45,8 @@ SHIPPED = {
     "unit": "skybot.service",
     "config": "skybot.example.toml",
     "manifest": "slack-app-manifest.yaml",
+    # Prometheus alerting rules for skybot's own figures (tests/test_alert_rules.py).
+    "alerts": "skybot.rules.yml",
 }
 # What `skybot install` places, in the order it places them (no target: all of them).
 TARGETS = ("runner", "sudoers", "config", "unit")
@@ -293,7 +295,16 @@ def show(name: str, http_url: str | None = None, config: Config | None = None) -
 
     text = shipped_text(name)
     if name == "manifest":
-        text = manifest_for(text, config or Config())
+        config = config or Config()
+        text = manifest_for(text, config)
+        if config.slack.mode == "http" and http_url is None:
+            print(
+                'skybot show: the config says slack.mode = "http": give the URL Slack is to '
+                "send to, --http-url https://HOST/slack/events (a Socket Mode manifest would "
+                "not reach this bot)",
+                file=sys.stderr,
+            )
+            return 2
     if http_url is not None:
         if name != "manifest":
             print("skybot show: --http-url goes with the manifest only", file=sys.stderr)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
 import os
 import pwd
 import socket
@@ -32,8 +33,10 @@ from bot.exit_codes import (
     EXIT_SCHEMA_TOO_NEW,
     EXIT_SLURM_TOKEN_UNSAFE,
 )
-from store.db import SchemaTooNewError
+from store.db import SCHEMA_VERSION, SchemaTooNewError
 from store.writer import StoreWriter
+
+log = logging.getLogger("skybot")
 
 
 class StartupError(Exception):
@@ -79,6 +82,7 @@ def claimed(config: Config) -> Iterator[Claim]:
     refuse_unsafe_slurm_tokens(config)
     with _instance_lock(database_path(config)), _listeners(config) as sockets:
         writer = open_store(database_path(config))
+        log.info(starting_line(config))
         try:
             yield Claim(writer, sockets)
         finally:
@@ -121,6 +125,19 @@ def refuse_unsafe_slurm_tokens(config: Config) -> None:
         refused = unsafe_token_file(cluster.token_file, slurm_conf_facts(cluster.slurm_conf))
         if refused is not None:
             raise SlurmTokenUnsafe(f"cluster {cluster.name}: {refused}")
+
+
+def starting_line(config: Config) -> str:
+    """Which skybot, on which schema, for which clusters: the first thing a log should say
+    (open_store has migrated the database to SCHEMA_VERSION, or refused)."""
+    clusters = ", ".join(
+        f"{cluster.name} ({len(cluster.labs)} lab{'' if len(cluster.labs) == 1 else 's'})"
+        for cluster in config.clusters
+    )
+    return (
+        f"skybot {__version__} starting: database schema {SCHEMA_VERSION} "
+        f"({database_path(config)}), clusters: {clusters}"
+    )
 
 
 def open_store(database: Path | str) -> StoreWriter:

@@ -22,9 +22,11 @@ esac
 # which tests/test_link_acl_cluster.py grants bob write on alice's link file as a site would;
 # libfaketime: steps the bot's wall clock in tests/test_clock_steps_cluster.py (and the
 # digest's test); slurmrestd and its JWT plugin: the clusters' REST API, which skybot's
-# slurmrestd source reads.
+# slurmrestd source reads; prometheus: promtool checks and unit-tests the shipped alert rules
+# (tests/test_alert_rules.py); debhelper and dh-virtualenv: deploy/build-deb.sh builds the
+# Debian package that tests/test_debian_package_cluster.py installs.
 packages=(slurm-wlm slurmdbd slurmrestd slurm-wlm-jwt-plugin munge mariadb-server sudo systemd python3-venv mmdebstrap acl
-    libfaketime)
+    libfaketime prometheus debhelper dh-virtualenv)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "dev-setup: run as root (it installs packages and starts the test cluster)" >&2
@@ -43,9 +45,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-echo "dev-setup: installing skybot with its test tools"
+echo "dev-setup: installing skybot with its test tools, at the versions of the lock"
+# deploy/requirements.lock pins every dependency of skybot and of its tests, with hashes, for
+# the index pip is configured with here (it names none); regenerate it with
+# deploy/update_lock.py. skybot itself comes after, without dependencies of its own choosing.
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
-    -e "${repo}[test]"
+    --require-hashes --no-deps -r "${repo}/deploy/requirements.lock"
+python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+    --no-deps -e "${repo}"
 # pyenv (if that is where python3 comes from) needs to learn about the new `skybot` script.
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
 

@@ -22,6 +22,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SYSTEM_PYTHON = "/usr/bin/python3"
+# Every pinned dependency with its hashes; the product's part ends at the marker line.
+LOCK = REPO / "deploy" / "requirements.lock"
+LOCK_MARKER = "# ---- below: the test extra's own packages"
 # The checkout minus what is never part of a build. Git stays: the version comes from it.
 NOT_SOURCE = shutil.ignore_patterns(
     "build", "dist", "*.egg-info", "__pycache__", ".*cache", ".benchmarks", ".venv", "_version.py"
@@ -30,6 +33,7 @@ NOT_SOURCE = shutil.ignore_patterns(
 NEEDS = {
     "tests/test_wheel_install.py": ("checkout wheel", "checkout venv"),
     "tests/test_upgrade_cluster.py": ("checkout wheel", "previous release venv"),
+    "tests/test_debian_package_cluster.py": ("debian package",),
 }
 
 _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wheel-build")
@@ -51,7 +55,7 @@ def checkout_wheel() -> Path:
 
 def checkout_venv() -> Path:
     """A fresh venv of the system python3 with the checkout's wheel and its dependencies
-    installed from the index, as the README's install guide does it."""
+    installed from the index at the versions (and hashes) of deploy/requirements.lock."""
     return _wait("checkout venv")
 
 
@@ -69,6 +73,12 @@ def previous_release() -> str:
     ).split()
     assert first, "this clone's history does not reach the versioningit change (a shallow clone?)"
     return f"{first[0]}^"
+
+
+def debian_package() -> Path:
+    """skybot_VERSION_ARCH.deb built from this checkout by deploy/build-deb.sh (about 1.5 min
+    of pip and dpkg)."""
+    return _wait("debian package")
 
 
 def start_for(items: Sequence[pytest.Item]) -> None:
@@ -109,10 +119,27 @@ def _build_wheel(source: Path, dist: Path) -> Path:
     return wheel
 
 
-def _venv_with(wheel: Path, name: str) -> Path:
+def runtime_lock(destination: Path) -> Path:
+    """The product's part of deploy/requirements.lock (above its marker line), as a file."""
+    text = LOCK.read_text()
+    product, marker, _ = text.partition(LOCK_MARKER)
+    assert marker, f"{LOCK} has no line {LOCK_MARKER!r}"
+    destination.write_text(product)
+    return destination
+
+
+def _venv_with(wheel: Path, name: str, locked: bool = True) -> Path:
+    """A venv of the system python3 with `wheel` installed: its dependencies from the lock
+    (as the Debian package has them), or, for a release older than the lock, from the index."""
     venv = _base() / name
+    pip = str(venv / "bin" / "pip")
     run([SYSTEM_PYTHON, "-m", "venv", str(venv)], _base())
-    run([str(venv / "bin" / "pip"), "install", "--quiet", str(wheel)], _base())
+    if locked:
+        pins = runtime_lock(_base() / f"{name}-lock.txt")
+        run([pip, "install", "--quiet", "--require-hashes", "--no-deps", "-r", str(pins)], _base())
+        run([pip, "install", "--quiet", "--no-deps", str(wheel)], _base())
+    else:
+        run([pip, "install", "--quiet", str(wheel)], _base())
     return venv
 
 
@@ -135,12 +162,19 @@ def _build_previous_release_venv() -> Path:
     source = _base() / "previous-source"
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(source, filter="data")
-    return _venv_with(_build_wheel(source, _base() / "previous-dist"), "previous-venv")
+    wheel = _build_wheel(source, _base() / "previous-dist")
+    return _venv_with(wheel, "previous-venv", locked=False)
+
+
+def _build_debian_package() -> Path:
+    built = run([str(REPO / "deploy" / "build-deb.sh"), str(_base() / "deb")], REPO)
+    return Path(built.strip().splitlines()[-1])
 
 
 BUILDS: dict[str, Callable[[], Path]] = {
     "checkout wheel": _build_checkout_wheel,
     "checkout venv": _build_checkout_venv,
     "previous release venv": _build_previous_release_venv,
+    "debian package": _build_debian_package,
 }
 DEPENDS = {"checkout venv": ("checkout wheel",)}
