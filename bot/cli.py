@@ -199,6 +199,7 @@ async def _poll(config: Config, cycles: int) -> int:
     slurm = SlurmPoller(config, writer, cluster=cluster)
     try:
         ok = await slurm.poll_caps() and await StoragePoller(config, writer, cluster=cluster).poll()
+        ok = await slurm.poll_limits() and ok
         for _ in range(cycles):
             ok = await slurm.poll_jobs() and ok
         snapshot = await writer.run(load_snapshot, config.default_cluster.name)

@@ -82,7 +82,9 @@ async def _poll_once(config: Config, writer: StoreWriter) -> None:
     slurm = SlurmPoller(config, writer, cluster=cluster)
     try:
         await asyncio.gather(
-            slurm.poll_caps(), StoragePoller(config, writer, cluster=cluster).poll()
+            slurm.poll_caps(),
+            slurm.poll_limits(),
+            StoragePoller(config, writer, cluster=cluster).poll(),
         )
         await slurm.poll_jobs()
     finally:

@@ -250,6 +250,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # what today's cluster is called: a migration is a fixed list of statements, run by
     # every opener of the file (the doctor, a backup, a restore) without a configuration.
     CLUSTER_KEYS,
+    # The cluster's partitions, QOS and reservations as its last limits poll read them
+    # (store/limits.py), one record per cluster; and the maintenance reservations already
+    # announced, so each is announced once however often the bot restarts (issue 43).
+    (
+        "CREATE TABLE slurm_limits (cluster TEXT PRIMARY KEY, record TEXT NOT NULL)",
+        """
+        CREATE TABLE announced_reservations (
+            cluster TEXT NOT NULL, name TEXT NOT NULL, start INTEGER NOT NULL,
+            announced_at REAL NOT NULL, PRIMARY KEY (cluster, name, start)
+        )
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

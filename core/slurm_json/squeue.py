@@ -161,6 +161,7 @@ def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Jo
         het_job_id=het_job_id,
         het_offset=het_offset,
         shards_by_type=_squeue_shards(f, state),
+        qos=sys.intern(f.text("qos")),
     )
     return unowned(job, label, warnings)
 

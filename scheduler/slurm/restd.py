@@ -143,7 +143,19 @@ class RestdClient:
     async def partitions(self) -> dict[str, Any]:
         version = await self.version()
         _, body = await self._get(self._path("slurm", version, "partitions"), {})
-        return self._plain(body, "partitions")
+        return self._checked(body, "partitions")
+
+    async def reservations(self) -> dict[str, Any]:
+        """The reservations, as `scontrol show reservation --json` has them."""
+        version = await self.version()
+        _, body = await self._get(self._path("slurm", version, "reservations"), {})
+        return self._checked(body, "reservations")
+
+    async def qos(self) -> dict[str, Any]:
+        """Accounting's QOS, as `sacctmgr --json show qos` has them (22.05: under "QOS")."""
+        version = await self.version()
+        _, body = await self._get(self._path("slurmdb", version, "qos"), {})
+        return self._checked(body, "slurmdb qos")
 
     async def job_states(self) -> dict[str, Any]:
         """Every job's id and state only, as `squeue --only-job-state --json` (24.05+)."""
@@ -291,6 +303,17 @@ class RestdClient:
                 f"slurmrestd at {self.address}: {what} reported an error: {_describe(errors[0])}"
             )
         document.pop("errors", None)
+        return document
+
+    def _checked(self, body: bytes, what: str) -> dict[str, Any]:
+        """The whole document (`_document` keeps only the jobs' and nodes' fields), or
+        RestdError if it reports an error."""
+        document = self._plain(body, what)
+        errors = [e for e in document.get("errors") or [] if not _means_no_results(e)]
+        if errors:
+            raise RestdError(
+                f"slurmrestd at {self.address}: {what} reported an error: {_describe(errors[0])}"
+            )
         return document
 
     def _plain(self, body: bytes, what: str) -> dict[str, Any]:

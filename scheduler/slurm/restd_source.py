@@ -27,10 +27,16 @@ import msgspec
 
 from core.associations import parse_associations_json
 from core.cluster_config import ClusterConfig
+from core.slurm_limits import (
+    SlurmLimits,
+    parse_partitions_json,
+    parse_qos_json,
+    parse_reservations_json,
+)
 from scheduler.slurm.cli_source import CliSource
 from scheduler.slurm.commands import SlurmCommandError
 from scheduler.slurm.restd import RestdClient, RestdError
-from scheduler.slurm.source import Associations, ClusterSource
+from scheduler.slurm.source import Associations, ClusterSource, Limits
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +159,19 @@ class RestdSource:
 
     async def associations(self) -> Associations:
         return parse_associations_json(await _answer(self._client.associations()))
+
+    async def limits(self) -> Limits:
+        partitions, reservations, qos = await asyncio.gather(
+            _answer(self._client.partitions()),
+            _answer(self._client.reservations()),
+            _answer(self._client.qos()),
+        )
+        limits = SlurmLimits(
+            tuple(parse_partitions_json(partitions)),
+            tuple(parse_qos_json(qos)),
+            tuple(parse_reservations_json(reservations)),
+        )
+        return limits, []
 
 
 async def _answer(call: Awaitable[T]) -> T:
