@@ -1,0 +1,108 @@
+"""Limits and reservations from the real cluster (issue 43), through both sources (the commands
+and slurmrestd): an admin's `scontrol update` of a partition's MaxTime changes what `/sky why`
+quotes one poll later, and a job kept out by a maintenance reservation gets a `--time` command
+that, run as its owner, lets it start before the window."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from core.view import ClusterView
+from scheduler.slurm.poller import SlurmPoller
+from scheduler.slurm.restd import RestdClient
+from scheduler.slurm.restd_source import RestdSource
+from tests.cluster import cluster_script, sbatch
+from tests.test_restd_cluster import SOCKET, TOKEN
+from tests.test_slurm_poller_cluster import Harness, _config
+from tests.test_why_cluster import run_as, suggested, until, why
+
+pytestmark = pytest.mark.cluster
+
+PARTITION = "debug"
+
+
+class LimitsHarness(Harness):
+    """The poller's harness, with the limits poll, reading through `source`."""
+
+    def __init__(self, tmp_path: Path, source: str) -> None:
+        super().__init__(_config(tmp_path))
+        if source == "slurmrestd":
+            restd = RestdSource(RestdClient(SOCKET, TOKEN, timeout=20))
+            self.poller = SlurmPoller(self.config, self.writer, lambda: self.now, source=restd)
+
+    async def poll(self) -> ClusterView:
+        self.now = max(self.now, time.time())
+        await self.poller.poll_limits()
+        return await super().poll()
+
+    async def aclose(self) -> None:
+        await self.poller.close()
+        self.close()
+
+
+@pytest.fixture(params=["cli", "slurmrestd"])
+async def harness(
+    request: pytest.FixtureRequest, tmp_path: Path, clean_queue: None
+) -> AsyncIterator[LimitsHarness]:
+    if request.param == "slurmrestd":
+        cluster_script("up")  # slurmrestd running, as test_restd_cluster.py wants it
+    h = LimitsHarness(tmp_path, request.param)
+    yield h
+    await h.aclose()
+
+
+def scontrol(*args: str) -> str:
+    done = subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.fixture
+def max_time_restored() -> Iterator[None]:
+    """The partition's MaxTime as it was, whatever the test did to it."""
+    before = re.search(r"MaxTime=(\S+)", scontrol("show", "partition", PARTITION))
+    assert before is not None
+    yield
+    scontrol("update", f"PartitionName={PARTITION}", f"MaxTime={before[1]}")
+
+
+def state_of(job_id: int) -> str:
+    return subprocess.run(
+        ["squeue", "-h", "-j", str(job_id), "-o", "%T %r"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout.strip()
+
+
+async def test_why_quotes_the_max_time_the_partition_has_now(
+    harness: LimitsHarness, max_time_restored: None
+) -> None:
+    scontrol("update", f"PartitionName={PARTITION}", "MaxTime=04:00:00")
+    job = sbatch(
+        "alice",
+        *("-A", "hoffman-lab", "-p", PARTITION, "--time=5:00:00", "--chdir=/tmp"),
+        *("-o", "/dev/null", "--wrap", "sleep 300"),
+    )
+    await until(lambda: "PartitionTimeLimit" in state_of(job), "PartitionTimeLimit")
+    text = await why(harness, str(job))
+    assert "4 h at most" in text, text
+    assert f"`scontrol update JobId={job} TimeLimit=04:00:00`" in text, text
+
+    scontrol("update", f"PartitionName={PARTITION}", "MaxTime=03:00:00")
+    text = await why(harness, str(job))  # one poll later
+    assert "3 h at most" in text and "4 h" not in text, text
+    [command] = [c for c in suggested(text) if c.startswith("scontrol update")]
+    assert command == f"scontrol update JobId={job} TimeLimit=03:00:00"
+
+    # The command it gives, run as alice, is one Slurm takes, and the job then starts.
+    result = await asyncio.to_thread(run_as, "alice", command)
+    assert result.returncode == 0, result.stderr
+    await until(lambda: state_of(job).startswith("RUNNING"), f"job {job} to start")
