@@ -61,9 +61,33 @@ def minutes_before(reservation: Reservation, now: float) -> int | None:
     return minutes if minutes >= MIN_OFFER_MINUTES else None
 
 
-def reserved_idle(limits: SlurmLimits, node: Node, now: float) -> list[Reservation]:
-    """Reservations holding `node` now."""
-    return [r for r in limits.reservations if r.active(now) and node.name in r.nodes]
+# `/sky free` tells of a reservation this far ahead: an idle GPU there takes only jobs
+# that end before it.
+SOON_SECONDS = 86400
+
+
+def node_note(limits: SlurmLimits, node: str, now: float) -> str:
+    """Why a node's idle GPUs may not be anyone's: '' or 'reserved: `maint` (maintenance)
+    until 3 Dec 18:05 UTC' / 'reserved from 3 Dec 18:05 UTC: `maint` (…)'."""
+    on = [r for r in limits.reservations if node in r.nodes and r.end > now]
+    now_held = [r for r in on if r.start <= now]
+    soon = sorted((r for r in on if r.start - now < SOON_SECONDS), key=lambda r: r.start)
+    if now_held:
+        r = now_held[0]
+        return f"reserved: {_named(r)} until {clock(r.end)}, for its users only"
+    if soon:
+        r = soon[0]
+        return f"reserved from {clock(r.start)}: {_named(r)}; only jobs that end before it"
+    return ""
+
+
+def reserved_now(limits: SlurmLimits, node: str, now: float) -> bool:
+    return any(node in r.nodes and r.active(now) for r in limits.reservations)
+
+
+def _named(reservation: Reservation) -> str:
+    kind = " (maintenance)" if reservation.maintenance else ""
+    return f"{literal(reservation.name)}{kind}"
 
 
 def announcement(reservation: Reservation, now: float, cluster: str = "") -> str:

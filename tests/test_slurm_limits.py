@@ -277,3 +277,18 @@ def test_the_search_finds_the_old_hard_coded_limits(tmp_path: Path) -> None:
         'D = "For a short job, or a long one, say how long: `--time`"\n'
     )
     assert [line for line, _ in site_strings(path)] == [1, 3, 4]
+
+
+def test_slurms_reservation_reason_for_a_job_not_in_it_names_the_one_in_its_way() -> None:
+    maintenance = Reservation(
+        "maint_dec", int(NOW + 3600), int(NOW + 7200), ("clippy",), ("MAINT",)
+    )
+    text = _why(
+        SlurmLimits(reservations=(maintenance,)), reason="Reservation", time_limit_minutes=120
+    )
+    assert "A reservation on the nodes it can use keeps it waiting" in text
+    assert "its advanced reservation" not in text
+    assert "TimeLimit=00:55:00" in text
+    # A job in a reservation of its own keeps Slurm's meaning.
+    text = _why(SlurmLimits(), reason="Reservation")
+    assert "It waits for its advanced reservation to become available." in text

@@ -15,9 +15,13 @@ from pathlib import Path
 import pytest
 
 from core.view import ClusterView
+from handlers.commands import command_table
 from scheduler.slurm.poller import SlurmPoller
 from scheduler.slurm.restd import RestdClient
 from scheduler.slurm.restd_source import RestdSource
+from scheduler.watchers.reservations import announce_reservations
+from store.outbox import outbox_rows
+from tests.asking import answer_from_view
 from tests.cluster import cluster_script, sbatch
 from tests.test_restd_cluster import SOCKET, TOKEN
 from tests.test_slurm_poller_cluster import Harness, _config
@@ -33,6 +37,7 @@ class LimitsHarness(Harness):
 
     def __init__(self, tmp_path: Path, source: str) -> None:
         super().__init__(_config(tmp_path))
+        self.closed = False
         if source == "slurmrestd":
             restd = RestdSource(RestdClient(SOCKET, TOKEN, timeout=20))
             self.poller = SlurmPoller(self.config, self.writer, lambda: self.now, source=restd)
@@ -43,8 +48,10 @@ class LimitsHarness(Harness):
         return await super().poll()
 
     async def aclose(self) -> None:
-        await self.poller.close()
-        self.close()
+        if not self.closed:
+            self.closed = True
+            await self.poller.close()
+            self.close()
 
 
 @pytest.fixture(params=["cli", "slurmrestd"])
@@ -106,3 +113,89 @@ async def test_why_quotes_the_max_time_the_partition_has_now(
     result = await asyncio.to_thread(run_as, "alice", command)
     assert result.returncode == 0, result.stderr
     await until(lambda: state_of(job).startswith("RUNNING"), f"job {job} to start")
+
+
+@pytest.fixture
+def reservations() -> Iterator[list[str]]:
+    """Names of reservations the test makes, deleted after it whatever happens."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        subprocess.run(["scontrol", "delete", f"reservation={name}"], timeout=30, check=False)
+
+
+def reserve(names: list[str], name: str, *settings: str) -> None:
+    names.append(name)
+    scontrol("create", "reservation", f"reservationname={name}", *settings)
+
+
+async def ask(harness: LimitsHarness, text: str, user: str = "alice") -> str:
+    """Any command as `user` asks it in Slack, after a fresh poll (as `why` does)."""
+    verb, _, rest = text.partition(" ")
+    if verb == "why":
+        return await why(harness, rest, user)
+    view = await harness.poll()
+    reply = answer_from_view(
+        command_table(), view, text, team_id="T1", user_id="U1", cluster_user=user,
+        now=time.time(),
+    )  # fmt: skip
+    return reply.text
+
+
+async def announced(harness: LimitsHarness) -> list[dict[str, object]]:
+    view = await harness.poll()
+    await announce_reservations(harness.writer, harness.config, view, harness.poller.cluster)
+    rows: list[dict[str, object]] = await harness.writer.run(outbox_rows)
+    return [r for r in rows if str(r["key"]).startswith("reservation:")]
+
+
+async def test_a_maintenance_window_gets_a_time_that_ends_before_it_and_one_announcement(
+    harness: LimitsHarness, reservations: list[str], tmp_path: Path
+) -> None:
+    reserve(
+        reservations, "skybot_why_maint",
+        "starttime=now+40minutes", "duration=60", "nodes=ALL", "users=root", "flags=maint",
+    )  # fmt: skip
+    job = sbatch(
+        "alice",
+        *("-A", "hoffman-lab", "-p", "hoffman-lab", "--time=2:00:00", "--gpus=1"),
+        *("--chdir=/tmp", "-o", "/dev/null", "--wrap", "sleep 300"),
+    )
+    await until(lambda: "ReqNodeNotAvail" in state_of(job), "ReqNodeNotAvail")
+    text = await ask(harness, f"why {job}")
+    assert "Reservation `skybot_why_maint` (maintenance) holds" in text, text
+    assert " UTC (in 3" in text, text  # its start: in 39-40 min
+    [command] = [c for c in suggested(text) if c.startswith("scontrol update")]
+    limit = re.fullmatch(rf"scontrol update JobId={job} TimeLimit=00:(\d\d):00", command)
+    assert limit is not None and 30 <= int(limit[1]) <= 35, command
+
+    # Run as alice, the command lets the job start now, before the window.
+    result = await asyncio.to_thread(run_as, "alice", command)
+    assert result.returncode == 0, result.stderr
+    await until(lambda: state_of(job).startswith("RUNNING"), f"job {job} to start")
+
+    # Announced once: on this poll, the next, and after a restart of the bot.
+    [row] = await announced(harness)
+    assert "`skybot_why_maint`" in str(row["text"]) and " to " in str(row["text"])
+    assert await announced(harness) == [row]
+    await harness.aclose()
+    restarted = LimitsHarness(tmp_path, "cli")
+    try:
+        assert await announced(restarted) == [row]
+    finally:
+        await restarted.aclose()
+
+
+async def test_free_and_gpus_say_which_idle_gpus_are_reserved(
+    harness: LimitsHarness, reservations: list[str]
+) -> None:
+    reserve(
+        reservations, "skybot_why_bob",
+        "starttime=now", "duration=30", "nodes=clippy", "users=bob",
+    )  # fmt: skip
+    text = await ask(harness, "free")
+    [clippy] = [line for line in text.splitlines() if "`clippy`" in line]
+    assert "reserved: `skybot_why_bob` until" in clippy, text
+    assert all("reserved" not in line for line in text.splitlines() if "`baymax`" in line)
+    text = await ask(harness, "gpus hoffman-lab")
+    assert "of them on reserved nodes" in text, text

@@ -112,7 +112,7 @@ def _pending(
         lines.append(_cap_sentence(view, lab, job))
     else:
         label = slurm_job_id(job, task)
-        sentence = limit_sentence(view, job, code, label) or long_reason(
+        sentence = limit_sentence(view, job, code, label, now) or long_reason(
             job.reason, job.partition, label
         )
         lines.append(

@@ -22,8 +22,19 @@ LIMIT_REASONS = frozenset(
 )
 
 
-def limit_sentence(view: ClusterView, job: Job, code: str, job_label: str) -> str | None:
+# Reasons under which a reservation may be what keeps a job off its nodes.
+BLOCKED_REASONS = frozenset({"ReqNodeNotAvail", "Resources", "Reservation"})
+
+
+def limit_sentence(
+    view: ClusterView, job: Job, code: str, job_label: str, now: float
+) -> str | None:
     """The sentence for a limit reason, quoting the live limit; None for other reasons."""
+    if code == "Reservation" and blocking(view.snapshot.limits, view.snapshot.nodes, job, now):
+        # Slurm says "Reservation" too for a job whose time runs into one it is not in.
+        return (
+            "A reservation on the nodes it can use keeps it waiting (its time limit runs into it)."
+        )
     if code not in LIMIT_REASONS:
         return None
     limits = view.snapshot.limits
@@ -117,9 +128,9 @@ def _qos_sentence(view: ClusterView, limits: SlurmLimits, job: Job, code: str) -
 
 
 def reservation_lines(view: ClusterView, job: Job, code: str, label: str, now: float) -> list[str]:
-    """For a job kept off its nodes (ReqNodeNotAvail, Resources): the reservations in its way,
+    """For a job kept off its nodes (BLOCKED_REASONS): the reservations in its way,
     their windows, and the longest `--time` that would let it run before the first."""
-    if code not in ("ReqNodeNotAvail", "Resources"):
+    if code not in BLOCKED_REASONS:
         return []
     found = blocking(view.snapshot.limits, view.snapshot.nodes, job, now)
     if not found:
