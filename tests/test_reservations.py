@@ -84,3 +84,11 @@ async def test_limits_before_the_first_poll_are_empty(tmp_path: Path) -> None:
         assert await writer.run(load_limits, CLUSTER) == SlurmLimits()
     finally:
         writer.close()
+
+
+def test_answers_warn_when_the_limits_they_quote_are_failing() -> None:
+    view = _view_with(MAINT)
+    failing = SourceStatus("limits", NOW - 900, "scontrol exited with status 1", NOW - 600)
+    snapshot = replace(view.snapshot, status={**view.snapshot.status, "limits": failing})
+    text = ask("free", make_view(snapshot)).text
+    assert "Reading Slurm's partition and QOS limits and reservations failed for 10 min" in text

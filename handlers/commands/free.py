@@ -44,7 +44,7 @@ def run(request: CommandRequest, view: ClusterView) -> Reply:
         f"Your lab's partition uses your cap; overcap ({overcap_flags(view)}) can use any idle "
         "GPU but may be preempted."
     )
-    return answer(view, request, lines, "slurm")
+    return answer(view, request, lines, "slurm", also=("limits",))
 
 
 def _node_line(view: ClusterView, item: IdleGpus, now: float) -> str:

@@ -39,7 +39,7 @@ def run(request: CommandRequest, view: ClusterView) -> Reply:
     for lab in labs:
         lines += [*lab_lines(view, lab, view.usage(lab)), ""]
     lines.append(_idle_line(view, request.now))
-    return answer(view, request, lines, "slurm", also=("caps",))
+    return answer(view, request, lines, "slurm", also=("caps", "limits"))
 
 
 def charts(request: CommandRequest, view: ClusterView) -> list[ChartSpec]:
