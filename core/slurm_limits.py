@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.priority import PendingPriority, PriorityFactors
 from core.slurm_json.fields import BadField, as_number
 from core.slurm_json.nodes import _expand_hostlist
 
@@ -63,17 +64,24 @@ class Reservation:
 
 @dataclass(frozen=True, slots=True)
 class SlurmLimits:
-    """Everything of the cluster's limits one poll read."""
+    """Everything of the cluster's limits one poll read, and the pending jobs' priorities
+    (core/priority.py; empty where the source cannot read them cheaply)."""
 
     partitions: tuple[PartitionLimits, ...] = ()
     qos: tuple[QosLimits, ...] = ()
     reservations: tuple[Reservation, ...] = field(default_factory=tuple)
+    pending: tuple[PendingPriority, ...] = ()
+    # The site's priority weights (sprio -w); None where priority/multifactor does not run.
+    weights: PriorityFactors | None = None
 
     def partition(self, name: str) -> PartitionLimits | None:
         return next((p for p in self.partitions if p.name == name), None)
 
     def qos_named(self, name: str) -> QosLimits | None:
         return next((q for q in self.qos if q.name == name), None)
+
+    def priority_of(self, job_id: int) -> PendingPriority | None:
+        return next((p for p in self.pending if p.job_id == job_id), None)
 
 
 def limit(value: object) -> int | None:

@@ -28,6 +28,7 @@ from handlers.commands.common import (
 from handlers.commands.gpus import cap_phrase
 from handlers.commands.reasons import is_capacity, is_gpu_cap, long_reason, reason_code
 from handlers.commands.why_limits import limit_sentence, reservation_lines
+from handlers.commands.why_priority import priority_lines
 from handlers.reply import truncate
 
 _FINAL_WORDS = {
@@ -124,6 +125,7 @@ def _pending(
     if detail.strip():
         lines.append(f"Slurm adds: {literal(truncate(detail.strip(), 200))}")
     lines += reservation_lines(view, job, code, slurm_job_id(job, task), now)
+    lines += priority_lines(view, job, code)
     if lab is not None and not is_gpu_cap(code):
         lines.append(f"{literal(lab.name)}: {cap_phrase(view, view.usage(lab))}.")
     if lab is not None:

@@ -19,6 +19,16 @@ from pathlib import Path
 import msgspec
 
 from core.associations import parse_associations, parse_associations_json
+from core.priority import (
+    NOT_MULTIFACTOR,
+    SPRIO_FORMAT,
+    SQUEUE_FORMAT,
+    PendingPriority,
+    PriorityFactors,
+    parse_sprio,
+    parse_squeue_priorities,
+    pending_priorities,
+)
 from core.slurm_limits import (
     SlurmLimits,
     parse_partitions_json,
@@ -184,8 +194,33 @@ class CliSource:
         else:
             read_qos, found = parse_qos_text(qos)
             warnings += found
-        limits = SlurmLimits(tuple(read_partitions), tuple(read_qos), tuple(read_reservations))
+        pending, weights = await self._priorities()
+        limits = SlurmLimits(
+            tuple(read_partitions), tuple(read_qos), tuple(read_reservations), pending, weights
+        )
         return limits, warnings
+
+    async def _priorities(self) -> tuple[tuple[PendingPriority, ...], PriorityFactors | None]:
+        """The pending jobs' priorities (squeue), and their factors and the site's weights
+        where priority/multifactor runs (sprio); a failing sprio costs only the factors."""
+        listing = await self._run(
+            "squeue", ["--all", "--noheader", "--states=PENDING", f"--format={SQUEUE_FORMAT}"]
+        )
+        priorities = parse_squeue_priorities(listing.decode(errors="replace"))
+        if not priorities:
+            return (), None
+        try:
+            factors, weighted = await asyncio.gather(
+                self._run("sprio", ["--noheader", f"--format={SPRIO_FORMAT}"]),
+                self._run("sprio", ["--weights", "--noheader", f"--format={SPRIO_FORMAT}"]),
+            )
+        except SlurmCommandError as error:
+            if NOT_MULTIFACTOR not in error.stderr:
+                log.warning("sprio failed (priorities without their factors): %s", error)
+            return pending_priorities(priorities, {}), None
+        weights, _ = parse_sprio(weighted.decode(errors="replace"))
+        _, by_job = parse_sprio(factors.decode(errors="replace"))
+        return pending_priorities(priorities, by_job), weights
 
     async def _json_or_text(
         self, command: str, args: list[str], text_args: list[str]
