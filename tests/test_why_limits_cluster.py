@@ -199,3 +199,71 @@ async def test_free_and_gpus_say_which_idle_gpus_are_reserved(
     assert all("reserved" not in line for line in text.splitlines() if "`baymax`" in line)
     text = await ask(harness, "gpus hoffman-lab")
     assert "of them on reserved nodes" in text, text
+
+
+def pending_by_priority(partition: str) -> list[tuple[int, int]]:
+    """(job id, priority) of the partition's pending jobs as squeue has them now, in the
+    order Slurm considers them: higher priority first, then the lower job id."""
+    out = subprocess.run(
+        ["squeue", "-h", "-t", "PD", "-p", partition, "-o", "%A|%Q"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
+    rows = [tuple(int(x) for x in line.split("|")) for line in out.split()]
+    return sorted(((r[0], r[1]) for r in rows), key=lambda r: (-r[1], r[0]))
+
+
+def sprio_factors(job: int) -> tuple[list[int], list[int]] | None:
+    """(weights, the job's factors) as sprio prints them now (age, fair-share, job size,
+    partition, QOS); None where priority/multifactor does not run."""
+    fmt = "--format=%i|%A|%F|%J|%P|%Q"
+    weights = subprocess.run(["sprio", "-w", "-h", fmt], capture_output=True, text=True)
+    if weights.returncode != 0:
+        return None
+    mine = subprocess.run(["sprio", "-h", "-j", str(job), fmt], capture_output=True, text=True)
+    values = [
+        [round(float(x)) for x in out.split("|")[1:6]] for out in (weights.stdout, mine.stdout)
+    ]
+    return values[0], values[1]
+
+
+async def test_a_job_pending_on_priority_gets_its_place_the_gpus_ahead_and_its_lowest_factor(
+    tmp_path: Path, clean_queue: None
+) -> None:
+    harness = LimitsHarness(tmp_path, "cli")
+    try:
+        lab = ("-A", "kira-lab", "-p", "kira-lab", "--chdir=/tmp", "-o", "/dev/null")
+        # alice's lab holds every a40, so the kira-lab jobs below queue for them.
+        sbatch("alice", "-A", "hoffman-lab", "-p", "hoffman-lab", "--gpus=a40:4",
+               "--chdir=/tmp", "-o", "/dev/null", "--wrap", "sleep 300")  # fmt: skip
+        asked = {}
+        for user, count in (("carol", 1), ("dave", 2), ("carol", 1)):
+            job = sbatch(user, *lab, f"--gpus=a40:{count}", "--wrap", "sleep 60")
+            asked[job] = count
+        last = max(asked)
+        await until(lambda: "Priority" in state_of(last), f"job {last} pending on Priority")
+        text = await ask(harness, f"why {last}", "carol")
+
+        order = pending_by_priority("kira-lab")
+        ids = [job for job, _ in order]
+        ahead = ids[: ids.index(last)]
+        priority = dict(order)[last]
+        assert (
+            f"By Slurm's priority ({priority}) it is number {len(ahead) + 1} of the "
+            f"{len(ids)} pending jobs that want `kira-lab` and `a40:1`: the "
+            f"{len(ahead)} job{'s' if len(ahead) != 1 else ''} ahead of it ask for "
+            f"{sum(asked[j] for j in ahead)} GPU"
+        ) in text, (text, order)
+        factors = sprio_factors(last)
+        if factors is None:  # priority/basic (the 22.05 cluster)
+            assert "priority factors" not in text, text
+        elif not any(factors[0]):  # multifactor with every weight 0 (the 24.11 cluster)
+            assert "weighs none of Slurm's priority factors" in text, text
+        else:
+            weights, mine = factors
+            names = ["age", "fair-share", "job size", "partition", "QOS"]
+            shares = {n: v / w for n, v, w in zip(names, mine, weights, strict=True) if w}
+            assert f"The lowest is {min(shares, key=lambda n: shares[n])}:" in text, text
+    finally:
+        await harness.aclose()
