@@ -252,7 +252,8 @@ async def test_a_job_pending_on_priority_gets_its_place_the_gpus_ahead_and_its_l
         assert (
             f"By Slurm's priority ({priority}) it is number {len(ahead) + 1} of the "
             f"{len(ids)} pending jobs that want `kira-lab` and `a40:1`: the "
-            f"{len(ahead)} job{'s' if len(ahead) != 1 else ''} ahead of it ask for "
+            f"{len(ahead)} job{'s' if len(ahead) != 1 else ''} ahead of it "
+            f"{'asks' if len(ahead) == 1 else 'ask'} for "
             f"{sum(asked[j] for j in ahead)} GPU"
         ) in text, (text, order)
         factors = sprio_factors(last)

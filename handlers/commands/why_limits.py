@@ -65,14 +65,15 @@ def _partition_sentence(limits: SlurmLimits, job: Job, code: str, job_label: str
             return None
         most = plural(max(allowed), "node")
         return f"It asks for more nodes than {where} allows ({most} per job); it will not start."
-    asked = f" ({format_duration(job.time_limit_minutes * 60)})" if job.time_limit_minutes else ""
+    minutes = job.time_limit_minutes
+    asked = f"{format_duration(minutes * 60)}, " if minutes else ""
     times = [p.max_time_minutes for p in partitions if p.max_time_minutes is not None]
     if not times:
         return None
     longest = max(times)
     command = literal(f"scontrol update JobId={job_label} TimeLimit={slurm_time(longest)}")
     return (
-        f"Its time limit (`--time`{asked}) is longer than {where} allows: "
+        f"Its time limit ({asked}`--time`) is longer than {where} allows: "
         f"{format_duration(longest * 60)} at most (the partition's MaxTime). It will never "
         f"start as is; lower it to fit with {command}, or cancel it and resubmit with a "
         "shorter `--time`."

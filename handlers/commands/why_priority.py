@@ -59,7 +59,8 @@ def priority_lines(view: ClusterView, job: Job, code: str) -> list[str]:
     lines = [
         f"By Slurm's priority ({mine.priority}) it is number {len(ahead) + 1} of the "
         f"{competing + 1} pending jobs that want {literal(job.partition)} and {wanted}: "
-        f"the {plural(len(ahead), 'job')} ahead of it ask for {plural(gpus, 'GPU')}."
+        f"the {plural(len(ahead), 'job')} ahead of it {'asks' if len(ahead) == 1 else 'ask'} "
+        f"for {plural(gpus, 'GPU')}."
     ]
     if mine.factors is not None and limits.weights is not None:
         lines.append(_factors_line(mine.factors, limits.weights))
