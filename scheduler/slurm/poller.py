@@ -311,11 +311,13 @@ class SlurmPoller:
             limits, warnings = await self._source.limits()
         except SlurmCommandError as error:
             delay = self._limits_backoff.failed(now)
-            log.warning("limits poll failed (next try in %.0f s): %s", delay, error)
+            log.warning(
+                "limits poll of %s failed (next try in %.0f s): %s", self.cluster, delay, error
+            )
             await self._writer.run(record_poll_failure, self.cluster, "limits", str(error), now)
             return False
         for warning in warnings:
-            log.warning("slurm limits: %s", warning)
+            log.warning("slurm limits of %s: %s", self.cluster, warning)
         await self._writer.run(save_limits, self.cluster, limits, now)
         self._limits_backoff.succeeded()
         return True
