@@ -22,7 +22,9 @@ from scheduler.slurm.restd_source import RestdSource
 from scheduler.watchers.reservations import announce_reservations
 from store.outbox import outbox_rows
 from tests.asking import answer_from_view
-from tests.cluster import cluster_script, sbatch
+from tests.bot_process import linked_bot, linked_bot_config, wait_for_slurm_poll
+from tests.cluster import cluster_script, sbatch, wait_for
+from tests.slack_standin import SlackStandIn
 from tests.test_restd_cluster import SOCKET, TOKEN
 from tests.test_slurm_poller_cluster import Harness, _config
 from tests.test_why_cluster import run_as, suggested, until, why
@@ -268,3 +270,38 @@ async def test_a_job_pending_on_priority_gets_its_place_the_gpus_ahead_and_its_l
             assert f"The lowest is {min(shares, key=lambda n: shares[n])}:" in text, text
     finally:
         await harness.aclose()
+
+
+def announcements(slack: SlackStandIn, name: str) -> list[str]:
+    """The alert channel posts the stand-in accepted that announce reservation `name`."""
+    return [
+        str(call.params.get("text"))
+        for call in slack.calls_to("chat.postMessage")
+        if call.ok and f"`{name}`" in str(call.params.get("text"))
+    ]
+
+
+async def test_the_running_bot_announces_a_maintenance_window_once_across_a_restart(
+    tmp_path: Path, clean_queue: None, reservations: list[str]
+) -> None:
+    """`skybot run` end to end, through the Slack stand-in: the limits poll sees the window,
+    the watcher enqueues it, the sender posts it to the alert channel, once; the bot started
+    again on the same database posts nothing more."""
+    name = "skybot_why_announce"
+    reserve(
+        reservations, name,
+        "starttime=now+2hours", "duration=30", "nodes=clippy", "users=root", "flags=maint",
+    )  # fmt: skip
+    config = linked_bot_config(tmp_path)
+    async with linked_bot(config) as slack:
+        [text] = await wait_for(lambda: announcements(slack, name) or None, 30, "the post")
+        assert "Maintenance" in text and "`clippy`" in text and " to " in text
+        channel = slack.calls_to("chat.postMessage")[-1].params.get("channel")
+        started = time.time()
+        await wait_for_slurm_poll(config.database.path, after=started, acted_on=True)
+        assert len(announcements(slack, name)) == 1
+    async with linked_bot(config) as slack:
+        # Two limits polls and their watchers at 2 s each, and the sender's time to post.
+        await asyncio.sleep(6)
+        assert announcements(slack, name) == []
+    assert channel in ("C0SKYUSERS", "#skynet-users")
