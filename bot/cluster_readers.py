@@ -71,11 +71,13 @@ class ClusterReaders:
     default: bool
 
     async def poll(self, cycles: int = 1) -> bool:
-        """Caps and storage, then `cycles` Slurm polls; whether every one succeeded. What it
+        """Caps, limits and storage, then `cycles` Slurm polls; whether every one succeeded. What it
         logs names the cluster."""
         WORKING_FOR.set(self.cluster.name)
-        caps, storage = await asyncio.gather(self.poller.poll_caps(), self.storage.poll())
-        ok = caps and storage
+        caps, limits, storage = await asyncio.gather(
+            self.poller.poll_caps(), self.poller.poll_limits(), self.storage.poll()
+        )
+        ok = caps and limits and storage
         for _ in range(cycles):
             ok = await self.poller.poll_jobs() and ok
         return ok

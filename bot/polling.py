@@ -49,6 +49,7 @@ def poll_jobs(
     see the snapshot just written."""
     after_slurm = () if watchers is None else (watchers.after_slurm_poll,)
     after_storage = () if watchers is None else (watchers.after_storage_poll,)
+    after_limits = () if watchers is None else (watchers.after_limits_poll,)
     cluster = config.default_cluster.name
     return [
         PollJob(
@@ -71,6 +72,14 @@ def poll_jobs(
             slurm.poll_caps,
             (refresh,),
             cluster=cluster,
+        ),
+        # Partitions, QOS and reservations: on the jobs' interval, apart from them so that a
+        # failure of either leaves the other current.
+        PollJob(
+            poll_name("limits", cluster, default),
+            config.slurm.poll_seconds,
+            slurm.poll_limits,
+            (refresh, *after_limits),
         ),
         PollJob(
             poll_name("storage", cluster, default),

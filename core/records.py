@@ -109,6 +109,8 @@ class Job:
     het_components: tuple[HetComponent, ...] = ()
     # GPU shards (gres/shard: parts of a GPU, core/gres_shares.py) by GPU type, the same way.
     shards_by_type: dict[str, int] = field(default_factory=dict)
+    # Its QOS, whose limits `/sky why` quotes (squeue's; "" in sacct's records).
+    qos: str = ""
 
     @property
     def gpus(self) -> int:

@@ -14,6 +14,7 @@ from core.records import (
     LabCap,
     Node,
 )
+from core.slurm_limits import SlurmLimits
 
 # "accounting" is sacct (slurmdbd), which fails apart from the controller ("slurm").
 SOURCES = ("slurm", "accounting", "caps", "storage")
@@ -54,6 +55,8 @@ class ClusterSnapshot:
     # Each lab's usage as the last poll counted it, by (lab, account, overcap account):
     # the accounts it was counted for, which a view checks against its own configuration.
     lab_usages: dict[tuple[str, str, str], LabUsage] = field(default_factory=dict)
+    # The partitions', QOS' limits and the reservations, as the last limits poll read them.
+    limits: SlurmLimits = field(default_factory=SlurmLimits)
 
     def source(self, name: str) -> SourceStatus:
         return self.status.get(name, SourceStatus(name))

@@ -1,4 +1,4 @@
-"""Writing the GPU caps (sacctmgr's associations) and the storage snapshot.
+"""Writing the GPU caps (sacctmgr's associations), the limits and the storage snapshot.
 
 Each replaces its tables whole in one transaction and marks its source current
 (store/snapshots.py), so a reader sees the previous snapshot or this one, never a mix.
@@ -14,6 +14,8 @@ import sqlite_utils
 
 from core.record_codec import encode_record
 from core.records import ContainerImage, DirectoryUsage, FilesystemUsage, ImageDirectory, LabCap
+from core.slurm_limits import SlurmLimits
+from store.limits import encode_limits
 from store.snapshots import mark_success
 
 
@@ -37,6 +39,17 @@ def save_caps(
             [(cluster, account, user) for account, users in members.items() for user in users],
         )
         mark_success(db, cluster, "caps", at)
+
+
+def save_limits(db: sqlite_utils.Database, cluster: str, limits: SlurmLimits, at: float) -> None:
+    """Replace the cluster's partitions, QOS and reservations with those just read."""
+    with db.atomic():
+        db.execute(
+            "INSERT INTO slurm_limits (cluster, record) VALUES (?, ?) "
+            "ON CONFLICT(cluster) DO UPDATE SET record = excluded.record",
+            [cluster, encode_limits(limits)],
+        )
+        mark_success(db, cluster, "limits", at)
 
 
 def save_storage(

@@ -253,6 +253,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # Storage per cluster (issue 38): the directories and filesystems each cluster's storage
     # poll reports, their history and alert state, keyed by cluster (store/cluster_schema.py).
     STORAGE_KEYS,
+    # The cluster's partitions, QOS and reservations as its last limits poll read them
+    # (store/limits.py), one record per cluster; and the maintenance reservations already
+    # announced, so each is announced once however often the bot restarts (issue 43).
+    (
+        "CREATE TABLE slurm_limits (cluster TEXT PRIMARY KEY, record TEXT NOT NULL)",
+        """
+        CREATE TABLE announced_reservations (
+            cluster TEXT NOT NULL, name TEXT NOT NULL, start INTEGER NOT NULL,
+            announced_at REAL NOT NULL, PRIMARY KEY (cluster, name, start)
+        )
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -30,6 +30,7 @@ from core.records import (
 )
 from core.snapshot import SOURCES, ClusterSnapshot, SourceStatus
 from store.clusters import cluster_counter
+from store.limits import load_limits
 from store.loaded_rows import LoadedRows
 from store.unreadable import readable
 
@@ -97,6 +98,7 @@ def load_snapshot(
         }
         images = tuple(decode_image(r[0]) for r in db.execute("SELECT record FROM images"))
         image_dirs = [ImageDirectory(**r) for r in db.query("SELECT * FROM image_dirs")]
+        limits = load_limits(db, cluster)
     for source in SOURCES:
         status.setdefault(source, SourceStatus(source))
     return ClusterSnapshot(
@@ -112,6 +114,7 @@ def load_snapshot(
         images=images,
         image_dir=image_dirs[0] if image_dirs else None,
         lab_usages=lab_usages,
+        limits=limits,
     )
 
 

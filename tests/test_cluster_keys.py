@@ -70,6 +70,7 @@ def free_a40s_view() -> ClusterView:
 
 
 def test_the_old_schema_is_the_one_before_this_migration() -> None:
+    # The fixture is the schema just before CLUSTER_KEYS (later migrations follow it).
     version = MIGRATIONS.index(CLUSTER_KEYS)
     assert f"PRAGMA user_version = {version};" in FIXTURE.read_text()
 

@@ -15,6 +15,7 @@ import base64
 import re
 import shlex
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,8 +42,11 @@ from core.lab_usage import lab_usage
 from core.link_notices import new_link_notice
 from core.log_more import LOG_MORE
 from core.notice_cluster import NoticeCluster
+from core.priority import PendingPriority, PriorityFactors
 from core.records import FINAL_STATES, DirectoryUsage, FilesystemUsage
+from core.reservations import announcement
 from core.slack_text import literal
+from core.slurm_limits import PartitionLimits, QosLimits, Reservation, SlurmLimits
 from core.snapshot import ClusterSnapshot
 from core.start_notices import start_notice
 from core.storage_alerts import filesystem_alerts, hoarding_alerts
@@ -52,6 +56,7 @@ from handlers.buttons.show_more_log import more_clicked
 from handlers.charts import ChartRequests, chart_caption
 from handlers.commands import command_table
 from handlers.commands.watch import free_now, watch_list
+from handlers.commands.why_explain import explain
 from handlers.home import linked_blocks, unlinked_blocks
 from handlers.identity import IdentityDirectory
 from handlers.reply import Reply
@@ -453,6 +458,41 @@ def test_start_dms_and_watch_dms_keep_hostile_text_inert(hostile: str) -> None:
         assert_all_inert(*texts, listing.text, listing.blocks)
 
 
+@pytest.mark.parametrize("hostile", HOSTILE, ids=range(len(HOSTILE)))
+def test_limits_reservations_and_priorities_keep_hostile_text_inert(hostile: str) -> None:
+    """What Slurm names in its limits (partitions, QOS, reservations, their nodes and users)
+    reaches `/sky why`, `free`, `gpus` and the alert channel as inert text."""
+    h = hostile
+    reservation = Reservation(
+        h, int(NOW + 3600), int(NOW + 7200), (h, "clippy"), ("MAINT", h), (h,)
+    )
+    limits = SlurmLimits(
+        (PartitionLimits(h, 60, 1, h),),
+        (QosLimits(h, 2, 30, 1),),
+        (reservation, replace(reservation, start=int(NOW - 60))),
+        (PendingPriority(110, 5, PriorityFactors(1, 2, 3)), PendingPriority(111, 9)),
+        PriorityFactors(10, 10, 10),
+    )
+    pending = [
+        job(105 + i, name=h, state="PENDING", reason=reason, partition=h, qos=h, account=h,
+            time_limit_minutes=600, gpus_by_type={h: 2})
+        for i, reason in enumerate(
+            ["PartitionTimeLimit", "PartitionNodeLimit", "QOSMaxGRESPerUser",
+             "QOSMaxWallDurationPerJobLimit", "ReqNodeNotAvail", "Priority", "Reservation"]
+        )
+    ]  # fmt: skip
+    nodes = (node(h, h, total=4, partitions=(h,)), node("clippy", "a40", total=8))
+    view = make_view(make_snapshot(TAKEN_AT, jobs=tuple(pending), nodes=nodes, limits=limits))
+    for each in pending:
+        assert_all_inert("\n".join(explain(view, each, NOW)))
+    for text in ("free", "gpus hoffman-lab"):
+        reply = answer_from_view(
+            TABLE, view, text, team_id="T1", user_id="UALICE", cluster_user="alice", now=NOW
+        )
+        assert_all_inert(reply)
+    assert_all_inert(announcement(reservation, NOW, h))
+
+
 # Modules that build what skybot posts; each is exercised above (commands through the table).
 COVERED = {
     "core/job_notices.py",
@@ -468,6 +508,7 @@ COVERED = {
     "scheduler/watchers/cap_waits.py",
     "scheduler/watchers/gpu_watches.py",
     "scheduler/watchers/job_starts.py",
+    "scheduler/watchers/reservations.py",  # core/reservations.py's announcement, tested above
     "core/start_notices.py",
     "handlers/buttons/remove_watch.py",  # the list of handlers/commands/watch.py, tested above
     "handlers/charts.py",

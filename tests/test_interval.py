@@ -127,7 +127,7 @@ class _Poller:
     async def _done(self) -> bool:
         return True
 
-    poll_caps = poll = probe = _done
+    poll_caps = poll_limits = poll = probe = _done
 
     def set_interval(self, seconds: float) -> None:
         return None

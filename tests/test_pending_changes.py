@@ -253,7 +253,7 @@ class _Polls:
     async def poll_caps(self) -> bool:
         return True
 
-    poll = probe = poll_caps
+    poll = probe = poll_limits = poll_caps
 
     def set_interval(self, seconds: float) -> None:
         return None

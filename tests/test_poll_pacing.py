@@ -43,7 +43,7 @@ class _Polls:
         self.clock.now += self.cost
         return True
 
-    poll_caps = poll = poll_jobs
+    poll_caps = poll_limits = poll = poll_jobs
 
     async def probe(self) -> bool:
         return False

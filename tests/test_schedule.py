@@ -29,7 +29,7 @@ class _HangingPolls:
         await asyncio.Event().wait()
         return True
 
-    poll_jobs = poll_caps = poll = probe = _hang
+    poll_jobs = poll_caps = poll_limits = poll = probe = _hang
 
     def set_interval(self, seconds: float) -> None:
         return None

@@ -22,7 +22,8 @@ from scheduler.chart_maker import ChartMaker
 from scheduler.storage_poller import StoragePoller
 from scheduler.watchers.storage import storage_alerts_in_db
 from store.caps_and_storage import save_storage
-from store.db import MIGRATIONS, SCHEMA_VERSION, migrate, open_db
+from store.cluster_schema import STORAGE_KEYS
+from store.db import MIGRATIONS, migrate, open_db
 from store.history import directory_growth
 from store.outbox import outbox_rows
 from store.snapshots import load_snapshot
@@ -167,7 +168,7 @@ async def test_storage_rows_from_before_go_to_the_cluster_whose_roots_they_lie_o
     path = tmp_path / "skybot.db"
     old = sqlite3.connect(path)
     before = sqlite_utils.Database(old)
-    migrate(before, MIGRATIONS[: SCHEMA_VERSION - 1])
+    migrate(before, MIGRATIONS[: MIGRATIONS.index(STORAGE_KEYS)])
     rows: dict[str, list[tuple[object, ...]]] = {
         "directories": [
             ("/a/alice", "/a", "alice", "2024-05-06T03:00:00", 5, "5K"),

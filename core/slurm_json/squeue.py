@@ -166,6 +166,7 @@ def _job_from_squeue(
         het_job_id=het_job_id,
         het_offset=het_offset,
         shards_by_type=_squeue_shards(f, state),
+        qos=sys.intern(f.text("qos")),
     )
     return unowned(job, label, warnings)
 

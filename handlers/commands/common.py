@@ -46,10 +46,11 @@ SOURCE_LABELS = {
     "accounting": "Slurm accounting (sacct: job ends)",
     "caps": "sacctmgr (lab GPU caps)",
     "storage": "the storage scan",
+    "limits": "Reading Slurm's partition and QOS limits and reservations",
 }
 # Age beyond which data is called stale even without an error: a few poll intervals
 # (Slurm is polled every ~15 s, caps every ~5 min, storage every ~5 min by default).
-STALE_AFTER_SECONDS = {"slurm": 120.0, "caps": 1800.0, "storage": 1800.0}
+STALE_AFTER_SECONDS = {"slurm": 120.0, "caps": 1800.0, "storage": 1800.0, "limits": 1800.0}
 # Lines of a list shown before "… and N more": keeps the answer short to read and far inside
 # Slack's 50 blocks / 3,000 characters per section.
 MAX_LIST_LINES = 25

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from core.lab_usage import IdleGpus
+from core.reservations import node_note
 from core.view import ClusterView
 from handlers.commands.common import (
     answer,
@@ -37,16 +38,19 @@ def run(request: CommandRequest, view: ClusterView) -> Reply:
     # Most idle type first; within a type, view.idle already lists the emptiest node first.
     for gpu_type, items in sorted(by_type.items(), key=lambda kv: -sum(i.count for i in kv[1])):
         lines.append(f"*{literal(gpu_type_name(gpu_type))}*: {sum(i.count for i in items)} idle")
-        lines += [
-            f"    {literal(i.node)}: {i.count} — partitions: {_partitions(i.partitions)}"
-            for i in items
-        ]
+        lines += [_node_line(view, i, request.now) for i in items]
     lines = bounded(lines)
     lines.append(
         f"Your lab's partition uses your cap; overcap ({overcap_flags(view)}) can use any idle "
         "GPU but may be preempted."
     )
-    return answer(view, request, lines, "slurm")
+    return answer(view, request, lines, "slurm", also=("limits",))
+
+
+def _node_line(view: ClusterView, item: IdleGpus, now: float) -> str:
+    line = f"    {literal(item.node)}: {item.count} — partitions: {_partitions(item.partitions)}"
+    note = node_note(view.snapshot.limits, item.node, now)
+    return f"{line} — {note}" if note else line
 
 
 def _known_types(view: ClusterView) -> list[str]:

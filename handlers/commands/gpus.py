@@ -6,6 +6,7 @@ from core.chart_specs import LAB_GPUS, ChartSpec
 from core.cluster_config import LabConfig
 from core.lab_usage import LabUsage
 from core.records import Job
+from core.reservations import reserved_now
 from core.view import ClusterView
 from handlers.commands.common import (
     answer,
@@ -37,8 +38,8 @@ def run(request: CommandRequest, view: ClusterView) -> Reply:
     lines: list[str] = []
     for lab in labs:
         lines += [*lab_lines(view, lab, view.usage(lab)), ""]
-    lines.append(_idle_line(view))
-    return answer(view, request, lines, "slurm", also=("caps",))
+    lines.append(_idle_line(view, request.now))
+    return answer(view, request, lines, "slurm", also=("caps", "limits"))
 
 
 def charts(request: CommandRequest, view: ClusterView) -> list[ChartSpec]:
@@ -108,12 +109,19 @@ def _waiting_line(job: Job) -> str:
     return f"    {literal(job_label(job))} {literal(job.user)} {gpus} ({literal(job.reason)})"
 
 
-def _idle_line(view: ClusterView) -> str:
+def _idle_line(view: ClusterView, now: float) -> str:
     if not view.idle_by_type:
         return "No idle GPUs anywhere in the cluster right now."
+    limits = view.snapshot.limits
+    reserved = sum(i.count for i in view.idle if reserved_now(limits, i.node, now))
+    held = (
+        f" ({plural(reserved, 'GPU')} of them on reserved nodes, for the reservations' users only)"
+        if reserved
+        else ""
+    )
     return (
-        f"Idle GPUs cluster-wide: {format_counts(view.idle_by_type)} — anyone can use them "
-        f"through overcap ({overcap_flags(view)}); `/sky free` shows where."
+        f"Idle GPUs cluster-wide: {format_counts(view.idle_by_type)}{held} — anyone can use "
+        f"them through overcap ({overcap_flags(view)}); `/sky free` shows where."
     )
 
 

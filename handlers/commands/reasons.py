@@ -48,9 +48,8 @@ _KNOWN: dict[str, tuple[str, str]] = {
     ),
     "PartitionTimeLimit": (
         "its --time is over the partition's limit",
-        "Its time limit (`--time`) is longer than {partition} allows (debug 4 h, short 2 d, "
-        "long 7 d, overcap 2 d), so it will never start. Cancel it and resubmit with a shorter "
-        "`--time`.",
+        "Its time limit (`--time`) is longer than {partition} allows, so it will never start. "
+        "Cancel it and resubmit with a shorter `--time`.",
     ),
     "PartitionNodeLimit": (
         "asks for more nodes than the partition allows",
@@ -66,8 +65,8 @@ _KNOWN: dict[str, tuple[str, str]] = {
     ),
     "QOSMaxGRESPerUser": (
         "at the QOS's per-user GPU limit",
-        "You already use as many GPUs as the job's QOS allows one user (debug allows 5 at "
-        "once); it starts when one of your jobs in that QOS ends.",
+        "You already use as many GPUs as the job's QOS allows one user; it starts when one "
+        "of your jobs in that QOS ends.",
     ),
     "QOSMaxWallDurationPerJobLimit": (
         "its --time is over the QOS limit",

@@ -109,7 +109,7 @@ def _live_answer(
     offer = not request.here and offers_move_to_overcap(view, job, request.cluster_user)
     if offer:
         lines.append("*Move to overcap* below moves it there as it is, with the same job id.")
-    reply = answer(view, request, lines, "slurm", also=("caps",))
+    reply = answer(view, request, lines, "slurm", also=("caps", "limits"))
     if not offer:
         return reply
     return replace(reply, blocks=[*reply.blocks, *move_to_overcap_block(view, job)])

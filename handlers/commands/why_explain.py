@@ -27,6 +27,8 @@ from handlers.commands.common import (
 )
 from handlers.commands.gpus import cap_phrase
 from handlers.commands.reasons import is_capacity, is_gpu_cap, long_reason, reason_code
+from handlers.commands.why_limits import limit_sentence, reservation_lines
+from handlers.commands.why_priority import priority_lines
 from handlers.reply import truncate
 
 _FINAL_WORDS = {
@@ -110,7 +112,10 @@ def _pending(
     elif is_gpu_cap(code) and lab is not None:
         lines.append(_cap_sentence(view, lab, job))
     else:
-        sentence = long_reason(job.reason, job.partition, slurm_job_id(job, task))
+        label = slurm_job_id(job, task)
+        sentence = limit_sentence(view, job, code, label, now) or long_reason(
+            job.reason, job.partition, label
+        )
         lines.append(
             sentence
             or f"Slurm gives the reason {literal(code)}; skybot has no explanation for it "
@@ -119,6 +124,8 @@ def _pending(
     _, _, detail = job.reason.partition(",")
     if detail.strip():
         lines.append(f"Slurm adds: {literal(truncate(detail.strip(), 200))}")
+    lines += reservation_lines(view, job, code, slurm_job_id(job, task), now)
+    lines += priority_lines(view, job, code)
     if lab is not None and not is_gpu_cap(code):
         lines.append(f"{literal(lab.name)}: {cap_phrase(view, view.usage(lab))}.")
     if lab is not None:

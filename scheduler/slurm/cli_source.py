@@ -16,10 +16,40 @@ import re
 from datetime import datetime
 from pathlib import Path
 
+import msgspec
+
 from core.associations import parse_associations, parse_associations_json
-from scheduler.slurm.commands import SlurmCommandError, run_slurm, run_slurm_into, run_slurm_json
+from core.priority import (
+    NOT_MULTIFACTOR,
+    SPRIO_FORMAT,
+    SQUEUE_FORMAT,
+    PendingPriority,
+    PriorityFactors,
+    parse_sprio,
+    parse_squeue_priorities,
+    pending_priorities,
+)
+from core.slurm_limits import (
+    SlurmLimits,
+    parse_partitions_json,
+    parse_qos_json,
+    parse_reservations_json,
+)
+from core.slurm_limits_text import (
+    QOS_FORMAT,
+    parse_partitions_text,
+    parse_qos_text,
+    parse_reservations_text,
+)
+from scheduler.slurm.commands import (
+    SlurmCommandError,
+    raise_reported_errors,
+    run_slurm,
+    run_slurm_into,
+    run_slurm_json,
+)
 from scheduler.slurm.pending_changes import PENDING_LISTING
-from scheduler.slurm.source import Associations
+from scheduler.slurm.source import Associations, Limits
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +75,10 @@ class CliSource:
         self._timeout = timeout
         self._slurm_conf = slurm_conf
         self._nodes_source = SINFO_NODES
-        # None until sacctmgr has shown whether it knows --json.
+        # None until sacctmgr (scontrol) has shown whether it knows --json.
         self._sacctmgr_json: bool | None = None
+        # The same for the limits' reads, by command (scontrol, sacctmgr).
+        self._limits_json: dict[str, bool] = {}
 
     @property
     def nodes_command(self) -> str:
@@ -137,6 +169,84 @@ class CliSource:
                 return parse_associations_json(document)
         raw = await self._run("sacctmgr", ["--parsable2", "--noheader", *_ASSOCIATIONS])
         return parse_associations(raw.decode(errors="replace"))
+
+    async def limits(self) -> Limits:
+        """Partitions and reservations (scontrol) and QOS (sacctmgr): JSON where the
+        command has it (23.02+), else 22.05's text."""
+        partitions, reservations, qos = await asyncio.gather(
+            self._json_or_text("scontrol", ["show", "partition"], ["--oneliner"]),
+            self._json_or_text("scontrol", ["show", "reservation"], ["--oneliner"]),
+            self._json_or_text("sacctmgr", ["show", "qos", QOS_FORMAT], ["-P", "-n"]),
+        )
+        warnings: list[str] = []
+        if isinstance(partitions, dict):
+            read_partitions = parse_partitions_json(partitions)
+        else:
+            read_partitions, found = parse_partitions_text(partitions)
+            warnings += found
+        if isinstance(reservations, dict):
+            read_reservations = parse_reservations_json(reservations)
+        else:
+            read_reservations, found = parse_reservations_text(reservations)
+            warnings += found
+        if isinstance(qos, dict):
+            read_qos = parse_qos_json(qos)
+        else:
+            read_qos, found = parse_qos_text(qos)
+            warnings += found
+        pending, weights = await self._priorities()
+        limits = SlurmLimits(
+            tuple(read_partitions), tuple(read_qos), tuple(read_reservations), pending, weights
+        )
+        return limits, warnings
+
+    async def _priorities(self) -> tuple[tuple[PendingPriority, ...], PriorityFactors | None]:
+        """The pending jobs' priorities (squeue), and their factors and the site's weights
+        where priority/multifactor runs (sprio); a failing sprio costs only the factors."""
+        listing = await self._run(
+            "squeue", ["--all", "--noheader", "--states=PENDING", f"--format={SQUEUE_FORMAT}"]
+        )
+        priorities = parse_squeue_priorities(listing.decode(errors="replace"))
+        if not priorities:
+            return (), None
+        try:
+            factors, weighted = await asyncio.gather(
+                self._run("sprio", ["--noheader", f"--format={SPRIO_FORMAT}"]),
+                self._run("sprio", ["--weights", "--noheader", f"--format={SPRIO_FORMAT}"]),
+            )
+        except SlurmCommandError as error:
+            if NOT_MULTIFACTOR not in error.stderr:
+                log.warning("sprio failed (priorities without their factors): %s", error)
+            return pending_priorities(priorities, {}), None
+        weights, _ = parse_sprio(weighted.decode(errors="replace"))
+        _, by_job = parse_sprio(factors.decode(errors="replace"))
+        return pending_priorities(priorities, by_job), weights
+
+    async def _json_or_text(
+        self, command: str, args: list[str], text_args: list[str]
+    ) -> dict[str, object] | str:
+        """`command --json args` as a document, or (22.05, no --json) `command text_args
+        args` as text; which one is learnt once per command."""
+        known = self._limits_json.get(command)
+        if known is not False:
+            try:
+                raw = await self._run(command, ["--json", *args])
+            except SlurmCommandError as error:
+                if known or "unrecognized option '--json'" not in error.stderr:
+                    raise
+                log.info("%s has no --json (Slurm 22.05): reading its text", command)
+                self._limits_json[command] = False
+            else:
+                self._limits_json[command] = True
+                try:
+                    document = msgspec.json.decode(raw)
+                except msgspec.DecodeError as decode_error:
+                    raise SlurmCommandError(f"{command} printed no JSON: {decode_error}") from None
+                if not isinstance(document, dict):
+                    raise SlurmCommandError(f"{command} printed no JSON object")
+                raise_reported_errors(command, document.get("errors"))
+                return document
+        return (await self._run(command, [*text_args, *args])).decode(errors="replace")
 
     async def _run(self, command: str, args: list[str]) -> bytes:
         return await run_slurm(self._bin_dir, command, args, self._timeout, self._slurm_conf)

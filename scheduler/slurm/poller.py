@@ -38,7 +38,7 @@ from scheduler.slurm.sacct_window import SacctWindow
 from scheduler.slurm.source import ClusterSource
 from scheduler.slurm.wire import DigestRequest, Generation, LabLimits, PollDigest
 from scheduler.slurm.worker import PollWorker, PollWorkerError
-from store.caps_and_storage import save_caps
+from store.caps_and_storage import save_caps, save_limits
 from store.history import save_lab_usage
 from store.slurm_writes import save_slurm_changes
 from store.snapshots import load_lab_limits, record_poll_failure
@@ -76,6 +76,7 @@ class SlurmPoller:
         )
         self._backoff = Backoff(base_seconds=config.slurm.poll_seconds)
         self._caps_backoff = Backoff(base_seconds=config.slurm.caps_poll_seconds)
+        self._limits_backoff = Backoff(base_seconds=config.slurm.poll_seconds)
         self._sacct = SacctWindow(writer, self.cluster, config.slurm.sacct_overlap_seconds)
         # Whether the last failed full poll was one a ping let through.
         self._struggling = False
@@ -340,6 +341,27 @@ class SlurmPoller:
             log.warning("slurm associations: %s", warning)
         await self._writer.run(save_caps, self.cluster, caps, members, now)
         self._caps_backoff.succeeded()
+        return True
+
+    async def poll_limits(self) -> bool:
+        """The partitions' and QOS' limits and the reservations (core/slurm_limits.py), on
+        the jobs' interval: an admin's `scontrol update` shows in answers a poll later."""
+        now = self._clock()
+        if self._limits_backoff.should_skip(now):
+            return False
+        try:
+            limits, warnings = await self._source.limits()
+        except SlurmCommandError as error:
+            delay = self._limits_backoff.failed(now)
+            log.warning(
+                "limits poll of %s failed (next try in %.0f s): %s", self.cluster, delay, error
+            )
+            await self._writer.run(record_poll_failure, self.cluster, "limits", str(error), now)
+            return False
+        for warning in warnings:
+            log.warning("slurm limits of %s: %s", self.cluster, warning)
+        await self._writer.run(save_limits, self.cluster, limits, now)
+        self._limits_backoff.succeeded()
         return True
 
     async def _record_lab_usage(self, usages: list[LabUsage], now: float) -> None:

@@ -170,11 +170,12 @@ class RestdClient:
         # gres_used (a node with jobs on its GPUs then reads ALLOCATED with none in use).
         return await self._changed_since("nodes", version, {}, update_time)
 
-    async def partitions(self) -> dict[str, Any]:
+    async def whole(self, plugin: str, name: str) -> dict[str, Any]:
+        """A small document read whole: "slurm" partitions or reservations (as scontrol's
+        --json has them), "slurmdb" qos (as sacctmgr's; 22.05: under "QOS")."""
         version = await self.version()
-        return await self._answer(
-            self._path("slurm", version, "partitions"), {}, "partitions", whole=True
-        )
+        what = name if plugin == "slurm" else f"{plugin} {name}"
+        return await self._answer(self._path(plugin, version, name), {}, what, whole=True)
 
     async def job_states(self) -> dict[str, Any]:
         """Every job's id and state only, as `squeue --only-job-state --json` (24.05+)."""

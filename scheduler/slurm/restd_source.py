@@ -27,6 +27,12 @@ import msgspec
 
 from core.associations import parse_associations_json
 from core.cluster_config import ClusterConfig
+from core.slurm_limits import (
+    SlurmLimits,
+    parse_partitions_json,
+    parse_qos_json,
+    parse_reservations_json,
+)
 from scheduler.slurm.cli_source import CliSource
 from scheduler.slurm.commands import SlurmCommandError
 from scheduler.slurm.restd import RestdClient, RestdError
@@ -36,7 +42,7 @@ from scheduler.slurm.restd_identity import (
     slurm_conf_facts,
 )
 from scheduler.slurm.restd_token import TokenFileError
-from scheduler.slurm.source import Associations, ClusterSource
+from scheduler.slurm.source import Associations, ClusterSource, Limits
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +210,19 @@ class RestdSource:
                 token.user,
                 self._client.token.path,
             )
+
+    async def limits(self) -> Limits:
+        partitions, reservations, qos = await asyncio.gather(
+            _answer(self._client.whole("slurm", "partitions")),
+            _answer(self._client.whole("slurm", "reservations")),
+            _answer(self._client.whole("slurmdb", "qos")),
+        )
+        limits = SlurmLimits(
+            tuple(parse_partitions_json(partitions)),
+            tuple(parse_qos_json(qos)),
+            tuple(parse_reservations_json(reservations)),
+        )
+        return limits, []
 
 
 async def _answer(call: Awaitable[T]) -> T:

@@ -18,9 +18,12 @@ from pathlib import Path
 from typing import Protocol
 
 from core.records import LabCap
+from core.slurm_limits import SlurmLimits
 
 # (caps, members by account, warnings), as core/associations.py parses them.
 Associations = tuple[list[LabCap], dict[str, set[str]], list[str]]
+# The cluster's partitions, QOS and reservations, and a warning per record it could not read.
+Limits = tuple[SlurmLimits, list[str]]
 
 
 class ClusterSource(Protocol):
@@ -74,6 +77,10 @@ class ClusterSource(Protocol):
 
     async def associations(self) -> Associations:
         """The labs' caps and members, from accounting."""
+        ...
+
+    async def limits(self) -> Limits:
+        """The partitions' and QOS' limits and the reservations (core/slurm_limits.py)."""
         ...
 
     async def close(self) -> None:

@@ -6,7 +6,8 @@ write just their own bookkeeping plus outbox rows, in one transaction per decisi
 - job_dms: DMs about job ends and requeues, from job_transitions past a cursor;
 - storage: hoarding pings and full-filesystem warnings for the alert channel;
 - cap_waits: DMs to users whose jobs wait long behind their lab's GPU cap;
-- gpu_watches: the one DM of each `/sky watch` that came true or expired.
+- gpu_watches: the one DM of each `/sky watch` that came true or expired;
+- reservations: each maintenance reservation, once, in the alert channel.
 
 Delivery is the sender's job (scheduler/outbox_sender.py); `Watchers`, the scheduler's
 after-poll hooks, runs them and wakes it.
@@ -25,6 +26,7 @@ from scheduler.watchers.cap_waits import check_cap_waits
 from scheduler.watchers.directory import SlackDirectory
 from scheduler.watchers.gpu_watches import check_gpu_watches
 from scheduler.watchers.job_dms import process_transitions
+from scheduler.watchers.reservations import announce_reservations
 from scheduler.watchers.storage import check_storage
 from store.health import log_failure
 from store.writer import StoreWriter
@@ -85,6 +87,20 @@ class Watchers:
         except Exception:
             log.exception("GPU watch check failed; it will look again after the next poll")
             return 0
+
+    async def after_limits_poll(self) -> int:
+        """Maintenance reservations newly seen, announced once in the alert channel."""
+        if self._view is None:
+            return 0
+        try:
+            added = await announce_reservations(
+                self._writer, self._config, self._view(), self.cluster
+            )
+        except Exception:
+            log_failure(log, "reservation announcer failed; it will look again after the next poll")
+            return 0
+        self._woken(added)
+        return added
 
     async def after_storage_poll(self) -> int:
         try:

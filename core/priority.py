@@ -1,0 +1,102 @@
+"""Pending jobs' priorities and their factors, as `squeue` and `sprio` state them, read with the
+limits (scheduler/slurm/poller.py `poll_limits`) rather than kept in job records: a multifactor
+site recomputes every pending job's priority every few minutes, which would rewrite every
+pending job's row (scheduler/slurm/pending_changes.py leaves it out for that reason).
+
+`/sky why` places a job pending on Priority among the jobs that compete for the same partition
+and GPUs, counts the GPUs they ask for, and names the factor that holds it back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# `squeue --states=PENDING` and `sprio` formats: job id, then the weighted factors (%A age,
+# %F fair-share, %J job size, %P partition, %Q QOS) and the priority (%Y).
+SQUEUE_FORMAT = "%A|%Q"
+SPRIO_FORMAT = "%i|%A|%F|%J|%P|%Q|%Y"
+# sprio's answer where priority/basic runs: no factors to read, not a failure.
+NOT_MULTIFACTOR = "not running a supported priority plugin"
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityFactors:
+    """Weighted factors as sprio prints them (or, for the weights, the largest each can be)."""
+
+    age: int = 0
+    fairshare: int = 0
+    job_size: int = 0
+    partition: int = 0
+    qos: int = 0
+
+
+# Each factor's name in words, and what holds a job back when it is low.
+FACTOR_WORDS = {
+    "age": ("age", "it has not waited long yet (age grows while it waits)"),
+    "fairshare": ("fair-share", "its lab's recent use of the cluster is high"),
+    "job_size": ("job size", "its size counts for little here"),
+    "partition": ("partition", "its partition's priority is low"),
+    "qos": ("QOS", "its QOS's priority is low"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PendingPriority:
+    """One pending job's priority (squeue's) and its factors (sprio's; None without them)."""
+
+    job_id: int
+    priority: int
+    factors: PriorityFactors | None = None
+
+
+def parse_squeue_priorities(text: str) -> dict[int, int]:
+    """Lines of SQUEUE_FORMAT: job id -> priority."""
+    found = {}
+    for line in text.splitlines():
+        job, _, priority = line.strip().partition("|")
+        if job.isdigit() and priority.isdigit():
+            found[int(job)] = int(priority)
+    return found
+
+
+def _number(text: str) -> int:
+    try:
+        return round(float(text))
+    except ValueError:
+        return 0
+
+
+def parse_sprio(text: str) -> tuple[PriorityFactors | None, dict[int, PriorityFactors]]:
+    """`sprio` lines of SPRIO_FORMAT (with `-w`, the "Weights" line): the weights, and each
+    job's factors by job id."""
+    weights = None
+    factors = {}
+    for line in text.splitlines():
+        parts = [part.strip() for part in line.split("|")]
+        if len(parts) < 6:
+            continue
+        values = PriorityFactors(*(_number(p) for p in parts[1:6]))
+        if parts[0] == "Weights":
+            weights = values
+        elif parts[0].isdigit():
+            factors[int(parts[0])] = values
+    return weights, factors
+
+
+def pending_priorities(
+    priorities: dict[int, int], factors: dict[int, PriorityFactors]
+) -> tuple[PendingPriority, ...]:
+    return tuple(
+        PendingPriority(job_id, priority, factors.get(job_id))
+        for job_id, priority in sorted(priorities.items())
+    )
+
+
+def lowest_factor(factors: PriorityFactors, weights: PriorityFactors) -> str | None:
+    """The weighted factor furthest below its most (value / weight), among those the site
+    weighs at all; None where it weighs none."""
+    shares = {
+        name: getattr(factors, name) / weight
+        for name in FACTOR_WORDS
+        if (weight := getattr(weights, name)) > 0
+    }
+    return min(shares, key=lambda name: (shares[name], name)) if shares else None

@@ -1,0 +1,311 @@
+"""Limits and reservations from the real cluster (issue 43), through both sources (the commands
+and slurmrestd): an admin's `scontrol update` of a partition's MaxTime changes what `/sky why`
+quotes one poll later, and a job kept out by a maintenance reservation gets a `--time` command
+that, run as its owner, lets it start before the window."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from core.view import ClusterView
+from handlers.commands import command_table
+from scheduler.slurm.poller import SlurmPoller
+from scheduler.slurm.restd import RestdClient
+from scheduler.slurm.restd_source import RestdSource
+from scheduler.watchers.reservations import announce_reservations
+from store.outbox import outbox_rows
+from tests.asking import answer_from_view
+from tests.bot_process import linked_bot, linked_bot_config, wait_for_slurm_poll
+from tests.cluster import cluster_script, sbatch, wait_for
+from tests.slack_standin import SlackStandIn
+from tests.test_restd_cluster import SOCKET, TOKEN
+from tests.test_slurm_poller_cluster import Harness, _config
+from tests.test_why_cluster import run_as, suggested, until, why
+
+pytestmark = pytest.mark.cluster
+
+PARTITION = "debug"
+
+
+class LimitsHarness(Harness):
+    """The poller's harness, with the limits poll, reading through `source`."""
+
+    def __init__(self, tmp_path: Path, source: str) -> None:
+        super().__init__(_config(tmp_path))
+        self.closed = False
+        if source == "slurmrestd":
+            restd = RestdSource(RestdClient(SOCKET, TOKEN, timeout=20))
+            self.poller = SlurmPoller(self.config, self.writer, lambda: self.now, source=restd)
+
+    async def poll(self) -> ClusterView:
+        self.now = max(self.now, time.time())
+        await self.poller.poll_limits()
+        return await super().poll()
+
+    async def aclose(self) -> None:
+        if not self.closed:
+            self.closed = True
+            await self.poller.close()
+            self.close()
+
+
+@pytest.fixture(params=["cli", "slurmrestd"])
+async def harness(
+    request: pytest.FixtureRequest, tmp_path: Path, clean_queue: None
+) -> AsyncIterator[LimitsHarness]:
+    if request.param == "slurmrestd":
+        cluster_script("up")  # slurmrestd running, as test_restd_cluster.py wants it
+    h = LimitsHarness(tmp_path, request.param)
+    yield h
+    await h.aclose()
+
+
+def scontrol(*args: str) -> str:
+    done = subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.fixture
+def max_time_restored() -> Iterator[None]:
+    """The partition's MaxTime as it was, whatever the test did to it."""
+    before = re.search(r"MaxTime=(\S+)", scontrol("show", "partition", PARTITION))
+    assert before is not None
+    yield
+    scontrol("update", f"PartitionName={PARTITION}", f"MaxTime={before[1]}")
+
+
+def state_of(job_id: int) -> str:
+    return subprocess.run(
+        ["squeue", "-h", "-j", str(job_id), "-o", "%T %r"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout.strip()
+
+
+async def test_why_quotes_the_max_time_the_partition_has_now(
+    harness: LimitsHarness, max_time_restored: None
+) -> None:
+    scontrol("update", f"PartitionName={PARTITION}", "MaxTime=04:00:00")
+    job = sbatch(
+        "alice",
+        *("-A", "hoffman-lab", "-p", PARTITION, "--time=5:00:00", "--chdir=/tmp"),
+        *("-o", "/dev/null", "--wrap", "sleep 300"),
+    )
+    await until(lambda: "PartitionTimeLimit" in state_of(job), "PartitionTimeLimit")
+    text = await why(harness, str(job))
+    assert "4 h at most" in text, text
+    assert f"`scontrol update JobId={job} TimeLimit=04:00:00`" in text, text
+
+    scontrol("update", f"PartitionName={PARTITION}", "MaxTime=03:00:00")
+    text = await why(harness, str(job))  # one poll later
+    assert "3 h at most" in text and "4 h" not in text, text
+    [command] = [c for c in suggested(text) if c.startswith("scontrol update")]
+    assert command == f"scontrol update JobId={job} TimeLimit=03:00:00"
+
+    # The command it gives, run as alice, is one Slurm takes, and the job then starts.
+    result = await asyncio.to_thread(run_as, "alice", command)
+    assert result.returncode == 0, result.stderr
+    await until(lambda: state_of(job).startswith("RUNNING"), f"job {job} to start")
+
+
+@pytest.fixture
+def reservations() -> Iterator[list[str]]:
+    """Names of reservations the test makes, deleted after it whatever happens."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        subprocess.run(["scontrol", "delete", f"reservation={name}"], timeout=30, check=False)
+
+
+def reserve(names: list[str], name: str, *settings: str) -> None:
+    names.append(name)
+    scontrol("create", "reservation", f"reservationname={name}", *settings)
+
+
+async def ask(harness: LimitsHarness, text: str, user: str = "alice") -> str:
+    """Any command as `user` asks it in Slack, after a fresh poll (as `why` does)."""
+    verb, _, rest = text.partition(" ")
+    if verb == "why":
+        return await why(harness, rest, user)
+    view = await harness.poll()
+    reply = answer_from_view(
+        command_table(), view, text, team_id="T1", user_id="U1", cluster_user=user,
+        now=time.time(),
+    )  # fmt: skip
+    return reply.text
+
+
+async def announced(harness: LimitsHarness) -> list[dict[str, object]]:
+    view = await harness.poll()
+    await announce_reservations(harness.writer, harness.config, view, harness.poller.cluster)
+    rows: list[dict[str, object]] = await harness.writer.run(outbox_rows)
+    return [r for r in rows if str(r["key"]).startswith("reservation:")]
+
+
+async def test_a_maintenance_window_gets_a_time_that_ends_before_it_and_one_announcement(
+    harness: LimitsHarness, reservations: list[str], tmp_path: Path
+) -> None:
+    reserve(
+        reservations, "skybot_why_maint",
+        "starttime=now+40minutes", "duration=60", "nodes=ALL", "users=root",
+        "flags=maint,ignore_jobs",
+    )  # fmt: skip
+    job = sbatch(
+        "alice",
+        *("-A", "hoffman-lab", "-p", "hoffman-lab", "--time=2:00:00", "--gpus=1"),
+        *("--chdir=/tmp", "-o", "/dev/null", "--wrap", "sleep 300"),
+    )
+    await until(lambda: "ReqNodeNotAvail" in state_of(job), "ReqNodeNotAvail")
+    text = await ask(harness, f"why {job}")
+    assert "Reservation `skybot_why_maint` (maintenance) holds" in text, text
+    assert " UTC (in 3" in text, text  # its start: in 39-40 min
+    [command] = [c for c in suggested(text) if c.startswith("scontrol update")]
+    limit = re.fullmatch(rf"scontrol update JobId={job} TimeLimit=00:(\d\d):00", command)
+    assert limit is not None and 30 <= int(limit[1]) <= 35, command
+
+    # Run as alice, the command lets the job start now, before the window.
+    result = await asyncio.to_thread(run_as, "alice", command)
+    assert result.returncode == 0, result.stderr
+    await until(lambda: state_of(job).startswith("RUNNING"), f"job {job} to start")
+
+    # Announced once: on this poll, the next, and after a restart of the bot.
+    [row] = await announced(harness)
+    assert "`skybot_why_maint`" in str(row["text"]) and " to " in str(row["text"])
+    assert await announced(harness) == [row]
+    await harness.aclose()
+    restarted = LimitsHarness(tmp_path, "cli")
+    try:
+        assert await announced(restarted) == [row]
+    finally:
+        await restarted.aclose()
+
+
+async def test_free_and_gpus_say_which_idle_gpus_are_reserved(
+    harness: LimitsHarness, reservations: list[str]
+) -> None:
+    reserve(
+        reservations, "skybot_why_bob",
+        "starttime=now", "duration=30", "nodes=clippy", "users=bob",
+    )  # fmt: skip
+    text = await ask(harness, "free")
+    [clippy] = [line for line in text.splitlines() if "`clippy`" in line]
+    assert "reserved: `skybot_why_bob` until" in clippy, text
+    assert all("reserved" not in line for line in text.splitlines() if "`baymax`" in line)
+    text = await ask(harness, "gpus hoffman-lab")
+    assert "of them on reserved nodes" in text, text
+
+
+def pending_by_priority(partition: str) -> list[tuple[int, int]]:
+    """(job id, priority) of the partition's pending jobs as squeue has them now, in the
+    order Slurm considers them: higher priority first, then the lower job id."""
+    out = subprocess.run(
+        ["squeue", "-h", "-t", "PD", "-p", partition, "-o", "%A|%Q"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
+    rows = [tuple(int(x) for x in line.split("|")) for line in out.split()]
+    return sorted(((r[0], r[1]) for r in rows), key=lambda r: (-r[1], r[0]))
+
+
+def sprio_factors(job: int) -> tuple[list[int], list[int]] | None:
+    """(weights, the job's factors) as sprio prints them now (age, fair-share, job size,
+    partition, QOS); None where priority/multifactor does not run."""
+    fmt = "--format=%i|%A|%F|%J|%P|%Q"
+    weights = subprocess.run(["sprio", "-w", "-h", fmt], capture_output=True, text=True)
+    if weights.returncode != 0:
+        return None
+    mine = subprocess.run(["sprio", "-h", "-j", str(job), fmt], capture_output=True, text=True)
+    values = [
+        [round(float(x)) for x in out.split("|")[1:6]] for out in (weights.stdout, mine.stdout)
+    ]
+    return values[0], values[1]
+
+
+async def test_a_job_pending_on_priority_gets_its_place_the_gpus_ahead_and_its_lowest_factor(
+    tmp_path: Path, clean_queue: None
+) -> None:
+    harness = LimitsHarness(tmp_path, "cli")
+    try:
+        lab = ("-A", "kira-lab", "-p", "kira-lab", "--chdir=/tmp", "-o", "/dev/null")
+        # alice's lab holds every a40, so the kira-lab jobs below queue for them.
+        sbatch("alice", "-A", "hoffman-lab", "-p", "hoffman-lab", "--gpus=a40:4",
+               "--chdir=/tmp", "-o", "/dev/null", "--wrap", "sleep 300")  # fmt: skip
+        asked = {}
+        for user, count in (("carol", 1), ("dave", 2), ("carol", 1)):
+            job = sbatch(user, *lab, f"--gpus=a40:{count}", "--wrap", "sleep 60")
+            asked[job] = count
+        last = max(asked)
+        await until(lambda: "Priority" in state_of(last), f"job {last} pending on Priority")
+        text = await ask(harness, f"why {last}", "carol")
+
+        order = pending_by_priority("kira-lab")
+        ids = [job for job, _ in order]
+        ahead = ids[: ids.index(last)]
+        priority = dict(order)[last]
+        assert (
+            f"By Slurm's priority ({priority}) it is number {len(ahead) + 1} of the "
+            f"{len(ids)} pending jobs that want `kira-lab` and `a40:1`: the "
+            f"{len(ahead)} job{'s' if len(ahead) != 1 else ''} ahead of it "
+            f"{'asks' if len(ahead) == 1 else 'ask'} for "
+            f"{sum(asked[j] for j in ahead)} GPU"
+        ) in text, (text, order)
+        factors = sprio_factors(last)
+        if factors is None:  # priority/basic (the 22.05 cluster)
+            assert "priority factors" not in text, text
+        elif not any(factors[0]):  # multifactor with every weight 0 (the 24.11 cluster)
+            assert "weighs none of Slurm's priority factors" in text, text
+        else:
+            weights, mine = factors
+            names = ["age", "fair-share", "job size", "partition", "QOS"]
+            shares = {n: v / w for n, v, w in zip(names, mine, weights, strict=True) if w}
+            assert f"The lowest is {min(shares, key=lambda n: shares[n])}:" in text, text
+    finally:
+        await harness.aclose()
+
+
+def announcements(slack: SlackStandIn, name: str) -> list[tuple[str, str]]:
+    """(channel, text) of each post the stand-in accepted that announces reservation `name`."""
+    return [
+        (str(call.params.get("channel")), str(call.params.get("text")))
+        for call in slack.calls_to("chat.postMessage")
+        if call.ok and f"`{name}`" in str(call.params.get("text"))
+    ]
+
+
+async def test_the_running_bot_announces_a_maintenance_window_once_across_a_restart(
+    tmp_path: Path, clean_queue: None, reservations: list[str]
+) -> None:
+    """`skybot run` end to end, through the Slack stand-in: the limits poll sees the window,
+    the watcher enqueues it, the sender posts it to the alert channel, once; the bot started
+    again on the same database posts nothing more."""
+    name = "skybot_why_announce"
+    reserve(
+        reservations, name,
+        "starttime=now+2hours", "duration=30", "nodes=clippy", "users=root",
+        "flags=maint,ignore_jobs",
+    )  # fmt: skip
+    config = linked_bot_config(tmp_path)
+    async with linked_bot(config) as slack:
+        [(channel, text)] = await wait_for(
+            lambda: announcements(slack, name) or None, 30, "the post"
+        )
+        # The default alert channel, #skynet-users, as the stand-in names it.
+        assert channel in ("C0SKYUSERS", "#skynet-users"), channel
+        assert "Maintenance" in text and "`clippy`" in text and " to " in text
+        started = time.time()
+        await wait_for_slurm_poll(config.database.path, after=started, acted_on=True)
+        assert len(announcements(slack, name)) == 1
+    async with linked_bot(config) as slack:
+        # Two limits polls and their watchers at 2 s each, and the sender's time to post.
+        await asyncio.sleep(6)
+        assert announcements(slack, name) == []
