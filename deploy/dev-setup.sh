@@ -22,9 +22,10 @@ esac
 # which tests/test_link_acl_cluster.py grants bob write on alice's link file as a site would;
 # libfaketime: steps the bot's wall clock in tests/test_clock_steps_cluster.py (and the
 # digest's test); slurmrestd and its JWT plugin: the clusters' REST API, which skybot's
-# slurmrestd source reads.
+# slurmrestd source reads; valgrind: callgrind counts the ack path's instructions against
+# bare Bolt's (benchmarks/ack_vs_bolt.py --instructions, its threshold).
 packages=(slurm-wlm slurmdbd slurmrestd slurm-wlm-jwt-plugin munge mariadb-server sudo systemd python3-venv mmdebstrap acl
-    libfaketime)
+    libfaketime valgrind)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "dev-setup: run as root (it installs packages and starts the test cluster)" >&2

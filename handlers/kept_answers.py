@@ -22,24 +22,17 @@ MAX_KEPT_ANSWERS = 512
 MEMO = "kept answers"
 
 
-def kept_reply(view: ClusterView, key: Hashable, now: float, in_channel: bool) -> Reply | None:
-    """The answer kept under `key` over this view, stamped at `now`; None if none is."""
-    kept: dict[Hashable, Restamp] = view.memo(MEMO, dict)
-    fresh = kept.get(key)
-    return fresh.at(view, now, in_channel) if fresh is not None else None
-
-
 def kept_answer(
     key: Hashable, request: CommandRequest, view: ClusterView, answer: Callable[[], Reply]
 ) -> Reply:
     """The answer kept under `key` over this view, stamped at the request's `now`; else
     `answer()`, kept if stamping it again gives this very answer (not so for a command that
     adds to `answer()`'s reply, as `jobs` adds its buttons: that is worked out every time)."""
-    kept_already = kept_reply(view, key, request.now, request.here)
-    if kept_already is not None:
-        return kept_already
-    reply = answer()
     kept: dict[Hashable, Restamp] = view.memo(MEMO, dict)
+    fresh = kept.get(key)
+    if fresh is not None:
+        return fresh.at(view, request.now, request.here)
+    reply = answer()
     fresh = reply.fresh
     if (
         fresh is not None

@@ -13,6 +13,7 @@ command must not raise UsageError once it has started the runner, but answer nor
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import logging
@@ -26,7 +27,7 @@ from core.view import ClusterView
 from handlers.clusters import ClusterDesks, UnknownCluster, actions_refusal
 from handlers.command_words import split_words
 from handlers.deadline import ACK_DEADLINE_SECONDS, LateReply, within
-from handlers.kept_answers import kept_answer, kept_reply
+from handlers.kept_answers import kept_answer
 from handlers.reply import MAX_BLOCKS, Reply, context, simple
 from handlers.request import ChartQueue
 from handlers.request import CommandRequest as CommandRequest
@@ -81,6 +82,12 @@ class CommandTable:
     def add(self, command: Command) -> None:
         self._commands[command.name] = command
         self._read.clear()
+
+    def name_of(self, text: str) -> str:
+        """The subcommand `text` asks for, or "unknown" (for bad input too): what metrics
+        and logs may name, since a label must not take whatever anyone types."""
+        routed = self.read(text)
+        return routed.command.name if isinstance(routed, Routed) else "unknown"
 
     def read(self, text: str) -> Routed | str:
         """The command `text` names and the words it gives it, or what to answer bad input:
@@ -181,15 +188,9 @@ async def dispatch(
             if not default.acts_through_runner:  # said now, not after a queue or a DM
                 return simple(actions_refusal(default))
     note = f"On cluster {literal(cluster)}." if cluster else ""
-    same_for = command.same_for
-    if same_for is not None and not routed.chart:  # read-only: kept, stamped per ack
-        key = _kept_key(command, same_for, routed.args, request.cluster_user)
-        kept = kept_reply(view, key, request.now, routed.here)
-        if kept is not None:
-            return _with_note(kept, note) if note else kept
-    # As dataclasses.replace, without its walk over the fields on every ack.
-    parsed = {"args": routed.args, "here": routed.here, "chart": routed.chart, "cluster": cluster}
-    request = CommandRequest(**(request.__dict__ | parsed))
+    request = dataclasses.replace(
+        request, args=routed.args, here=routed.here, chart=routed.chart, cluster=cluster
+    )
     if note:
         late = _noted(late, note) if late is not None else None
         named = _answer(table, command, request, view, services, late, deadline)
