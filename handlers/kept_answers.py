@@ -13,7 +13,6 @@ from collections.abc import Callable, Hashable
 
 from core.view import ClusterView
 from handlers.reply import Reply, Restamp
-from handlers.request import CommandRequest
 
 # Per snapshot: enough for every lab asked by every asker, bounded so that whatever anyone
 # types cannot grow a view's memo between polls.
@@ -23,21 +22,21 @@ MEMO = "kept answers"
 
 
 def kept_answer(
-    key: Hashable, request: CommandRequest, view: ClusterView, answer: Callable[[], Reply]
+    key: Hashable, view: ClusterView, now: float, in_channel: bool, answer: Callable[[], Reply]
 ) -> Reply:
-    """The answer kept under `key` over this view, stamped at the request's `now`; else
-    `answer()`, kept if stamping it again gives this very answer (not so for a command that
-    adds to `answer()`'s reply, as `jobs` adds its buttons: that is worked out every time)."""
+    """The answer kept under `key` over this view, stamped at `now`; else `answer()`, kept if
+    stamping it again gives this very answer (not so for a command that adds to `answer()`'s
+    reply, as `jobs` adds its buttons: that is worked out every time)."""
     kept: dict[Hashable, Restamp] = view.memo(MEMO, dict)
     fresh = kept.get(key)
     if fresh is not None:
-        return fresh.at(view, request.now, request.here)
+        return fresh.at(view, now, in_channel)
     reply = answer()
     fresh = reply.fresh
     if (
         fresh is not None
         and len(kept) < MAX_KEPT_ANSWERS
-        and fresh.at(view, request.now, request.here) == reply
+        and fresh.at(view, now, in_channel) == reply
     ):
         kept[key] = fresh
     return reply

@@ -188,14 +188,43 @@ async def dispatch(
             if not default.acts_through_runner:  # said now, not after a queue or a DM
                 return simple(actions_refusal(default))
     note = f"On cluster {literal(cluster)}." if cluster else ""
-    request = dataclasses.replace(
-        request, args=routed.args, here=routed.here, chart=routed.chart, cluster=cluster
-    )
+    if command.same_for is not None and not routed.chart:  # read-only: kept, stamped per ack
+        kept = _kept(command, command.same_for, request, routed, cluster, view)
+        return _with_note(kept, note) if note else kept
+    request = _with_words(request, routed, cluster)
     if note:
         late = _noted(late, note) if late is not None else None
         named = _answer(table, command, request, view, services, late, deadline)
         return _with_note(await named, note)
     return await _answer(table, command, request, view, services, late, deadline)
+
+
+def _with_words(request: CommandRequest, routed: Routed, cluster: str) -> CommandRequest:
+    """The request as the command sees it: its words read, its cluster chosen."""
+    return dataclasses.replace(
+        request, args=routed.args, here=routed.here, chart=routed.chart, cluster=cluster
+    )
+
+
+def _kept(
+    command: Command,
+    same_for: SameFor,
+    request: CommandRequest,
+    routed: Routed,
+    cluster: str,
+    view: ClusterView,
+) -> Reply:
+    """The answer of a command that depends on nothing but the snapshot, its words and what
+    `same_for` says of the asker: worked out once per snapshot and kept in the view
+    (handlers/kept_answers.py), then stamped for each ack."""
+    key = command.name, routed.args, same_for(routed.args, request.cluster_user)
+    return kept_answer(
+        key,
+        view,
+        request.now,
+        routed.here,
+        lambda: _answer_from_view(command, _with_words(request, routed, cluster), view),
+    )
 
 
 def _noted(late: LateReply, note: str) -> LateReply:
@@ -285,16 +314,7 @@ def _answer_from_view(command: Command, request: CommandRequest, view: ClusterVi
     run = command.run
     if run is None:
         return simple(f"`/sky {command.name}` works in Slack, not here.")
-    if command.same_for is None:
-        return _guarded(request, lambda: run(request, view))
-    key = _kept_key(command, command.same_for, request.args, request.cluster_user)
-    return kept_answer(key, request, view, lambda: _guarded(request, lambda: run(request, view)))
-
-
-def _kept_key(
-    command: Command, same_for: SameFor, args: tuple[str, ...], asker: str | None
-) -> Hashable:
-    return command.name, args, same_for(args, asker)
+    return _guarded(request, lambda: run(request, view))
 
 
 async def _answer_with_charts(
