@@ -64,8 +64,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from ack_latency import SECRET, TEAM, USER, http_sender  # noqa: E402
 from poll_ack_latency import wait_ready, write_slurm  # noqa: E402
 
-from tests.bot_process import free_port, start_bot  # noqa: E402
-from tests.slack_standin import SlackStandIn  # noqa: E402
+from tests.support.bot_process import free_port, start_bot  # noqa: E402
+from tests.support.slack_standin import SlackStandIn  # noqa: E402
 
 LEVELS = (1, 10, 50)
 TEXT = "gpus hoffman-lab"

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from store.writer import StoreWriter
-from tests import cluster_run
-from tests.bytecode_cache import cache_bytecode_outside_the_tree
-from tests.cluster import scancel_everything, slurm_answers
-from tests.empty_database import empty_database
-from tests.lane_2411 import LANE_TEST
+from tests.support import cluster_run
+from tests.support.bytecode_cache import cache_bytecode_outside_the_tree
+from tests.support.cluster import scancel_everything, slurm_answers
+from tests.support.empty_database import empty_database
+from tests.support.lane_2411 import LANE_TEST
 
 # Seconds a cluster test may take (setup to teardown) before pytest-timeout fails it: jobs
 # queue, run and reach accounting in real time. Unit tests get the ini's `timeout`.
@@ -37,7 +37,7 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 @pytest.hookimpl(trylast=True)  # after -m and -k have deselected what they deselect
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The 24.11 lane's test after the host's cluster tests: its lane runs beside them
-    (tests/cluster_run.py). Tests that drive the sandbox from the host (its jobs, its
+    (tests/support/cluster_run.py). Tests that drive the sandbox from the host (its jobs, its
     controller) would pull the ground from under the lane: they run after its test."""
     lane = [item for item in items if item.nodeid.startswith(LANE_TEST)]
     both = [item for item in items if item.get_closest_marker("both_clusters")]

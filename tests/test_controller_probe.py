@@ -11,7 +11,7 @@ from msgspec.structs import replace
 from bot.config import DatabaseConfig, SlurmConfig, load_config
 from scheduler.slurm.poller import SlurmPoller
 from store.writer import StoreWriter
-from tests.slurm_wrappers import write_wrappers
+from tests.support.slurm_wrappers import write_wrappers
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.38"
 POLL = 5.0

@@ -1,7 +1,7 @@
 """`python3 -m pytest` is one plain run: every test reported by name, cluster tests one after
 another on one pytest-xdist worker (their group, tests/conftest.py) while the unit tests
 spread over the others, and a second run on a cluster that a first one holds stops at once
-with one line saying why (tests/cluster_locks.py).
+with one line saying why (tests/support/cluster_locks.py).
 
 The runs here are `--setup-plan` runs (nothing is set up or called, so no cluster is
 touched) against locks in a folder of their own."""
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster_locks import ClusterBusy, hold
+from tests.support.cluster_locks import ClusterBusy, hold
 
 REPO = Path(__file__).resolve().parent.parent
 UNIT_FILE = "tests/test_why.py"
@@ -111,7 +111,7 @@ def test_a_second_run_on_a_held_cluster_stops_with_one_line(held_by_another_run:
 def test_a_run_queued_under_flock_goes_on_under_that_lock(tmp_path: Path) -> None:
     # `flock -o LOCK python3 -m pytest …` waits for LOCK, then runs pytest holding it.
     lock = tmp_path / "skybot-cluster.lock"
-    script = "from tests.cluster_locks import HOST_LOCK, hold; print(hold(HOST_LOCK, 'x'))"
+    script = "from tests.support.cluster_locks import HOST_LOCK, hold; print(hold(HOST_LOCK, 'x'))"
     queued = subprocess.run(
         ["flock", "-o", str(lock), sys.executable, "-c", script],
         cwd=REPO, env={**os.environ, "SKYBOT_TEST_LOCK_DIR": str(tmp_path)},

@@ -16,7 +16,7 @@ import pytest
 
 from core.slurm_json import parse_sinfo, parse_squeue
 from scheduler.slurm.restd import RestdClient
-from tests.cluster_locks import LANE_LOCK, holding
+from tests.support.cluster_locks import LANE_LOCK, holding
 
 pytestmark = [
     pytest.mark.cluster,

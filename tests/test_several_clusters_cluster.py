@@ -23,10 +23,10 @@ import sqlite_utils
 
 from core.config_schema import Config, parse_config
 from store.snapshots import load_source_status
-from tests.bot_process import SLACK_IDS, TEAM, dms_about, linked_users, running_bot
-from tests.cluster import cluster_script, sbatch_async, squeue_state, wait_for
-from tests.cluster_locks import LANE_LOCK, holding
-from tests.slack_standin import SlackStandIn
+from tests.support.bot_process import SLACK_IDS, TEAM, dms_about, linked_users, running_bot
+from tests.support.cluster import cluster_script, sbatch_async, squeue_state, wait_for
+from tests.support.cluster_locks import LANE_LOCK, holding
+from tests.support.slack_standin import SlackStandIn
 
 pytestmark = [
     pytest.mark.cluster,

@@ -2,9 +2,9 @@
 sandbox (deploy/testcluster-24.11.sh), on its own Python 3.13, against its real Slurm 24.11.
 
 The tests on the host prove skybot on 22.05; this one collects the lane that started in the
-background before the session's first cluster test (tests/cluster_run.py, tests/lane_2411.py)
-and fails with the list of the inner failures. Run under pytest-xdist, what it prints goes
-to the JUnit report (`lane` property) rather than the terminal."""
+background before the session's first cluster test (tests/support/cluster_run.py and
+lane_2411.py) and fails with the list of the inner failures. Run under pytest-xdist, what it
+prints goes to the JUnit report (`lane` property) rather than the terminal."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import os
 
 import pytest
 
-from tests import cluster_run
-from tests.lane_2411 import LANE_TIMEOUT
+from tests.support import cluster_run
+from tests.support.lane_2411 import LANE_TIMEOUT
 
 pytestmark = pytest.mark.cluster
 

@@ -4,11 +4,11 @@ All tests marked `cluster` are one pytest-xdist group (`--dist loadgroup`, pypro
 addopts), so they run one after another in one process, and that process does this, before
 the first one's fixtures:
 
-* takes the host cluster's lock (tests/cluster_locks.py), unless the run's only cluster test
+* takes the host cluster's lock (tests/support/cluster_locks.py), unless the run's only cluster test
   is the 24.11 lane's; when another run holds it, the run stops with one line saying so;
-* starts the Slurm 24.11 lane in the background (tests/lane_2411.py), when the run selected
+* starts the Slurm 24.11 lane in the background (tests/support/lane_2411.py), when the run selected
   its test: it runs beside the host's tests and its test, ordered after them, waits for it;
-* starts the wheel builds that the install and upgrade tests need (tests/wheels.py).
+* starts the wheel builds that the install and upgrade tests need (tests/support/wheels.py).
 
 Everything is released when the session ends. Inside the 24.11 sandbox (the lane's own run)
 none of it happens: the lane's lock, held outside, covers it.
@@ -22,9 +22,9 @@ from typing import IO
 
 import pytest
 
-from tests import wheels
-from tests.cluster_locks import HOST_LOCK, ClusterBusy, hold
-from tests.lane_2411 import LANE_TEST, Lane
+from tests.support import wheels
+from tests.support.cluster_locks import HOST_LOCK, ClusterBusy, hold
+from tests.support.lane_2411 import LANE_TEST, Lane
 
 
 @dataclass

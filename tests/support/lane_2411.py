@@ -2,7 +2,7 @@
 inside deploy/testcluster-24.11.sh's sandbox on its own Python 3.13 and its own Slurm.
 
 The two clusters share nothing (namespaces, ports, munge, users, mounts), so the lane runs
-beside the host's tests instead of after them: tests/cluster_run.py starts it before the
+beside the host's tests instead of after them: tests/support/cluster_run.py starts it before the
 session's first cluster test when the session selected `test_slurm_24_11_lane.py`, and that
 test, run after the host's cluster tests, waits for it and reports."""
 
@@ -14,10 +14,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.background_pytest import BackgroundPytest, LaneResult
-from tests.cluster_locks import LANE_LOCK, ClusterBusy, hold
+from tests.support.background_pytest import BackgroundPytest, LaneResult
+from tests.support.cluster_locks import LANE_LOCK, ClusterBusy, hold
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "deploy" / "testcluster-24.11.sh"
 STATE = Path(os.environ.get("TESTCLUSTER_2411_STATE", "/var/lib/skybot-testcluster-24.11"))
 # Inside the sandbox; the host sees it under the rootfs.

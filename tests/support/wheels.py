@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SYSTEM_PYTHON = "/usr/bin/python3"
 # The checkout minus what is never part of a build. Git stays: the version comes from it.
 NOT_SOURCE = shutil.ignore_patterns(

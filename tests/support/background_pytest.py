@@ -1,8 +1,8 @@
 """A pytest run as a background process of a full session: the unit lane (tests/unit_lane.py)
-and the Slurm 24.11 lane (tests/lane_2411.py) are each one.
+and the Slurm 24.11 lane (tests/support/lane_2411.py) are each one.
 
 Its output streams to a log (so a hung lane shows how far it got), it writes a JUnit report
-that its collecting test reads, and it keeps its cluster's lock (tests/cluster_locks.py,
+that its collecting test reads, and it keeps its cluster's lock (tests/support/cluster_locks.py,
 taken by its starter) for as long as it runs: a second session starting the same lane would
 wipe its report or its cluster's queue."""
 
