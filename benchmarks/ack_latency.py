@@ -38,7 +38,7 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.signature import SignatureVerifier
 
-from tests.factories import CLUSTER
+from tests.support.factories import CLUSTER
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -58,8 +58,8 @@ from store.caps_and_storage import save_caps  # noqa: E402
 from store.db import open_db  # noqa: E402
 from store.reader import SnapshotCache  # noqa: E402
 from store.writer import StoreWriter  # noqa: E402
-from tests.slack_standin import SlackStandIn  # noqa: E402
-from tests.slurm_polls import save_slurm_poll  # noqa: E402
+from tests.support.slack_standin import SlackStandIn  # noqa: E402
+from tests.support.slurm_polls import save_slurm_poll  # noqa: E402
 
 SECRET = "benchmark-signing-secret"
 TEAM, USER = "T0STANDIN", "UBENCH"

@@ -52,7 +52,7 @@ from scheduler.slurm import job_reads  # noqa: E402
 from scheduler.slurm.job_reads import FULL_RECORDS_EVERY  # noqa: E402
 from scheduler.slurm.poller import SlurmPoller  # noqa: E402
 from store.writer import StoreWriter  # noqa: E402
-from tests.slurm_wrappers import COMMANDS, as_user, write_wrappers  # noqa: E402
+from tests.support.slurm_wrappers import COMMANDS, as_user, write_wrappers  # noqa: E402
 
 NAME = "skybot-controller-cost"
 USER_ACCOUNTS = {

@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 from bot.config import DatabaseConfig, SlurmConfig, load_config  # noqa: E402
 from scheduler.slurm.poller import SlurmPoller  # noqa: E402
 from store.writer import StoreWriter  # noqa: E402
-from tests.slurm_wrappers import COMMANDS, as_user, write_wrappers  # noqa: E402
+from tests.support.slurm_wrappers import COMMANDS, as_user, write_wrappers  # noqa: E402
 
 CONTROLLER_COMMANDS = ("squeue", "sinfo")
 PHASES = (

@@ -44,9 +44,9 @@ from bot.config import (  # noqa: E402
     load_config,
 )
 from bot.service import run_bot  # noqa: E402
-from tests.bot_process import free_port  # noqa: E402
-from tests.cluster import sbatch  # noqa: E402
-from tests.slack_standin import SlackStandIn, SlackUser  # noqa: E402
+from tests.support.bot_process import free_port  # noqa: E402
+from tests.support.cluster import sbatch  # noqa: E402
+from tests.support.slack_standin import SlackStandIn, SlackUser  # noqa: E402
 
 TEAM = "T0STANDIN"
 SLACK_IDS = {"alice": "UALICE", "bob": "UBOB", "carol": "UCAROL", "dave": "UDAVE"}

@@ -99,7 +99,7 @@ def measure_child(folder: Path) -> dict[str, float]:
     from core.slurm_decode import decode_slurm_json
     from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
     from store.db import open_db
-    from tests.slurm_polls import save_slurm_poll
+    from tests.support.slurm_polls import save_slurm_poll
 
     baseline_kib = _peak_rss_kib()
     timings = []

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from msgspec.structs import replace
 
-from tests.factories import CLUSTER
+from tests.support.factories import CLUSTER
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -59,7 +59,7 @@ from scheduler.slurm.pending_changes import PENDING_LISTING  # noqa: E402
 from scheduler.slurm.poller import SlurmPoller  # noqa: E402
 from store.snapshots import load_snapshot  # noqa: E402
 from store.writer import StoreWriter  # noqa: E402
-from tests.slurm_wrappers import COMMANDS, as_user, write_wrappers  # noqa: E402
+from tests.support.slurm_wrappers import COMMANDS, as_user, write_wrappers  # noqa: E402
 
 CHANGED_PER_POLL = 5
 # Far longer than the run: the listing only on the first poll.

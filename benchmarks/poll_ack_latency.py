@@ -13,7 +13,7 @@ times each ack. The same is done with polling paused (the same configuration, wh
 poll is an hour away once the first one has loaded the snapshot), in the same run: the two
 bots take turns, six stretches of 10 s each (--stretches), the polling one stopped (SIGSTOP)
 while the paused one answers, so that both rows see the host as it was in the same minutes.
-Slack's Web API is the stand-in (tests/slack_standin), in this process.
+Slack's Web API is the stand-in (tests/support/slack_standin), in this process.
 
 Targets (issue 17): no ack over 50 ms; p99 with polling within 1.5x of p99 paused.
 
@@ -55,8 +55,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from ack_latency import SECRET, TEAM, USER, http_sender  # noqa: E402
 from parse_and_store import FIXTURES, synthetic_documents  # noqa: E402
 
-from tests.bot_process import free_port, start_bot  # noqa: E402
-from tests.slack_standin import SlackStandIn  # noqa: E402
+from tests.support.bot_process import free_port, start_bot  # noqa: E402
+from tests.support.slack_standin import SlackStandIn  # noqa: E402
 
 SLOW_MS = 50.0
 

@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.factories import CLUSTER
+from tests.support.factories import CLUSTER
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -140,7 +140,7 @@ async def _measure(folder: Path, way: str) -> dict[str, float]:
     from store.reader import SnapshotCache
     from store.slurm_writes import save_slurm_changes
     from store.writer import StoreWriter
-    from tests.slurm_polls import save_slurm_poll
+    from tests.support.slurm_polls import save_slurm_poll
 
     limits = LabLimits((("hoffman-lab", "hoffman-lab"),), {"hoffman-lab": 32}, {}, "overcap")
     worker = PollWorker()

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.factories import CLUSTER
+from tests.support.factories import CLUSTER
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 

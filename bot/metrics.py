@@ -10,10 +10,8 @@ collectors.
 
 from __future__ import annotations
 
-import bisect
 import re
 import time
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import sqlite_utils
@@ -29,14 +27,6 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.metrics_core import (
-    CounterMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
-from prometheus_client.registry import Collector
-from prometheus_client.samples import Sample
-from prometheus_client.utils import floatToGoString
 
 from bot.health import Check, ServiceStatus, age
 from store.health import is_store_fault
@@ -57,8 +47,18 @@ class Metrics:
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
-        self.commands = CommandFigures()
-        self.registry.register(self.commands)
+        self.commands = Counter(
+            "skybot_commands",
+            "Slash commands answered, by subcommand.",
+            ["command"],
+            registry=self.registry,
+        )
+        self.command_seconds = Histogram(
+            "skybot_command_duration_seconds",
+            "Time from receiving a command to its answer.",
+            buckets=_FAST,
+            registry=self.registry,
+        )
         self._add_work_metrics(self.registry)
         self._add_outbox_gauges(self.registry)
         self._add_health_gauges(self.registry)
@@ -169,11 +169,10 @@ class Metrics:
     def observe_poll(self, source: str, cluster: str, seconds: float) -> None:
         self.poll_seconds.labels(cluster, source).observe(seconds)
 
-    @property
-    def observe_command(self) -> Callable[[str, float], None]:
-        """observe(command, seconds) for each answered command: the figures' own, handed to
-        the listener once, so an ack makes one call here rather than two."""
-        return self.commands.observe
+    def observe_command(self, command: str, seconds: float) -> None:
+        """One answered command: `command` is the command table's name or "unknown"."""
+        self.commands.labels(command).inc()
+        self.command_seconds.observe(seconds)
 
     def observe_send(self, result: str) -> None:
         self.sends.labels(result).inc()
@@ -238,48 +237,6 @@ def _state_counts(
         reason = parked_reason(error)
         parked[reason] = parked.get(reason, 0) + count
     return outbox_counts(db), submission_counts(db), parked
-
-
-class CommandFigures(Collector):
-    """skybot_commands{command} and skybot_command_duration_seconds, as a Counter and a
-    Histogram would show them. Every ack adds to them: here that is two additions on the
-    event loop, not a Counter's and a Histogram's locked updates and bucket walk (a tenth of
-    skybot's own work per ack, issue 32); the families are made at scrape time."""
-
-    COUNTER = ("skybot_commands", "Slash commands answered, by subcommand.")
-    HISTOGRAM = ("skybot_command_duration_seconds", "Time from receiving a command to its answer.")
-
-    def __init__(self) -> None:
-        self._bounds = (*_FAST, float("inf"))
-        # By subcommand (the command table's names and "unknown": a few): count, first seen.
-        self._counts: dict[str, list[float]] = {}
-        self._in_bucket = [0] * len(self._bounds)
-        self._sum = 0.0
-        self._created = time.time()
-
-    def observe(self, command: str, seconds: float) -> None:
-        counted = self._counts.get(command)
-        if counted is None:
-            counted = self._counts[command] = [0, time.time()]
-        counted[0] += 1
-        # A bucket holds what is at most its bound, as Prometheus's `le` says.
-        self._in_bucket[bisect.bisect_left(self._bounds, seconds)] += 1
-        self._sum += seconds
-
-    def collect(self) -> Iterator[Metric]:
-        counter = CounterMetricFamily(*self.COUNTER, labels=["command"])
-        for command, (count, created) in self._counts.items():
-            counter.add_metric([command], count, created=created)
-        yield counter
-        histogram = HistogramMetricFamily(*self.HISTOGRAM)
-        cumulative, buckets = 0, []
-        for bound, count in zip(self._bounds, self._in_bucket, strict=True):
-            cumulative += count
-            buckets.append((floatToGoString(bound), cumulative))
-        histogram.add_metric([], buckets, self._sum)
-        name = self.HISTOGRAM[0]
-        histogram.samples.append(Sample(f"{name}_created", {}, self._created, None, None))
-        yield histogram
 
 
 def metrics_app(metrics: Metrics, status: ServiceStatus, writer: StoreWriter) -> web.Application:

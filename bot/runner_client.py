@@ -107,6 +107,17 @@ async def call_runner(
         return _error(f"The runner request could not be encoded as JSON ({exc}).")
 
     argv = [*prefix, sudo, "-n", "-u", user, "--", runner]
+    ran = await _run(argv, payload, timeout)
+    if isinstance(ran, dict):
+        return ran
+    return _reply(user, runner, *ran)
+
+
+async def _run(
+    argv: list[str], payload: bytes, timeout: float
+) -> tuple[int | None, bytes, bytes] | RunnerReply:
+    """`argv` with `payload` on its stdin: its exit status, stdout and stderr, or the error
+    reply when it cannot start or does not answer within `timeout` seconds."""
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -142,9 +153,14 @@ async def call_runner(
             # asks again later instead of reporting a failure that may not be one.
             "outcome_unknown": True,
         }
+    return proc.returncode, stdout, stderr
 
+
+def _reply(
+    user: str, runner: str, returncode: int | None, stdout: bytes, stderr: bytes
+) -> RunnerReply:
+    """The runner's reply from what the process wrote, or the error reply saying why none."""
     out = stdout[:MAX_REPLY_BYTES].decode("utf-8", "replace").strip()
-    err = stderr.decode("utf-8", "replace")
     if out:
         try:
             reply = json.loads(out)
@@ -159,11 +175,11 @@ async def call_runner(
                 reply["error"] = NO_REASON
             return reply
         return _error(f"The skybot runner gave an unreadable answer for {user}.")
-    if proc.returncode is not None and proc.returncode < 0:
+    if returncode is not None and returncode < 0:
         # Killed before it answered (a service stop signals every process of the unit): it
         # may have acted, so a submission is settled later by asking, not reported failed.
         return {
-            **_error(f"The skybot runner was stopped by signal {-proc.returncode}."),
+            **_error(f"The skybot runner was stopped by signal {-returncode}."),
             "outcome_unknown": True,
         }
-    return _error(_explain_sudo_failure(user, err, runner))
+    return _error(_explain_sudo_failure(user, stderr.decode("utf-8", "replace"), runner))

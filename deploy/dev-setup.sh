@@ -24,9 +24,11 @@ esac
 # digest's test); slurmrestd and its JWT plugin: the clusters' REST API, which skybot's
 # slurmrestd source reads; prometheus: promtool checks and unit-tests the shipped alert rules
 # (tests/test_alert_rules.py); debhelper and dh-virtualenv: deploy/build-deb.sh builds the
-# Debian package that tests/test_debian_package_cluster.py installs.
+# Debian package that tests/test_debian_package_cluster.py installs; valgrind: callgrind
+# counts the ack path's instructions against bare Bolt's (benchmarks/ack_vs_bolt.py
+# --instructions, its threshold).
 packages=(slurm-wlm slurmdbd slurmrestd slurm-wlm-jwt-plugin munge mariadb-server sudo systemd python3-venv mmdebstrap acl
-    libfaketime prometheus debhelper dh-virtualenv)
+    libfaketime prometheus debhelper dh-virtualenv valgrind)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "dev-setup: run as root (it installs packages and starts the test cluster)" >&2

@@ -13,7 +13,6 @@ from collections.abc import Callable, Hashable
 
 from core.view import ClusterView
 from handlers.reply import Reply, Restamp
-from handlers.request import CommandRequest
 
 # Per snapshot: enough for every lab asked by every asker, bounded so that whatever anyone
 # types cannot grow a view's memo between polls.
@@ -22,29 +21,22 @@ MAX_KEPT_ANSWERS = 512
 MEMO = "kept answers"
 
 
-def kept_reply(view: ClusterView, key: Hashable, now: float, in_channel: bool) -> Reply | None:
-    """The answer kept under `key` over this view, stamped at `now`; None if none is."""
+def kept_answer(
+    key: Hashable, view: ClusterView, now: float, in_channel: bool, answer: Callable[[], Reply]
+) -> Reply:
+    """The answer kept under `key` over this view, stamped at `now`; else `answer()`, kept if
+    stamping it again gives this very answer (not so for a command that adds to `answer()`'s
+    reply, as `jobs` adds its buttons: that is worked out every time)."""
     kept: dict[Hashable, Restamp] = view.memo(MEMO, dict)
     fresh = kept.get(key)
-    return fresh.at(view, now, in_channel) if fresh is not None else None
-
-
-def kept_answer(
-    key: Hashable, request: CommandRequest, view: ClusterView, answer: Callable[[], Reply]
-) -> Reply:
-    """The answer kept under `key` over this view, stamped at the request's `now`; else
-    `answer()`, kept if stamping it again gives this very answer (not so for a command that
-    adds to `answer()`'s reply, as `jobs` adds its buttons: that is worked out every time)."""
-    kept_already = kept_reply(view, key, request.now, request.here)
-    if kept_already is not None:
-        return kept_already
+    if fresh is not None:
+        return fresh.at(view, now, in_channel)
     reply = answer()
-    kept: dict[Hashable, Restamp] = view.memo(MEMO, dict)
     fresh = reply.fresh
     if (
         fresh is not None
         and len(kept) < MAX_KEPT_ANSWERS
-        and fresh.at(view, request.now, request.here) == reply
+        and fresh.at(view, now, in_channel) == reply
     ):
         kept[key] = fresh
     return reply

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 
 from core.chart_specs import ChartSpec
 
@@ -42,30 +42,6 @@ class CommandRequest:
     # answers read as they always have). Buttons do not read it: they name the cluster of the
     # view they are built from.
     cluster: str = ""
-
-
-# Every field in order, defaults in place; the three without a default filled in per request.
-_AS_DEFAULTS = {f.name: None if f.default is MISSING else f.default for f in fields(CommandRequest)}
-
-
-def incoming_request(
-    team_id: str, user_id: str, text: str, cluster_user: str | None, channel_id: str
-) -> CommandRequest:
-    """CommandRequest(team_id=…, user_id=…, text=…, cluster_user=…, channel_id=…), the
-    same request (its fields in the same order), made on every ack without a frozen
-    dataclass's __init__: that sets each of its eleven fields through object.__setattr__,
-    about 2 µs, as much as the rest of the listener's own work (issue 32)."""
-    request = object.__new__(CommandRequest)
-    request.__dict__.update(
-        _AS_DEFAULTS,
-        team_id=team_id,
-        user_id=user_id,
-        text=text,
-        cluster_user=cluster_user,
-        channel_id=channel_id,
-        now=time.time(),
-    )
-    return request
 
 
 # Queues the charts a request asked for and says where they will appear.

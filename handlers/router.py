@@ -13,6 +13,7 @@ command must not raise UsageError once it has started the runner, but answer nor
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import logging
@@ -26,7 +27,7 @@ from core.view import ClusterView
 from handlers.clusters import ClusterDesks, UnknownCluster, actions_refusal
 from handlers.command_words import split_words
 from handlers.deadline import ACK_DEADLINE_SECONDS, LateReply, within
-from handlers.kept_answers import kept_answer, kept_reply
+from handlers.kept_answers import kept_answer
 from handlers.reply import MAX_BLOCKS, Reply, context, simple
 from handlers.request import ChartQueue
 from handlers.request import CommandRequest as CommandRequest
@@ -81,6 +82,12 @@ class CommandTable:
     def add(self, command: Command) -> None:
         self._commands[command.name] = command
         self._read.clear()
+
+    def name_of(self, text: str) -> str:
+        """The subcommand `text` asks for, or "unknown" (for bad input too): what metrics
+        and logs may name, since a label must not take whatever anyone types."""
+        routed = self.read(text)
+        return routed.command.name if isinstance(routed, Routed) else "unknown"
 
     def read(self, text: str) -> Routed | str:
         """The command `text` names and the words it gives it, or what to answer bad input:
@@ -181,20 +188,43 @@ async def dispatch(
             if not where.acts_through_runner:  # said now, not after a queue or a DM
                 return simple(actions_refusal(where))
     note = f"On cluster {literal(cluster)}." if cluster else ""
-    same_for = command.same_for
-    if same_for is not None and not routed.chart:  # read-only: kept, stamped per ack
-        key = _kept_key(command, same_for, routed.args, request.cluster_user)
-        kept = kept_reply(view, key, request.now, routed.here)
-        if kept is not None:
-            return _with_note(kept, note) if note else kept
-    # As dataclasses.replace, without its walk over the fields on every ack.
-    parsed = {"args": routed.args, "here": routed.here, "chart": routed.chart, "cluster": cluster}
-    request = CommandRequest(**(request.__dict__ | parsed))
+    if command.same_for is not None and not routed.chart:  # read-only: kept, stamped per ack
+        kept = _kept(command, command.same_for, request, routed, cluster, view)
+        return _with_note(kept, note) if note else kept
+    request = _with_words(request, routed, cluster)
     if note:
         late = _noted(late, note) if late is not None else None
         named = _answer(table, command, request, view, services, late, deadline)
         return _with_note(await named, note)
     return await _answer(table, command, request, view, services, late, deadline)
+
+
+def _with_words(request: CommandRequest, routed: Routed, cluster: str) -> CommandRequest:
+    """The request as the command sees it: its words read, its cluster chosen."""
+    return dataclasses.replace(
+        request, args=routed.args, here=routed.here, chart=routed.chart, cluster=cluster
+    )
+
+
+def _kept(
+    command: Command,
+    same_for: SameFor,
+    request: CommandRequest,
+    routed: Routed,
+    cluster: str,
+    view: ClusterView,
+) -> Reply:
+    """The answer of a command that depends on nothing but the snapshot, its words and what
+    `same_for` says of the asker: worked out once per snapshot and kept in the view
+    (handlers/kept_answers.py), then stamped for each ack."""
+    key = command.name, routed.args, same_for(routed.args, request.cluster_user)
+    return kept_answer(
+        key,
+        view,
+        request.now,
+        routed.here,
+        lambda: _answer_from_view(command, _with_words(request, routed, cluster), view),
+    )
 
 
 def _noted(late: LateReply, note: str) -> LateReply:
@@ -284,16 +314,7 @@ def _answer_from_view(command: Command, request: CommandRequest, view: ClusterVi
     run = command.run
     if run is None:
         return simple(f"`/sky {command.name}` works in Slack, not here.")
-    if command.same_for is None:
-        return _guarded(request, lambda: run(request, view))
-    key = _kept_key(command, command.same_for, request.args, request.cluster_user)
-    return kept_answer(key, request, view, lambda: _guarded(request, lambda: run(request, view)))
-
-
-def _kept_key(
-    command: Command, same_for: SameFor, args: tuple[str, ...], asker: str | None
-) -> Hashable:
-    return command.name, args, same_for(args, asker)
+    return _guarded(request, lambda: run(request, view))
 
 
 async def _answer_with_charts(

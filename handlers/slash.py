@@ -33,8 +33,8 @@ from handlers.deadline import (
     within,
 )
 from handlers.reply import Reply, simple
-from handlers.request import CommandRequest, incoming_request
-from handlers.router import MAX_TEXT_KEPT, MAX_TEXTS_KEPT, CommandTable, UsageError, dispatch
+from handlers.request import CommandRequest
+from handlers.router import CommandTable, UsageError, dispatch
 from handlers.services import Services
 from handlers.slack_input import decode_command_text
 from store.reader import SnapshotCache
@@ -57,9 +57,6 @@ def register_listeners(
     commands = table or command_table(services.config.template)
     clusters = desks or single_desk(services.config, cache.current, services)
 
-    # Per text (as the router's reading of it): the subcommand the metrics count it under.
-    names: dict[str, str] = {}
-
     # One argument, as the smallest Bolt listener takes: Bolt matches each of the arguments
     # it offers against the listener's names on every call.
     @app.command("/sky")
@@ -70,7 +67,7 @@ def register_listeners(
         if isinstance(asked, Reply):
             await context.ack(**asked.for_slack())
             return
-        name = names.get(asked.text) or _remember(names, asked.text, commands)
+        name = _metric_name(commands, asked.text)
         late = _late_answer(command, context, services, name)
         if asked.cluster_user is not None:  # known from memory: only the command may await
             # One budget from receipt, as for one resolved first (_resolve_then_answer).
@@ -110,8 +107,13 @@ def request_of(command: dict[str, Any], services: Services) -> CommandRequest | 
             text = decode_command_text(text, mentioned)
         except UsageError as refusal:
             return simple(str(refusal))
-    cluster_user = services.identity.cluster_user(team_id, user_id)
-    return incoming_request(team_id, user_id, text, cluster_user, command.get("channel_id", ""))
+    return CommandRequest(
+        team_id=team_id,
+        user_id=user_id,
+        text=text,
+        cluster_user=services.identity.cluster_user(team_id, user_id),
+        channel_id=command.get("channel_id", ""),
+    )
 
 
 async def _resolve_then_answer(
@@ -185,19 +187,6 @@ def _late_answer(
     return late
 
 
-def _remember(names: dict[str, str], text: str, commands: CommandTable) -> str:
-    """The subcommand `text` is counted under, kept for the next ack of the same text,
-    bounded as the router's reading of texts is (whatever anyone types cannot grow it)."""
-    name = _metric_name(commands, text)
-    if len(text) <= MAX_TEXT_KEPT:
-        if len(names) >= MAX_TEXTS_KEPT:
-            names.clear()
-        names[text] = name
-    return name
-
-
 def _metric_name(commands: CommandTable, text: str) -> str:
-    """The subcommand, or "unknown": a label must not take whatever anyone types."""
-    words = text.split()
-    name = words[0].lower() if words else "help"
-    return name if commands.get(name) is not None else "unknown"
+    """The subcommand the metrics count `text` under (the router's reading of it, kept)."""
+    return commands.name_of(text)

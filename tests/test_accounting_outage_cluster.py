@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import cluster_script, sbatch
+from tests.support.cluster import cluster_script, sbatch
 from tests.test_slurm_poller_cluster import Harness
 from tests.test_why_cluster import LAB, harness, running, why
 

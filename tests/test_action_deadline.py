@@ -22,7 +22,7 @@ from handlers.reply import Reply, simple
 from handlers.router import Command, CommandRequest, CommandTable, UsageError
 from handlers.services import Services
 from store.writer import StoreWriter
-from tests.asking import answer_with_services
+from tests.support.asking import answer_with_services
 from tests.test_commands import NOW, cluster
 
 

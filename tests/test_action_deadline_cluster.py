@@ -27,10 +27,10 @@ from bot.config import (
     load_config,
 )
 from core.rate_limit import DEFAULT_CAPACITY
-from tests.bot_process import free_port, running_bot
-from tests.cluster import sbatch_async
-from tests.slack_standin import SlackStandIn, SlackUser
-from tests.slack_standin.payloads import slash_commands_envelope
+from tests.support.bot_process import free_port, running_bot
+from tests.support.cluster import sbatch_async
+from tests.support.slack_standin import SlackStandIn, SlackUser
+from tests.support.slack_standin.payloads import slash_commands_envelope
 
 pytestmark = pytest.mark.cluster
 

@@ -31,10 +31,10 @@ from store.alerts import save_preference
 from store.caps_and_storage import save_caps, save_storage
 from store.db import open_db
 from store.watches import NewWatch, add_watch
-from tests.bot_process import running_bot
-from tests.factories import CLUSTER, directory_usage, filesystem_usage, job
-from tests.slack_standin import SlackStandIn, SlackUser
-from tests.slurm_polls import save_slurm_poll
+from tests.support.bot_process import running_bot
+from tests.support.factories import CLUSTER, directory_usage, filesystem_usage, job
+from tests.support.slack_standin import SlackStandIn, SlackUser
+from tests.support.slurm_polls import save_slurm_poll
 
 TEAM = "T0STANDIN"
 # An hour old: the page must say the data is behind, whatever the pollers do meanwhile.

@@ -41,8 +41,8 @@ from handlers.home import linked_blocks
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from store.writer import StoreWriter
-from tests.asking import answer_from_view
-from tests.factories import job, make_snapshot, make_view, node
+from tests.support.asking import answer_from_view
+from tests.support.factories import job, make_snapshot, make_view, node
 
 ROOT = Path(__file__).parent.parent
 PRODUCT = ("core", "store", "scheduler", "handlers", "bot")

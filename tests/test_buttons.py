@@ -10,7 +10,7 @@ from handlers.buttons.cancel import cancel_clicked
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from store.writer import StoreWriter
-from tests.factories import job, make_snapshot, make_view
+from tests.support.factories import job, make_snapshot, make_view
 
 
 class Runner:

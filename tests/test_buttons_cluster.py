@@ -12,15 +12,15 @@ import pytest
 from msgspec.structs import replace
 
 from bot.config import SlackConfig
-from tests.bot_process import (
+from tests.support.bot_process import (
     SLACK_IDS,
     free_port,
     linked_bot,
     linked_bot_config,
     wait_for_slurm_poll,
 )
-from tests.cluster import sbatch, squeue_state, wait_for
-from tests.slack_standin import signed_block_action
+from tests.support.cluster import sbatch, squeue_state, wait_for
+from tests.support.slack_standin import signed_block_action
 
 pytestmark = pytest.mark.cluster
 

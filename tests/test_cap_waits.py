@@ -12,7 +12,7 @@ from core.lab_usage import lab_usage
 from core.records import LabCap
 from scheduler.watchers.cap_waits import check_cap_waits
 from store.writer import StoreWriter
-from tests.factories import CLUSTER, job, make_snapshot, make_view, node
+from tests.support.factories import CLUSTER, job, make_snapshot, make_view, node
 
 
 def _at_cap_jobs() -> list:

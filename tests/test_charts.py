@@ -25,7 +25,7 @@ from store.history import (
     requeues_by_user,
     save_lab_usage,
 )
-from tests.factories import CLUSTER
+from tests.support.factories import CLUSTER
 
 DAY = 86400.0
 NOW = datetime(2026, 11, 29, 12, tzinfo=UTC).timestamp()

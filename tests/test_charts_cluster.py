@@ -35,12 +35,12 @@ from scheduler.digest import WeeklyDigest
 from store.db import open_db
 from store.history import directory_size_series, lab_usage_samples
 from store.writer import StoreWriter
-from tests.bot_process import running_bot
-from tests.cluster import sbatch, scancel_everything, squeue_state, wait_until
-from tests.factories import CLUSTER
-from tests.slack_standin import SlackStandIn, SlackUser
-from tests.slack_standin.records import UploadedFile
-from tests.tmpfs import mounted_tmpfs
+from tests.support.bot_process import running_bot
+from tests.support.cluster import sbatch, scancel_everything, squeue_state, wait_until
+from tests.support.factories import CLUSTER
+from tests.support.slack_standin import SlackStandIn, SlackUser
+from tests.support.slack_standin.records import UploadedFile
+from tests.support.tmpfs import mounted_tmpfs
 
 pytestmark = pytest.mark.cluster
 

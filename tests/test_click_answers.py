@@ -12,8 +12,8 @@ import pytest
 from msgspec.structs import replace
 
 from bot.config import Config, DatabaseConfig, IdentityConfig, SlackConfig, SlurmConfig, load_config
-from tests.bot_process import running_bot
-from tests.slack_standin import SlackStandIn, SlackUser
+from tests.support.bot_process import running_bot
+from tests.support.slack_standin import SlackStandIn, SlackUser
 
 GONE = "Job `35` is no longer running or pending: there is nothing to cancel."
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.bot_process import SLACK_IDS, TEAM, dms_about, free_port, linked_users, start_bot
-from tests.clock_steps import faketime_env, metric, samples, scrape, set_clock
-from tests.cluster import sbatch_async, squeue_state, wait_for
-from tests.slack_standin import SlackStandIn
+from tests.support.bot_process import SLACK_IDS, TEAM, dms_about, free_port, linked_users, start_bot
+from tests.support.clock_steps import faketime_env, metric, samples, scrape, set_clock
+from tests.support.cluster import sbatch_async, squeue_state, wait_for
+from tests.support.slack_standin import SlackStandIn
 
 pytestmark = [
     pytest.mark.cluster,

@@ -1,5 +1,5 @@
 """Issue 38's button, value and lock defects on a bot of two clusters that share job ids and node
-names (tests/two_cluster_bot.py): each is a test that failed on the code before the fix.
+names (tests/support/two_cluster_bot.py): each is a test that failed on the code before the fix.
 
 The generated test over every command and button is tests/test_every_button_on_its_cluster.py.
 """
@@ -17,7 +17,7 @@ from handlers.clicks import Click
 from handlers.commands import command_table
 from handlers.home import home_view
 from store.alerts import save_starts_wanted
-from tests.two_cluster_bot import (
+from tests.support.two_cluster_bot import (
     ALICE,
     TEAM,
     TwoClusterBot,

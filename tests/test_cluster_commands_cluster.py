@@ -21,7 +21,7 @@ import pytest
 import sqlite_utils
 
 from store.snapshots import load_snapshot
-from tests.cluster import sbatch
+from tests.support.cluster import sbatch
 from tests.test_several_clusters_cluster import SOCKET, TOKEN, nova_queue, nova_sbatch
 
 __all__ = ["nova_queue"]  # a fixture, used by name

@@ -25,7 +25,7 @@ from scheduler.interval import IntervalLoop, PollProgress
 from scheduler.log_cluster import name_clusters_in_logs
 from store.snapshots import load_snapshot, mark_success, record_poll_failure
 from store.writer import StoreWriter
-from tests.factories import LABS
+from tests.support.factories import LABS
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

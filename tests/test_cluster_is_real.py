@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cluster import as_user, sacct_json, sbatch, squeue_json, wait_until
+from tests.support.cluster import as_user, sacct_json, sbatch, squeue_json, wait_until
 
 pytestmark = pytest.mark.cluster
 

@@ -37,8 +37,8 @@ from store.submissions import SUBMITTING, claim_next, interrupted
 from store.transitions import last_job_record
 from store.watches import NewWatch, active_watches, add_watch
 from store.writer import StoreWriter
-from tests.factories import CLUSTER, job, make_snapshot, make_view, node
-from tests.slurm_polls import save_slurm_poll
+from tests.support.factories import CLUSTER, job, make_snapshot, make_view, node
+from tests.support.slurm_polls import save_slurm_poll
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pre_cluster_keys" / "database.sql"
 TARGETS = {"alice": [("T1", "UALICE")], "bob": [("T1", "UBOB")]}

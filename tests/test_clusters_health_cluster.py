@@ -37,9 +37,9 @@ import sqlite_utils
 
 from core.config_schema import Config, parse_config
 from store.snapshots import load_source_status
-from tests.bot_process import SLACK_IDS, TEAM, free_port, linked_users, running_bot
-from tests.cluster import wait_for
-from tests.slack_standin import SlackStandIn
+from tests.support.bot_process import SLACK_IDS, TEAM, free_port, linked_users, running_bot
+from tests.support.cluster import wait_for
+from tests.support.slack_standin import SlackStandIn
 from tests.test_several_clusters_cluster import (
     SOCKET,
     TOKEN,

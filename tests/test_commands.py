@@ -13,8 +13,8 @@ from core.snapshot import ClusterSnapshot, SourceStatus
 from core.view import ClusterView
 from handlers.commands import command_table
 from handlers.reply import MAX_BLOCKS, MAX_SECTION_CHARS, Reply
-from tests.asking import answer_from_view
-from tests.factories import (
+from tests.support.asking import answer_from_view
+from tests.support.factories import (
     LABS,
     directory_usage,
     filesystem_usage,

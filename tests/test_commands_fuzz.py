@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from core.view import ClusterView
 from handlers.commands import command_table
 from handlers.reply import MAX_BLOCKS, MAX_SECTION_CHARS, Reply
-from tests.asking import answer_from_view
-from tests.factories import make_snapshot, make_view
+from tests.support.asking import answer_from_view
+from tests.support.factories import make_snapshot, make_view
 from tests.test_commands import NOW, cluster
 
 TABLE = command_table()

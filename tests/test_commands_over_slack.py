@@ -19,9 +19,9 @@ from bot.config import (
     SlurmConfig,
     load_config,
 )
-from tests.bot_process import free_port, running_bot
-from tests.cluster import sbatch, scancel_everything, squeue_json, wait_until
-from tests.slack_standin import SlackStandIn, signed_slash_command
+from tests.support.bot_process import free_port, running_bot
+from tests.support.cluster import sbatch, scancel_everything, squeue_json, wait_until
+from tests.support.slack_standin import SlackStandIn, signed_slash_command
 
 pytestmark = pytest.mark.cluster
 

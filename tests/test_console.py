@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import sbatch, squeue_state, wait_until
+from tests.support.cluster import sbatch, squeue_state, wait_until
 
 pytestmark = pytest.mark.cluster
 

@@ -14,7 +14,7 @@ from handlers.commands.common import outage_words
 from scheduler.slurm.poller import SlurmPoller
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
-from tests.slurm_wrappers import write_wrappers
+from tests.support.slurm_wrappers import write_wrappers
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.38"
 POLL = 5.0

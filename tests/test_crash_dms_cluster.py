@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.bot_process import SLACK_IDS, TEAM, linked_users, start_bot, wait_for_slurm_poll
-from tests.cluster import sbatch_async, squeue_json, wait_for
-from tests.slack_standin import SlackStandIn
+from tests.support.bot_process import SLACK_IDS, TEAM, linked_users, start_bot, wait_for_slurm_poll
+from tests.support.cluster import sbatch_async, squeue_json, wait_for
+from tests.support.slack_standin import SlackStandIn
 
 pytestmark = pytest.mark.cluster
 

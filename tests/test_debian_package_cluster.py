@@ -9,7 +9,7 @@ The package lives beside this machine's development install: its runner is
 /usr/libexec/skybot/skybot-runner with the rule /etc/sudoers.d/skybot-runner, so
 deploy/install-runner.sh's /usr/local/libexec/skybot-runner and /etc/sudoers.d/skybot (which
 other tests use) are left as they were, and checked to be. The package is purged at the end.
-The .deb is built in the background from the start of the session (tests/wheels.py).
+The .deb is built in the background from the start of the session (tests/support/wheels.py).
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from pathlib import Path
 
 import pytest
 
-from tests import wheels
-from tests.bot_process import SLACK_IDS, linked_users, start_bot
-from tests.cluster import sbatch, squeue_state, wait_for, wait_until
-from tests.slack_standin import SlackStandIn
+from tests.support import wheels
+from tests.support.bot_process import SLACK_IDS, linked_users, start_bot
+from tests.support.cluster import sbatch, squeue_state, wait_for, wait_until
+from tests.support.slack_standin import SlackStandIn
 
 pytestmark = [
     pytest.mark.cluster,

@@ -18,8 +18,8 @@ from scheduler.digest import WeeklyDigest
 from store.digests import DigestChannel, add_digest_channel, digest_channels
 from store.outbox import outbox_rows
 from store.writer import StoreWriter
-from tests.asking import answer_with_services
-from tests.factories import make_snapshot, make_view
+from tests.support.asking import answer_with_services
+from tests.support.factories import make_snapshot, make_view
 
 # Monday 30 Nov 2026, 09:00 UTC: a digest is due.
 MONDAY_9 = datetime(2026, 11, 30, 9, tzinfo=UTC).timestamp()

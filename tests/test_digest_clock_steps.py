@@ -11,9 +11,9 @@ from pathlib import Path
 
 from store.digests import DigestChannel, add_digest_channel
 from store.writer import StoreWriter
-from tests.bot_process import free_port, start_bot, wait_until_listening
-from tests.clock_steps import faketime_env, set_clock
-from tests.slack_standin import SlackStandIn
+from tests.support.bot_process import free_port, start_bot, wait_until_listening
+from tests.support.clock_steps import faketime_env, set_clock
+from tests.support.slack_standin import SlackStandIn
 from tests.test_run_lifecycle import exit_code_after_sigterm, running
 
 CHANNEL = "C0DIGEST"

@@ -12,7 +12,7 @@ from core.records import DirectoryUsage
 from store.caps_and_storage import save_storage
 from store.db import open_db
 from store.snapshots import load_snapshot
-from tests.factories import CLUSTER
+from tests.support.factories import CLUSTER
 
 # The example from the skynet user guide.
 GOOD = "Updated: 2020-11-21 15:04\nUsage (human-readable): 127.2G\nUsage (K): 133284169\n"

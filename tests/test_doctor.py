@@ -19,9 +19,9 @@ import pytest
 
 from bot import __version__
 from store.db import open_db
-from tests.cluster import slurm_answers
-from tests.doctor_process import SERVICE_USER, run_doctor
-from tests.slack_standin import SlackChannel, SlackStandIn
+from tests.support.cluster import slurm_answers
+from tests.support.doctor_process import SERVICE_USER, run_doctor
+from tests.support.slack_standin import SlackChannel, SlackStandIn
 
 pytestmark = pytest.mark.cluster
 

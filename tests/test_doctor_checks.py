@@ -12,8 +12,8 @@ from pathlib import Path
 
 from bot import __version__
 from bot.doctor.sudo_rule import judge_sudo_rules, parse_sudo_rules
-from tests.doctor_process import REPO, run_doctor
-from tests.slack_standin import SlackStandIn
+from tests.support.doctor_process import REPO, run_doctor
+from tests.support.slack_standin import SlackStandIn
 
 RUNNER = "/usr/local/libexec/skybot-runner"
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.bot_process import SLACK_IDS, linked_bot, linked_bot_config
-from tests.cluster import sbatch_async, squeue_state, wait_for
-from tests.slack_standin import Delivery, SlackStandIn
+from tests.support.bot_process import SLACK_IDS, linked_bot, linked_bot_config
+from tests.support.cluster import sbatch_async, squeue_state, wait_for
+from tests.support.slack_standin import Delivery, SlackStandIn
 
 pytestmark = pytest.mark.cluster
 

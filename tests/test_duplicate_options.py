@@ -12,7 +12,7 @@ import pytest
 from handlers.commands import command_table
 from handlers.commands.submit import parse_submit_args
 from handlers.router import UsageError
-from tests.asking import answer_from_view
+from tests.support.asking import answer_from_view
 from tests.test_commands import NOW, cluster
 
 

@@ -13,7 +13,7 @@ from core.job_notices import Seen, decide_job_notice
 from core.records import JobUsage
 from core.slurm_json import parse_sacct
 from core.transitions import Transition
-from tests.factories import job
+from tests.support.factories import job
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 GIB = 1024**3

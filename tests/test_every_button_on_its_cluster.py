@@ -2,8 +2,8 @@
 
 Generated from the command table and the button registry, so a new command or button is
 covered without editing this file: on a bot of two clusters that share job ids and node names
-(tests/two_cluster_bot.py), each command is asked with `--cluster NAME` (and, where its usage
-takes a lab, through that cluster's lab), and every button its answer or a DM (a job's start,
+(tests/support/two_cluster_bot.py), each command is asked with `--cluster NAME` (and, where its
+usage takes a lab, through that cluster's lab), and every button its answer or a DM (a job's start,
 a job's failure) offers is clicked. Whatever is answered names nothing of the other cluster;
 every button that can name a cluster names this one; the runner is only ever asked about this
 cluster; and the store's per-cluster rows of the other cluster are untouched. Both clusters are
@@ -28,7 +28,7 @@ from handlers.home import home_view
 from handlers.router import Command
 from store.alerts import save_starts_wanted
 from store.clusters import CLUSTER_TABLES
-from tests.two_cluster_bot import (
+from tests.support.two_cluster_bot import (
     ALICE,
     CLUSTERS,
     GPU,

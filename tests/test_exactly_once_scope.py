@@ -19,8 +19,8 @@ import pytest
 from msgspec.structs import replace
 
 from bot.config import DatabaseConfig, MetricsConfig, SlackConfig, SlurmConfig, load_config
-from tests.bot_process import free_port, running_bot, wait_until_listening
-from tests.slack_standin import SlackStandIn
+from tests.support.bot_process import free_port, running_bot, wait_until_listening
+from tests.support.slack_standin import SlackStandIn
 
 ALL_BUT_HISTORY = "commands,chat:write,files:write,im:write,channels:read,groups:read"
 

@@ -24,8 +24,8 @@ from msgspec.structs import replace
 
 from bot.config import RunnerConfig, load_config
 from core.efficiency import format_gb, usage_from_sacct
-from tests.bot_process import dms_about, linked_bot, linked_bot_config
-from tests.cluster import sacct_json, sbatch
+from tests.support.bot_process import dms_about, linked_bot, linked_bot_config
+from tests.support.cluster import sacct_json, sbatch
 
 pytestmark = pytest.mark.cluster
 

@@ -17,8 +17,8 @@ from scheduler.watchers import process_transitions
 from store.alerts import save_log_tails_wanted, save_preference
 from store.outbox import outbox_rows
 from store.writer import StoreWriter
-from tests.factories import CLUSTER, job
-from tests.slurm_polls import save_slurm_poll
+from tests.support.factories import CLUSTER, job
+from tests.support.slurm_polls import save_slurm_poll
 from tests.test_outbox import TEAM, Links, config_with
 
 PATHS = {"std_out": "/o/%x-%j.out", "std_err": "/o/%x-%j.err", "work_dir": "/home/alice"}

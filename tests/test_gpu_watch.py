@@ -31,8 +31,8 @@ from handlers.services import Services
 from scheduler.watchers.gpu_watches import check_gpu_watches
 from store.watches import active_watches
 from store.writer import StoreWriter
-from tests.asking import answer_with_services
-from tests.factories import CLUSTER, job, make_snapshot, make_view, node
+from tests.support.asking import answer_with_services
+from tests.support.factories import CLUSTER, job, make_snapshot, make_view, node
 
 
 def watch(watch_id: int = 1, **fields: Any) -> Watch:

@@ -18,7 +18,7 @@ import pytest
 import sqlite_utils
 
 from store.snapshots import load_source_status
-from tests.bot_process import (
+from tests.support.bot_process import (
     SLACK_IDS,
     TEAM,
     linked_bot_config,
@@ -26,9 +26,16 @@ from tests.bot_process import (
     running_bot,
     wait_for_slurm_poll,
 )
-from tests.cluster import as_user, sbatch_async, scancel_async, squeue_json, squeue_state, wait_for
-from tests.factories import CLUSTER
-from tests.slack_standin import SlackStandIn
+from tests.support.cluster import (
+    as_user,
+    sbatch_async,
+    scancel_async,
+    squeue_json,
+    squeue_state,
+    wait_for,
+)
+from tests.support.factories import CLUSTER
+from tests.support.slack_standin import SlackStandIn
 
 pytestmark = pytest.mark.cluster
 

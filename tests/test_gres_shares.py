@@ -22,9 +22,9 @@ from core.view import ClusterView
 from handlers.commands import command_table
 from store.db import open_db
 from store.snapshots import load_snapshot
-from tests.asking import answer_from_view
-from tests.factories import CLUSTER, LABS
-from tests.slurm_polls import save_slurm_poll
+from tests.support.asking import answer_from_view
+from tests.support.factories import CLUSTER, LABS
+from tests.support.slurm_polls import save_slurm_poll
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 

@@ -31,9 +31,9 @@ from scheduler.slurm.wire import ChangedJobsRequest, DigestRequest, LabLimits
 from store.db import open_db
 from store.slurm_writes import save_slurm_changes
 from store.snapshots import load_snapshot
-from tests.asking import answer_from_view
-from tests.factories import CLUSTER, LABS
-from tests.slurm_polls import save_slurm_poll
+from tests.support.asking import answer_from_view
+from tests.support.factories import CLUSTER, LABS
+from tests.support.slurm_polls import save_slurm_poll
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 LIMITS = LabLimits((("hoffman-lab", "hoffman-lab"),), {"hoffman-lab": 8}, {}, "overcap")

@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from tests.bot_process import (
+from tests.support.bot_process import (
     SLACK_IDS,
     dms_about,
     linked_bot,
     linked_bot_config,
     wait_for_slurm_poll,
 )
-from tests.cluster import sbatch_async, squeue_json, squeue_state, wait_for
+from tests.support.cluster import sbatch_async, squeue_json, squeue_state, wait_for
 
 pytestmark = pytest.mark.cluster
 

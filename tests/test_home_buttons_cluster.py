@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.bot_process import SLACK_IDS, linked_bot_config, linked_users, running_bot
-from tests.cluster import sbatch, squeue_state, wait_for
-from tests.slack_standin import Call, SlackStandIn
+from tests.support.bot_process import SLACK_IDS, linked_bot_config, linked_users, running_bot
+from tests.support.cluster import sbatch, squeue_state, wait_for
+from tests.support.slack_standin import Call, SlackStandIn
 
 pytestmark = pytest.mark.cluster
 

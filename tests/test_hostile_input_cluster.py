@@ -22,10 +22,10 @@ from bot.config import (
     NotificationsConfig,
     StorageConfig,
 )
-from tests.bot_process import linked_bot, linked_bot_config
-from tests.cluster import sbatch, sbatch_async
-from tests.slack_standin import SlackStandIn
-from tests.tmpfs import mounted_tmpfs
+from tests.support.bot_process import linked_bot, linked_bot_config
+from tests.support.cluster import sbatch, sbatch_async
+from tests.support.slack_standin import SlackStandIn
+from tests.support.tmpfs import mounted_tmpfs
 
 pytestmark = pytest.mark.cluster
 

@@ -68,9 +68,9 @@ from store.digests import DigestChannel
 from store.outbox import QueuedMessage
 from store.submissions import Submission
 from store.writer import StoreWriter
-from tests.asking import answer_from_view, answer_with_services
-from tests.factories import directory_usage, job, make_snapshot, make_view, node
-from tests.slurm_polls import save_slurm_poll
+from tests.support.asking import answer_from_view, answer_with_services
+from tests.support.factories import directory_usage, job, make_snapshot, make_view, node
+from tests.support.slurm_polls import save_slurm_poll
 from tests.test_commands import NOW, TAKEN_AT
 
 HOSTILE = [

@@ -14,7 +14,7 @@ from handlers.router import CommandRequest
 from handlers.services import Services
 from store.outbox import outbox_rows
 from store.writer import StoreWriter
-from tests.slack_standin import SlackStandIn, SlackUser
+from tests.support.slack_standin import SlackStandIn, SlackUser
 
 T = "T0STANDIN"
 MEMBERS = [

@@ -12,7 +12,7 @@ import pytest
 from core.records import ContainerImage, ImageDirectory
 from core.snapshot import SourceStatus
 from core.view import ClusterView
-from tests.factories import LABS, make_snapshot
+from tests.support.factories import LABS, make_snapshot
 from tests.test_commands import TAKEN_AT, ask, block_text, cluster, one_liner
 
 PT_2312 = "nvcr.io_nvidia_pytorch_23.12-py3.sqsh"

@@ -16,7 +16,7 @@ from store.caps_and_storage import save_storage
 from store.db import open_db
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
-from tests.factories import CLUSTER
+from tests.support.factories import CLUSTER
 
 PYTORCH_2312 = "nvcr.io_nvidia_pytorch_23.12-py3.sqsh"
 PYTORCH_2003 = "nvcr.io_nvidia_pytorch_20.03-py3.sqsh"

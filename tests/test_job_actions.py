@@ -17,8 +17,8 @@ from handlers.identity import IdentityDirectory
 from handlers.job_actions import ActionOutcome, JobActions
 from handlers.services import Services
 from store.writer import StoreWriter
-from tests.asking import answer_with_services
-from tests.factories import job, make_snapshot, make_view
+from tests.support.asking import answer_with_services
+from tests.support.factories import job, make_snapshot, make_view
 
 VIEW = make_view(
     make_snapshot(

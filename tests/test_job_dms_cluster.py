@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.bot_process import dms_about, linked_bot, linked_bot_config, wait_for_slurm_poll
-from tests.cluster import sbatch_async, squeue_state, wait_for
+from tests.support.bot_process import dms_about, linked_bot, linked_bot_config, wait_for_slurm_poll
+from tests.support.cluster import sbatch_async, squeue_state, wait_for
 
 pytestmark = pytest.mark.cluster
 

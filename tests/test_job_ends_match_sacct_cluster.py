@@ -15,8 +15,14 @@ from pathlib import Path
 import pytest
 
 from core.record_codec import decode_job
-from tests.bot_process import dms_about, linked_bot, linked_bot_config, wait_for_slurm_poll
-from tests.cluster import reach_time_limit, sbatch_async, scancel_async, squeue_state, wait_for
+from tests.support.bot_process import dms_about, linked_bot, linked_bot_config, wait_for_slurm_poll
+from tests.support.cluster import (
+    reach_time_limit,
+    sbatch_async,
+    scancel_async,
+    squeue_state,
+    wait_for,
+)
 
 pytestmark = pytest.mark.cluster
 

@@ -17,7 +17,7 @@ from core.job_notices import (
     wants,
 )
 from core.transitions import REQUEUED, Transition
-from tests.factories import job
+from tests.support.factories import job
 
 # The defaults: overcap is the preemptible partition, keys name the cluster "skynet".
 CONFIG = Config()

@@ -22,8 +22,8 @@ from handlers.router import (
     CommandTable,
     dispatch,
 )
-from tests.asking import answer_from_view
-from tests.factories import job, make_snapshot, make_view
+from tests.support.asking import answer_from_view
+from tests.support.factories import job, make_snapshot, make_view
 from tests.test_commands import NOW, TAKEN_AT, cluster
 from tests.test_several_clusters import desks_of, two_clusters
 

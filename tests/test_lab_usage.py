@@ -13,7 +13,7 @@ from core.lab_usage import (
     usage_of_labs,
 )
 from core.records import Job
-from tests.factories import LABS, job, make_snapshot, make_view, node
+from tests.support.factories import LABS, job, make_snapshot, make_view, node
 
 
 def test_usage_counts_running_gpus_by_user_and_type_against_the_cap() -> None:

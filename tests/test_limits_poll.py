@@ -12,7 +12,7 @@ from core.slurm_limits import PartitionLimits, QosLimits
 from scheduler.slurm.poller import SlurmPoller
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
-from tests.factories import CLUSTER
+from tests.support.factories import CLUSTER
 from tests.test_slurm_sources import _config, _program
 
 LIMITS = Path(__file__).resolve().parent / "fixtures" / "slurm" / "limits"

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from bot.runner_client import call_runner
-from tests.cluster import as_user
-from tests.link_homes import restored_config
+from tests.support.cluster import as_user
+from tests.support.link_homes import restored_config
 
 pytestmark = [
     pytest.mark.cluster,

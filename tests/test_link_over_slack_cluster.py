@@ -21,10 +21,10 @@ import pytest
 from msgspec.structs import replace
 
 from bot.config import Config, DatabaseConfig, SlackConfig, SlurmConfig, load_config
-from tests.bot_process import running_bot
-from tests.cluster import as_user
-from tests.link_homes import restored_config
-from tests.slack_standin import SlackStandIn, SlackUser
+from tests.support.bot_process import running_bot
+from tests.support.cluster import as_user
+from tests.support.link_homes import restored_config
+from tests.support.slack_standin import SlackStandIn, SlackUser
 
 pytestmark = [
     pytest.mark.cluster,

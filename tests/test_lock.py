@@ -1,5 +1,5 @@
 """One lock (deploy/requirements.lock): every dependency of skybot and of its tests pinned
-with hashes, used by CI (deploy/dev-setup.sh), the wheel's test venvs (tests/wheels.py) and
+with hashes, used by CI (deploy/dev-setup.sh), the wheel's test venvs (tests/support/wheels.py) and
 the Debian package (debian/rules). Two installs a week apart were different programs: 33
 dependencies, 4 without an upper bound, nothing pinned (issue 42)."""
 
@@ -14,7 +14,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from tests.wheels import LOCK, LOCK_MARKER, REPO
+from tests.support.wheels import LOCK, LOCK_MARKER, REPO
 
 ENTRY = re.compile(
     r"^([A-Za-z0-9_.-]+)==(\S+)((?:\s*;[^\\\n]*)?)[ \\]*\n((?:\s+--hash=\S+.*\n)+)", re.M
@@ -69,7 +69,7 @@ def test_the_test_environment_is_the_locked_one() -> None:
     assert not differ, f"{differ}: run deploy/dev-setup.sh (or pip install -r the lock)"
 
 
-@pytest.mark.parametrize("user", ["deploy/dev-setup.sh", "tests/wheels.py", "debian/rules"])
+@pytest.mark.parametrize("user", ["deploy/dev-setup.sh", "tests/support/wheels.py", "debian/rules"])
 def test_ci_the_test_venvs_and_the_package_install_from_the_lock(user: str) -> None:
     text = (REPO / user).read_text()
     assert "requirements.lock" in text or "runtime_lock" in text, user

@@ -13,8 +13,8 @@ from handlers.commands import command_table
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from store.writer import StoreWriter
-from tests.asking import answer_with_services
-from tests.factories import job, make_snapshot, make_view
+from tests.support.asking import answer_with_services
+from tests.support.factories import job, make_snapshot, make_view
 
 USAGE = JobUsage(
     3600,

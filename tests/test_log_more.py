@@ -37,8 +37,8 @@ from handlers.buttons.show_more_log import more_clicked
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from store.writer import StoreWriter
-from tests.factories import job, make_snapshot, make_view
-from tests.slurm_polls import save_slurm_poll
+from tests.support.factories import job, make_snapshot, make_view
+from tests.support.slurm_polls import save_slurm_poll
 
 RUNNER_FILE = Path(__file__).parent.parent / "bot" / "install_files" / "skybot_runner.py"
 LINES = 15

@@ -22,7 +22,7 @@ from msgspec.structs import replace
 
 from bot.config import RunnerConfig, SlackConfig
 from core.log_more import BEGINNING, LOG_MORE
-from tests.bot_process import (
+from tests.support.bot_process import (
     SLACK_IDS,
     dms_about,
     free_port,
@@ -31,7 +31,7 @@ from tests.bot_process import (
     running_bot,
     wait_until_listening,
 )
-from tests.slack_standin import SlackStandIn, signed_block_action
+from tests.support.slack_standin import SlackStandIn, signed_block_action
 from tests.test_failure_dms_cluster import private_dir, submit  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cluster

@@ -21,8 +21,8 @@ from bot.config import (
 from bot.metrics import parked_reason
 from store.outbox import OutboxMessage, enqueue
 from store.writer import StoreWriter
-from tests.bot_process import free_port, running_bot, wait_until_listening
-from tests.slack_standin import SlackStandIn, SlackUser
+from tests.support.bot_process import free_port, running_bot, wait_until_listening
+from tests.support.slack_standin import SlackStandIn, SlackUser
 
 
 async def test_metrics_and_health_report_what_the_bot_holds(tmp_path: Path) -> None:

@@ -13,8 +13,8 @@ from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from store.alerts import load_preference, log_tails_wanted
 from store.writer import StoreWriter
-from tests.asking import answer_with_services
-from tests.factories import make_snapshot, make_view
+from tests.support.asking import answer_with_services
+from tests.support.factories import make_snapshot, make_view
 
 
 async def no_runner(user: str, request: dict[str, Any]) -> dict[str, Any]:

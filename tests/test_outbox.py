@@ -36,9 +36,9 @@ from store.outbox import OutboxMessage, enqueue, mark_sent, outbox_rows
 from store.snapshots import load_snapshot
 from store.transitions import pending_transition_users
 from store.writer import StoreWriter
-from tests.factories import CLUSTER, directory_usage, filesystem_usage, job
-from tests.slack_standin import SlackStandIn, SlackUser
-from tests.slurm_polls import save_slurm_poll
+from tests.support.factories import CLUSTER, directory_usage, filesystem_usage, job
+from tests.support.slack_standin import SlackStandIn, SlackUser
+from tests.support.slurm_polls import save_slurm_poll
 
 # The sender's waits (pacing, back-off, Retry-After, token probes) pass in the event loop's
 # time, which looptime fast-forwards: the tests keep their seconds-long design and take

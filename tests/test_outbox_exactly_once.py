@@ -25,8 +25,8 @@ import pytest
 
 from store.db import open_db
 from store.outbox import OutboxMessage, enqueue
-from tests.bot_process import VERBOSE_SKYBOT, start_bot
-from tests.slack_standin import SlackStandIn, SlackUser
+from tests.support.bot_process import VERBOSE_SKYBOT, start_bot
+from tests.support.slack_standin import SlackStandIn, SlackUser
 
 ALICE = "UALICE"
 TEXT = "Job 9092 (train) completed after 2:01:00."

@@ -18,9 +18,9 @@ from core.job_notices import MAX_SEPARATE_NOTICES
 from scheduler.watchers import process_transitions
 from store.outbox import outbox_rows
 from store.writer import StoreWriter
-from tests.factories import CLUSTER, job
-from tests.slack_standin import SlackStandIn, SlackUser
-from tests.slurm_polls import save_slurm_poll
+from tests.support.factories import CLUSTER, job
+from tests.support.slack_standin import SlackStandIn, SlackUser
+from tests.support.slurm_polls import save_slurm_poll
 from tests.test_outbox import TEAM, Links, client_for, config_with, delivered, sender_for
 
 BURST_USERS = [SlackUser(f"UBURST{i}", f"burst{i}") for i in range(5)]

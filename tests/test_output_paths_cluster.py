@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.bot_process import dms_about, linked_bot, linked_bot_config
-from tests.cluster import sbatch_async, wait_for
+from tests.support.bot_process import dms_about, linked_bot, linked_bot_config
+from tests.support.cluster import sbatch_async, wait_for
 
 pytestmark = pytest.mark.cluster
 

@@ -19,8 +19,8 @@ from handlers.commands.common import overcap_flags
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from store.writer import StoreWriter
-from tests.asking import answer_from_view
-from tests.factories import job, make_snapshot, make_view, node
+from tests.support.asking import answer_from_view
+from tests.support.factories import job, make_snapshot, make_view, node
 
 # hoffman-lab (cap 4) has all its GPUs in use; clippy has 3 idle a40s on overcap.
 RUNNING = [

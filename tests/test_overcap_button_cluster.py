@@ -18,7 +18,7 @@ import pytest
 from msgspec.structs import replace
 
 from bot.config import SlackConfig
-from tests.bot_process import (
+from tests.support.bot_process import (
     SLACK_IDS,
     free_port,
     linked_bot_config,
@@ -26,8 +26,8 @@ from tests.bot_process import (
     running_bot,
     wait_for_slurm_poll,
 )
-from tests.cluster import sbatch_async, squeue_json, wait_for
-from tests.slack_standin import SlackStandIn, signed_block_action
+from tests.support.cluster import sbatch_async, squeue_json, wait_for
+from tests.support.slack_standin import SlackStandIn, signed_block_action
 
 pytestmark = pytest.mark.cluster
 

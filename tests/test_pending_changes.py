@@ -23,7 +23,7 @@ from scheduler.slurm.pending_changes import PendingWatch, changed_since, pending
 from scheduler.slurm.poller import SlurmPoller
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
-from tests.factories import CLUSTER
+from tests.support.factories import CLUSTER
 from tests.test_poll_states_only import _add_pending_jobs, _calls, _config, _fetches, _slurm
 from tests.test_schedule import schedule_for
 

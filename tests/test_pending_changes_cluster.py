@@ -28,7 +28,7 @@ from scheduler.slurm.own_actions import refreshing_runner
 from scheduler.slurm.poller import SlurmPoller
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
-from tests.cluster import as_user, sbatch_async, wait_for
+from tests.support.cluster import as_user, sbatch_async, wait_for
 from tests.test_schedule import schedule_for
 
 pytestmark = pytest.mark.cluster

@@ -29,8 +29,8 @@ from store.loaded_rows import DecodedRows
 from store.row_log import RowChanges
 from store.slurm_writes import save_slurm_changes
 from store.snapshots import load_snapshot
-from tests.factories import CLUSTER, job
-from tests.slurm_polls import save_slurm_poll
+from tests.support.factories import CLUSTER, job
+from tests.support.slurm_polls import save_slurm_poll
 
 V40 = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.40"
 LIMITS = LabLimits(

@@ -36,7 +36,7 @@ from scheduler.slurm.poller import SlurmPoller
 from scheduler.slurm.wire import ChangedJobsRequest
 from store.snapshots import load_snapshot, load_source_status
 from store.writer import StoreWriter
-from tests.factories import CLUSTER
+from tests.support.factories import CLUSTER
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.42"
 

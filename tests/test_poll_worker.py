@@ -33,8 +33,8 @@ from store.db import open_db
 from store.loaded_rows import LoadedRows
 from store.slurm_writes import save_slurm_changes
 from store.snapshots import load_lab_limits, load_snapshot
-from tests.factories import CLUSTER
-from tests.slurm_polls import save_slurm_poll
+from tests.support.factories import CLUSTER
+from tests.support.slurm_polls import save_slurm_poll
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 LIMITS = LabLimits((("hoffman-lab", "hoffman-lab"),), {"hoffman-lab": 4}, {}, "overcap")

@@ -14,7 +14,7 @@ from core.records import Job
 from core.slurm_limits import SlurmLimits
 from core.view import ClusterView
 from handlers.commands.why_explain import explain
-from tests.factories import job, make_snapshot, make_view
+from tests.support.factories import job, make_snapshot, make_view
 
 NOW = 1_800_000_000.0
 WEIGHTS = PriorityFactors(age=100, fairshare=1000, job_size=100)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bot_process import (
+from tests.support.bot_process import (
     SLACK_IDS,
     dms_about,
     linked_bot,

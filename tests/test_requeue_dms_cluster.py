@@ -15,7 +15,7 @@ import pytest
 from core.job_notices import Seen, decide_job_notice
 from core.record_codec import decode_job
 from core.transitions import Transition
-from tests.cluster import sbatch
+from tests.support.cluster import sbatch
 from tests.test_slurm_poller_cluster import Harness, _config
 from tests.test_why_cluster import LAB, running
 

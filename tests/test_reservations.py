@@ -14,7 +14,7 @@ from scheduler.watchers.reservations import announce_reservations
 from store.limits import load_limits
 from store.outbox import outbox_rows
 from store.writer import StoreWriter
-from tests.factories import CLUSTER, make_view
+from tests.support.factories import CLUSTER, make_view
 from tests.test_commands import NOW, ask, cluster
 
 MAINT = Reservation("maint_dec", int(NOW - 60), int(NOW + 3600), ("clippy",), ("MAINT",))

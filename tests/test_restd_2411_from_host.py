@@ -7,7 +7,6 @@ does. The full comparison with the CLI runs inside the lane (tests/test_restd_cl
 
 from __future__ import annotations
 
-import fcntl
 import json
 import subprocess
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ import pytest
 
 from core.slurm_json import parse_sinfo, parse_squeue
 from scheduler.slurm.restd import RestdClient
-from tests.lane_2411 import LOCK as LANE_LOCK
+from tests.support.cluster_locks import LANE_LOCK, holding
 
 pytestmark = [
     pytest.mark.cluster,
@@ -53,8 +52,7 @@ def sandbox_nodes() -> dict[str, dict[str, int]]:
 
 @pytest.fixture
 def the_lane_is_not_running() -> Iterator[None]:
-    with LANE_LOCK.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with holding(LANE_LOCK, "the Slurm 24.11 test cluster"):
         yield
 
 

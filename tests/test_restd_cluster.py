@@ -19,7 +19,7 @@ import pytest
 from core.records import Job, Node
 from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
 from scheduler.slurm.restd import RestdClient, RestdError
-from tests.cluster import cluster_script, sbatch, wait_until
+from tests.support.cluster import cluster_script, sbatch, wait_until
 
 pytestmark = pytest.mark.cluster
 

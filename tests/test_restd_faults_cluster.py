@@ -26,7 +26,7 @@ from scheduler.slurm.restd_identity import slurm_conf_facts, unsafe_token_file
 from scheduler.slurm.restd_source import source_for
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
-from tests.cluster import cluster_script
+from tests.support.cluster import cluster_script
 from tests.test_restd_cluster import SOCKET, mint_for
 
 pytestmark = pytest.mark.cluster

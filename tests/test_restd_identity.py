@@ -22,8 +22,8 @@ from scheduler.slurm.commands import SlurmCommandError
 from scheduler.slurm.restd import RestdClient, RestdError
 from scheduler.slurm.restd_identity import SlurmConfFacts, slurm_conf_facts
 from scheduler.slurm.restd_source import RestdSource
-from tests.bot_process import free_port, start_bot
-from tests.slack_standin import SlackStandIn
+from tests.support.bot_process import free_port, start_bot
+from tests.support.slack_standin import SlackStandIn
 from tests.test_restd_client import make_token, write_token
 from tests.test_run_lifecycle import running
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bot_process import (
+from tests.support.bot_process import (
     SLACK_IDS,
     TEAM,
     VERBOSE_SKYBOT,
@@ -22,9 +22,9 @@ from tests.bot_process import (
     start_bot,
     wait_for_slurm_poll,
 )
-from tests.cluster import cluster_script, sbatch_async, wait_for
-from tests.factories import CLUSTER
-from tests.slack_standin import SlackStandIn
+from tests.support.cluster import cluster_script, sbatch_async, wait_for
+from tests.support.factories import CLUSTER
+from tests.support.slack_standin import SlackStandIn
 from tests.test_restd_cluster import INSIDE_2411, SOCKET, mint
 
 pytestmark = pytest.mark.cluster
@@ -55,7 +55,7 @@ def _config(tmp_path: Path, shims: Path, token: Path) -> Path:
     config_file.write_text(
         f'[slack]\nmode = "socket"\n[database]\npath = "{tmp_path}/skybot.db"\n'
         f"[identity]\nlinks = {{ {links} }}\n"
-        # Named as tests.bot_process's helpers read the store: rows are keyed by cluster.
+        # Named as tests.support.bot_process's helpers read the store: rows are keyed by cluster.
         f'[[clusters]]\nname = "{CLUSTER}"\nsource = "slurmrestd"\n'
         f'url = "{URL}"\n'
         f'token_file = "{token}"\n'

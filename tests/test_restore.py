@@ -19,8 +19,8 @@ import pytest
 
 from store.db import open_db
 from store.outbox import OutboxMessage, enqueue
-from tests.bot_process import start_bot
-from tests.slack_standin import SlackStandIn, SlackUser
+from tests.support.bot_process import start_bot
+from tests.support.slack_standin import SlackStandIn, SlackUser
 
 REPO = Path(__file__).resolve().parent.parent
 ALICE = "UALICE"

@@ -20,10 +20,10 @@ import pytest
 from bot.exit_codes import EXIT_ALREADY_RUNNING, EXIT_PORT_UNAVAILABLE
 from store.outbox import OutboxMessage, enqueue, outbox_rows
 from store.writer import StoreWriter
-from tests.bot_process import VERBOSE_SKYBOT, free_port, start_bot, wait_until_listening
-from tests.cluster import cluster_script
-from tests.slack_standin import SlackStandIn, SlackUser
-from tests.slurm_wrappers import COMMANDS, write_wrappers
+from tests.support.bot_process import VERBOSE_SKYBOT, free_port, start_bot, wait_until_listening
+from tests.support.cluster import cluster_script
+from tests.support.slack_standin import SlackStandIn, SlackUser
+from tests.support.slurm_wrappers import COMMANDS, write_wrappers
 
 # systemd's stop contract for the unit (TimeoutStopSec is longer; this is what we promise).
 STOP_SECONDS = 10.0

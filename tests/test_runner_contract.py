@@ -18,7 +18,7 @@ from core.config_schema import SubmitConfig
 from handlers.commands import submit as submit_command
 from store.db import open_db
 from store.submissions import SubmissionRequest, enqueue
-from tests.factories import CLUSTER
+from tests.support.factories import CLUSTER
 
 RUNNER_FILE = Path(__file__).parent.parent / "bot" / "install_files" / "skybot_runner.py"
 

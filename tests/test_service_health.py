@@ -18,8 +18,8 @@ from msgspec.structs import replace
 from bot.config import Config, DatabaseConfig, MetricsConfig, SlackConfig, SlurmConfig, load_config
 from store.outbox import OutboxMessage, enqueue, outbox_rows
 from store.writer import StoreWriter
-from tests.bot_process import free_port, running_bot, wait_until_listening
-from tests.slack_standin import SlackStandIn, SlackUser
+from tests.support.bot_process import free_port, running_bot, wait_until_listening
+from tests.support.slack_standin import SlackStandIn, SlackUser
 
 USERS = [SlackUser("U1", "alice"), SlackUser("U2", "bob"), SlackUser("U3", "carol")]
 

@@ -34,7 +34,7 @@ from handlers.reply import Reply
 from handlers.request import CommandRequest
 from handlers.router import UsageError, dispatch
 from handlers.services import Services
-from tests.factories import job, make_snapshot, make_view, node
+from tests.support.factories import job, make_snapshot, make_view, node
 
 LAB = {"partition": "p", "account": "a"}
 TWO_CLUSTERS: dict[str, Any] = {

@@ -3,13 +3,12 @@ through its commands on this host, 24.11 ("nova") through its slurmrestd socket.
 DM, watch and click acts on the cluster it names; stopping nova's controller leaves skynet's
 answers current.
 
-Takes both clusters' locks when run as the brief says:
+Queued behind other runs on both clusters with:
 flock -o /tmp/skybot-cluster.lock flock -o /tmp/skybot-cluster-24.11.lock python3 -m pytest …
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import sqlite3
@@ -24,10 +23,10 @@ import sqlite_utils
 
 from core.config_schema import Config, parse_config
 from store.snapshots import load_source_status
-from tests.bot_process import SLACK_IDS, TEAM, dms_about, linked_users, running_bot
-from tests.cluster import cluster_script, sbatch_async, squeue_state, wait_for
-from tests.lane_2411 import LOCK as LANE_LOCK
-from tests.slack_standin import SlackStandIn
+from tests.support.bot_process import SLACK_IDS, TEAM, dms_about, linked_users, running_bot
+from tests.support.cluster import cluster_script, sbatch_async, squeue_state, wait_for
+from tests.support.cluster_locks import LANE_LOCK, holding
+from tests.support.slack_standin import SlackStandIn
 from tests.test_failure_dms_cluster import private_dir  # noqa: F401 (a fixture)
 
 pytestmark = [
@@ -68,8 +67,7 @@ def nova_state(job_id: int) -> str | None:
 def nova_queue() -> Iterator[None]:
     """24.11's queue empty before and after, and its controller running after; the sandbox
     held under the 24.11 lane's lock meanwhile, so no lane runs in it."""
-    with LANE_LOCK.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with holding(LANE_LOCK, "the Slurm 24.11 test cluster"):
         yield from _emptied_nova_queue()
 
 

@@ -19,10 +19,10 @@ from bot.config import Config, DatabaseConfig, IdentityConfig, SlackConfig, Slur
 from handlers.router import UsageError
 from handlers.slack_input import decode_command_text, unescape
 from store.db import open_db
-from tests.bot_process import free_port, running_bot
-from tests.factories import job
-from tests.slack_standin import SlackStandIn
-from tests.slurm_polls import save_slurm_poll
+from tests.support.bot_process import free_port, running_bot
+from tests.support.factories import job
+from tests.support.slack_standin import SlackStandIn
+from tests.support.slurm_polls import save_slurm_poll
 
 LINKS = {"UBOB": "bob", "WALICE": "alice"}
 

@@ -22,7 +22,7 @@ from scheduler.sender_client import sender_client
 from scheduler.slack_limits import POST_MESSAGE_PER_MINUTE
 from store.outbox import OutboxMessage
 from store.writer import StoreWriter
-from tests.slack_standin import Call, SlackStandIn, SlackUser
+from tests.support.slack_standin import Call, SlackStandIn, SlackUser
 from tests.test_outbox import delivered, put, running, sender_for, wait_until_settled
 
 pytestmark = pytest.mark.looptime

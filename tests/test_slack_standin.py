@@ -26,7 +26,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from tests.slack_standin import SlackChannel, SlackStandIn, SlackUser, signed_slash_command
+from tests.support.slack_standin import SlackChannel, SlackStandIn, SlackUser, signed_slash_command
 
 ALICE = SlackUser("U1", "alice", email="Alice@Example.org", real_name="Alice A")
 GUEST = SlackUser("U2", "gus", email="gus@example.org", is_restricted=True)

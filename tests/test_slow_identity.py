@@ -11,8 +11,8 @@ from pathlib import Path
 from msgspec.structs import replace
 
 from bot.config import Config, DatabaseConfig, IdentityConfig, SlackConfig, SlurmConfig, load_config
-from tests.bot_process import running_bot
-from tests.slack_standin import SlackStandIn, SlackUser, slash_commands_envelope
+from tests.support.bot_process import running_bot
+from tests.support.slack_standin import SlackStandIn, SlackUser, slash_commands_envelope
 
 ACK_SECONDS = 3.0
 # users.info answers after Slack's ack budget: a request that waited for it is acked too late

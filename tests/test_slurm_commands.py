@@ -14,7 +14,7 @@ import pytest
 
 from scheduler.slurm.commands import POLL_NICENESS, SlurmCommandError, run_slurm
 from scheduler.slurm.worker import PollWorker
-from tests.slurm_wrappers import write_wrappers
+from tests.support.slurm_wrappers import write_wrappers
 
 # Its own niceness, once the bot has set it (it polls, so the test does not depend on how
 # soon after the start that happens; never set, it prints the bot's after 10 s).

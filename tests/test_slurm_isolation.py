@@ -16,8 +16,8 @@ from core.slurm_decode import SlurmDecodeError, decode_slurm_json
 from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
 from store.db import open_db
 from store.snapshots import load_snapshot
-from tests.factories import CLUSTER
-from tests.slurm_polls import save_slurm_poll
+from tests.support.factories import CLUSTER
+from tests.support.slurm_polls import save_slurm_poll
 
 V38 = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.38"
 

@@ -28,7 +28,7 @@ from core.slurm_limits_text import (
     parse_reservations_text,
 )
 from handlers.commands.why_explain import explain
-from tests.factories import job, make_snapshot, make_view, node
+from tests.support.factories import job, make_snapshot, make_view, node
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "slurm"

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from bot.config import SlurmConfig
-from tests.bot_process import SLACK_IDS, dms_about, linked_bot, linked_bot_config
-from tests.cluster import cluster_script, sbatch, squeue_state, wait_for
-from tests.slack_standin import SlackStandIn
+from tests.support.bot_process import SLACK_IDS, dms_about, linked_bot, linked_bot_config
+from tests.support.cluster import cluster_script, sbatch, squeue_state, wait_for
+from tests.support.slack_standin import SlackStandIn
 
 pytestmark = pytest.mark.cluster
 

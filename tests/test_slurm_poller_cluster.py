@@ -25,8 +25,8 @@ from handlers.commands import command_table
 from scheduler.slurm.poller import SlurmPoller
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
-from tests.asking import answer_from_view
-from tests.cluster import (
+from tests.support.asking import answer_from_view
+from tests.support.cluster import (
     cluster_script,
     reach_time_limit,
     sbatch,
@@ -34,7 +34,7 @@ from tests.cluster import (
     squeue_state,
     wait_until,
 )
-from tests.slurm_wrappers import COMMANDS, as_user, write_wrappers
+from tests.support.slurm_wrappers import COMMANDS, as_user, write_wrappers
 
 pytestmark = pytest.mark.cluster
 

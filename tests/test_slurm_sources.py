@@ -21,7 +21,7 @@ from scheduler.slurm.cli_source import CliSource
 from scheduler.slurm.poller import SlurmPoller
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
-from tests.factories import CLUSTER
+from tests.support.factories import CLUSTER
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 

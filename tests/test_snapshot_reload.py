@@ -19,9 +19,9 @@ from store.db import open_db
 from store.reader import SnapshotCache
 from store.slurm_writes import save_slurm_changes
 from store.snapshots import load_snapshot
-from tests.empty_database import empty_database
-from tests.factories import CLUSTER, job, node
-from tests.slurm_polls import save_slurm_poll
+from tests.support.empty_database import empty_database
+from tests.support.factories import CLUSTER, job, node
+from tests.support.slurm_polls import save_slurm_poll
 
 
 def test_a_reload_reuses_unchanged_jobs_and_decodes_changed_ones(tmp_path: Path) -> None:

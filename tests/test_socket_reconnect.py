@@ -14,8 +14,8 @@ from msgspec.structs import replace
 
 from bot.config import Config, DatabaseConfig, SlackConfig, SlurmConfig, load_config
 from bot.slack_link import PING_SECONDS
-from tests.bot_process import running_bot
-from tests.slack_standin import SlackStandIn
+from tests.support.bot_process import running_bot
+from tests.support.slack_standin import SlackStandIn
 
 # A command is answered again this soon after the link went (PING_SECONDS plus a reconnect).
 RECONNECT_SECONDS = PING_SECONDS + 1.0

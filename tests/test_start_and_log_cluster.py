@@ -16,9 +16,15 @@ import pytest
 from msgspec.structs import replace
 
 from bot.config import RunnerConfig
-from tests.bot_process import SLACK_IDS, TEAM, linked_bot, linked_bot_config, wait_for_slurm_poll
-from tests.cluster import sbatch_async, squeue_state, wait_for
-from tests.slack_standin import SlackStandIn
+from tests.support.bot_process import (
+    SLACK_IDS,
+    TEAM,
+    linked_bot,
+    linked_bot_config,
+    wait_for_slurm_poll,
+)
+from tests.support.cluster import sbatch_async, squeue_state, wait_for
+from tests.support.slack_standin import SlackStandIn
 from tests.test_failure_dms_cluster import job_script, private_dir  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cluster

@@ -20,9 +20,9 @@ from store.alerts import save_starts_wanted
 from store.outbox import outbox_rows
 from store.submissions import SubmissionRequest, enqueue, finish
 from store.writer import StoreWriter
-from tests.asking import answer_with_services
-from tests.factories import CLUSTER, job, make_snapshot, make_view
-from tests.slurm_polls import save_slurm_poll
+from tests.support.asking import answer_with_services
+from tests.support.factories import CLUSTER, job, make_snapshot, make_view
+from tests.support.slurm_polls import save_slurm_poll
 
 TEAM = "T1"
 

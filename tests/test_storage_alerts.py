@@ -9,7 +9,7 @@ from core.config_schema import NotificationsConfig
 from core.records import DirectoryUsage, FilesystemUsage
 from core.snapshot import ClusterSnapshot
 from core.storage_alerts import FillState, filesystem_alerts, fill_step, hoarding_alerts
-from tests.factories import directory_usage
+from tests.support.factories import directory_usage
 
 ROOT = "/srv/hoffman-lab/flash9"
 LABS = {ROOT: "hoffman-lab"}

@@ -28,7 +28,7 @@ from store.history import directory_growth
 from store.outbox import outbox_rows
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
-from tests.factories import directory_usage, filesystem_usage
+from tests.support.factories import directory_usage, filesystem_usage
 
 REPORT = "Updated: 2024-05-06 03:00\nUsage (human-readable): 5.0G\nUsage (K): {kib}\n"
 

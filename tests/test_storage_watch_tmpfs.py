@@ -27,10 +27,10 @@ from scheduler.storage_poller import StoragePoller
 from scheduler.watchers import Watchers
 from store.outbox import OutboxMessage, enqueue, outbox_rows
 from store.writer import StoreWriter
-from tests.bot_process import running_bot
-from tests.factories import CLUSTER
-from tests.slack_standin import SlackStandIn, SlackUser
-from tests.tmpfs import mounted_tmpfs
+from tests.support.bot_process import running_bot
+from tests.support.factories import CLUSTER
+from tests.support.slack_standin import SlackStandIn, SlackUser
+from tests.support.tmpfs import mounted_tmpfs
 
 MIB = 1024 * 1024
 CHANNEL = "#skynet-users"

@@ -13,8 +13,8 @@ from store.db import SCHEMA_VERSION, SchemaTooNewError, migrate, open_db
 from store.history import lab_usage_series, save_lab_usage
 from store.reader import SnapshotCache
 from store.snapshots import load_snapshot, record_poll_failure
-from tests.factories import CLUSTER, job, node
-from tests.slurm_polls import save_slurm_poll
+from tests.support.factories import CLUSTER, job, node
+from tests.support.slurm_polls import save_slurm_poll
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from store.alerts import advance_cursor
 from store.db import open_db
 from store.outbox import OutboxMessage, enqueue, mark_sent, outbox_counts, park, parked_error_counts
 from store.transitions import earlier_job_records, load_transitions, pending_transition_users
-from tests.factories import CLUSTER, job
-from tests.slurm_polls import save_slurm_poll
+from tests.support.factories import CLUSTER, job
+from tests.support.slurm_polls import save_slurm_poll
 
 
 def memory_db() -> sqlite_utils.Database:

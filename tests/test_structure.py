@@ -10,23 +10,26 @@ honest and shrinks.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).parent.parent
 PACKAGES = ("core", "store", "scheduler", "handlers", "bot")
-# The runner must stay one standard-library file (it runs as root via sudo, outside the
-# package); _version.py is written by the build.
-NOT_CHECKED = frozenset({"bot/install_files/skybot_runner.py", "bot/_version.py"})
+# _version.py is written by the build.
+NOT_CHECKED = frozenset({"bot/_version.py"})
 
 MAX_MODULE_LINES = 400
+# Modules with a line limit of their own (their functions and constructors have the usual
+# ones). The runner must stay one standard-library file: sudo runs it as root from
+# /usr/local/libexec, outside the package and its imports (deploy/install-runner.sh).
+MODULE_LIMITS = {"bot/install_files/skybot_runner.py": 1500}
 MAX_FUNCTION_LINES = 60
 MAX_CONSTRUCTOR_PARAMETERS = 6
 
 # Key: "module PATH", "function PATH:QUALNAME" or "constructor PATH:CLASS".
 _SLURM = "mirrors a Slurm record field for field"
 _TOML = "mirrors a table of skybot.toml: decoded by msgspec, keyword-only, never built by hand"
-_THERE = "'s files this round: split there, or given its own reason at merge"
 _WIRE = "a message between the poller and its worker process: pickled whole, built in one place"
 _ROW = "mirrors a row of its table, as the store reads it back"
 EXCEPTIONS: dict[str, str] = {
@@ -70,15 +73,17 @@ EXCEPTIONS: dict[str, str] = {
     "summary, details) could be one CommandHelp record",
     "constructor handlers/services.py:Services": "not a mirror: what actions get; the "
     "optional per-process parts (limiter, job actions, chart queue) could be one record",
-    # Being split right now in other worktrees (the lead removes these at merge).
+    # Messages between the poller and its worker process.
     "constructor core/snapshot_rows.py:SlurmChanges": _WIRE
     + " (one poll's rows: jobs, nodes, lab usage, their removals, the generation)",
     "constructor scheduler/slurm/wire.py:DigestRequest": _WIRE
     + " (the documents of one poll and what the digest needs to read them)",
     "constructor scheduler/slurm/wire.py:PollDigest": _WIRE
     + " (the changed rows and what the poller reports)",
-    "constructor bot/service.py:Runtime": "in wt-sched" + _THERE,
-    "function bot/runner_client.py:call_runner": "being split in wt-buttons",
+    # Not a mirror, and no smaller record would say more.
+    "constructor bot/service.py:Runtime": "the process's wiring: one field per part that "
+    "`skybot run` starts and stops (store writer, cluster wings, schedule, sender, Bolt app, "
+    "metrics, heartbeat, Socket Mode link), built in one place (build_runtime)",
 }
 
 
@@ -160,8 +165,9 @@ def offenders_in(
     known so far by name (a base imported from another module counts), added to."""
     found = []
     lines = len(source.splitlines())
-    if lines > MAX_MODULE_LINES:
-        found.append(Offender(f"module {relative}", lines, MAX_MODULE_LINES, "lines"))
+    module_limit = MODULE_LIMITS.get(relative, MAX_MODULE_LINES)
+    if lines > module_limit:
+        found.append(Offender(f"module {relative}", lines, module_limit, "lines"))
     records = {} if records is None else records
 
     def visit(node: ast.AST, prefix: str) -> None:
@@ -293,8 +299,37 @@ def test_an_exception_no_longer_needed_or_missing_fails() -> None:
     ]
 
 
-def test_the_runner_and_generated_files_are_not_checked(tmp_path: Path) -> None:
+def test_generated_files_are_not_checked(tmp_path: Path) -> None:
     for relative in (*NOT_CHECKED, "core/big.py"):
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_text("x = 1\n" * 401)
     assert [o.key for o in offenders(tmp_path)] == ["module core/big.py"]
+
+
+def test_the_runner_has_a_module_limit_of_its_own_and_the_usual_function_limit(
+    tmp_path: Path,
+) -> None:
+    (runner,) = MODULE_LIMITS
+    limit = MODULE_LIMITS[runner]
+    (tmp_path / runner).parent.mkdir(parents=True)
+    (tmp_path / runner).write_text("x = 1\n" * limit)
+    assert offenders(tmp_path) == []
+    long_function = f"def main():\n{_body(60)}"
+    (tmp_path / runner).write_text("x = 1\n" * limit + long_function)
+    assert [str(o) for o in offenders(tmp_path)] == [
+        f"module {runner}: {limit + 61} lines (limit {limit})",
+        f"function {runner}:main: 61 lines (limit 60)",
+    ]
+
+
+def test_the_installed_runner_is_checked() -> None:
+    (runner,) = MODULE_LIMITS
+    assert (ROOT / runner).exists()
+    assert runner not in NOT_CHECKED
+
+
+def test_every_exception_gives_a_reason_that_lasts() -> None:
+    # What the code is, not who is changing it this week: that is for commit messages.
+    process = re.compile(r"\bwt-|worktree|being split|this round|at merge|right now", re.I)
+    notes = [f"{key}: {why}" for key, why in EXCEPTIONS.items() if process.search(why)]
+    assert not notes, "\n".join(notes)

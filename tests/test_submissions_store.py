@@ -16,8 +16,8 @@ from store.submissions import (
     requeue,
     submission_counts,
 )
-from tests.factories import CLUSTER, job
-from tests.slurm_polls import save_slurm_poll
+from tests.support.factories import CLUSTER, job
+from tests.support.slurm_polls import save_slurm_poll
 
 
 def _enqueue(db, now: float, user: str = "alice", **limits: int):  # type: ignore[no-untyped-def]

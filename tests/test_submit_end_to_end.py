@@ -31,9 +31,9 @@ from bot.config import (
 )
 from bot.install import runner_text
 from store.db import open_db
-from tests.bot_process import running_bot, start_bot
-from tests.cluster import as_user, squeue_json, wait_for
-from tests.slack_standin import SlackStandIn, SlackUser
+from tests.support.bot_process import running_bot, start_bot
+from tests.support.cluster import as_user, squeue_json, wait_for
+from tests.support.slack_standin import SlackStandIn, SlackUser
 
 pytestmark = pytest.mark.cluster
 

@@ -15,8 +15,8 @@ from handlers.services import Services
 from scheduler.submit_worker import SubmissionWorker
 from store.submissions import submission_counts
 from store.writer import StoreWriter
-from tests.asking import answer_with_services
-from tests.factories import make_snapshot, make_view
+from tests.support.asking import answer_with_services
+from tests.support.factories import make_snapshot, make_view
 
 
 class PathCheckingRunner:

@@ -29,9 +29,9 @@ from bot import __version__
 from bot.runner_client import DEFAULT_RUNNER, call_runner
 from core.runner_contract import submit_request, submit_status_request
 from store.db import open_db
-from tests.bot_process import start_bot
-from tests.cluster import squeue_json, wait_for
-from tests.slack_standin import SlackStandIn, SlackUser
+from tests.support.bot_process import start_bot
+from tests.support.cluster import squeue_json, wait_for
+from tests.support.slack_standin import SlackStandIn, SlackUser
 
 pytestmark = pytest.mark.cluster
 

@@ -19,7 +19,7 @@ from scheduler.submit_worker import SubmissionWorker
 from store.outbox import outbox_rows
 from store.submissions import Submission, SubmissionRequest, claim_next, enqueue, get
 from store.writer import StoreWriter
-from tests.factories import CLUSTER
+from tests.support.factories import CLUSTER
 
 
 class ScriptedRunner:

@@ -30,8 +30,8 @@ from core.slack_text import fenced_code
 from handlers.commands import command_table
 from handlers.commands.template import code_sections
 from handlers.reply import MAX_SECTION_CHARS, MAX_TEXT_CHARS, Reply
-from tests.asking import answer_from_view
-from tests.factories import LABS, make_snapshot, make_view, node
+from tests.support.asking import answer_from_view
+from tests.support.factories import LABS, make_snapshot, make_view, node
 from tests.test_commands import NOW, TAKEN_AT, assert_slack_safe, cluster, one_liner
 
 HOFFMAN, KIRA = LABS

@@ -31,8 +31,8 @@ from handlers.reply import Reply
 from scheduler.slurm.poller import SlurmPoller
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
-from tests.asking import answer_from_view
-from tests.cluster import slurm_answers
+from tests.support.asking import answer_from_view
+from tests.support.cluster import slurm_answers
 
 pytestmark = pytest.mark.cluster
 

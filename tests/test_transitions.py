@@ -11,7 +11,7 @@ from core.transitions import (
     settle_transitions,
     with_last_seen,
 )
-from tests.factories import job
+from tests.support.factories import job
 
 
 def test_new_jobs_and_state_changes_are_reported_once() -> None:

@@ -11,8 +11,8 @@ import pytest
 from msgspec.structs import replace
 
 from bot.config import Config, DatabaseConfig, SlackConfig, SlurmConfig, load_config
-from tests.bot_process import free_port, running_bot, wait_until_listening
-from tests.slack_standin import SlackStandIn, signed_slash_command
+from tests.support.bot_process import free_port, running_bot, wait_until_listening
+from tests.support.slack_standin import SlackStandIn, signed_slash_command
 
 SIGNING_SECRET = "test-signing-secret"
 

@@ -21,7 +21,7 @@ from scheduler.slurm.wire import DigestRequest, LabLimits
 from store.db import open_db
 from store.slurm_writes import save_slurm_changes
 from store.snapshots import load_snapshot
-from tests.factories import CLUSTER
+from tests.support.factories import CLUSTER
 
 V42 = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.42"
 LIMITS = LabLimits(

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tests import wheels
-from tests.bot_process import SLACK_IDS, linked_users, start_bot
-from tests.cluster import sbatch, wait_for
-from tests.slack_standin import SlackStandIn
-from tests.wheels import run
+from tests.support import wheels
+from tests.support.bot_process import SLACK_IDS, linked_users, start_bot
+from tests.support.cluster import sbatch, wait_for
+from tests.support.slack_standin import SlackStandIn
+from tests.support.wheels import run
 
 pytestmark = [
     pytest.mark.cluster,
@@ -71,7 +71,7 @@ def version_of(skybot: Path) -> str:
 async def test_a_plain_pip_upgrade_runs_the_new_code_and_loses_or_repeats_nothing(
     tmp_path: Path, clean_queue: None
 ) -> None:
-    # A fresh venv with the previous release installed (tests/wheels.py: made in the
+    # A fresh venv with the previous release installed (tests/support/wheels.py: made in the
     # background since the session began).
     venv = wheels.previous_release_venv()
     pip, skybot, python = (str(venv / "bin" / n) for n in ("pip", "skybot", "python3"))

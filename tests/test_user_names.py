@@ -16,7 +16,7 @@ from handlers.commands import command_table
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from store.writer import StoreWriter
-from tests.asking import answer_with_services
+from tests.support.asking import answer_with_services
 from tests.test_commands import ask, cluster
 
 VALID = ["alice", "_svc", "a.b-c_d", "a" * 32, "bob2"]

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from tests import wheels
-from tests.bot_process import start_bot
-from tests.cluster import sbatch, squeue_state, wait_until
-from tests.slack_standin import SlackStandIn
-from tests.wheels import REPO, run
+from tests.support import wheels
+from tests.support.bot_process import start_bot
+from tests.support.cluster import sbatch, squeue_state, wait_until
+from tests.support.slack_standin import SlackStandIn
+from tests.support.wheels import REPO, run
 
 pytestmark = [
     pytest.mark.cluster,
@@ -50,7 +50,7 @@ class Installed:
 @pytest.fixture(scope="session")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     """The wheel built from this checkout, installed with its dependencies from the index
-    (tests/wheels.py: started in the background when the session began)."""
+    (tests/support/wheels.py: started in the background when the session began)."""
     venv = wheels.checkout_venv()
     outside = tmp_path_factory.mktemp("wheel-install")
     environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}

@@ -22,8 +22,8 @@ from handlers.commands.why_explain import LastRequeue, explain
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from store.writer import StoreWriter
-from tests.asking import answer_with_services
-from tests.factories import CLUSTER, job, make_view
+from tests.support.asking import answer_with_services
+from tests.support.factories import CLUSTER, job, make_view
 from tests.test_commands import NOW, ask, cluster, cluster_jobs
 
 

@@ -23,8 +23,8 @@ from core.transitions import Transition
 from handlers.commands import command_table
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
-from tests.asking import answer_with_services
-from tests.cluster import sbatch, squeue_json
+from tests.support.asking import answer_with_services
+from tests.support.cluster import sbatch, squeue_json
 from tests.test_slurm_poller_cluster import Harness, _config
 
 pytestmark = pytest.mark.cluster

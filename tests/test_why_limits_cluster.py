@@ -21,10 +21,10 @@ from scheduler.slurm.restd import RestdClient
 from scheduler.slurm.restd_source import RestdSource
 from scheduler.watchers.reservations import announce_reservations
 from store.outbox import outbox_rows
-from tests.asking import answer_from_view
-from tests.bot_process import linked_bot, linked_bot_config, wait_for_slurm_poll
-from tests.cluster import cluster_script, sbatch, wait_for
-from tests.slack_standin import SlackStandIn
+from tests.support.asking import answer_from_view
+from tests.support.bot_process import linked_bot, linked_bot_config, wait_for_slurm_poll
+from tests.support.cluster import cluster_script, sbatch, wait_for
+from tests.support.slack_standin import SlackStandIn
 from tests.test_restd_cluster import SOCKET, TOKEN
 from tests.test_slurm_poller_cluster import Harness, _config
 from tests.test_why_cluster import run_as, suggested, until, why

@@ -9,9 +9,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.slack_standin import SlackStandIn
+from tests.support.slack_standin import SlackStandIn
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SERVICE_USER = "skybot"
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SYSTEM_PYTHON = "/usr/bin/python3"
 # Every pinned dependency with its hashes; the product's part ends at the marker line.
 LOCK = REPO / "deploy" / "requirements.lock"

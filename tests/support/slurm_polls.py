@@ -18,7 +18,7 @@ from core.records import Job, Node
 from core.snapshot_rows import SlurmChanges, job_row, node_row
 from core.transitions import Transition, merge_observations
 from store.slurm_writes import save_slurm_changes
-from tests.factories import CLUSTER
+from tests.support.factories import CLUSTER
 
 
 def save_slurm_poll(

@@ -30,9 +30,9 @@ from bot.config import (
 )
 from bot.service import run_bot
 from store.snapshots import load_source_status
-from tests.cluster import wait_for
-from tests.factories import CLUSTER
-from tests.slack_standin import SlackStandIn, SlackUser
+from tests.support.cluster import wait_for
+from tests.support.factories import CLUSTER
+from tests.support.slack_standin import SlackStandIn, SlackUser
 
 # The test users in the stand-in's one workspace, each linked to their cluster account, so
 # their job DMs can be told apart.

@@ -2,8 +2,8 @@
 
 Each cluster is a wing of bot/cluster_wing.py (its store-backed snapshot, its runner client,
 its submission worker) on one store, with the shared services of bot/service.py. Slurm is
-recorded snapshots written through the store (tests/slurm_polls.py); the runner is a stand-in
-sudo that logs every request it is handed, with the cluster the runner client names, and
+recorded snapshots written through the store (tests/support/slurm_polls.py); the runner is a
+stand-in sudo that logs every request it is handed, with the cluster the runner client names, and
 answers as the real runner would. Slack is not needed: commands go through the router
 (handlers/router.dispatch), clicks through the button registry's own routing
 (handlers/buttons/registry.on_cluster and each button's `clicked`).
@@ -43,9 +43,9 @@ from handlers.services import Services
 from scheduler.schedule import build_schedule
 from store.caps_and_storage import save_caps
 from store.writer import StoreWriter
-from tests.empty_database import empty_database
-from tests.factories import job, node
-from tests.slurm_polls import save_slurm_poll
+from tests.support.empty_database import empty_database
+from tests.support.factories import job, node
+from tests.support.slurm_polls import save_slurm_poll
 
 TEAM, ALICE = "T1", "UALICE"
 DM_CHANNEL = "D1"

@@ -1,4 +1,5 @@
-"""A pytest fixture, for a conftest to re-export: ``from tests.slack_standin import slack_standin``.
+"""A pytest fixture, for a conftest to re-export:
+``from tests.support.slack_standin import slack_standin``.
 
 Function-scoped on purpose: each test gets a fresh server, so recorded calls and injected
 faults never leak between tests.

@@ -2,8 +2,9 @@
 inside deploy/testcluster-24.11.sh's sandbox on its own Python 3.13 and its own Slurm.
 
 The two clusters share nothing (namespaces, ports, munge, users, mounts), so the lane runs
-beside the host's tests instead of after them: `conftest.py` starts it once the session has
-collected `test_slurm_24_11_lane.py`, and that test, run last, waits for it and reports."""
+beside the host's tests instead of after them: tests/support/cluster_run.py starts it before the
+session's first cluster test when the session selected `test_slurm_24_11_lane.py`, and that
+test, run after the host's cluster tests, waits for it and reports."""
 
 from __future__ import annotations
 
@@ -13,24 +14,22 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
+from tests.support.background_pytest import BackgroundPytest, LaneResult
+from tests.support.cluster_locks import LANE_LOCK, ClusterBusy, hold
 
-from tests.background_pytest import BackgroundPytest, LaneResult
-
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "deploy" / "testcluster-24.11.sh"
 STATE = Path(os.environ.get("TESTCLUSTER_2411_STATE", "/var/lib/skybot-testcluster-24.11"))
 # Inside the sandbox; the host sees it under the rootfs.
 INNER_REPORT = "/var/log/skybot-lane/junit.xml"
-LOCK = Path("/tmp/skybot-cluster-24.11.lock")
 LANE_TIMEOUT = 1500
 LANE_TEST = "tests/test_slurm_24_11_lane.py"
-LANE_KEY = pytest.StashKey["Lane"]()
 
 
 @dataclass
 class Lane:
-    """The lane's run, or why it could not start (the cluster is down), to fail its test with."""
+    """The lane's run, or why it could not start (the cluster is down, or another run has
+    it), to fail its test with."""
 
     run: BackgroundPytest | None
     problem: str = ""
@@ -45,8 +44,11 @@ class Lane:
                 + status.stdout
                 + status.stderr,
             )
-        # One lane at a time: each empties the 24.11 queue.
-        return cls(BackgroundPytest.start(_command(), REPO, STATE / "lane.log", _report(), LOCK))
+        try:
+            held = hold(LANE_LOCK, "the Slurm 24.11 test cluster")  # each lane empties its queue
+        except ClusterBusy as busy:
+            return cls(None, str(busy))
+        return cls(BackgroundPytest.start(_command(), REPO, STATE / "lane.log", _report(), held))
 
     def wait(self) -> LaneResult:
         assert self.run is not None, self.problem
@@ -72,6 +74,8 @@ def _command() -> list[str]:
         "pytest",
         "-m",
         "cluster",
+        "-n",  # one process, as cluster tests are anyway: no pytest-xdist worker to start
+        "0",
         "-p",
         "no:cacheprovider",
         f"--ignore={LANE_TEST}",

@@ -1,13 +1,13 @@
 """A pytest run as a background process of a full session: the unit lane (tests/unit_lane.py)
-and the Slurm 24.11 lane (tests/lane_2411.py) are each one.
+and the Slurm 24.11 lane (tests/support/lane_2411.py) are each one.
 
 Its output streams to a log (so a hung lane shows how far it got), it writes a JUnit report
-that its collecting test reads, and it holds a lock for as long as it runs: a second session
-starting the same lane would wipe its report or its cluster's queue."""
+that its collecting test reads, and it keeps its cluster's lock (tests/support/cluster_locks.py,
+taken by its starter) for as long as it runs: a second session starting the same lane would
+wipe its report or its cluster's queue."""
 
 from __future__ import annotations
 
-import fcntl
 import subprocess
 import time
 import xml.etree.ElementTree as ET
@@ -38,11 +38,10 @@ class BackgroundPytest:
 
     @classmethod
     def start(
-        cls, command: Sequence[str], cwd: Path, log: Path, report: Path, lock: Path
+        cls, command: Sequence[str], cwd: Path, log: Path, report: Path, held: IO[str] | None
     ) -> BackgroundPytest:
-        """Wait for the lock, then start `command`, which writes its JUnit XML to `report`."""
-        held = lock.open("a")
-        fcntl.flock(held, fcntl.LOCK_EX)
+        """Start `command`, which writes its JUnit XML to `report`, keeping `held` (the lock
+        its starter took) until it ends."""
         report.unlink(missing_ok=True)
         log.parent.mkdir(parents=True, exist_ok=True)
         log_file = log.open("wb")
@@ -76,7 +75,6 @@ class BackgroundPytest:
             self._log_file.close()
             self._log_file = None
         if self._lock is not None:
-            fcntl.flock(self._lock, fcntl.LOCK_UN)
             self._lock.close()
             self._lock = None
 
