@@ -109,6 +109,10 @@ class Job:
     het_components: tuple[HetComponent, ...] = ()
     # GPU shards (gres/shard: parts of a GPU, core/gres_shares.py) by GPU type, the same way.
     shards_by_type: dict[str, int] = field(default_factory=dict)
+    # Whether the job asked Slurm for mail about each array task (`--mail-type=ARRAY_TASKS`):
+    # then skybot DMs each task too (core/array_notices.py). squeue shows it from 23.02 on
+    # (`mail_type`); 22.05's squeue --json does not, so there it is never set.
+    mail_array_tasks: bool = False
 
     @property
     def gpus(self) -> int:

@@ -252,6 +252,8 @@ def with_gaps_filled(job: Job, seen: Job) -> Job:
     }
     if job.exit_code is None and seen.exit_code is not None:
         gaps["exit_code"], gaps["exit_signal"] = seen.exit_code, seen.exit_signal
+    if seen.mail_array_tasks and not job.mail_array_tasks:
+        gaps["mail_array_tasks"] = True  # sacct's record does not say what mail was asked for
     if job.het_components and seen.het_components:
         components = _components_filled(job.het_components, seen.het_components)
         if components != job.het_components:

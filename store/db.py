@@ -250,6 +250,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # what today's cluster is called: a migration is a fixed list of statements, run by
     # every opener of the file (the doctor, a backup, a restore) without a configuration.
     CLUSTER_KEYS,
+    # `/sky notify tasks on`: a DM per array task rather than one per array (store/arrays.py).
+    (
+        """
+        CREATE TABLE notify_task_optins (
+            team_id TEXT NOT NULL, user_id TEXT NOT NULL, updated_at REAL NOT NULL,
+            PRIMARY KEY (team_id, user_id)
+        )
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -34,7 +34,6 @@ from core.job_notices import (
     REQUEUED_KIND,
     Seen,
     compose_job_notice,
-    digest_notice,
 )
 from core.job_output import OutputTail
 from core.lab_usage import lab_usage
@@ -45,6 +44,7 @@ from core.slack_text import literal
 from core.snapshot import ClusterSnapshot
 from core.start_notices import start_notice
 from core.storage_alerts import filesystem_alerts, hoarding_alerts
+from core.summary_notices import digest_notice
 from core.transitions import REQUEUED, Transition
 from core.view import ClusterView
 from handlers.buttons.show_more_log import more_clicked

@@ -8,14 +8,13 @@ import pytest
 
 from core.config_schema import PREFERENCES, Config, NotificationsConfig
 from core.job_notices import (
-    MAX_SEPARATE_NOTICES,
     Seen,
     decide_job_notice,
-    digest_notice,
     output_path,
     run_seconds,
     wants,
 )
+from core.summary_notices import MAX_SEPARATE_NOTICES, digest_notice
 from core.transitions import REQUEUED, Transition
 from tests.factories import job
 

@@ -161,6 +161,7 @@ def _job_from_squeue(raw: dict[str, Any], label: str, warnings: list[str]) -> Jo
         het_job_id=het_job_id,
         het_offset=het_offset,
         shards_by_type=_squeue_shards(f, state),
+        mail_array_tasks=array_job_id is not None and "ARRAY_TASKS" in f.strings("mail_type"),
     )
     return unowned(job, label, warnings)
 
