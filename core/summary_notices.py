@@ -18,7 +18,6 @@ from core.job_notices import (
     PREEMPTED,
     TAIL_KINDS,
     JobNotice,
-    never_ran,
     shown_label,
 )
 from core.records import FINAL_STATES
@@ -73,7 +72,7 @@ def digest_notice(
     with_logs = [
         (str(n.job.job_id), n.job)
         for n in failed
-        if n.job is not None and n.kind in TAIL_KINDS and not never_ran(n.job)
+        if n.job is not None and n.kind in TAIL_KINDS
     ]
     blocks.extend(log_buttons(with_logs, buttons_cluster))
     return JobNotice("DIGEST", key, text, blocks)
