@@ -70,9 +70,7 @@ def digest_notice(
     if hint:
         blocks.append(context(hint))
     with_logs = [
-        (str(n.job.job_id), n.job)
-        for n in failed
-        if n.job is not None and n.kind in TAIL_KINDS
+        (str(n.job.job_id), n.job) for n in failed if n.job is not None and n.kind in TAIL_KINDS
     ]
     blocks.extend(log_buttons(with_logs, buttons_cluster))
     return JobNotice("DIGEST", key, text, blocks)
