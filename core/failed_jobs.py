@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import signal
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from core.blocks import Block
 from core.buttons import actions_block
@@ -110,7 +111,7 @@ def log_buttons(
 ) -> list[Block]:
     """A "Show log of X" button for each of the first `most` jobs ((label, record)): the
     file's last lines, then "Show more", read as the clicker (who must own the job)."""
-    buttons = []
+    buttons: list[dict[str, Any]] = []
     seen: set[int] = set()
     for label, job in jobs:
         if job.job_id in seen or len(buttons) >= most:
