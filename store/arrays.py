@@ -1,12 +1,15 @@
 """What the store knows of job arrays: whether one still has tasks in the queue, how each of
 its tasks ended, and who asked to hear of each task (`/sky notify tasks on`).
 
-An array's end DM (scheduler/watchers/array_dms.py) is decided in the transaction that
-records nothing new: the snapshot (`jobs`) and the transitions were written together by the
-poll, so "no task left in the queue" and "every task's end recorded" are the same moment.
+An array's end DM (scheduler/watchers/array_dms.py) waits in `array_ends_waiting` from its
+first task's end until no task of it is pending or running, looked at after every poll: the
+snapshot (`jobs`) may list the array's pending record a poll longer than its tasks' ends take
+to be recorded, so the last end's transition is not the moment to decide.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection, Mapping
 
 import sqlite_utils
 
@@ -54,6 +57,42 @@ def array_task_ends(db: sqlite_utils.Database, cluster: str, array_job_id: int) 
         latest.pop(key, None)
         latest[key] = job
     return list(latest.values())
+
+
+def wait_for_array_ends(
+    db: sqlite_utils.Database,
+    cluster: str,
+    waiting: Mapping[int, Collection[tuple[str, str]]],
+    now: float,
+) -> None:
+    """Remember that these Slack accounts (team, user) are to hear of these arrays' ends."""
+    db.conn.executemany(
+        "INSERT OR IGNORE INTO array_ends_waiting (cluster, array_job_id, team_id, user_id, "
+        "since) VALUES (?, ?, ?, ?, ?)",
+        [
+            (cluster, array_job_id, team_id, user_id, now)
+            for array_job_id, keys in waiting.items()
+            for team_id, user_id in keys
+        ],
+    )
+
+
+def arrays_waiting(db: sqlite_utils.Database, cluster: str) -> dict[int, set[tuple[str, str]]]:
+    """The cluster's arrays whose end DM is still to be told, and to whom."""
+    waiting: dict[int, set[tuple[str, str]]] = {}
+    for array_job_id, team_id, user_id in db.execute(
+        "SELECT array_job_id, team_id, user_id FROM array_ends_waiting WHERE cluster = ?",
+        [cluster],
+    ):
+        waiting.setdefault(array_job_id, set()).add((team_id, user_id))
+    return waiting
+
+
+def array_end_told(db: sqlite_utils.Database, cluster: str, array_job_id: int) -> None:
+    db.execute(
+        "DELETE FROM array_ends_waiting WHERE cluster = ? AND array_job_id = ?",
+        [cluster, array_job_id],
+    )
 
 
 def load_task_optins(db: sqlite_utils.Database) -> set[tuple[str, str]]:

@@ -206,3 +206,22 @@ def test_an_array_end_notice_without_failures_has_no_buttons() -> None:
     notice = array_end_notice(ARRAY, records, "skynet", 2000.0)
     assert notice.text.startswith(f"✅ Array job {ARRAY} `sweep` ended: 3 tasks, 3 completed.")
     assert [b["type"] for b in notice.blocks] == ["section"]
+
+
+async def test_the_end_dm_comes_when_squeue_lets_go_of_completing_tasks(
+    writer: StoreWriter,
+) -> None:
+    """Seen on 22.05 (1,001 tasks cancelled): sacct had every task's end while squeue still
+    listed them completing. The ends were recorded then, and the array left the queue a poll
+    later with no transition of its own: its end DM waits for that, then comes."""
+    await writer.run(save_slurm_poll, [task(1), task(2)], [], [], 1100.0)
+    await notify(writer)
+    completing = [task(1, "COMPLETING"), task(2, "COMPLETING")]
+    ended = [task(1, "CANCELLED"), task(2, "CANCELLED")]
+    await writer.run(save_slurm_poll, completing, ended, [], 1610.0)
+    assert await notify(writer) == 0
+    await writer.run(save_slurm_poll, [], [], [], 1620.0)
+    assert await notify(writer) == 1
+    (row,) = await rows(writer)
+    assert "2 tasks, 2 cancelled." in str(row["text"])
+    assert await notify(writer) == 0

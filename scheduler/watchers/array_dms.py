@@ -3,24 +3,28 @@
 Called by the job notifier (job_dms.py) inside the transaction that enqueues a batch's DMs and
 moves the transition cursor. A task's end is told on its own only to those who asked for each
 task (`/sky notify tasks on`, or `--mail-type=ARRAY_TASKS` where Slurm's record shows it);
-for everyone else it only makes skybot look whether the array is done: no task of it pending
-or running in the snapshot, which the poll wrote in the same transaction as the ends. The end
-DM's key names the cluster and the array, and is enqueued with the cursor's move, so it is sent
-once whatever crashes in between (a replay enqueues the same key, which the outbox ignores).
+for everyone else it puts the array on the list of those waiting for their end DM, which is
+told once no task of it is pending or running (looked at after every poll, transitions or not).
+The end DM's key names the cluster and the array, and is enqueued in the transaction that takes
+the array off that list, so it is sent once whatever crashes in between (a replay enqueues the
+same key, which the outbox ignores).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection, Mapping
 
 import sqlite_utils
 
 from core.array_notices import array_end_notice, array_is_wanted, is_array_member
+from core.config_schema import Config
 from core.records import FINAL_STATES, Job
 from core.transitions import Transition
 from scheduler.watchers.directory import SlackKey
-from store.arrays import array_in_queue, array_task_ends
-from store.outbox import OutboxMessage
+from store.alerts import load_preferences
+from store.arrays import array_end_told, array_in_queue, array_task_ends, arrays_waiting
+from store.outbox import OutboxMessage, enqueue
 
 
 def told_per_array(job: Job, slack_key: SlackKey, task_optins: Collection[SlackKey]) -> bool:
@@ -41,18 +45,19 @@ def ends_per_array(
 def array_end_messages(
     db: sqlite_utils.Database,
     cluster: str,
-    arrays: Mapping[int, Collection[SlackKey]],
     preferences: Mapping[SlackKey, str],
     default_preference: str,
     now: float,
     buttons_cluster: str | None = None,
 ) -> list[OutboxMessage]:
-    """The end DM of each array in `arrays` (array id -> who may hear of it) that has no task
-    left in the queue, to each of them whose `/sky notify` preference wants how it ended."""
+    """The end DM of each array waiting for one (`wait_for_array_ends`) that has no task
+    left in the queue, to each who waits for it and whose `/sky notify` preference wants how
+    it ended; those arrays stop waiting. The caller enqueues the DMs in the same transaction."""
     messages = []
-    for array_job_id, slack_keys in sorted(arrays.items()):
+    for array_job_id, slack_keys in sorted(arrays_waiting(db, cluster).items()):
         if array_in_queue(db, cluster, array_job_id):
             continue
+        array_end_told(db, cluster, array_job_id)
         records = array_task_ends(db, cluster, array_job_id)
         if not records:
             continue
@@ -65,3 +70,18 @@ def array_end_messages(
             key = f"{notice.key}:{team_id}:{user_id}"
             messages.append(OutboxMessage(key, user_id, notice.text, notice.blocks))
     return messages
+
+
+def tell_finished_arrays(db: sqlite_utils.Database, cluster: str, config: Config) -> int:
+    """Enqueue the end DMs of arrays that finished since the last look, in one transaction:
+    after a poll that recorded no transition, the queue may still have let go of an array."""
+    with db.atomic():
+        messages = array_end_messages(
+            db,
+            cluster,
+            load_preferences(db),
+            config.notifications.default_preference,
+            time.time(),
+            config.cluster_shown or None,
+        )
+        return enqueue(db, messages, time.time()) if messages else 0

@@ -22,11 +22,11 @@ from core.runner_contract import RunnerCall
 from core.summary_notices import MAX_SEPARATE_NOTICES, digest_notice
 from core.transitions import REQUEUED, Transition
 from scheduler.log_tails import TailSettings, fetch_output_tails
-from scheduler.watchers.array_dms import array_end_messages, ends_per_array
+from scheduler.watchers.array_dms import array_end_messages, ends_per_array, tell_finished_arrays
 from scheduler.watchers.directory import SlackDirectory, SlackKey
 from scheduler.watchers.job_starts import start_messages
 from store.alerts import advance_cursor, load_cursor, load_log_tail_optouts, load_preferences
-from store.arrays import load_task_optins
+from store.arrays import load_task_optins, wait_for_array_ends
 from store.outbox import OutboxMessage, enqueue
 from store.transitions import earlier_job_records, load_transitions, pending_transition_users
 from store.writer import StoreWriter
@@ -61,7 +61,7 @@ async def process_transitions(
     while True:
         users, through = await writer.run(pending_transition_users, cluster, batch)
         if through is None:
-            return total
+            return total + await writer.run(tell_finished_arrays, cluster, config)
         # Resolved here, on the event loop that owns the identity directory.
         targets = {user: identity.slack_users_of(user) for user in users}
         tails: dict[int, list[OutputTail]] = {}
@@ -155,8 +155,9 @@ def notify_transitions(
             for slack_key, items in per_target.items()
             for message in _messages(slack_key, items, cluster, shown, slack_key in task_optins)
         ]
+        wait_for_array_ends(db, cluster, arrays, now)
         default = config.notifications.default_preference
-        messages += array_end_messages(db, cluster, arrays, prefs, default, now, shown)
+        messages += array_end_messages(db, cluster, prefs, default, now, shown)
         messages += start_messages(db, targets, cursor, through, cluster, config.cluster_shown)
         added = enqueue(db, messages, now)
         if not advance_cursor(db, cluster, cursor, through):
