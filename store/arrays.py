@@ -9,7 +9,7 @@ to be recorded, so the last end's transition is not the moment to decide.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 import sqlite_utils
 
@@ -64,16 +64,24 @@ def wait_for_array_ends(
     cluster: str,
     waiting: Mapping[int, Collection[tuple[str, str]]],
     now: float,
+    end_key: Callable[[int, str, str], str],
 ) -> None:
-    """Remember that these Slack accounts (team, user) are to hear of these arrays' ends."""
+    """Remember that these Slack accounts (team, user) are to hear of these arrays' ends,
+    unless the end DM is in the outbox already (`end_key` names it: the array was told
+    ended, and a task ending after that, or a backlog's later batch, is not a new end)."""
+    rows = [
+        (cluster, array_job_id, team_id, user_id, now)
+        for array_job_id, keys in waiting.items()
+        for team_id, user_id in keys
+        if db.execute(
+            "SELECT 1 FROM outbox WHERE key = ?", [end_key(array_job_id, team_id, user_id)]
+        ).fetchone()
+        is None
+    ]
     db.conn.executemany(
         "INSERT OR IGNORE INTO array_ends_waiting (cluster, array_job_id, team_id, user_id, "
         "since) VALUES (?, ?, ?, ?, ?)",
-        [
-            (cluster, array_job_id, team_id, user_id, now)
-            for array_job_id, keys in waiting.items()
-            for team_id, user_id in keys
-        ],
+        rows,
     )
 
 

@@ -17,7 +17,12 @@ from collections.abc import Collection, Mapping
 
 import sqlite_utils
 
-from core.array_notices import array_end_notice, array_is_wanted, is_array_member
+from core.array_notices import (
+    array_end_key,
+    array_end_notice,
+    array_is_wanted,
+    is_array_member,
+)
 from core.config_schema import Config
 from core.records import FINAL_STATES, Job
 from core.transitions import Transition
@@ -67,9 +72,14 @@ def array_end_messages(
                 preferences.get((team_id, user_id), default_preference), records
             ):
                 continue
-            key = f"{notice.key}:{team_id}:{user_id}"
+            key = array_end_dm_key(cluster, array_job_id, team_id, user_id)
             messages.append(OutboxMessage(key, user_id, notice.text, notice.blocks))
     return messages
+
+
+def array_end_dm_key(cluster: str, array_job_id: int, team_id: str, user_id: str) -> str:
+    """The outbox key of one Slack account's end DM of one array."""
+    return f"{array_end_key(cluster, array_job_id)}:{team_id}:{user_id}"
 
 
 def tell_finished_arrays(db: sqlite_utils.Database, cluster: str, config: Config) -> int:

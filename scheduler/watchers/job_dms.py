@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from functools import partial
 
 import msgspec
 import sqlite_utils
@@ -22,7 +23,12 @@ from core.runner_contract import RunnerCall
 from core.summary_notices import MAX_SEPARATE_NOTICES, digest_notice
 from core.transitions import REQUEUED, Transition
 from scheduler.log_tails import TailSettings, fetch_output_tails
-from scheduler.watchers.array_dms import array_end_messages, ends_per_array, tell_finished_arrays
+from scheduler.watchers.array_dms import (
+    array_end_dm_key,
+    array_end_messages,
+    ends_per_array,
+    tell_finished_arrays,
+)
 from scheduler.watchers.directory import SlackDirectory, SlackKey
 from scheduler.watchers.job_starts import start_messages
 from store.alerts import advance_cursor, load_cursor, load_log_tail_optouts, load_preferences
@@ -155,7 +161,7 @@ def notify_transitions(
             for slack_key, items in per_target.items()
             for message in _messages(slack_key, items, cluster, shown, slack_key in task_optins)
         ]
-        wait_for_array_ends(db, cluster, arrays, now)
+        wait_for_array_ends(db, cluster, arrays, now, partial(array_end_dm_key, cluster))
         default = config.notifications.default_preference
         messages += array_end_messages(db, cluster, prefs, default, now, shown)
         messages += start_messages(db, targets, cursor, through, cluster, config.cluster_shown)
