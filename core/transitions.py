@@ -269,7 +269,7 @@ def whole_het_ends(
         missing = missing_components(job, seen) if job is not None and job.is_final else ()
         if job is None or not missing:
             continue
-        if at is not None and at - float(job.end_time or at) < HET_END_WAIT_SECONDS:
+        if at is not None and job.end_time and at - job.end_time < HET_END_WAIT_SECONDS:
             del whole[job_id]
         else:
             whole[job_id] = with_components(job, missing)
