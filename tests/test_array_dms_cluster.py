@@ -135,7 +135,9 @@ async def test_mail_type_array_tasks_where_slurm_shows_it(
     and later: the 24.11 lane); 22.05's squeue --json does not, and its arrays get one DM."""
     config = linked_bot_config(tmp_path)
     async with linked_bot(config) as slack:
-        script = _script("mailed", "0-5", "sleep 2", "--mail-type=ARRAY_TASKS,END")
+        # Long enough for a poll to see each task in squeue: a task seen only by sacct (it
+        # started and ended between two polls) cannot show what mail it asked for.
+        script = _script("mailed", "0-5", "sleep 10", "--mail-type=ARRAY_TASKS,END")
         array_id = await sbatch_async("alice", script)
         shows = any("mail_type" in job for job in squeue_json(active_only=False)["jobs"])
         wanted = 6 if shows else 1
