@@ -111,6 +111,18 @@ def _component(job: Job) -> HetComponent:
     )
 
 
+def missing_components(job: Job, seen: Job) -> tuple[HetComponent, ...]:
+    """The components `seen` (an earlier record of the het job) lists and `job` does not."""
+    have = {component.offset for component in job.het_components}
+    return tuple(c for c in seen.het_components if c.offset not in have)
+
+
+def with_components(job: Job, extra: Sequence[HetComponent]) -> Job:
+    """`job` listing `extra` components too, in offset order."""
+    components = sorted((*job.het_components, *extra), key=lambda c: c.offset)
+    return replace(job, het_components=tuple(components))
+
+
 def component_label(het_id: int, component: HetComponent) -> str:
     """How Slurm names a component: `1234+1`."""
     return f"{het_id}+{component.offset}"

@@ -56,11 +56,6 @@ _INTERRUPTION_KINDS = frozenset({PREEMPTED, REQUEUED_KIND})
 # Ends whose DM shows the last lines of the job's output (read as its owner, if they want it).
 TAIL_KINDS = frozenset({"FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "DEADLINE", PREEMPTED})
 
-# More notices than this for one person from one poll become a single digest DM, so a
-# 1,000-task job array ending does not send 1,000 messages.
-MAX_SEPARATE_NOTICES = 5
-DIGEST_LINES = 20
-
 PREEMPT_HINT = (
     "Jobs on a preemptible partition can be stopped whenever a lab needs its GPUs back. "
     "Make them preemptable: save a checkpoint when Slurm signals the job (catch SIGTERM, or "
@@ -237,29 +232,6 @@ def _runtime_line(transition: Transition, kind: str, seen: Seen) -> str:
     return "Runtime: it never started"
 
 
-def digest_notice(notices: Sequence[JobNotice], key: str) -> JobNotice:
-    """One DM standing for many (a job array ending): a line per job, then a count."""
-    counts: dict[str, int] = {}
-    for notice in notices:
-        counts[notice.kind] = counts.get(notice.kind, 0) + 1
-    summary = ", ".join(f"{n} {_KIND_WORDS.get(k, k.lower())}" for k, n in sorted(counts.items()))
-    lines = [f"📋 {len(notices)} of your jobs changed state: {summary}."]
-    for notice in notices[:DIGEST_LINES]:
-        job = notice.job
-        if job is None:
-            continue
-        lines.append(
-            f"• {shown_label(job)} {literal(job.name)} on {literal(job.partition)}: "
-            f"{_KIND_WORDS.get(notice.kind, notice.kind.lower())}"
-        )
-    if len(notices) > DIGEST_LINES:
-        lines.append(f"… and {len(notices) - DIGEST_LINES} more")
-    hint = PREEMPT_HINT if PREEMPTED in counts else None
-    text = "\n".join(lines + ([hint] if hint else []))
-    blocks = [section("\n".join(lines))] + ([context(hint)] if hint else [])
-    return JobNotice("DIGEST", key, text, blocks)
-
-
 def job_label(job: Job) -> str:
     """The id users type into scancel: `123_4` for array tasks, `123` otherwise (raw text)."""
     if job.array_job_id is not None and job.array_task:
@@ -373,19 +345,6 @@ _EMOJI = {
     "DEADLINE": "⏰",
     PREEMPTED: "🔁",
     REQUEUED_KIND: "🔁",
-}
-
-_KIND_WORDS = {
-    "COMPLETED": "completed",
-    "FAILED": "failed",
-    "TIMEOUT": "timed out",
-    "OUT_OF_MEMORY": "out of memory",
-    "CANCELLED": "cancelled",
-    "NODE_FAIL": "node failure",
-    "BOOT_FAIL": "boot failure",
-    "DEADLINE": "deadline",
-    PREEMPTED: "preempted",
-    REQUEUED_KIND: "requeued",
 }
 
 _ADVICE = {

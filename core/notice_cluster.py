@@ -25,6 +25,12 @@ class NoticeCluster:
     shown: str = ""
     reads_output: bool = True
 
+    @property
+    def buttons(self) -> str | None:
+        """The cluster a DM's "Show log" buttons name, or None where skybot reads no
+        output (no such buttons there)."""
+        return self.name if self.reads_output else None
+
     @classmethod
     def of(cls, config: Config, cluster: ClusterConfig) -> NoticeCluster:
         shown = cluster.name if len(config.clusters) > 1 else ""

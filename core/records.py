@@ -111,6 +111,10 @@ class Job:
     shards_by_type: dict[str, int] = field(default_factory=dict)
     # Its QOS, whose limits `/sky why` quotes (squeue's; "" in sacct's records).
     qos: str = ""
+    # Whether the job asked Slurm for mail about each array task (`--mail-type=ARRAY_TASKS`):
+    # then skybot DMs each task too (core/array_notices.py). squeue shows it from 23.02 on
+    # (`mail_type`); 22.05's squeue --json does not, so there it is never set.
+    mail_array_tasks: bool = False
 
     @property
     def gpus(self) -> int:

@@ -12,9 +12,14 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from core.het_jobs import missing_components, with_components
 from core.records import FINAL_STATES, EarlierRun, HetComponent, Job, stopped_run
 
 REQUEUED = "REQUEUED"
+# How long a het job's end waits for sacct to list every component's end once squeue no
+# longer lists the job (slurmdbd learns of each component's end on its own, through a queue);
+# past it the end is told with the missing components as skybot last saw them.
+HET_END_WAIT_SECONDS = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +76,13 @@ class Settled:
     incomparable: list[int] = field(default_factory=list)
 
 
-def settle_transitions(observed: Iterable[Job], known_jobs: KnownJobs) -> Settled:
+def settle_transitions(
+    observed: Iterable[Job], known_jobs: KnownJobs, at: float | None = None
+) -> Settled:
     """The transitions `observed` (one record per job, see `merge_observations`) makes from
-    what the store knows, each end told with everything skybot saw of the job."""
+    what the store knows, each end told with everything skybot saw of the job. `at`, when
+    the poll was taken, bounds how long a het job's end waits for its components' ends
+    (`whole_het_ends`)."""
     jobs = {job.job_id: job for job in observed}
     known, unreadable_ids = known_jobs.states(list(jobs))
     unreadable = sorted(unreadable_ids.intersection(jobs))
@@ -84,7 +93,8 @@ def settle_transitions(observed: Iterable[Job], known_jobs: KnownJobs) -> Settle
     listed = known_jobs.listed_now(ended)
     told_by_sacct = [job_id for job_id in ended if job_id not in listed]
     if told_by_sacct:
-        jobs = with_last_seen(jobs, known_jobs.last_seen(told_by_sacct))
+        last_seen = known_jobs.last_seen(told_by_sacct)
+        jobs = whole_het_ends(with_last_seen(jobs, last_seen), last_seen, at)
     missing_gpus = awaiting_gpus(known, jobs)
     if missing_gpus:
         jobs = with_gpus(jobs, known_jobs.last_allocated_gpus(missing_gpus))
@@ -129,6 +139,9 @@ def merge_observations(
             # Requeued runs appear in sacct as PREEMPTED although the job lives on in squeue;
             # a job squeue no longer lists has only sacct's word.
             merged[job.job_id] = job
+        elif job.is_final and seen.is_active and missing_components(job, seen):
+            # sacct has some components' ends, squeue still runs others: not ended yet.
+            continue
         elif job.is_final and seen.state == "COMPLETING":
             # What sacct leaves empty (22.05: the output path; the batch host) is squeue's.
             merged[job.job_id] = with_gaps_filled(job, seen)
@@ -243,6 +256,26 @@ def with_last_seen(observed: Mapping[int, Job], last_seen: Mapping[int, Job]) ->
     return filled
 
 
+def whole_het_ends(
+    observed: Mapping[int, Job], last_seen: Mapping[int, Job], at: float | None
+) -> dict[int, Job]:
+    """`observed` without the ends of het jobs that sacct lists only some components of
+    (the job keeps its last state: no transition this poll), while they may yet come
+    (`HET_END_WAIT_SECONDS`); past that, or with no `at`, the end lists every component,
+    the missing ones as last seen. A het job's end DM names every component, once."""
+    whole = dict(observed)
+    for job_id, seen in last_seen.items():
+        job = whole.get(job_id)
+        missing = missing_components(job, seen) if job is not None and job.is_final else ()
+        if job is None or not missing:
+            continue
+        if at is not None and job.end_time and at - job.end_time < HET_END_WAIT_SECONDS:
+            del whole[job_id]
+        else:
+            whole[job_id] = with_components(job, missing)
+    return whole
+
+
 def with_gaps_filled(job: Job, seen: Job) -> Job:
     """`job` with each field it leaves empty taken from `seen`, another record of it."""
     gaps = {
@@ -252,6 +285,8 @@ def with_gaps_filled(job: Job, seen: Job) -> Job:
     }
     if job.exit_code is None and seen.exit_code is not None:
         gaps["exit_code"], gaps["exit_signal"] = seen.exit_code, seen.exit_signal
+    if seen.mail_array_tasks and not job.mail_array_tasks:
+        gaps["mail_array_tasks"] = True  # sacct's record does not say what mail was asked for
     if job.het_components and seen.het_components:
         components = _components_filled(job.het_components, seen.het_components)
         if components != job.het_components:

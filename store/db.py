@@ -265,6 +265,23 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # Job arrays (store/arrays.py): `/sky notify tasks on` (a DM per array task rather than one
+    # per array), and the arrays whose end DM waits for their last task to leave the queue.
+    (
+        """
+        CREATE TABLE notify_task_optins (
+            team_id TEXT NOT NULL, user_id TEXT NOT NULL, updated_at REAL NOT NULL,
+            PRIMARY KEY (team_id, user_id)
+        )
+        """,
+        """
+        CREATE TABLE array_ends_waiting (
+            cluster TEXT NOT NULL, array_job_id INTEGER NOT NULL, team_id TEXT NOT NULL,
+            user_id TEXT NOT NULL, since REAL NOT NULL,
+            PRIMARY KEY (cluster, array_job_id, team_id, user_id)
+        )
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

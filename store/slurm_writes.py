@@ -36,7 +36,7 @@ def save_slurm_changes(
     # A first poll's save of 100,000 jobs set off collections of 57-122 ms on the writer's
     # thread, holding the loop's acks (benchmarks/poll_ack_latency.py --probe).
     with no_collections(), db.atomic():
-        settled = settle_transitions(changes.observed, StoredJobs(db, cluster, changes, at))
+        settled = settle_transitions(changes.observed, StoredJobs(db, cluster, changes, at), at)
         for job_id in settled.unreadable:
             name_once(f"job {job_id}: its stored state cannot be read; left out of this poll")
         for job_id in settled.incomparable:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from bot.config import load_config
 from core.buttons.cancel import cancel_buttons
 from core.config_schema import Config
 from core.het_jobs import fold_het_jobs
@@ -28,9 +29,12 @@ from handlers.buttons.cancel import jobs_named
 from handlers.commands import command_table
 from scheduler.slurm.digester import PollDigester
 from scheduler.slurm.wire import ChangedJobsRequest, DigestRequest, LabLimits
+from scheduler.watchers.job_dms import process_transitions
 from store.db import open_db
+from store.outbox import outbox_rows
 from store.slurm_writes import save_slurm_changes
 from store.snapshots import load_snapshot
+from store.writer import StoreWriter
 from tests.support.asking import answer_from_view
 from tests.support.factories import CLUSTER, LABS
 from tests.support.slurm_polls import save_slurm_poll
@@ -203,3 +207,59 @@ def test_an_exit_code_seen_while_a_component_completes_is_kept() -> None:
     merged = merge_observations([listed], fold_het_jobs(ended))[1]
     assert (merged.state, merged.exit_code) == ("FAILED", 3)
     assert [c.exit_code for c in merged.het_components] == [3, None]
+
+
+def _component(job_id: int, offset: int, state: str, **fields: Any) -> Job:
+    return Job(job_id, "het", "alice", "hoffman-lab", "debug", state, het_job_id=job_id - offset,
+               het_offset=offset, gpus_by_type={"a40": offset + 1}, **fields)  # fmt: skip
+
+
+class _Links:
+    def slack_users_of(self, user: str) -> list[tuple[str, str]]:
+        return [("T1", "U1")]
+
+
+async def _told(writer: StoreWriter) -> list[str]:
+    """Every DM text the outbox holds after the notifier ran."""
+    config = load_config(None)
+    await process_transitions(writer, _Links(), config, config.default_cluster)
+    return [str(row["text"]) for row in await writer.run(outbox_rows)]
+
+
+async def test_a_het_end_waits_while_squeue_still_runs_a_component(writer: StoreWriter) -> None:
+    """Issue 40 (CI: test_a_het_job_is_one_job): sacct had the cancelled leader's end while
+    the other component still completed, and the DM named only `+0` and its GPU."""
+    running = [_component(40, 0, "RUNNING"), _component(41, 1, "RUNNING")]
+    await writer.run(save_slurm_poll, running, [], [], 1000.0)
+    completing = [_component(40, 0, "CANCELLED", end_time=1005), _component(41, 1, "COMPLETING")]
+    sacct = [_component(40, 0, "CANCELLED", end_time=1005)]
+    await writer.run(save_slurm_poll, completing, sacct, [], 1010.0)
+    assert await _told(writer) == []
+    ended = [_component(40, 0, "CANCELLED", end_time=1005),
+             _component(41, 1, "CANCELLED", end_time=1012)]  # fmt: skip
+    await writer.run(save_slurm_poll, ended, ended, [], 1020.0)
+    (dm,) = await _told(writer)
+    assert "`40+0 cancelled`" in dm and "`40+1 cancelled`" in dm and "`a40:3`" in dm, dm
+
+
+async def test_a_het_end_waits_for_sacct_to_list_every_component(writer: StoreWriter) -> None:
+    """squeue no longer lists the job; slurmdbd has one component's end but not yet the
+    other's: the end waits, then is told whole; past the wait, with every component."""
+    running = [_component(40, 0, "RUNNING"), _component(41, 1, "RUNNING")]
+    await writer.run(save_slurm_poll, running, [], [], 1000.0)
+    partial = [_component(40, 0, "CANCELLED", end_time=1005)]
+    await writer.run(save_slurm_poll, [], partial, [], 1010.0)
+    assert await _told(writer) == []
+    ended = [*partial, _component(41, 1, "CANCELLED", end_time=1006)]
+    await writer.run(save_slurm_poll, [], ended, [], 1020.0)
+    (dm,) = await _told(writer)
+    assert "`40+0 cancelled`" in dm and "`40+1 cancelled`" in dm, dm
+
+    running = [_component(50, 0, "RUNNING"), _component(51, 1, "RUNNING")]
+    await writer.run(save_slurm_poll, running, [], [], 2000.0)
+    lone = [_component(50, 0, "FAILED", end_time=2005, exit_code=3)]
+    await writer.run(save_slurm_poll, [], lone, [], 2010.0)
+    assert len(await _told(writer)) == 1
+    await writer.run(save_slurm_poll, [], lone, [], 2005.0 + 121)
+    dms = await _told(writer)
+    assert len(dms) == 2 and "`50+0 failed (exit 3)`" in dms[1] and "`50+1 running`" in dms[1]

@@ -24,6 +24,7 @@ import pytest
 
 from bot.config import IdentityConfig, load_config
 from bot.console import for_terminal
+from core.array_notices import array_end_notice, array_start_notice
 from core.cap_waits import cap_wait_notices
 from core.chart_specs import LAB_GPUS, ChartSpec
 from core.cluster_config import LabConfig
@@ -35,7 +36,6 @@ from core.job_notices import (
     REQUEUED_KIND,
     Seen,
     compose_job_notice,
-    digest_notice,
 )
 from core.job_output import OutputTail
 from core.lab_usage import lab_usage
@@ -50,6 +50,7 @@ from core.slurm_limits import PartitionLimits, QosLimits, Reservation, SlurmLimi
 from core.snapshot import ClusterSnapshot
 from core.start_notices import start_notice
 from core.storage_alerts import filesystem_alerts, hoarding_alerts
+from core.summary_notices import digest_notice
 from core.transitions import REQUEUED, Transition
 from core.view import ClusterView
 from handlers.buttons.show_more_log import more_clicked
@@ -305,8 +306,11 @@ def test_job_notices_keep_hostile_text_inert(hostile: str) -> None:
             to_state = REQUEUED if kind in (PREEMPTED, REQUEUED_KIND) else kind
             transition = Transition(ended, "RUNNING", to_state, 1)
             notices.append(compose_job_notice(transition, kind, Seen(NOW), NotificationsConfig()))
-    digest = digest_notice(notices, "digest")
-    for notice in [*notices, digest]:
+    digest = digest_notice(notices, "digest", h)
+    tasks = [n.job for n in notices if n.job is not None and n.job.array_job_id is not None]
+    ended = array_end_notice(7, tasks, h, NOW)
+    started = array_start_notice(notices[0], h, 7)
+    for notice in [*notices, digest, ended, started]:
         assert_all_inert(notice.text, notice.blocks)
 
 
@@ -510,6 +514,9 @@ COVERED = {
     "scheduler/watchers/job_starts.py",
     "scheduler/watchers/reservations.py",  # core/reservations.py's announcement, tested above
     "core/start_notices.py",
+    "core/array_notices.py",
+    "core/summary_notices.py",
+    "scheduler/watchers/array_dms.py",
     "handlers/buttons/remove_watch.py",  # the list of handlers/commands/watch.py, tested above
     "handlers/charts.py",
     # Relays answers built (and escaped) by the handlers above to a DM, with a fixed note.

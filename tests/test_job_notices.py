@@ -8,14 +8,13 @@ import pytest
 
 from core.config_schema import PREFERENCES, Config, NotificationsConfig
 from core.job_notices import (
-    MAX_SEPARATE_NOTICES,
     Seen,
     decide_job_notice,
-    digest_notice,
     output_path,
     run_seconds,
     wants,
 )
+from core.summary_notices import MAX_SEPARATE_NOTICES, digest_notice
 from core.transitions import REQUEUED, Transition
 from tests.support.factories import job
 
@@ -235,12 +234,7 @@ def test_runtime_of_a_requeued_job_uses_now_and_ignores_forecasts() -> None:
 def test_digest_stands_for_many_notices() -> None:
     notices = [
         decide_job_notice(
-            Transition(
-                job(2000 + i, array_job_id=2000, array_task=str(i), state=state),
-                "RUNNING",
-                state,
-                0,
-            ),
+            Transition(job(2000 + i, state=state, exit_code=i % 7), "RUNNING", state, 0),
             "all",
             Seen(START),
             CONFIG,
@@ -248,12 +242,22 @@ def test_digest_stands_for_many_notices() -> None:
         for i, state in enumerate(["COMPLETED"] * 22 + ["FAILED"] * 3)
     ]
     assert len(notices) > MAX_SEPARATE_NOTICES
-    digest = digest_notice([n for n in notices if n is not None], "jobs:k")
+    digest = digest_notice([n for n in notices if n is not None], "jobs:k", "skynet", "skynet")
     lines = digest.text.splitlines()
-    assert lines[0] == "📋 25 of your jobs changed state: 22 completed, 3 failed."
-    assert lines[1] == "• `2000_0` `job2000` on `hoffman-lab`: completed"
-    assert lines[-1] == "… and 5 more"
-    assert len(lines) == 1 + 20 + 1
+    assert (
+        lines[0] == "📋 25 of your jobs on cluster `skynet` changed state: 22 completed, 3 failed."
+    )
+    assert lines[1] == "• 2000 `job2000` on `hoffman-lab`: completed"
+    assert lines[21] == "… and 5 more"
+    assert lines[22:] == [
+        "Did not complete:",
+        "• failed with exit code 1: job 2022",
+        "• failed with exit code 2: job 2023",
+        "• failed with exit code 3: job 2024",
+        "`/sky log JOBID` shows any of their logs.",
+    ]
+    buttons = digest.blocks[-1]["elements"]
+    assert [b["text"]["text"] for b in buttons] == [f"Show log of {n}" for n in (2022, 2023, 2024)]
 
 
 def test_lost_runtime_ends_when_slurm_requeued_the_job_not_when_skybot_noticed() -> None:

@@ -12,6 +12,7 @@ from handlers.commands import command_table
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from store.alerts import load_preference, log_tails_wanted
+from store.arrays import tasks_wanted
 from store.writer import StoreWriter
 from tests.support.asking import answer_with_services
 from tests.support.factories import make_snapshot, make_view
@@ -140,3 +141,24 @@ def test_log_tail_settings_are_validated() -> None:
     for key, bad in (("log_tail_lines", -1), ("log_tail_lines", 500), ("log_tail_seconds", 0)):
         with pytest.raises(ConfigError, match=rf"notifications\.{key}"):
             parse_config({"notifications": {key: bad}})
+
+
+async def test_notify_tasks_turns_a_dm_per_array_task_on_and_off(
+    services: Services, writer: StoreWriter
+) -> None:
+    """Issue 40: one DM per array by default; `/sky notify tasks on` for one per task."""
+    assert (await sky(services, "notify tasks")).startswith(
+        "Job arrays of `alice` get one DM when their last task ends"
+    )
+    assert await sky(services, "notify tasks on") == (
+        "Done: you will get a DM for each task of `alice`'s job arrays."
+    )
+    assert await writer.run(tasks_wanted, "T1", "U1")
+    assert (await sky(services, "notify tasks")).startswith("You get a DM for each task")
+    assert await sky(services, "notify tasks off") == (
+        "Done: one DM per job array, when its last task ends."
+    )
+    assert not await writer.run(tasks_wanted, "T1", "U1")
+    assert "`/sky notify tasks on` or `/sky notify tasks off`" in await sky(
+        services, "notify tasks maybe"
+    )

@@ -457,7 +457,7 @@ async def test_a_storage_decision_replayed_is_enqueued_once(writer: StoreWriter)
     assert rows[1]["text"].startswith(f"📦 <@U1>: `{root}/alice` holds 20.0T")
 
 
-async def test_a_job_array_ending_sends_one_digest(writer: StoreWriter) -> None:
+async def test_a_job_array_ending_sends_one_dm(writer: StoreWriter) -> None:
     tasks = [job(100 + i, array_job_id=100, array_task=str(i), start_time=10) for i in range(8)]
     await writer.run(save_slurm_poll, tasks, [], [], 20.0)
     ended = [replace(t, state="COMPLETED", end_time=30) for t in tasks]
@@ -469,8 +469,8 @@ async def test_a_job_array_ending_sends_one_digest(writer: StoreWriter) -> None:
         == 1
     )
     (row,) = await writer.run(outbox_rows)
-    assert row["key"] == f"jobs:skynet:9-16:{TEAM}:U1"
-    assert row["text"].splitlines()[0] == "📋 8 of your jobs changed state: 8 completed."
+    assert row["key"] == f"array:skynet:100:end:{TEAM}:U1"
+    assert row["text"].splitlines()[0] == "✅ Array job 100 `job100` ended: 8 tasks, 8 completed."
 
 
 def test_transition_record_round_trips_through_the_store(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from dataclasses import replace
 import pytest
 
 from core.cluster_config import ClusterConfig
-from core.job_notices import MAX_SEPARATE_NOTICES
+from core.summary_notices import MAX_SEPARATE_NOTICES
 from scheduler.watchers import process_transitions
 from store.outbox import outbox_rows
 from store.writer import StoreWriter

@@ -167,6 +167,7 @@ def _job_from_squeue(
         het_offset=het_offset,
         shards_by_type=_squeue_shards(f, state),
         qos=sys.intern(f.text("qos")),
+        mail_array_tasks=array_job_id is not None and "ARRAY_TASKS" in f.strings("mail_type"),
     )
     return unowned(job, label, warnings)
 

@@ -6,6 +6,9 @@ identity; it is stored per Slack account (team + user id), not per cluster user.
 `/sky notify logs [on|off]`: whether failure DMs show the last lines of the job's output (read
 as you, shown only in your DM). On unless you turn it off, or an admin turns it off for
 everyone (`notifications.log_tail_lines = 0`).
+
+`/sky notify tasks [on|off]`: a DM for each task of a job array, rather than one when the array
+starts and one when its last task ends (off by default, as in Slurm's own mail).
 """
 
 from __future__ import annotations
@@ -26,14 +29,18 @@ from store.alerts import (
     save_starts_wanted,
     starts_wanted,
 )
+from store.arrays import save_tasks_wanted, tasks_wanted
 
-USAGE = "notify [all|end|fail|preempt|off] | notify logs [on|off] | notify start [on|off]"
+USAGE = (
+    "notify [all|end|fail|preempt|off] | notify logs [on|off] | notify start [on|off] "
+    "| notify tasks [on|off]"
+)
 CHOICES = "|".join(PREFERENCES)
 
 
 async def notify(request: CommandRequest, services: Services) -> Reply:
     sub = request.args[0].lower() if request.args else ""
-    logs = sub in ("logs", "start")
+    logs = sub in ("logs", "start", "tasks")
     if len(request.args) > (2 if logs else 1):
         raise UsageError(f"Usage: `/sky notify` or `/sky notify {CHOICES}`.")
     user = request.cluster_user
@@ -49,6 +56,8 @@ async def notify(request: CommandRequest, services: Services) -> Reply:
         return simple("Job notifications are not available in this skybot.")
     if sub == "start":
         return await notify_start(request, services, user)
+    if sub == "tasks":
+        return await notify_tasks(request, services, user)
     if logs:
         return await notify_logs(request, services, user)
     if not request.args:
@@ -124,6 +133,33 @@ async def notify_start(request: CommandRequest, services: Services, user: str) -
     return simple("Done: no more start DMs.")
 
 
+async def notify_tasks(request: CommandRequest, services: Services, user: str) -> Reply:
+    """`/sky notify tasks [on|off]`: a DM per array task (off by default)."""
+    if services.writer is None:  # checked by the caller; here for the type checker
+        return simple("Job notifications are not available in this skybot.")
+    if len(request.args) == 1:
+        wanted = await services.writer.run(tasks_wanted, request.team_id, request.user_id)
+        if wanted:
+            return simple(
+                f"You get a DM for each task of {literal(user)}'s job arrays. "
+                "`/sky notify tasks off`: one when an array ends instead."
+            )
+        return simple(
+            f"Job arrays of {literal(user)} get one DM when their last task ends (and one when "
+            "the first starts, if start DMs are on), the default. `/sky notify tasks on` sends "
+            "one for each task; `#SBATCH --mail-type=ARRAY_TASKS` asks it for one array."
+        )
+    choice = request.args[1].lower()
+    if choice not in ("on", "off"):
+        raise UsageError("Usage: `/sky notify tasks on` or `/sky notify tasks off`.")
+    await services.writer.run(
+        save_tasks_wanted, request.team_id, request.user_id, choice == "on", time.time()
+    )
+    if choice == "on":
+        return simple(f"Done: you will get a DM for each task of {literal(user)}'s job arrays.")
+    return simple("Done: one DM per job array, when its last task ends.")
+
+
 async def current_preference(services: Services, team_id: str, user_id: str) -> tuple[str, bool]:
     """(preference, chosen): the Slack user's `/sky notify` choice, else the configured default."""
     default = services.config.notifications.default_preference
@@ -149,7 +185,8 @@ COMMAND = Command(
         "cancelled, …). `fail`: failures, timeouts, out-of-memory, node failures and "
         "preemptions. `preempt`: preemptions only. `off`: nothing. `logs on|off`: whether "
         "failure DMs show the last lines of your job's output. `start on|off`: a DM when each "
-        "of your jobs starts (off unless you turn it on)."
+        "of your jobs starts (off unless you turn it on). `tasks on|off`: a DM for each task "
+        "of a job array rather than one per array (off unless you turn it on)."
     ),
     about_cluster=False,
 )

@@ -9,30 +9,31 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from functools import partial
 
 import sqlite_utils
 
+from core.array_notices import is_array_member
 from core.cluster_config import ClusterConfig
 from core.config_schema import Config
-from core.job_notices import (
-    MAX_SEPARATE_NOTICES,
-    TAIL_KINDS,
-    JobNotice,
-    Seen,
-    decide_job_notice,
-    digest_notice,
-    notice_kind,
-    wants,
-)
+from core.job_notices import TAIL_KINDS, JobNotice, Seen, decide_job_notice, notice_kind, wants
 from core.job_output import OutputTail
 from core.notice_cluster import NoticeCluster
 from core.records import FINAL_STATES, Job
 from core.runner_contract import RunnerCall
+from core.summary_notices import MAX_SEPARATE_NOTICES, digest_notice
 from core.transitions import REQUEUED, Transition
 from scheduler.log_tails import TailSettings, fetch_output_tails
+from scheduler.watchers.array_dms import (
+    array_end_dm_key,
+    array_end_messages,
+    ends_per_array,
+    tell_finished_arrays,
+)
 from scheduler.watchers.directory import SlackDirectory, SlackKey
 from scheduler.watchers.job_starts import start_messages
 from store.alerts import advance_cursor, load_cursor, load_log_tail_optouts, load_preferences
+from store.arrays import load_task_optins, wait_for_array_ends
 from store.outbox import OutboxMessage, enqueue
 from store.transitions import earlier_job_records, load_transitions, pending_transition_users
 from store.writer import StoreWriter
@@ -69,7 +70,8 @@ async def process_transitions(
     while True:
         users, through = await writer.run(pending_transition_users, cluster.name, batch)
         if through is None:
-            return total
+            where = NoticeCluster.of(config, cluster)
+            return total + await writer.run(tell_finished_arrays, where, config)
         # Resolved here, on the event loop that owns the identity directory.
         targets = {user: identity.slack_users_of(user) for user in users}
         tails: dict[int, list[OutputTail]] = {}
@@ -95,6 +97,7 @@ def tail_candidates(
     prefs = load_preferences(db)
     optouts = load_log_tail_optouts(db)
     preemptible = config.preemptible_on(cluster)
+    task_optins = load_task_optins(db)
     chosen: dict[int, Job] = {}
     for row_id, transition, _ in load_transitions(
         db, cluster.name, load_cursor(db, cluster.name), through, NOTABLE
@@ -103,6 +106,8 @@ def tail_candidates(
         if kind not in TAIL_KINDS:
             continue
         for slack_key in targets.get(transition.job.user, ()):
+            if ends_per_array(transition, slack_key, task_optins):
+                continue  # told in its array's end DM, which offers the log on a click
             pref = prefs.get(slack_key, config.notifications.default_preference)
             if slack_key not in optouts and wants(pref, kind):
                 chosen[row_id] = transition.job
@@ -134,9 +139,15 @@ def notify_transitions(
             return 0
         prefs = load_preferences(db)
         optouts = load_log_tail_optouts(db) if tails else set()
+        task_optins = load_task_optins(db)
         per_target: dict[SlackKey, list[tuple[int, JobNotice]]] = {}
+        arrays: dict[int, set[SlackKey]] = {}
         for row_id, transition, at in load_transitions(db, name, cursor, through, NOTABLE):
             slack_keys = targets.get(transition.job.user, ())
+            per_array = [k for k in slack_keys if ends_per_array(transition, k, task_optins)]
+            if per_array and transition.job.array_job_id is not None:
+                arrays.setdefault(transition.job.array_job_id, set()).update(per_array)
+                slack_keys = [k for k in slack_keys if k not in per_array]
             started = (
                 interrupted_run_start(db, name, row_id, transition, at)
                 if slack_keys and transition.to_state == REQUEUED
@@ -149,13 +160,17 @@ def notify_transitions(
                 notice = decide_job_notice(transition, pref, seen, config, cluster)
                 if notice is not None:
                     per_target.setdefault(slack_key, []).append((row_id, notice))
+        now = time.time() if now is None else now
         messages = [
             message
             for slack_key, items in per_target.items()
-            for message in _messages(slack_key, items, name)
+            for message in _messages(slack_key, items, where, slack_key in task_optins)
         ]
+        wait_for_array_ends(db, name, arrays, now, partial(array_end_dm_key, name))
+        default = config.notifications.default_preference
+        messages += array_end_messages(db, name, prefs, default, now, where.buttons)
         messages += start_messages(db, targets, cursor, through, where)
-        added = enqueue(db, messages, time.time() if now is None else now)
+        added = enqueue(db, messages, now)
         if not advance_cursor(db, name, cursor, through):
             raise RuntimeError("job transition cursor moved during notification")
         return added
@@ -178,15 +193,29 @@ def interrupted_run_start(
 
 
 def _messages(
-    slack_key: SlackKey, items: list[tuple[int, JobNotice]], cluster: str
+    slack_key: SlackKey,
+    items: list[tuple[int, JobNotice]],
+    where: NoticeCluster,
+    each_task: bool = False,
 ) -> list[OutboxMessage]:
+    """Each notice as its own DM, or more than `MAX_SEPARATE_NOTICES` as one summary naming
+    the cluster. Array tasks whose owner asked to hear of each (`/sky notify tasks on`:
+    `each_task`, or `--mail-type=ARRAY_TASKS`) are each their own DM, however many."""
     team_id, user_id = slack_key
-    if len(items) <= MAX_SEPARATE_NOTICES:
-        return [
-            OutboxMessage(f"{n.key}:{team_id}:{user_id}", user_id, n.text, n.blocks)
-            for _, n in items
-        ]
-    first, last = items[0][0], items[-1][0]
-    key = f"jobs:{cluster}:{first}-{last}:{team_id}:{user_id}"
-    digest = digest_notice([n for _, n in items], key)
-    return [OutboxMessage(digest.key, user_id, digest.text, digest.blocks)]
+
+    def one_by_one(notice: JobNotice) -> bool:
+        job = notice.job
+        return job is not None and is_array_member(job) and (each_task or job.mail_array_tasks)
+
+    tasks = [n for _, n in items if one_by_one(n)]
+    rest = [(row_id, n) for row_id, n in items if not one_by_one(n)]
+    separate = tasks + ([n for _, n in rest] if len(rest) <= MAX_SEPARATE_NOTICES else [])
+    messages = [
+        OutboxMessage(f"{n.key}:{team_id}:{user_id}", user_id, n.text, n.blocks) for n in separate
+    ]
+    if len(rest) > MAX_SEPARATE_NOTICES:
+        first, last = rest[0][0], rest[-1][0]
+        key = f"jobs:{where.name}:{first}-{last}:{team_id}:{user_id}"
+        digest = digest_notice([n for _, n in rest], key, where.name, where.buttons)
+        messages.append(OutboxMessage(digest.key, user_id, digest.text, digest.blocks))
+    return messages

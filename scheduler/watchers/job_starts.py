@@ -12,10 +12,13 @@ from collections.abc import Mapping, Sequence
 
 import sqlite_utils
 
+from core.array_notices import array_start_notice
 from core.notice_cluster import NoticeCluster
 from core.start_notices import is_start, start_notice
+from scheduler.watchers.array_dms import told_per_array
 from scheduler.watchers.directory import SlackKey
 from store.alerts import load_start_optins
+from store.arrays import load_task_optins
 from store.outbox import OutboxMessage
 from store.submissions import start_watchers
 from store.transitions import load_transitions
@@ -28,9 +31,12 @@ def start_messages(
     through: int,
     where: NoticeCluster,
 ) -> list[OutboxMessage]:
-    """The start DMs of `where`'s transitions with ids in (after, through]."""
+    """The start DMs of `where`'s transitions with ids in (after, through]: an array's
+    first task's start stands for the array (its key names the array, so later tasks'
+    starts are not told again), unless its owner asked to hear of each task."""
     cluster = where.name
     optins = load_start_optins(db)
+    task_optins = load_task_optins(db)
     messages = []
     for _, transition, at in load_transitions(db, cluster, after, through, {"RUNNING"}):
         if not is_start(transition, at):
@@ -42,6 +48,11 @@ def start_messages(
             continue
         notice = start_notice(transition, where)
         for team_id, user_id in sorted(wanted):
-            key = f"{notice.key}:{team_id}:{user_id}"
-            messages.append(OutboxMessage(key, user_id, notice.text, notice.blocks))
+            told = notice
+            if job.array_job_id is not None and told_per_array(
+                job, (team_id, user_id), task_optins
+            ):
+                told = array_start_notice(notice, cluster, job.array_job_id)
+            key = f"{told.key}:{team_id}:{user_id}"
+            messages.append(OutboxMessage(key, user_id, told.text, told.blocks))
     return messages
