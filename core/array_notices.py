@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 from core.blocks import section
 from core.failed_jobs import failure_lines, log_buttons, state_words, task_ids
-from core.job_notices import JobNotice, never_ran, output_path, run_seconds, wants
+from core.job_facts import never_ran, output_path, run_seconds
+from core.job_notices import JobNotice, wants
 from core.notice_text import format_duration, format_job_gpus
 from core.records import Job
 from core.slack_text import literal

@@ -1,12 +1,16 @@
 """What Slurm's records say about a job beyond its state: how its last requeue came about,
-whether sbatch refused it, and the id its owner types into scontrol or scancel (pure functions).
+whether sbatch refused it, the id its owner types into scontrol or scancel, how long it ran
+and where its output went (pure functions). DMs, answers and buttons all read these: they are
+facts of the job, not wording of any one message.
 """
 
 from __future__ import annotations
 
 import re
 
+from core.job_output import stdout_path
 from core.records import Job
+from core.slack_text import literal
 from core.transitions import Transition
 
 
@@ -74,3 +78,49 @@ def stopped_run_seconds(job: Job) -> float | None:
     if earlier is not None and earlier.start_time and earlier.end_time:
         return float(max(0, earlier.end_time - earlier.start_time))
     return None
+
+
+def job_label(job: Job) -> str:
+    """The id users type into scancel: `123_4` for array tasks, `123` otherwise (raw text)."""
+    if job.array_job_id is not None and job.array_task:
+        return f"{job.array_job_id}_{job.array_task}"
+    return str(job.job_id)
+
+
+def shown_label(job: Job) -> str:
+    """The label for a message: a plain number as it is, an array task's (Slurm's text) literal."""
+    label = job_label(job)
+    return label if label.isdigit() else literal(label)
+
+
+def run_seconds(
+    job: Job, now: float, started: float | None = None, ended: float | None = None
+) -> float | None:
+    """How long the (last) run lasted: end - start, or now - start if Slurm has no end yet.
+
+    `started` and `ended` override the job's own times (a requeued job's are its next
+    run's). A pending job's start time may be Slurm's forecast, so a start in the future
+    means "unknown", and an end after `now` (a forecast too) is replaced by `now`.
+    """
+    start = started if started is not None else job.start_time
+    if not start or start > now:
+        return None
+    end = ended if ended is not None else job.end_time
+    if not end or not start <= end <= now:
+        end = now
+    return float(end - start)
+
+
+def never_ran(job: Job) -> bool:
+    """Whether the job ended without ever running. Slurm gives a job cancelled while pending
+    a start time equal to its end time (and no nodes), which would read as "Runtime: 0 s"."""
+    if job.restarts:
+        return False
+    if not job.start_time:
+        return True
+    return job.start_time == job.end_time and job.nodes in ("", "None assigned")
+
+
+def output_path(job: Job) -> str:
+    """Where stdout went: Slurm's filename pattern filled in, or its default in the work dir."""
+    return stdout_path(job)

@@ -28,8 +28,17 @@ from core.cluster_config import ClusterConfig
 from core.config_schema import Config, NotificationsConfig
 from core.efficiency import EfficiencyPolicy, efficiency_lines
 from core.het_jobs import components_line
-from core.job_facts import refused_at_submission, requeue_cause, requeue_words, stopped_run_seconds
-from core.job_output import OutputTail, stdout_path, tail_parts
+from core.job_facts import (
+    never_ran,
+    output_path,
+    refused_at_submission,
+    requeue_cause,
+    requeue_words,
+    run_seconds,
+    shown_label,
+    stopped_run_seconds,
+)
+from core.job_output import OutputTail, tail_parts
 from core.log_more import more_block
 from core.notice_cluster import NoticeCluster, output_unread_line
 from core.notice_text import format_duration, format_job_gpus
@@ -232,47 +241,6 @@ def _runtime_line(transition: Transition, kind: str, seen: Seen) -> str:
     return "Runtime: it never started"
 
 
-def job_label(job: Job) -> str:
-    """The id users type into scancel: `123_4` for array tasks, `123` otherwise (raw text)."""
-    if job.array_job_id is not None and job.array_task:
-        return f"{job.array_job_id}_{job.array_task}"
-    return str(job.job_id)
-
-
-def shown_label(job: Job) -> str:
-    """The label for a message: a plain number as it is, an array task's (Slurm's text) literal."""
-    label = job_label(job)
-    return label if label.isdigit() else literal(label)
-
-
-def run_seconds(
-    job: Job, now: float, started: float | None = None, ended: float | None = None
-) -> float | None:
-    """How long the (last) run lasted: end - start, or now - start if Slurm has no end yet.
-
-    `started` and `ended` override the job's own times (a requeued job's are its next
-    run's). A pending job's start time may be Slurm's forecast, so a start in the future
-    means "unknown", and an end after `now` (a forecast too) is replaced by `now`.
-    """
-    start = started if started is not None else job.start_time
-    if not start or start > now:
-        return None
-    end = ended if ended is not None else job.end_time
-    if not end or not start <= end <= now:
-        end = now
-    return float(end - start)
-
-
-def never_ran(job: Job) -> bool:
-    """Whether the job ended without ever running. Slurm gives a job cancelled while pending
-    a start time equal to its end time (and no nodes), which would read as "Runtime: 0 s"."""
-    if job.restarts:
-        return False
-    if not job.start_time:
-        return True
-    return job.start_time == job.end_time and job.nodes in ("", "None assigned")
-
-
 def _lost_runtime(job: Job, now: float, run_started: float | None) -> float | None:
     """Slurm's own figure where sacct lists the stopped run (a requeue while the job ran its
     epilog ends after the poll that saw it), else from the poll that saw it start."""
@@ -286,11 +254,6 @@ def requeued_at(job: Job) -> int | None:
     """When Slurm requeued the job, by its own clock: a requeue resets the submit time (seen
     on 22.05 and 24.11), so a requeued job's submit time is when its last run was stopped."""
     return job.submit_time if job.restarts > 0 else None
-
-
-def output_path(job: Job) -> str:
-    """Where stdout went: Slurm's filename pattern filled in, or its default in the work dir."""
-    return stdout_path(job)
 
 
 def _what(transition: Transition, kind: str) -> str:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from core.blocks import section
-from core.job_notices import JobNotice, output_path, shown_label
+from core.job_facts import output_path, shown_label
+from core.job_notices import JobNotice
 from core.log_more import show_log_block
 from core.notice_cluster import NoticeCluster
 from core.notice_text import format_gpus

@@ -13,13 +13,8 @@ from collections.abc import Sequence
 
 from core.blocks import context, section
 from core.failed_jobs import failure_lines, log_buttons, state_words
-from core.job_notices import (
-    PREEMPT_HINT,
-    PREEMPTED,
-    TAIL_KINDS,
-    JobNotice,
-    shown_label,
-)
+from core.job_facts import shown_label
+from core.job_notices import PREEMPT_HINT, PREEMPTED, TAIL_KINDS, JobNotice
 from core.records import FINAL_STATES
 from core.slack_text import literal
 

@@ -18,7 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from core.buttons.cancel import cancel_block
 from core.buttons.remove_watch import remove_buttons
 from core.gpu_watch import Watch, watch_line
-from core.job_notices import job_label
+from core.job_facts import job_label
 from core.view import ClusterView
 from handlers.buttons.cancel import cancelling
 from handlers.clicks import BackgroundWork

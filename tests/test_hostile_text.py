@@ -31,12 +31,7 @@ from core.cluster_config import LabConfig
 from core.config_schema import NotificationsConfig
 from core.digest import LabWeek
 from core.gpu_watch import FIRED, Outcome, Spot, Watch, expired_text, fired_text, watch_line
-from core.job_notices import (
-    PREEMPTED,
-    REQUEUED_KIND,
-    Seen,
-    compose_job_notice,
-)
+from core.job_notices import PREEMPTED, REQUEUED_KIND, Seen, compose_job_notice
 from core.job_output import OutputTail
 from core.lab_usage import lab_usage
 from core.link_notices import new_link_notice

@@ -7,13 +7,8 @@ from typing import Any
 import pytest
 
 from core.config_schema import PREFERENCES, Config, NotificationsConfig
-from core.job_notices import (
-    Seen,
-    decide_job_notice,
-    output_path,
-    run_seconds,
-    wants,
-)
+from core.job_facts import output_path, run_seconds
+from core.job_notices import Seen, decide_job_notice, wants
 from core.summary_notices import MAX_SEPARATE_NOTICES, digest_notice
 from core.transitions import REQUEUED, Transition
 from tests.support.factories import job

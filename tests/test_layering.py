@@ -78,3 +78,58 @@ def test_an_upward_import_is_caught(
     (tmp_path / package / "bad.py").write_text(f"{source}\n")
     (tmp_path / package / "fine.py").write_text("import json\nfrom core import records\n")
     assert violations(tmp_path) == [expected]
+
+
+def core_import_cycles(root: Path = ROOT) -> list[list[str]]:
+    """Cycles among core's own parts (imports anywhere in a module, `if TYPE_CHECKING:` too),
+    a sub-package (core/buttons) counting as one part: inside core, imports point down as
+    well, so a building block never reaches back up into a composer that uses it (as
+    core/buttons once imported core/job_notices.py, which imports core/log_more.py, which
+    imports core/buttons)."""
+
+    def part(dotted: str) -> str:
+        return ".".join(dotted.split(".")[:2])
+
+    parts = {
+        part(".".join(path.relative_to(root).with_suffix("").parts)): path
+        for path in (root / "core").rglob("*.py")
+    }
+    graph: dict[str, set[str]] = {name: set() for name in parts}
+    for path in (root / "core").rglob("*.py"):
+        module = part(".".join(path.relative_to(root).with_suffix("").parts))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            graph[module] |= {part(n) for n in names if part(n) in parts} - {module}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph[module]):
+            if state.get(target) == 1:
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    return cycles
+
+
+def test_imports_point_down_inside_core_too() -> None:
+    assert core_import_cycles() == []
+
+
+def test_a_cycle_inside_core_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "core" / "buttons").mkdir(parents=True)
+    (tmp_path / "core" / "buttons" / "__init__.py").write_text("")
+    (tmp_path / "core" / "buttons" / "cancel.py").write_text("from core.notices import label\n")
+    (tmp_path / "core" / "notices.py").write_text("from core.buttons import cancel\n")
+    assert core_import_cycles(tmp_path) == [["core.buttons", "core.notices", "core.buttons"]]

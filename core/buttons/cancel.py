@@ -18,7 +18,7 @@ from core.buttons import (
     split_cluster,
     with_cluster,
 )
-from core.job_notices import job_label
+from core.job_facts import job_label
 from core.records import Job
 from core.runner_contract import JOB_ID
 from core.slack_text import literal

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from core.buttons import on_this_cluster
 from core.buttons.cancel import CANCEL, job_button_of
-from core.job_notices import job_label
+from core.job_facts import job_label
 from core.records import Job
 from core.runner_contract import cancel_request
 from core.runner_replies import Cancelled, decode_cancel

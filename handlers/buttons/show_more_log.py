@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from core.blocks import Block, section
 from core.buttons import on_this_cluster
-from core.job_notices import shown_label
+from core.job_facts import shown_label
 from core.job_output import (
     OutputTail,
     stderr_path,

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from core.cluster_config import LabConfig
-from core.job_notices import job_label as job_label
-from core.job_notices import shown_label
+from core.job_facts import job_label as job_label
+from core.job_facts import shown_label
 
 # The commands format like the notifications do; re-exported for them.
 from core.notice_text import format_bytes as format_bytes

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from core.efficiency import EfficiencyPolicy, efficiency_lines
-from core.job_notices import shown_label
+from core.job_facts import shown_label
 from core.slack_text import literal
 from handlers.commands.common import not_linked, own_recorded_job, shown
 from handlers.reply import Reply, simple

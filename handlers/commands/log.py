@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from core.job_notices import shown_label
+from core.job_facts import shown_label
 from core.job_output import STDERR, STDOUT, stderr_path, stdout_path, stream_path, tail_part
 from core.log_more import more_block
 from core.slack_text import literal

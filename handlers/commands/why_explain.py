@@ -8,8 +8,14 @@ import time
 from dataclasses import dataclass
 
 from core.cluster_config import LabConfig
-from core.job_facts import refused_at_submission, requeue_cause, slurm_job_id
-from core.job_notices import never_ran, output_path, run_seconds
+from core.job_facts import (
+    never_ran,
+    output_path,
+    refused_at_submission,
+    requeue_cause,
+    run_seconds,
+    slurm_job_id,
+)
 from core.overcap_move import overcap_nodes_that_fit
 from core.records import Job
 from core.transitions import Transition
