@@ -80,6 +80,7 @@ def poll_jobs(
             config.slurm.poll_seconds,
             slurm.poll_limits,
             (refresh, *after_limits),
+            cluster=cluster,
         ),
         PollJob(
             poll_name("storage", cluster, default),

@@ -66,8 +66,9 @@ class PollJob:
     # Stretches the interval while polls are expensive (the Slurm poll's share of the
     # controller), and who else plans on the interval.
     pacing: Pacing | None = None
-    # The cluster it polls ("" for none): its readiness and metrics are that cluster's.
-    cluster: str = ""
+    # The cluster it polls: its readiness, metrics and log lines are that cluster's. Every
+    # poll is some cluster's, so it has no default: a poll cannot be added without it.
+    cluster: str = field(kw_only=True)
 
 
 @dataclass(frozen=True)
