@@ -19,7 +19,7 @@ pytestmark = pytest.mark.cluster
 
 ACCOUNTS = {"alice": "hoffman-lab", "bob": "hoffman-lab", "carol": "kira-lab", "dave": "kira-lab"}
 JOBS = 200
-_DIGEST = re.compile(r"(\d+) of your jobs changed state")
+_DIGEST = re.compile(r"(\d+) of your jobs on cluster `[^`]+` changed state")
 _SINGLE = re.compile(r"\bJob (\d+)\b")
 
 
