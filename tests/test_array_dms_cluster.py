@@ -88,7 +88,10 @@ async def test_those_who_ask_get_a_dm_per_task(tmp_path: Path, clean_queue: None
     """`/sky notify tasks on`: 200 tasks, 200 DMs (paced at 50 a second per channel here, so
     the test does not wait 200 s for Slack's one a second)."""
     config = linked_bot_config(tmp_path)
-    fast = replace(config.notifications, messages_per_second_per_channel=50.0)
+    # Slack's pace (one a second per channel, 200 a minute in all) would take minutes.
+    fast = replace(
+        config.notifications, messages_per_second_per_channel=50.0, messages_per_minute=6000
+    )
     config = replace(config, notifications=fast)
     async with linked_bot(config) as slack:
         answer = await slack.send_slash_command(

@@ -249,6 +249,9 @@ def site_strings(path: Path) -> list[tuple[int, str]]:
 
 
 def test_the_guide_names_what_this_test_looks_for() -> None:
+    # The guide is the project's reference beside the checkout (shared/), not part of it.
+    if not GUIDE.is_file():
+        pytest.skip(f"no site guide at {GUIDE} to compare the patterns with")
     guide = GUIDE.read_text()
     for partition in _SITE_PARTITIONS:
         assert partition in guide
