@@ -9,12 +9,12 @@ button for the first few (read as the clicker, who must own the job, on click).
 from __future__ import annotations
 
 import re
-import signal
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from core.blocks import Block
 from core.buttons import actions_block
+from core.job_facts import exit_words
 from core.job_output import STDERR, STDOUT
 from core.log_more import MAX_OFFSET, MoreRequest, more_button
 from core.records import Job
@@ -38,18 +38,6 @@ _STATE_WORDS = {
 
 def state_words(state: str) -> str:
     return _STATE_WORDS.get(state, state.lower().replace("_", " "))
-
-
-def exit_words(job: Job) -> str:
-    """`exit code 3`, `exit code 0, signal 9 (SIGKILL)` or `exit code unknown`."""
-    code = "exit code unknown" if job.exit_code is None else f"exit code {job.exit_code}"
-    if not job.exit_signal:
-        return code
-    try:
-        name = signal.Signals(job.exit_signal).name
-    except ValueError:
-        return f"{code}, signal {job.exit_signal}"
-    return f"{code}, signal {job.exit_signal} ({name})"
 
 
 def task_ids(text: str | None) -> list[int]:

@@ -7,6 +7,7 @@ facts of the job, not wording of any one message.
 from __future__ import annotations
 
 import re
+import signal
 
 from core.job_output import stdout_path
 from core.records import Job
@@ -124,3 +125,15 @@ def never_ran(job: Job) -> bool:
 def output_path(job: Job) -> str:
     """Where stdout went: Slurm's filename pattern filled in, or its default in the work dir."""
     return stdout_path(job)
+
+
+def exit_words(job: Job) -> str:
+    """`exit code 3`, `exit code 0, signal 9 (SIGKILL)` or `exit code unknown`."""
+    code = "exit code unknown" if job.exit_code is None else f"exit code {job.exit_code}"
+    if not job.exit_signal:
+        return code
+    try:
+        name = signal.Signals(job.exit_signal).name
+    except ValueError:
+        return f"{code}, signal {job.exit_signal}"
+    return f"{code}, signal {job.exit_signal} ({name})"

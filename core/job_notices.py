@@ -19,7 +19,6 @@ so the user can act on it without typing a command.
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
@@ -29,6 +28,7 @@ from core.config_schema import Config, NotificationsConfig
 from core.efficiency import EfficiencyPolicy, efficiency_lines
 from core.het_jobs import components_line
 from core.job_facts import (
+    exit_words,
     never_ran,
     output_path,
     refused_at_submission,
@@ -261,7 +261,7 @@ def _what(transition: Transition, kind: str) -> str:
     if kind == "COMPLETED":
         return "completed successfully."
     if kind == "FAILED":
-        return f"failed with {_exit(job)}."
+        return f"failed with {exit_words(job)}."
     if kind == "TIMEOUT":
         limit = job.time_limit_minutes
         shown = f" of {format_duration(limit * 60)}" if limit else ""
@@ -284,17 +284,6 @@ def _what(transition: Transition, kind: str) -> str:
         again = "and will start again from the beginning."
         return f"{requeue_words(job)} (restart {transition.restarts}) {again}"
     return f"is now {literal(transition.to_state)}."
-
-
-def _exit(job: Job) -> str:
-    code = "exit code unknown" if job.exit_code is None else f"exit code {job.exit_code}"
-    if not job.exit_signal:
-        return code
-    try:
-        name = signal.Signals(job.exit_signal).name
-    except ValueError:
-        return f"{code}, signal {job.exit_signal}"
-    return f"{code}, signal {job.exit_signal} ({name})"
 
 
 _EMOJI = {
