@@ -23,7 +23,7 @@ from handlers.router import Command, CommandRequest, CommandTable, UsageError
 from handlers.services import Services
 from store.writer import StoreWriter
 from tests.support.asking import answer_with_services
-from tests.test_commands import NOW, cluster
+from tests.support.sample_cluster import NOW, cluster
 
 
 @pytest.fixture

@@ -3,116 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import pytest
 
 from core.cluster_config import LabConfig
-from core.records import Job, LabCap
+from core.records import LabCap
 from core.snapshot import ClusterSnapshot, SourceStatus
 from core.view import ClusterView
 from handlers.commands import command_table
-from handlers.reply import MAX_BLOCKS, MAX_SECTION_CHARS, Reply
-from tests.support.asking import answer_from_view
+from handlers.reply import MAX_BLOCKS
+from tests.support.asking import ask, block_text, one_liner
 from tests.support.factories import (
     LABS,
-    directory_usage,
     filesystem_usage,
     job,
     make_snapshot,
     make_view,
     node,
 )
-
-TAKEN_AT = 1_000_000.0
-NOW = TAKEN_AT + 12
-HOUR = 3600
-
-
-def cluster_jobs() -> list[Job]:
-    return [
-        job(101, user="alice", gpus_by_type={"a40": 2}, nodes="clippy",
-            start_time=NOW - 3 * HOUR - 720, time_limit_minutes=2 * 24 * 60),
-        job(102, user="bob", gpus_by_type={"rtx_6000": 2}, nodes="xaea-12", start_time=NOW - 600),
-        job(103, user="bob", name="sweep", state="PENDING", reason="AssocGrpGRES",
-            gpus_by_type={"a40": 2}),
-        job(104, user="alice", account="overcap", partition="overcap", gpus_by_type={"a40": 3},
-            start_time=NOW - 60, nodes="clippy"),
-        job(106, user="carol", account="kira-lab", partition="kira-lab", state="PENDING",
-            reason="Resources", gpus_by_type={"a40": 1}, start_time=NOW + 2 * HOUR + 300),
-        job(107, user="alice", state="FAILED", exit_code=1, end_time=NOW - 300,
-            std_out="/srv/hoffman-lab/flash9/alice/out.log"),
-    ]  # fmt: skip
-
-
-def cluster(jobs: list[Job] | None = None, **overrides: Any) -> ClusterView:
-    fields: dict[str, Any] = {
-        "jobs": tuple(cluster_jobs() if jobs is None else jobs),
-        "nodes": (
-            node("clippy", "a40", total=8, used=5),
-            node("xaea-12", "rtx_6000", used=2),
-            node("baymax", "2080_ti", state="DRAINED"),
-        ),
-        "caps": (LabCap("hoffman-lab", 4), LabCap("kira-lab", 8)),
-        "members": {"hoffman-lab": frozenset({"alice", "bob"}), "kira-lab": frozenset({"carol"})},
-        "directories": (
-            directory_usage("alice", 1_300_000_000),
-            directory_usage("bob", 200_000_000),
-            directory_usage("dave", 900_000_000),
-            directory_usage("carol", 5_000_000, root="/srv/kira-lab/share4"),
-        ),
-        "filesystems": (
-            filesystem_usage("/srv/kira-lab/share4", 194, 20),
-            filesystem_usage("/srv/hoffman-lab/flash9", 55, 51),
-        ),
-    }
-    fields.update(overrides)
-    return make_view(make_snapshot(TAKEN_AT, **fields))
-
-
-def ask(
-    text: str,
-    view: ClusterView | None = None,
-    cluster_user: str | None = "alice",
-    now: float = NOW,
-) -> Reply:
-    reply = answer_from_view(
-        command_table(),
-        view or cluster(),
-        text,
-        team_id="T1",
-        user_id="U1",
-        cluster_user=cluster_user,
-        now=now,
-    )
-    assert_slack_safe(reply)
-    return reply
-
-
-def assert_slack_safe(reply: Reply) -> None:
-    assert reply.text.strip()
-    assert 0 < len(reply.blocks) <= MAX_BLOCKS
-    for block in reply.blocks:
-        texts = [block["text"]] if "text" in block else block.get("elements", [])
-        for item in texts:
-            assert len(item["text"]) <= MAX_SECTION_CHARS
-    assert "internal error" not in reply.text
-
-
-def block_text(reply: Reply) -> str:
-    parts = []
-    for block in reply.blocks:
-        items = [block["text"]] if "text" in block else block.get("elements", [])
-        parts += [item["text"] for item in items]
-    return "\n".join(parts)
-
-
-def one_liner(reply: Reply) -> str:
-    """Bad input gets one short line, in one section."""
-    assert len(reply.blocks) == 1
-    assert "\n" not in reply.text
-    return reply.text
-
+from tests.support.sample_cluster import NOW, TAKEN_AT, cluster, cluster_jobs
 
 # ----------------------------------------------------------------- table
 

@@ -14,7 +14,7 @@ from handlers.commands import command_table
 from handlers.reply import MAX_BLOCKS, MAX_SECTION_CHARS, Reply
 from tests.support.asking import answer_from_view
 from tests.support.factories import make_snapshot, make_view
-from tests.test_commands import NOW, cluster
+from tests.support.sample_cluster import NOW, cluster
 
 TABLE = command_table()
 NAMES = [c.name for c in TABLE.all()]

@@ -13,7 +13,7 @@ from handlers.commands import command_table
 from handlers.commands.submit import parse_submit_args
 from handlers.router import UsageError
 from tests.support.asking import answer_from_view
-from tests.test_commands import NOW, cluster
+from tests.support.sample_cluster import NOW, cluster
 
 
 @pytest.mark.parametrize(

@@ -66,8 +66,8 @@ from store.submissions import Submission
 from store.writer import StoreWriter
 from tests.support.asking import answer_from_view, answer_with_services
 from tests.support.factories import directory_usage, job, make_snapshot, make_view, node
+from tests.support.sample_cluster import NOW, TAKEN_AT
 from tests.support.slurm_polls import save_slurm_poll
-from tests.test_commands import NOW, TAKEN_AT
 
 HOSTILE = [
     "x`<!channel>`y",

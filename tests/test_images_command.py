@@ -12,8 +12,9 @@ import pytest
 from core.records import ContainerImage, ImageDirectory
 from core.snapshot import SourceStatus
 from core.view import ClusterView
+from tests.support.asking import ask, block_text, one_liner
 from tests.support.factories import LABS, make_snapshot
-from tests.test_commands import TAKEN_AT, ask, block_text, cluster, one_liner
+from tests.support.sample_cluster import TAKEN_AT, cluster
 
 PT_2312 = "nvcr.io_nvidia_pytorch_23.12-py3.sqsh"
 PT_2010 = "nvcr.io_nvidia_pytorch_20.10-py3.sqsh"

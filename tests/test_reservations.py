@@ -14,8 +14,9 @@ from scheduler.watchers.reservations import announce_reservations
 from store.limits import load_limits
 from store.outbox import outbox_rows
 from store.writer import StoreWriter
+from tests.support.asking import ask
 from tests.support.factories import CLUSTER, make_view
-from tests.test_commands import NOW, ask, cluster
+from tests.support.sample_cluster import NOW, cluster
 
 MAINT = Reservation("maint_dec", int(NOW - 60), int(NOW + 3600), ("clippy",), ("MAINT",))
 LATER = Reservation("later", int(NOW + 7200), int(NOW + 9000), ("xaea-12",), ())

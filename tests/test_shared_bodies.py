@@ -11,7 +11,7 @@ from handlers.commands.common import (
 )
 from handlers.reply import lines_to_sections
 from handlers.request import CommandRequest
-from tests.test_commands import NOW, cluster
+from tests.support.sample_cluster import NOW, cluster
 
 
 def _request() -> CommandRequest:

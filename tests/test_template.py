@@ -30,9 +30,9 @@ from core.slack_text import fenced_code
 from handlers.commands import command_table
 from handlers.commands.template import code_sections
 from handlers.reply import MAX_SECTION_CHARS, MAX_TEXT_CHARS, Reply
-from tests.support.asking import answer_from_view
+from tests.support.asking import answer_from_view, assert_slack_safe, one_liner
 from tests.support.factories import LABS, make_snapshot, make_view, node
-from tests.test_commands import NOW, TAKEN_AT, assert_slack_safe, cluster, one_liner
+from tests.support.sample_cluster import NOW, TAKEN_AT, cluster
 
 HOFFMAN, KIRA = LABS
 NODES = (

@@ -16,8 +16,8 @@ from handlers.commands import command_table
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from store.writer import StoreWriter
-from tests.support.asking import answer_with_services
-from tests.test_commands import ask, cluster
+from tests.support.asking import answer_with_services, ask
+from tests.support.sample_cluster import cluster
 
 VALID = ["alice", "_svc", "a.b-c_d", "a" * 32, "bob2"]
 INVALID = [

@@ -22,9 +22,9 @@ from handlers.commands.why_explain import LastRequeue, explain
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from store.writer import StoreWriter
-from tests.support.asking import answer_with_services
+from tests.support.asking import answer_with_services, ask
 from tests.support.factories import CLUSTER, job, make_view
-from tests.test_commands import NOW, ask, cluster, cluster_jobs
+from tests.support.sample_cluster import NOW, cluster, cluster_jobs
 
 
 def test_plural_is_singular_for_one_only() -> None:

@@ -1,15 +1,18 @@
-"""Asking `/sky` something in a test: the request an edge would build, through `dispatch`."""
+"""Asking `/sky` something in a test: the request an edge would build, through `dispatch`;
+and what every answer must be (Slack-safe, one line for bad input)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from core.view import ClusterView
+from handlers.commands import command_table
 from handlers.deadline import ACK_DEADLINE_SECONDS, LateReply
-from handlers.reply import Reply
+from handlers.reply import MAX_BLOCKS, MAX_SECTION_CHARS, Reply
 from handlers.request import CommandRequest
 from handlers.router import CommandTable, dispatch
 from handlers.services import Services
+from tests.support.sample_cluster import NOW, cluster
 
 
 def answer_from_view(table: CommandTable, view: ClusterView, text: str, **asker: Any) -> Reply:
@@ -38,3 +41,47 @@ async def answer_with_services(
     """Any answer, as Slack's listener gets it once it knows who asked."""
     request = CommandRequest(text=text, **asker)
     return await dispatch(table, request, view, services, late=late, deadline=deadline)
+
+
+def ask(
+    text: str,
+    view: ClusterView | None = None,
+    cluster_user: str | None = "alice",
+    now: float = NOW,
+) -> Reply:
+    reply = answer_from_view(
+        command_table(),
+        view or cluster(),
+        text,
+        team_id="T1",
+        user_id="U1",
+        cluster_user=cluster_user,
+        now=now,
+    )
+    assert_slack_safe(reply)
+    return reply
+
+
+def assert_slack_safe(reply: Reply) -> None:
+    assert reply.text.strip()
+    assert 0 < len(reply.blocks) <= MAX_BLOCKS
+    for block in reply.blocks:
+        texts = [block["text"]] if "text" in block else block.get("elements", [])
+        for item in texts:
+            assert len(item["text"]) <= MAX_SECTION_CHARS
+    assert "internal error" not in reply.text
+
+
+def block_text(reply: Reply) -> str:
+    parts = []
+    for block in reply.blocks:
+        items = [block["text"]] if "text" in block else block.get("elements", [])
+        parts += [item["text"] for item in items]
+    return "\n".join(parts)
+
+
+def one_liner(reply: Reply) -> str:
+    """Bad input gets one short line, in one section."""
+    assert len(reply.blocks) == 1
+    assert "\n" not in reply.text
+    return reply.text
