@@ -18,8 +18,9 @@ from store.alerts import save_log_tails_wanted, save_preference
 from store.outbox import outbox_rows
 from store.writer import StoreWriter
 from tests.support.factories import CLUSTER, job
+from tests.support.job_dm_inputs import Links, config_with
+from tests.support.outbox_sender import TEAM
 from tests.support.slurm_polls import save_slurm_poll
-from tests.test_outbox import TEAM, Links, config_with
 
 PATHS = {"std_out": "/o/%x-%j.out", "std_err": "/o/%x-%j.err", "work_dir": "/home/alice"}
 

@@ -4,25 +4,19 @@ never sent twice; decisions replayed after a crash are enqueued once."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import itertools
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from msgspec import structs
-from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.config import Config, NotificationsConfig, load_config
 from core.chart_specs import LAB_GPUS, ChartFile, ChartSpec
 from core.cluster_config import ClusterConfig
 from core.transitions import Transition
-from scheduler.outbox_policy import SenderPacing
 from scheduler.outbox_sender import OutboxSender
 from scheduler.watchers.job_dms import (
     BATCH,
@@ -37,6 +31,18 @@ from store.snapshots import load_snapshot
 from store.transitions import pending_transition_users
 from store.writer import StoreWriter
 from tests.support.factories import CLUSTER, directory_usage, filesystem_usage, job
+from tests.support.job_dm_inputs import Links, config_with
+from tests.support.outbox_sender import (
+    TEAM,
+    client_for,
+    delivered,
+    loop_clock,
+    put,
+    running,
+    sender_for,
+    states,
+    wait_until_settled,
+)
 from tests.support.slack_standin import SlackStandIn, SlackUser
 from tests.support.slurm_polls import save_slurm_poll
 
@@ -45,9 +51,6 @@ from tests.support.slurm_polls import save_slurm_poll
 # milliseconds. The sender reads the same time through `loop_clock`.
 pytestmark = pytest.mark.looptime
 
-PACING_FIELDS = {field.name for field in dataclasses.fields(SenderPacing)}
-
-TEAM = "T0STANDIN"
 ALICE = SlackUser("U1", "alice")
 BOB = SlackUser("U2", "bob")
 
@@ -70,57 +73,6 @@ async def slack() -> AsyncIterator[SlackStandIn]:
         yield standin
 
 
-def client_for(slack: SlackStandIn, rate_limit_retries: int = 1) -> AsyncWebClient:
-    return slack.web_client(
-        retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=rate_limit_retries)]
-    )
-
-
-def loop_clock() -> Callable[[], float]:
-    """Wall-clock time (as the outbox stores it) that moves with the event loop's time."""
-    loop = asyncio.get_running_loop()
-    offset = time.time() - loop.time()
-    return lambda: offset + loop.time()
-
-
-def sender_for(writer: StoreWriter, client: AsyncWebClient, **kwargs: Any) -> OutboxSender:
-    """A sender at test pace: `kwargs` are SenderPacing's fields, the clock, charts, observe."""
-    kwargs.setdefault("per_channel_per_second", 20.0)
-    kwargs.setdefault("retry_base_seconds", 0.2)
-    kwargs.setdefault("idle_seconds", 0.2)
-    paced = {name: kwargs.pop(name) for name in list(kwargs) if name in PACING_FIELDS}
-    kwargs.setdefault("clock", loop_clock())
-    return OutboxSender(writer, client, SenderPacing(**paced), **kwargs)
-
-
-@asynccontextmanager
-async def running(sender: OutboxSender) -> AsyncIterator[None]:
-    stop = asyncio.Event()
-    task = asyncio.create_task(sender.run(stop))
-    try:
-        yield
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=10)
-
-
-async def put(writer: StoreWriter, *messages: OutboxMessage) -> int:
-    return await writer.run(enqueue, messages, time.time())
-
-
-async def states(writer: StoreWriter) -> list[tuple[str, str]]:
-    return [(r["key"], r["state"]) for r in await writer.run(outbox_rows)]
-
-
-async def wait_until_settled(writer: StoreWriter, timeout: float = 30.0) -> None:
-    """Until nothing is queued any more."""
-    deadline = time.monotonic() + timeout
-    while await writer.run(outbox_rows, "queued"):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still queued after {timeout} s: {await states(writer)}")
-        await asyncio.sleep(0.05)
-
-
 async def more_passes(sender: OutboxSender, count: int = 2, timeout: float = 10.0) -> None:
     """Until the running `sender` has finished `count` more passes over the outbox, woken at
     once: whatever it would send from the outbox as it stands now, it has sent by then."""
@@ -130,13 +82,6 @@ async def more_passes(sender: OutboxSender, count: int = 2, timeout: float = 10.
         assert time.monotonic() < deadline, f"the sender made no {count} passes in {timeout} s"
         sender.wake()
         await asyncio.sleep(0.01)
-
-
-def delivered(slack: SlackStandIn) -> list[tuple[str, str]]:
-    """(channel as addressed, text) of every chat.postMessage Slack accepted, in order."""
-    return [
-        (c.params["channel"], c.params["text"]) for c in slack.calls_to("chat.postMessage") if c.ok
-    ]
 
 
 # ------------------------------------------------------------------------------ delivery
@@ -309,21 +254,6 @@ async def test_at_most_one_message_per_second_per_channel(
 
 
 # ------------------------------------------------------------------------------ decisions
-
-
-class Links:
-    """A fixed Slack directory: cluster user -> linked Slack accounts."""
-
-    def __init__(self, links: dict[str, list[tuple[str, str]]]) -> None:
-        self.links = links
-
-    def slack_users_of(self, cluster_user: str) -> list[tuple[str, str]]:
-        return self.links.get(cluster_user, [])
-
-
-def config_with(**notifications: Any) -> Config:
-    base = load_config(None)
-    return structs.replace(base, notifications=NotificationsConfig(**notifications))
 
 
 async def record_jobs(writer: StoreWriter) -> None:

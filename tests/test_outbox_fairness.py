@@ -19,9 +19,10 @@ from scheduler.watchers import process_transitions
 from store.outbox import outbox_rows
 from store.writer import StoreWriter
 from tests.support.factories import CLUSTER, job
+from tests.support.job_dm_inputs import Links, config_with
+from tests.support.outbox_sender import TEAM, client_for, delivered, sender_for
 from tests.support.slack_standin import SlackStandIn, SlackUser
 from tests.support.slurm_polls import save_slurm_poll
-from tests.test_outbox import TEAM, Links, client_for, config_with, delivered, sender_for
 
 BURST_USERS = [SlackUser(f"UBURST{i}", f"burst{i}") for i in range(5)]
 SIXTH = SlackUser("USIXTH", "sixth")

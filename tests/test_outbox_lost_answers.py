@@ -14,8 +14,8 @@ import pytest
 
 from store.outbox import OutboxMessage, mark_sending, outbox_rows
 from store.writer import StoreWriter
+from tests.support.outbox_sender import client_for, loop_clock, put, sender_for, wait_until_settled
 from tests.support.slack_standin import SlackStandIn, SlackUser
-from tests.test_outbox import client_for, loop_clock, put, sender_for, wait_until_settled
 
 pytestmark = pytest.mark.looptime
 

@@ -9,8 +9,8 @@ from bot.metrics import Metrics
 from scheduler.sender_client import sender_client
 from store.outbox import OutboxMessage
 from store.writer import StoreWriter
+from tests.support.outbox_sender import put, running, sender_for, wait_until_settled
 from tests.support.slack_standin import SlackStandIn, SlackUser
-from tests.test_outbox import put, running, sender_for, wait_until_settled
 
 # The SDK's Retry-After waits and the outbox's pass in fast-forwarded loop time.
 pytestmark = pytest.mark.looptime

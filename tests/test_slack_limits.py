@@ -22,8 +22,8 @@ from scheduler.sender_client import sender_client
 from scheduler.slack_limits import POST_MESSAGE_PER_MINUTE
 from store.outbox import OutboxMessage
 from store.writer import StoreWriter
+from tests.support.outbox_sender import delivered, put, running, sender_for, wait_until_settled
 from tests.support.slack_standin import Call, SlackStandIn, SlackUser
-from tests.test_outbox import delivered, put, running, sender_for, wait_until_settled
 
 pytestmark = pytest.mark.looptime
 
