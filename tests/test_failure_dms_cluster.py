@@ -10,9 +10,6 @@ file for a FIFO or for a symlink to bob's file get a one-line reason and nothing
 from __future__ import annotations
 
 import asyncio
-import os
-import pwd
-import shutil
 import subprocess
 import time
 import uuid
@@ -26,27 +23,9 @@ from bot.config import RunnerConfig, load_config
 from core.efficiency import format_gb, usage_from_sacct
 from tests.support.bot_process import dms_about, linked_bot, linked_bot_config
 from tests.support.cluster import sacct_json, sbatch
+from tests.support.private_jobs import LAB, owned, private_dir, submit  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cluster
-
-LAB = Path("/srv/hoffman-lab/flash9")
-
-
-def owned(path: Path, user: str, mode: int) -> Path:
-    pw = pwd.getpwnam(user)
-    os.chown(path, pw.pw_uid, pw.pw_gid)
-    path.chmod(mode)
-    return path
-
-
-@pytest.fixture
-def private_dir() -> Iterator[Path]:
-    """A directory of alice's that nobody else may enter (0700)."""
-    path = LAB / "alice" / f"skybot-tails-{uuid.uuid4().hex[:8]}"
-    path.mkdir()
-    owned(path, "alice", 0o700)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
@@ -58,33 +37,12 @@ def bobs_secret() -> Iterator[Path]:
     path.unlink(missing_ok=True)
 
 
-def job_script(directory: Path, name: str, body: str) -> Path:
-    script = directory / f"{name}.sh"
-    script.write_text(f"#!/bin/bash\nD={directory}\n{body}\n")
-    return owned(script, "alice", 0o700)
-
-
-def submit(directory: Path, name: str, body: str) -> int:
-    return sbatch(
-        "alice",
-        "-p",
-        "debug",
-        "-A",
-        "hoffman-lab",
-        "--time=2",
-        "-J",
-        name,
-        f"--chdir={directory}",
-        "-o",
-        f"{directory}/%x-%j.out",
-        "-e",
-        f"{directory}/%x-%j.err",
-        str(job_script(directory, name, body)),
-    )
-
-
 async def test_failure_dms_show_the_owners_output_and_refuse_what_is_not_hers(
-    tmp_path: Path, clean_queue: None, checkout_runner: None, private_dir: Path, bobs_secret: Path
+    tmp_path: Path,
+    clean_queue: None,
+    checkout_runner: None,
+    private_dir: Path,  # noqa: F811 (the fixture imported above)
+    bobs_secret: Path,
 ) -> None:
     as_skybot = tmp_path / "sudo-as-skybot"
     as_skybot.write_text('#!/bin/sh\nexec /usr/sbin/runuser -u skybot -- /usr/bin/sudo "$@"\n')
@@ -161,7 +119,9 @@ async def test_failure_dms_show_the_owners_output_and_refuse_what_is_not_hers(
 
 
 async def test_a_job_that_asked_for_far_more_memory_gets_the_advice_with_saccts_figures(
-    tmp_path: Path, clean_queue: None, private_dir: Path
+    tmp_path: Path,
+    clean_queue: None,
+    private_dir: Path,  # noqa: F811 (the fixture imported above)
 ) -> None:
     notifications = replace(load_config(None).notifications, efficiency_min_minutes=0.1)
     config = linked_bot_config(tmp_path, notifications=notifications)

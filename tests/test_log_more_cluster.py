@@ -31,8 +31,8 @@ from tests.support.bot_process import (
     running_bot,
     wait_until_listening,
 )
+from tests.support.private_jobs import private_dir, submit  # noqa: F401 (a fixture)
 from tests.support.slack_standin import SlackStandIn, signed_block_action
-from tests.test_failure_dms_cluster import private_dir, submit  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cluster
 

@@ -26,8 +26,8 @@ from store.snapshots import load_source_status
 from tests.support.bot_process import SLACK_IDS, TEAM, dms_about, linked_users, running_bot
 from tests.support.cluster import cluster_script, sbatch_async, squeue_state, wait_for
 from tests.support.cluster_locks import LANE_LOCK, holding
+from tests.support.private_jobs import private_dir  # noqa: F401 (a fixture)
 from tests.support.slack_standin import SlackStandIn
-from tests.test_failure_dms_cluster import private_dir  # noqa: F401 (a fixture)
 
 pytestmark = [
     pytest.mark.cluster,

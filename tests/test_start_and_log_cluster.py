@@ -24,8 +24,8 @@ from tests.support.bot_process import (
     wait_for_slurm_poll,
 )
 from tests.support.cluster import sbatch_async, squeue_state, wait_for
+from tests.support.private_jobs import job_script, private_dir  # noqa: F401 (a fixture)
 from tests.support.slack_standin import SlackStandIn
-from tests.test_failure_dms_cluster import job_script, private_dir  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cluster
 
