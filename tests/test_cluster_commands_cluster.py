@@ -22,7 +22,7 @@ import sqlite_utils
 
 from store.snapshots import load_snapshot
 from tests.support.cluster import sbatch
-from tests.test_several_clusters_cluster import SOCKET, TOKEN, nova_queue, nova_sbatch
+from tests.support.nova import SOCKET, TOKEN, nova_queue, nova_sbatch
 
 __all__ = ["nova_queue"]  # a fixture, used by name
 

@@ -37,18 +37,11 @@ import sqlite_utils
 
 from core.config_schema import Config, parse_config
 from store.snapshots import load_source_status
-from tests.support.bot_process import SLACK_IDS, TEAM, free_port, linked_users, running_bot
+from tests.support.bot_process import SLACK_IDS, TEAM, ask, free_port, linked_users, running_bot
 from tests.support.cluster import wait_for
+from tests.support.nova import SOCKET, TOKEN, nova_queue, nova_sbatch
 from tests.support.slack_standin import SlackStandIn
-from tests.test_several_clusters_cluster import (
-    SOCKET,
-    TOKEN,
-    ask,
-    nova_queue,
-    nova_sbatch,
-    source_status,
-    stored_poll,
-)
+from tests.support.stored_polls import source_status, stored_poll
 
 __all__ = ["nova_queue"]  # a fixture, used by name
 

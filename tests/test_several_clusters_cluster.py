@@ -11,23 +11,29 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlite_utils
 
 from core.config_schema import Config, parse_config
-from store.snapshots import load_source_status
-from tests.support.bot_process import SLACK_IDS, TEAM, dms_about, linked_users, running_bot
+from tests.support.bot_process import SLACK_IDS, TEAM, ask, dms_about, linked_users, running_bot
 from tests.support.cluster import cluster_script, sbatch_async, squeue_state, wait_for
-from tests.support.cluster_locks import LANE_LOCK, holding
+from tests.support.nova import (
+    SANDBOX,
+    SOCKET,
+    TOKEN,
+    nova,
+    nova_queue,
+    nova_sbatch,
+    nova_state,
+)
 from tests.support.private_jobs import private_dir  # noqa: F401 (a fixture)
 from tests.support.slack_standin import SlackStandIn
+from tests.support.stored_polls import source_status, stored_poll
+
+__all__ = ["nova_queue"]  # a fixture, used by name
 
 pytestmark = [
     pytest.mark.cluster,
@@ -36,48 +42,6 @@ pytestmark = [
         "SKYBOT_TESTCLUSTER" in os.environ, reason="drives both clusters from the host"
     ),
 ]
-
-REPO = Path(__file__).resolve().parent.parent
-SANDBOX = REPO / "deploy" / "testcluster-24.11.sh"
-SOCKET = "unix:/run/skybot-slurmrestd/24.11/slurmrestd.sock"
-TOKEN = "/etc/skybot/slurm-24.11.jwt"
-USERS = tuple(SLACK_IDS)
-
-
-def nova(*command: str, timeout: float = 120) -> str:
-    """`command` inside the 24.11 sandbox, as root."""
-    done = subprocess.run(
-        [str(SANDBOX), "run", *command], capture_output=True, text=True, timeout=timeout
-    )
-    assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
-    return done.stdout
-
-
-def nova_sbatch(user: str, *args: str) -> int:
-    out = nova("runuser", "-u", user, "--", "sbatch", "--parsable", "--chdir=/tmp", *args)
-    return int(out.strip().split(";")[0])
-
-
-def nova_state(job_id: int) -> str | None:
-    out = nova("squeue", "--noheader", "--jobs", str(job_id), "--format=%T", timeout=60)
-    return out.strip() or None
-
-
-@pytest.fixture
-def nova_queue() -> Iterator[None]:
-    """24.11's queue empty before and after, and its controller running after; the sandbox
-    held under the 24.11 lane's lock meanwhile, so no lane runs in it."""
-    with holding(LANE_LOCK, "the Slurm 24.11 test cluster"):
-        yield from _emptied_nova_queue()
-
-
-def _emptied_nova_queue() -> Iterator[None]:
-    for user in USERS:
-        nova("scancel", f"--user={user}")
-    yield
-    nova(str(SANDBOX), "up", timeout=300)
-    for user in USERS:
-        nova("scancel", f"--user={user}")
 
 
 def two_clusters(tmp_path: Path) -> Config:
@@ -102,34 +66,6 @@ def two_clusters(tmp_path: Path) -> Config:
             ],
         }
     )
-
-
-def source_status(database: Path, cluster: str) -> tuple[float | None, str | None]:
-    """When `cluster`'s last Slurm poll was stored, and its error if the last one failed."""
-    try:
-        connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
-        try:
-            status = load_source_status(sqlite_utils.Database(connection), cluster, "slurm")
-            return status.taken_at, status.error
-        finally:
-            connection.close()
-    except sqlite3.OperationalError:
-        return None, None
-
-
-async def stored_poll(database: Path, cluster: str, after: float) -> float:
-    def newer() -> float | None:
-        taken_at, _ = source_status(database, cluster)
-        return taken_at if taken_at is not None and taken_at > after else None
-
-    return await wait_for(newer, 60, f"a {cluster} poll", interval=0.2)
-
-
-async def ask(slack: SlackStandIn, user: str, text: str) -> dict[str, Any]:
-    delivery = await slack.send_slash_command(
-        command="/sky", text=text, user_id=SLACK_IDS[user], team_id=TEAM, timeout=10
-    )
-    return dict(delivery.payload or {})
 
 
 def buttons(answer: dict[str, Any]) -> list[dict[str, Any]]:

@@ -214,3 +214,11 @@ def dms_about(slack: SlackStandIn, job_id: int) -> list[str]:
         for call in slack.calls_to("chat.postMessage")
         if call.ok and pattern.search(str(call.params.get("text")))
     ]
+
+
+async def ask(slack: SlackStandIn, user: str, text: str) -> dict[str, Any]:
+    """`/sky TEXT` from a linked test user over the stand-in: the answer's payload."""
+    delivery = await slack.send_slash_command(
+        command="/sky", text=text, user_id=SLACK_IDS[user], team_id=TEAM, timeout=10
+    )
+    return dict(delivery.payload or {})
