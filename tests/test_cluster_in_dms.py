@@ -10,8 +10,7 @@ from core.gpu_watch import EXPIRED, FIRED, Outcome, Spot, expired_text, fired_te
 from core.notice_cluster import NoticeCluster
 from core.start_notices import start_notice
 from core.transitions import Transition
-from tests.support.factories import job
-from tests.test_gpu_watch import watch
+from tests.support.factories import job, watch
 
 TWO = """
 [[clusters]]

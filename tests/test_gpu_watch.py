@@ -32,25 +32,7 @@ from scheduler.watchers.gpu_watches import check_gpu_watches
 from store.watches import active_watches
 from store.writer import StoreWriter
 from tests.support.asking import answer_with_services
-from tests.support.factories import CLUSTER, job, make_snapshot, make_view, node
-
-
-def watch(watch_id: int = 1, **fields: Any) -> Watch:
-    values: dict[str, Any] = {
-        "team_id": "T1",
-        "user_id": "U1",
-        "cluster_user": "alice",
-        "gpu_type": "a40",
-        "count": 2,
-        "overcap": False,
-        "lab": "hoffman-lab",
-        "partition": "hoffman-lab",
-        "account": "hoffman-lab",
-        "created_at": 0.0,
-        "expires_at": 100.0,
-    }
-    values.update(fields)
-    return Watch(watch_id, **values)
+from tests.support.factories import CLUSTER, job, make_snapshot, make_view, node, watch
 
 
 def at_cap_view(a40_used: int = 4, lab_used: int = 4) -> ClusterView:

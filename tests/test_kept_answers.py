@@ -25,7 +25,7 @@ from handlers.router import (
 from tests.support.asking import answer_from_view
 from tests.support.factories import job, make_snapshot, make_view
 from tests.support.sample_cluster import NOW, TAKEN_AT, cluster
-from tests.test_several_clusters import desks_of, two_clusters
+from tests.support.two_cluster_desks import desks_of, two_clusters
 
 KEPT = ("gpus hoffman-lab", "gpus kira-lab", "gpus", "free", "free a40", "df")
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import stat
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import pytest
@@ -22,7 +20,6 @@ from core.config_schema import Config, parse_config
 from core.job_notices import Seen, decide_job_notice
 from core.runner_contract import cancel_request
 from core.transitions import Transition
-from core.view import ClusterView
 from handlers.buttons.registry import on_cluster
 from handlers.charts import chart_caption
 from handlers.clicks import Click
@@ -35,39 +32,9 @@ from handlers.request import CommandRequest
 from handlers.router import UsageError, dispatch
 from handlers.services import Services
 from tests.support.factories import job, make_snapshot, make_view, node
+from tests.support.two_cluster_desks import TWO_CLUSTERS, constant_view, desks_of, two_clusters
 
-LAB = {"partition": "p", "account": "a"}
-TWO_CLUSTERS: dict[str, Any] = {
-    "clusters": [
-        {"name": "skynet", "labs": [{"name": "hoffman-lab", **LAB}]},
-        {
-            "name": "nova",
-            "source": "slurmrestd",
-            "url": "unix:/run/nova.sock",
-            "token_file": "/etc/skybot/nova.jwt",
-            "labs": [{"name": "kira-lab", **LAB}],
-        },
-    ]
-}
 TABLE = command_table()
-
-
-def two_clusters() -> Config:
-    return parse_config(TWO_CLUSTERS)
-
-
-def desks_of(config: Config, gpus: dict[str, str]) -> ClusterDesks:
-    """A desk per cluster whose one node has that cluster's GPU type."""
-    desks = []
-    for cluster in config.clusters:
-        snapshot = make_snapshot(nodes=[node(f"{cluster.name}-1", gpus[cluster.name])])
-        view = make_view(snapshot, cluster.labs, cluster)
-        desks.append(ClusterDesk(cluster, _constant(view)))
-    return ClusterDesks(desks)
-
-
-def _constant(view: ClusterView) -> Callable[[], ClusterView]:
-    return lambda: view
 
 
 async def ask(desks: ClusterDesks, text: str) -> Reply:
@@ -148,7 +115,7 @@ async def test_own_jobs_on_another_cluster_carry_its_name_in_their_buttons() -> 
     config = parse_config(data)
     snapshot = make_snapshot(jobs=[job(7, user="alice", state="RUNNING")])
     views = {c.name: make_view(snapshot, c.labs, c) for c in config.clusters}
-    desks = ClusterDesks([ClusterDesk(c, _constant(views[c.name])) for c in config.clusters])
+    desks = ClusterDesks([ClusterDesk(c, constant_view(views[c.name])) for c in config.clusters])
     view = views["skynet"]
     request = CommandRequest(
         team_id="T", user_id="U", text="jobs --cluster nova", cluster_user="alice", now=1_000.0
@@ -227,7 +194,7 @@ async def test_actions_on_a_read_only_cluster_are_refused_before_anything_starts
     snapshot = make_snapshot(jobs=[job(7, user="alice", state="PENDING")])
     views = {c.name: make_view(snapshot, c.labs, c) for c in config.clusters}
     desks = ClusterDesks(
-        [ClusterDesk(c, _constant(views[c.name]), _services(config)) for c in config.clusters]
+        [ClusterDesk(c, constant_view(views[c.name]), _services(config)) for c in config.clusters]
     )
     view = views["skynet"]
     request = CommandRequest(

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from core.cluster_config import ClusterConfig, LabConfig
+from core.gpu_watch import Watch
 from core.records import DirectoryUsage, FilesystemUsage, Job, Node
 from core.snapshot import SOURCES, ClusterSnapshot, SourceStatus
 from core.view import ClusterView
@@ -89,3 +90,22 @@ def make_view(
 ) -> ClusterView:
     """A view of `snapshot`; of `cluster` when given (its buttons name it), else of none."""
     return ClusterView(snapshot, labs, cluster=cluster)
+
+
+def watch(watch_id: int = 1, **fields: Any) -> Watch:
+    """alice's watch for two a40s in hoffman-lab, expiring at 100 s, `fields` changed."""
+    values: dict[str, Any] = {
+        "team_id": "T1",
+        "user_id": "U1",
+        "cluster_user": "alice",
+        "gpu_type": "a40",
+        "count": 2,
+        "overcap": False,
+        "lab": "hoffman-lab",
+        "partition": "hoffman-lab",
+        "account": "hoffman-lab",
+        "created_at": 0.0,
+        "expires_at": 100.0,
+    }
+    values.update(fields)
+    return Watch(watch_id, **values)
