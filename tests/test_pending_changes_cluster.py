@@ -29,7 +29,7 @@ from scheduler.slurm.poller import SlurmPoller
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
 from tests.support.cluster import as_user, sbatch_async, wait_for
-from tests.test_schedule import schedule_for
+from tests.support.poll_schedule import schedule_for
 
 pytestmark = pytest.mark.cluster
 

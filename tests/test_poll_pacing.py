@@ -10,7 +10,7 @@ from msgspec.structs import replace
 
 from bot.config import SlurmConfig, load_config
 from scheduler.slurm.pacing import PollPacer
-from tests.test_schedule import schedule_for
+from tests.support.poll_schedule import schedule_for
 
 
 def test_the_interval_grows_past_the_share_and_shrinks_back() -> None:

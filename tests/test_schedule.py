@@ -6,15 +6,14 @@ import asyncio
 import logging
 import time
 from datetime import datetime, tzinfo
-from typing import Any
 
 import pytest
 from apscheduler.triggers.cron import CronTrigger
 
-from bot.config import Config, load_config
-from bot.polling import poll_jobs
+from bot.config import load_config
 from scheduler import schedule as schedule_module
-from scheduler.schedule import AfterPoll, CalendarJob, PollHooks, PollSchedule, build_schedule
+from scheduler.schedule import CalendarJob, PollHooks, build_schedule
+from tests.support.poll_schedule import schedule_for
 
 
 class _HangingPolls:
@@ -36,21 +35,6 @@ class _HangingPolls:
 
     async def close(self) -> None:
         self.closed = True
-
-
-async def _refresh() -> None:
-    return None
-
-
-def schedule_for(
-    config: Config, polls: Any, refresh: AfterPoll = _refresh, storage: Any = None, **hooks: Any
-) -> PollSchedule:
-    """skybot's polls as `skybot run` lists them; `polls` stands in for the storage poller too
-    unless `storage` is given."""
-    hooks.setdefault("grace_seconds", config.slurm.command_timeout_seconds)
-    hooks.setdefault("close_pollers", polls.close)
-    jobs = poll_jobs(config, polls, polls if storage is None else storage, refresh)
-    return build_schedule(jobs, PollHooks(**hooks))
 
 
 async def test_stop_ends_running_polls_without_logging_them_as_failures(

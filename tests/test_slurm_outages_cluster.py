@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -22,17 +21,12 @@ from bot.config import SlurmConfig
 from tests.support.bot_process import SLACK_IDS, dms_about, linked_bot, linked_bot_config
 from tests.support.cluster import cluster_script, sbatch, squeue_state, wait_for
 from tests.support.slack_standin import SlackStandIn
+from tests.support.stored_polls import source_error
 
 pytestmark = pytest.mark.cluster
 
 POLL_SECONDS = 5.0
 OUTAGE_SECONDS = 60.0
-
-
-def _source_error(database: Path, source: str) -> str | None:
-    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as db:
-        row = db.execute("SELECT error FROM source_status WHERE source = ?", [source]).fetchone()
-    return row[0] if row else None
 
 
 async def _ask(slack: SlackStandIn, user: str, text: str) -> str:
@@ -79,7 +73,7 @@ async def test_a_hung_controller_is_named_and_skybot_is_current_one_poll_after_i
         await asyncio.to_thread(cluster_script, "pause-controller")
         resumed_at = 0.0
         try:
-            await wait_for(lambda: _source_error(database, "slurm"), 60, "a failed poll")
+            await wait_for(lambda: source_error(database, "slurm"), 60, "a failed poll")
             during = await _ask(slack, "alice", "jobs")
             assert "The Slurm controller (slurmctld) has not answered" in during, during
             assert f"`{running}`" in during, "the last good snapshot is still shown"
@@ -94,7 +88,7 @@ async def test_a_hung_controller_is_named_and_skybot_is_current_one_poll_after_i
         recovered_after = time.monotonic() - resumed_at
         print(f"hung controller: current answer {recovered_after:.1f} s after SIGCONT")
         assert recovered_after <= POLL_SECONDS + 2, (recovered_after, after)
-        assert _source_error(database, "slurm") is None
+        assert source_error(database, "slurm") is None
         assert f"`{running}`" in after
 
 
@@ -106,9 +100,7 @@ async def test_accounting_down_keeps_the_live_view_and_every_end_is_told_once_af
     async with linked_bot(config) as slack:
         await asyncio.to_thread(cluster_script, "stop-accounting")
         try:
-            await wait_for(
-                lambda: _source_error(database, "accounting"), 30, "sacct to fail a poll"
-            )
+            await wait_for(lambda: source_error(database, "accounting"), 30, "sacct to fail a poll")
             started = sbatch("bob", "-p", "hoffman-lab", "-A", "hoffman-lab", "--wrap", "sleep 600")
             ended = {
                 sbatch("carol", "-p", "kira-lab", "-A", "kira-lab", "--wrap", "sleep 2; exit 3"): 3,
@@ -135,7 +127,7 @@ async def test_accounting_down_keeps_the_live_view_and_every_end_is_told_once_af
         finally:
             await asyncio.to_thread(cluster_script, "up")
         await wait_for(
-            lambda: _source_error(database, "accounting") is None, 60, "sacct to answer again"
+            lambda: source_error(database, "accounting") is None, 60, "sacct to answer again"
         )
         for job_id in ended:
             await wait_for(lambda j=job_id: dms_about(slack, j), 60, f"job {job_id}'s DM")

@@ -13,7 +13,7 @@ import pytest
 from bot.config import SlurmConfig
 from tests.support.bot_process import linked_bot, linked_bot_config
 from tests.support.cluster import cluster_script, sbatch, squeue_state, wait_for
-from tests.test_slurm_outages_cluster import _source_error
+from tests.support.stored_polls import source_error
 
 pytestmark = pytest.mark.cluster
 
@@ -28,7 +28,7 @@ async def test_eight_ends_during_an_accounting_outage_are_one_summary(
     async with linked_bot(config) as slack:
         await asyncio.to_thread(cluster_script, "stop-accounting")
         try:
-            await wait_for(lambda: _source_error(database, "accounting"), 30, "sacct to fail")
+            await wait_for(lambda: source_error(database, "accounting"), 30, "sacct to fail")
             jobs = {
                 sbatch("alice", "-p", "debug", "-A", "hoffman-lab", "-o", "/dev/null",
                        "--wrap", f"sleep 2; exit {code}"): code
@@ -39,7 +39,7 @@ async def test_eight_ends_during_an_accounting_outage_are_one_summary(
             )
         finally:
             await asyncio.to_thread(cluster_script, "up")
-        await wait_for(lambda: _source_error(database, "accounting") is None, 60, "sacct")
+        await wait_for(lambda: source_error(database, "accounting") is None, 60, "sacct")
 
         def summaries() -> list[str]:
             return [

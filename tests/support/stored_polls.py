@@ -1,4 +1,4 @@
-"""A running bot's database read from outside, read-only: when a cluster's last Slurm poll was
+"""A running bot's database read from outside, read-only: when a cluster's last poll of a source was
 stored, its error, and waiting for a newer one."""
 
 from __future__ import annotations
@@ -32,3 +32,10 @@ async def stored_poll(database: Path, cluster: str, after: float) -> float:
         return taken_at if taken_at is not None and taken_at > after else None
 
     return await wait_for(newer, 60, f"a {cluster} poll", interval=0.2)
+
+
+def source_error(database: Path, source: str) -> str | None:
+    """The error stored for the last poll of `source` by a one-cluster bot, or None."""
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as db:
+        row = db.execute("SELECT error FROM source_status WHERE source = ?", [source]).fetchone()
+    return row[0] if row else None
