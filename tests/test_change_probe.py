@@ -8,7 +8,7 @@ from pathlib import Path
 
 from scheduler.slurm.poller import SlurmPoller
 from store.writer import StoreWriter
-from tests.test_poll_states_only import _calls, _config, _set_state, _slurm
+from tests.support.fake_squeue import _calls, _config, _set_state, _slurm
 
 
 async def test_the_probe_reads_states_only_and_tells_a_change(tmp_path: Path) -> None:

@@ -24,8 +24,8 @@ from scheduler.slurm.poller import SlurmPoller
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
 from tests.support.factories import CLUSTER
+from tests.support.fake_squeue import _add_pending_jobs, _calls, _config, _fetches, _slurm
 from tests.support.poll_schedule import schedule_for
-from tests.test_poll_states_only import _add_pending_jobs, _calls, _config, _fetches, _slurm
 
 
 def test_the_listing_runs_when_skipping_it_would_break_the_bound() -> None:
