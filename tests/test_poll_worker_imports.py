@@ -15,7 +15,7 @@ import pytest
 
 from scheduler.slurm import worker
 from scheduler.slurm.wire import ChangedJobsRequest, DigestRequest
-from tests.test_poll_worker import FIXTURES, LIMITS, _fields, _polls, _write
+from tests.support.recorded_polls import FIXTURES, LIMITS, _fields, _polls, _write
 
 NOT_IN_THE_WORKER = {"sqlite3", "_sqlite3", "sqlite_utils", "store"}
 

@@ -14,6 +14,7 @@ import pytest
 
 from scheduler.slurm.commands import POLL_NICENESS, SlurmCommandError, run_slurm
 from scheduler.slurm.worker import PollWorker
+from tests.support.recorded_polls import _polls, _write
 from tests.support.slurm_wrappers import write_wrappers
 
 # Its own niceness, once the bot has set it (it polls, so the test does not depend on how
@@ -47,8 +48,6 @@ async def test_a_slurm_command_runs_at_the_poll_workers_niceness(tmp_path: Path)
 
 
 async def test_the_poll_worker_runs_at_the_same_niceness(tmp_path: Path) -> None:
-    from tests.test_poll_worker import _polls, _write
-
     worker = PollWorker()
     try:
         # After an answer, the worker has set its niceness (at the start of its loop).
