@@ -13,7 +13,8 @@ from scheduler.slurm.poller import SlurmPoller
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
 from tests.support.factories import CLUSTER
-from tests.test_slurm_sources import _config, _program
+from tests.support.fake_squeue import _config
+from tests.support.slurm_wrappers import program
 
 LIMITS = Path(__file__).resolve().parent / "fixtures" / "slurm" / "limits"
 NO_JSON = 'case "$*" in *--json*) echo "$0: unrecognized option \'--json\'" >&2; exit 1;; esac\n'
@@ -22,14 +23,14 @@ NO_JSON = 'case "$*" in *--json*) echo "$0: unrecognized option \'--json\'" >&2;
 def _slurm_2205(bin_dir: Path) -> None:
     partitions = shlex.quote(str(LIMITS / "scontrol_partitions_22.05.txt"))
     reservations = shlex.quote(str(LIMITS / "scontrol_reservations_22.05.txt"))
-    _program(bin_dir, "scontrol", NO_JSON + (
+    program(bin_dir, "scontrol", NO_JSON + (
         f'[ -e {bin_dir}/down ] && {{ echo "slurm_load_partitions: Unable to contact slurm '
         'controller" >&2; exit 1; }\n'
         f'case "$*" in *partition*) exec cat {partitions};; *) exec cat {reservations};; esac'
     ))  # fmt: skip
-    _program(bin_dir, "sacctmgr", NO_JSON + "printf 'normal||||\\ngpu|gres/gpu=3|2-00:00:00|4\\n'")
-    _program(bin_dir, "squeue", "printf '12|180\\n13|1001\\n'")
-    _program(bin_dir, "sprio", 'case "$*" in *--weights*) echo "Weights|100|1000|100|0|0|";;'
+    program(bin_dir, "sacctmgr", NO_JSON + "printf 'normal||||\\ngpu|gres/gpu=3|2-00:00:00|4\\n'")
+    program(bin_dir, "squeue", "printf '12|180\\n13|1001\\n'")
+    program(bin_dir, "sprio", 'case "$*" in *--weights*) echo "Weights|100|1000|100|0|0|";;'
              ' *) echo "12|50|120|10|0|0|180";; esac')  # fmt: skip
 
 

@@ -13,15 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from msgspec.structs import replace
 
-from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
+from bot.config import Config
 from core.records import Node
 from scheduler.slurm.cli_source import CliSource
 from scheduler.slurm.poller import SlurmPoller
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
 from tests.support.factories import CLUSTER
+from tests.support.fake_squeue import _config
+from tests.support.slurm_wrappers import program
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 
@@ -30,26 +31,10 @@ def _load(version: str, name: str) -> Any:
     return json.loads((FIXTURES / version / name).read_text())
 
 
-def _program(bin_dir: Path, command: str, body: str) -> None:
-    """A stand-in `command` that logs its arguments and runs `body` (sh)."""
-    log = bin_dir / "calls.log"
-    script = bin_dir / command
-    script.write_text(f'#!/bin/sh\necho "{command} $*" >> {shlex.quote(str(log))}\n{body}\n')
-    script.chmod(0o755)
-
-
 def _printing(bin_dir: Path, command: str, document: Any) -> None:
     path = bin_dir / f"{command}.json"
     path.write_text(json.dumps(document))
-    _program(bin_dir, command, f"exec cat {shlex.quote(str(path))}")
-
-
-def _config(tmp_path: Path, bin_dir: Path) -> Config:
-    return replace(
-        load_config(None),
-        slurm=SlurmConfig(bin_dir=str(bin_dir), command_timeout_seconds=10),
-        database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
-    )
+    program(bin_dir, command, f"exec cat {shlex.quote(str(path))}")
 
 
 def _grouped_sinfo_and_nodes() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -130,7 +115,7 @@ async def test_per_node_sinfo_is_used_as_it_is(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     _printing(bin_dir, "sinfo", _load("v0.0.38", "sinfo.json"))
-    _program(bin_dir, "scontrol", "echo \"scontrol: unrecognized option '--json'\" >&2; exit 1")
+    program(bin_dir, "scontrol", "echo \"scontrol: unrecognized option '--json'\" >&2; exit 1")
     _printing(bin_dir, "squeue", _load("v0.0.38", "squeue.json"))
     _printing(bin_dir, "sacct", _load("v0.0.38", "sacct.json"))
     nodes = await _nodes_after_polls(_config(tmp_path, bin_dir), polls=2)
@@ -188,7 +173,7 @@ async def test_caps_from_parsable2_where_sacctmgr_has_no_json(tmp_path: Path) ->
     bin_dir.mkdir()
     table = FIXTURES / "v0.0.38" / "sacctmgr_assoc.txt"
     # 22.05's sacctmgr, word for word.
-    _program(
+    program(
         bin_dir,
         "sacctmgr",
         'case "$*" in *--json*) echo "sacctmgr: unrecognized option \'--json\'" >&2;'
@@ -212,7 +197,7 @@ async def test_a_poller_reads_the_cluster_its_source_names(tmp_path: Path) -> No
         path = bin_dir / document
         path.write_text(json.dumps(_load("v0.0.38", document)))
         # Each run says which slurm.conf it was given.
-        _program(bin_dir, command, f'echo "$SLURM_CONF" >> {shlex.quote(str(bin_dir / "conf.log"))}'
+        program(bin_dir, command, f'echo "$SLURM_CONF" >> {shlex.quote(str(bin_dir / "conf.log"))}'
                  f"; exec cat {shlex.quote(str(path))}")  # fmt: skip
     _printing(bin_dir, "sacct", _load("v0.0.38", "sacct.json"))
     config = _config(tmp_path, tmp_path / "no-slurm-here")
