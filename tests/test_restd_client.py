@@ -7,8 +7,6 @@ real daemons are in tests/test_restd_cluster.py."""
 from __future__ import annotations
 
 import base64
-import json
-import os
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -19,25 +17,7 @@ from aiohttp import web
 
 from scheduler.slurm.restd import RestdClient, RestdError
 from scheduler.slurm.restd_token import TokenFile, TokenFileError, parse_token
-
-
-def make_token(user: str, expires: float | None = None, salt: str = "a") -> str:
-    """A JWT of Slurm's shape (header.claims.signature); only slurmctld checks signatures."""
-
-    def part(data: dict[str, Any]) -> str:
-        return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
-
-    claims: dict[str, Any] = {"iat": int(time.time()), "sun": user}
-    if expires is not None:
-        claims["exp"] = int(expires)
-    return f"{part({'alg': 'HS256', 'typ': 'JWT'})}.{part(claims)}.{salt}"
-
-
-def write_token(path: Path, token: str) -> None:
-    """As deploy/testcluster-lib.sh's write_token: whole, then renamed over the old file."""
-    tmp = path.with_suffix(".new")
-    tmp.write_text(f"SLURM_JWT={token}\n")
-    os.replace(tmp, path)
+from tests.support.restd_tokens import make_token, write_token
 
 
 def test_a_token_file_names_its_user_and_may_be_bare() -> None:

@@ -29,8 +29,8 @@ from scheduler.slurm.restd import RestdClient
 from scheduler.slurm.restd_source import RestdSource
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
-from tests.test_restd_client import make_token, write_token
-from tests.test_restd_fixtures import fixture_name, recorded
+from tests.support.restd_recordings import fixture_name, recorded
+from tests.support.restd_tokens import make_token, write_token
 
 POLL = 5.0
 TIMEOUT = 0.5

@@ -13,30 +13,10 @@ from aiohttp import web
 
 from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
 from scheduler.slurm.restd import RestdClient, RestdError
-from tests.test_restd_client import make_token, write_token
+from tests.support.restd_recordings import fixture_name, recorded
+from tests.support.restd_tokens import make_token, write_token
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "slurm" / "restd"
 NAME = "skybot-restd-fixture"
-
-
-def recorded(version: str, name: str) -> web.Response:
-    base = FIXTURES / version / name
-    status_file = base.with_suffix(".status")
-    status = int(status_file.read_text()) if status_file.exists() else 200
-    for suffix, kind in ((".json", "application/json"), (".txt", "text/plain")):
-        if base.with_suffix(suffix).exists():
-            body = base.with_suffix(suffix).read_bytes()
-            return web.Response(status=status, body=body, content_type=kind)
-    return web.Response(status=status)
-
-
-def fixture_name(path: str, query: str) -> str | None:
-    what = path.rstrip("/").split("/", 3)[3] if path.count("/") >= 3 else ""
-    if path.startswith("/slurmdb/"):
-        return "slurmdb_jobs"
-    if what in ("jobs", "nodes"):
-        return f"{what}_unchanged" if "update_time" in query else what
-    return {"jobs/state": "job_states", "partitions": "partitions"}.get(what)
 
 
 @pytest.fixture(params=["v0.0.38", "v0.0.42"])

@@ -18,8 +18,8 @@ from scheduler.slurm.cli_source import CliSource
 from scheduler.slurm.commands import SlurmCommandError
 from scheduler.slurm.restd import RestdClient
 from scheduler.slurm.restd_source import RestdSource, source_for
-from tests.test_restd_client import make_token, write_token
-from tests.test_restd_fixtures import fixture_name, recorded
+from tests.support.restd_recordings import fixture_name, recorded
+from tests.support.restd_tokens import make_token, write_token
 
 
 class _Restd:
