@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -20,14 +19,10 @@ from core.records import Job, Node
 from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
 from scheduler.slurm.restd import RestdClient, RestdError
 from tests.support.cluster import cluster_script, sbatch, wait_until
+from tests.support.restd_daemon import INSIDE_2411, SOCKET, TOKEN, mint
 
 pytestmark = pytest.mark.cluster
 
-# Only the sandbox's rootfs has this file (deploy/testcluster-24.11.sh).
-INSIDE_2411 = Path("/etc/skybot-testcluster-24.11").exists()
-VERSION = "24.11" if INSIDE_2411 else "22.05"
-SOCKET = f"unix:/run/skybot-slurmrestd/{VERSION}/slurmrestd.sock"
-TOKEN = Path(f"/etc/skybot/slurm-{VERSION}.jwt")
 ADDRESSES = [SOCKET] if INSIDE_2411 else ["http://127.0.0.1:6820", SOCKET]
 
 
@@ -63,26 +58,6 @@ def by_id(jobs: list[Job], ids: set[int]) -> dict[int, Job]:
 
 def cli_jobs(ids: set[int]) -> dict[int, Job]:
     return by_id(parse_squeue(slurm_json("squeue", "--all", "--json")).records, ids)
-
-
-def mint(path: Path, lifespan: int) -> None:
-    """A token for skybot, as `deploy/testcluster.sh rest-token` writes one."""
-    mint_for("skybot", path, lifespan)
-
-
-def mint_for(user: str, path: Path, lifespan: int) -> None:
-    """A token for `user` (minted as root: SlurmUser here), written whole then renamed."""
-    out = subprocess.run(
-        ["scontrol", "token", f"username={user}", f"lifespan={lifespan}"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    ).stdout
-    tmp = path.with_suffix(".new")
-    tmp.write_text(out)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
 
 
 @pytest.mark.parametrize("address", ADDRESSES)

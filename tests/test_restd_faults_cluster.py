@@ -27,7 +27,7 @@ from scheduler.slurm.restd_source import source_for
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
 from tests.support.cluster import cluster_script
-from tests.test_restd_cluster import SOCKET, mint_for
+from tests.support.restd_daemon import SOCKET, mint_for
 
 pytestmark = pytest.mark.cluster
 

@@ -24,8 +24,8 @@ from tests.support.bot_process import (
 )
 from tests.support.cluster import cluster_script, sbatch_async, wait_for
 from tests.support.factories import CLUSTER
+from tests.support.restd_daemon import INSIDE_2411, SOCKET, mint
 from tests.support.slack_standin import SlackStandIn
-from tests.test_restd_cluster import INSIDE_2411, SOCKET, mint
 
 pytestmark = pytest.mark.cluster
 

@@ -24,8 +24,8 @@ from store.outbox import outbox_rows
 from tests.support.asking import answer_from_view
 from tests.support.bot_process import linked_bot, linked_bot_config, wait_for_slurm_poll
 from tests.support.cluster import cluster_script, sbatch, wait_for
+from tests.support.restd_daemon import SOCKET, TOKEN
 from tests.support.slack_standin import SlackStandIn
-from tests.test_restd_cluster import SOCKET, TOKEN
 from tests.test_slurm_poller_cluster import Harness, _config
 from tests.test_why_cluster import run_as, suggested, until, why
 
