@@ -11,10 +11,10 @@ from pathlib import Path
 
 from store.digests import DigestChannel, add_digest_channel
 from store.writer import StoreWriter
+from tests.support.bot_lifecycle import exit_code_after_sigterm, running
 from tests.support.bot_process import free_port, start_bot, wait_until_listening
 from tests.support.clock_steps import faketime_env, set_clock
 from tests.support.slack_standin import SlackStandIn
-from tests.test_run_lifecycle import exit_code_after_sigterm, running
 
 CHANNEL = "C0DIGEST"
 # A Monday, as the host's local time: the digest's time is Monday 09:00 (the default).

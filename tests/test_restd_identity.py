@@ -22,10 +22,10 @@ from scheduler.slurm.commands import SlurmCommandError
 from scheduler.slurm.restd import RestdClient, RestdError
 from scheduler.slurm.restd_identity import SlurmConfFacts, slurm_conf_facts
 from scheduler.slurm.restd_source import RestdSource
+from tests.support.bot_lifecycle import running
 from tests.support.bot_process import free_port, start_bot
 from tests.support.restd_tokens import make_token, write_token
 from tests.support.slack_standin import SlackStandIn
-from tests.test_run_lifecycle import running
 
 # Accounting's users: skybot's service account is not one, as on the test clusters.
 USERS: dict[str, dict[str, Any]] = {

@@ -19,10 +19,10 @@ import pytest
 from bot import __version__
 from bot.exit_codes import EXIT_CONFIG, EXIT_DATABASE_UNUSABLE, EXIT_SCHEMA_TOO_NEW
 from store.db import SCHEMA_VERSION
+from tests.support.bot_lifecycle import running, write_config
 from tests.support.bot_process import free_port, start_bot
 from tests.support.slack_standin import SlackStandIn
 from tests.support.tmpfs import mounted_tmpfs
-from tests.test_run_lifecycle import running, write_config
 
 
 async def _refused(config: Path, stderr: Path, journal: bool) -> int:

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from bot.exit_codes import EXIT_ALREADY_RUNNING
+from tests.support.bot_lifecycle import exit_code_after_sigterm, readiness, running, write_config
 from tests.support.bot_process import VERBOSE_SKYBOT, free_port, start_bot, wait_until_listening
 from tests.support.clock_steps import metric, scrape
 from tests.support.slack_standin import SlackStandIn
 from tests.support.tmpfs import mounted_tmpfs
-from tests.test_run_lifecycle import exit_code_after_sigterm, readiness, running, write_config
 
 # Slurm's commands are missing: every poll fails at once, and records that it failed (a write).
 RECOVERED = "the database works again after"
