@@ -1,8 +1,8 @@
 """skybot-runner's `tail`: the end of a user's own job output, read as that user.
 
 Real sudo, real users, requests made as the `skybot` service user exactly as the bot makes them
-(tests/test_runner.py installs the runner from this checkout). Every refusal is checked for
-what it must not do too: no byte of the file it refused comes back.
+(tests/support/installed_runner.py installs the runner from this checkout). Every refusal is
+checked for what it must not do too: no byte of the file it refused comes back.
 """
 
 from __future__ import annotations
@@ -17,15 +17,20 @@ from typing import Any
 
 import pytest
 
-from tests import test_runner
-from tests.test_runner import AS_SKYBOT, ask, make_dir, put
+from tests.support.installed_runner import (
+    AS_SKYBOT,
+    alice_dir,
+    ask,
+    bob_dir,
+    installed_runner,
+    make_dir,
+    put,
+    token,
+)
 
 # The runner tests' fixtures: the runner installed from this checkout (autouse), and fresh
 # directories of alice's and bob's under their lab storage.
-installed_runner = test_runner.installed_runner
-token = test_runner.token
-alice_dir = test_runner.alice_dir
-bob_dir = test_runner.bob_dir
+__all__ = ["alice_dir", "bob_dir", "installed_runner", "token"]
 
 pytestmark = pytest.mark.cluster
 
