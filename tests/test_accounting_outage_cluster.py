@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.cluster import cluster_script, sbatch
-from tests.test_slurm_poller_cluster import Harness
-from tests.test_why_cluster import LAB, harness, running, why
+from tests.support.poller_harness import Harness, harness, running
+from tests.support.why_answers import LAB, why
 
 pytestmark = pytest.mark.cluster
-__all__ = ["harness"]  # the fixture, shared with test_why_cluster
+__all__ = ["harness"]  # a fixture, used by name
 
 
 async def test_caps_are_current_again_one_poll_after_accounting_answers(

@@ -16,8 +16,8 @@ from core.job_notices import Seen, decide_job_notice
 from core.record_codec import decode_job
 from core.transitions import Transition
 from tests.support.cluster import sbatch
-from tests.test_slurm_poller_cluster import Harness, _config
-from tests.test_why_cluster import LAB, running
+from tests.support.poller_harness import Harness, _config, running
+from tests.support.why_answers import LAB
 
 pytestmark = pytest.mark.cluster
 

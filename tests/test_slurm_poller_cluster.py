@@ -13,18 +13,13 @@ from pathlib import Path
 import pytest
 from msgspec.structs import replace
 
-from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
 from core.config_schema import NotificationsConfig
 from core.job_notices import Seen, compose_job_notice
-from core.record_codec import decode_job
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_squeue
 from core.transitions import Transition
 from core.view import ClusterView
 from handlers.commands import command_table
-from scheduler.slurm.poller import SlurmPoller
-from store.reader import SnapshotCache
-from store.writer import StoreWriter
 from tests.support.asking import answer_from_view
 from tests.support.cluster import (
     cluster_script,
@@ -34,48 +29,12 @@ from tests.support.cluster import (
     squeue_state,
     wait_until,
 )
+from tests.support.poller_harness import Harness, _config
 from tests.support.slurm_wrappers import COMMANDS, as_user, write_wrappers
 
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _config(tmp_path: Path, bin_dir: str = "/usr/bin") -> Config:
-    return replace(
-        load_config(None),
-        slurm=SlurmConfig(bin_dir=bin_dir, poll_seconds=1, command_timeout_seconds=10),
-        database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
-    )
-
-
-class Harness:
-    """A poller, its store and a reader, driven by hand with a clock the test controls."""
-
-    def __init__(self, config: Config) -> None:
-        self.config = config
-        self.now = time.time()
-        self.writer = StoreWriter(config.database.path)
-        self.poller = SlurmPoller(config, self.writer, clock=lambda: self.now)
-        self.cache = SnapshotCache(config.database.path, config.default_cluster.name, config.labs)
-
-    async def poll(self) -> ClusterView:
-        self.now = max(self.now, time.time())
-        await self.poller.poll_caps()
-        await self.poller.poll_jobs()
-        return await self.cache.refresh()
-
-    async def transitions(self) -> list[tuple[int, str, int, dict]]:
-        rows = await self.writer.run(
-            lambda db: list(
-                db.execute("SELECT job_id, to_state, restarts, record FROM job_transitions")
-            )
-        )
-        return [(r[0], r[1], r[2], decode_job(r[3])) for r in rows]
-
-    def close(self) -> None:
-        self.cache.close()
-        self.writer.close()
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,67 +19,13 @@ from core.config_schema import NotificationsConfig
 from core.job_notices import REQUEUED_KIND, Seen, compose_job_notice, notice_kind
 from core.notice_text import format_duration
 from core.transitions import Transition
-from handlers.commands import command_table
-from handlers.identity import IdentityDirectory
-from handlers.services import Services
-from tests.support.asking import answer_with_services
-from tests.support.cluster import sbatch, squeue_json
-from tests.test_slurm_poller_cluster import Harness, _config
+from tests.support.cluster import sbatch, squeue_json, wait_for
+from tests.support.poller_harness import Harness, harness, running
+from tests.support.why_answers import LAB, run_as, suggested, why
+
+__all__ = ["harness"]  # a fixture, used by name
 
 pytestmark = pytest.mark.cluster
-
-LAB = ("-A", "hoffman-lab", "-p", "hoffman-lab", "--chdir=/tmp", "-o", "/dev/null")
-SHELL_COMMANDS = ("scontrol", "scancel", "sbatch")
-
-
-@pytest.fixture
-async def harness(tmp_path: Path, clean_queue: None) -> AsyncIterator[Harness]:
-    h = Harness(_config(tmp_path))
-    yield h
-    h.close()
-
-
-async def _no_runner(user: str, request: dict[str, Any]) -> dict[str, Any]:
-    raise AssertionError("/sky why must not start the runner")
-
-
-async def why(harness: Harness, question: str, user: str = "alice") -> str:
-    """`/sky why QUESTION` as `user` asks it in Slack, after a fresh poll."""
-    view = await harness.poll()
-    config = harness.config
-    services = Services(
-        config,
-        IdentityDirectory(config.identity, harness.writer),
-        _no_runner,
-        writer=harness.writer,
-        view=lambda: view,
-    )
-    reply = await answer_with_services(
-        command_table(),
-        view,
-        services,
-        f"why {question}",
-        team_id="T1",
-        user_id="U1",
-        cluster_user=user,
-        now=time.time(),
-    )
-    return reply.text
-
-
-def suggested(text: str) -> list[str]:
-    """Every shell command the answer tells its reader to type (in code spans)."""
-    return [c for c in re.findall(r"`([^`\n]+)`", text) if c.split()[0] in SHELL_COMMANDS]
-
-
-def run_as(user: str, command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["runuser", "-u", user, "--", *command.split()],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd="/tmp",
-    )
 
 
 def held_tasks(job_id: int) -> dict[str, str]:
@@ -101,17 +46,6 @@ def reason_of(job_id: int) -> str | None:
     return None
 
 
-async def until(check: Any, what: str, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = await asyncio.to_thread(check)
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.5)
-
-
 async def ask_and_run(harness: Harness, question: str, verb: str) -> str:
     """Ask, check the answer suggests exactly one `verb` command, run it as alice."""
     text = await why(harness, question)
@@ -130,35 +64,41 @@ async def test_every_command_why_suggests_is_accepted_by_slurm(harness: Harness)
     after = f"--dependency=afterok:{failing}"
     dep_plain = sbatch("alice", *LAB, after, "--wrap", "sleep 600")
     dep_array = sbatch("alice", *LAB, after, "--array=0-5%2", "--wrap", "sleep 600")
-    await until(
+    await wait_for(
         lambda: (
             reason_of(dep_array) == "DependencyNeverSatisfied"
             and reason_of(dep_plain) == "DependencyNeverSatisfied"
         ),
+        60,
         "the dependent jobs to see their dependency fail",
     )
 
     await ask_and_run(harness, str(plain), "scontrol release")
-    await until(lambda: reason_of(plain) != "JobHeldUser", "the plain job's release")
+    await wait_for(lambda: reason_of(plain) != "JobHeldUser", 60, "the plain job's release")
     # One task of a held array: that task only.
     assert await ask_and_run(harness, f"{tasks}_5", "scontrol release") == (
         f"scontrol release {tasks}_5"
     )
-    await until(lambda: held_tasks(tasks).get(f"{tasks}_5") not in (None, "JobHeldUser"), "5")
+    await wait_for(
+        lambda: held_tasks(tasks).get(f"{tasks}_5") not in (None, "JobHeldUser"), 60, "5"
+    )
     assert held_tasks(tasks)[f"{tasks}_7"] == "JobHeldUser"
     # The whole held array, as squeue lists it: `{array}_0-20%2` is what Slurm refuses.
     await ask_and_run(harness, str(array), "scontrol release")
-    await until(
+    await wait_for(
         lambda: held_tasks(array) and "JobHeldUser" not in held_tasks(array).values(),
+        60,
         "every task of the array to be released",
     )
     await ask_and_run(harness, f"{dep_array}_3", "scancel")
-    await until(lambda: f"{dep_array}_3" not in held_tasks(dep_array), "task 3 to be cancelled")
+    await wait_for(
+        lambda: f"{dep_array}_3" not in held_tasks(dep_array), 60, "task 3 to be cancelled"
+    )
     assert f"{dep_array}_4" in held_tasks(dep_array)
     await ask_and_run(harness, str(dep_array), "scancel")
     await ask_and_run(harness, str(dep_plain), "scancel")
-    await until(
-        lambda: not held_tasks(dep_array) and not held_tasks(dep_plain), "the cancels to land"
+    await wait_for(
+        lambda: not held_tasks(dep_array) and not held_tasks(dep_plain), 60, "the cancels to land"
     )
 
 
@@ -166,7 +106,7 @@ async def test_the_overcap_options_why_suggests_are_accepted_by_sbatch(harness: 
     # hoffman-lab's 4 GPUs on xaea-12; clippy's a40s stay idle for overcap.
     sbatch("alice", *LAB, "--gpus-per-node=rtx_6000:4", "--wrap", "sleep 600")
     waiting = sbatch("alice", *LAB, "--gpus-per-node=a40:2", "--wrap", "sleep 600")
-    await until(lambda: reason_of(waiting) == "AssocGrpGRES", "the job to wait at the cap")
+    await wait_for(lambda: reason_of(waiting) == "AssocGrpGRES", 60, "the job to wait at the cap")
     text = await why(harness, str(waiting))
     flags = re.search(r"Resubmit with `([^`]+)`", text)
     assert flags is not None, text
@@ -208,15 +148,6 @@ async def requeue_record(harness: Harness, job_id: int) -> Any:
             return found[-1]
         await asyncio.sleep(0.5)
     raise AssertionError(f"no requeue of job {job_id} recorded")
-
-
-async def running(harness: Harness, job_id: int) -> None:
-    for _ in range(60):
-        view = await harness.poll()
-        if (job := view.jobs_by_id.get(job_id)) and job.state == "RUNNING":
-            return
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"job {job_id} never ran")
 
 
 async def test_an_admins_requeue_is_not_called_a_preemption(harness: Harness) -> None:
@@ -294,7 +225,7 @@ async def test_why_gives_slurms_start_estimate_and_the_place_at_the_cap(
     kira = ("-p", "kira-lab", "-A", "kira-lab", "-w", "clippy", "--chdir=/tmp", "-o", "/dev/null")
     sbatch("carol", *kira, "--time=10", "--gpus-per-node=a40:4", "--wrap", "sleep 600")
     behind = sbatch("alice", *LAB, "--time=5", "--gpus-per-node=a40:4", "--wrap", "sleep 60")
-    await until(lambda: squeue_start(behind) > time.time() + 60, "a backfill estimate")
+    await wait_for(lambda: squeue_start(behind) > time.time() + 60, 60, "a backfill estimate")
     text = await why(harness, str(behind))
     start = squeue_start(behind)
     said = re.search(r"Slurm's estimate: it starts at [^,]+, in about (\d+) min", text)
@@ -305,8 +236,8 @@ async def test_why_gives_slurms_start_estimate_and_the_place_at_the_cap(
     sbatch("bob", *LAB, "--gpus-per-node=rtx_6000:4", "--wrap", "sleep 600")
     first = sbatch("alice", *LAB, "--gpus-per-node=2080_ti:1", "--wrap", "sleep 60")
     second = sbatch("alice", *LAB, "--gpus-per-node=2080_ti:1", "--wrap", "sleep 60")
-    await until(lambda: reason_of(second) == "AssocGrpGRES", "the jobs to wait at the cap")
-    await until(lambda: reason_of(first) == "AssocGrpGRES", "the jobs to wait at the cap")
+    await wait_for(lambda: reason_of(second) == "AssocGrpGRES", 60, "the jobs to wait at the cap")
+    await wait_for(lambda: reason_of(first) == "AssocGrpGRES", 60, "the jobs to wait at the cap")
     text = await why(harness, str(second))
     place = re.search(r"It is number (\d+) of the (\d+) jobs waiting at `hoffman-lab`'s cap", text)
     assert place is not None, text

@@ -24,10 +24,10 @@ from store.outbox import outbox_rows
 from tests.support.asking import answer_from_view
 from tests.support.bot_process import linked_bot, linked_bot_config, wait_for_slurm_poll
 from tests.support.cluster import cluster_script, sbatch, wait_for
+from tests.support.poller_harness import Harness, _config
 from tests.support.restd_daemon import SOCKET, TOKEN
 from tests.support.slack_standin import SlackStandIn
-from tests.test_slurm_poller_cluster import Harness, _config
-from tests.test_why_cluster import run_as, suggested, until, why
+from tests.support.why_answers import run_as, suggested, why
 
 pytestmark = pytest.mark.cluster
 
@@ -100,7 +100,7 @@ async def test_why_quotes_the_max_time_the_partition_has_now(
         *("-A", "hoffman-lab", "-p", PARTITION, "--time=5:00:00", "--chdir=/tmp"),
         *("-o", "/dev/null", "--wrap", "sleep 300"),
     )
-    await until(lambda: "PartitionTimeLimit" in state_of(job), "PartitionTimeLimit")
+    await wait_for(lambda: "PartitionTimeLimit" in state_of(job), 60, "PartitionTimeLimit")
     text = await why(harness, str(job))
     assert "4 h at most" in text, text
     assert f"`scontrol update JobId={job} TimeLimit=04:00:00`" in text, text
@@ -114,7 +114,7 @@ async def test_why_quotes_the_max_time_the_partition_has_now(
     # The command it gives, run as alice, is one Slurm takes, and the job then starts.
     result = await asyncio.to_thread(run_as, "alice", command)
     assert result.returncode == 0, result.stderr
-    await until(lambda: state_of(job).startswith("RUNNING"), f"job {job} to start")
+    await wait_for(lambda: state_of(job).startswith("RUNNING"), 60, f"job {job} to start")
 
 
 @pytest.fixture
@@ -164,7 +164,7 @@ async def test_a_maintenance_window_gets_a_time_that_ends_before_it_and_one_anno
         *("-A", "hoffman-lab", "-p", "hoffman-lab", "--time=2:00:00", "--gpus=1"),
         *("--chdir=/tmp", "-o", "/dev/null", "--wrap", "sleep 300"),
     )
-    await until(lambda: "ReqNodeNotAvail" in state_of(job), "ReqNodeNotAvail")
+    await wait_for(lambda: "ReqNodeNotAvail" in state_of(job), 60, "ReqNodeNotAvail")
     text = await ask(harness, f"why {job}")
     assert "Reservation `skybot_why_maint` (maintenance) holds" in text, text
     assert " UTC (in 3" in text, text  # its start: in 39-40 min
@@ -175,7 +175,7 @@ async def test_a_maintenance_window_gets_a_time_that_ends_before_it_and_one_anno
     # Run as alice, the command lets the job start now, before the window.
     result = await asyncio.to_thread(run_as, "alice", command)
     assert result.returncode == 0, result.stderr
-    await until(lambda: state_of(job).startswith("RUNNING"), f"job {job} to start")
+    await wait_for(lambda: state_of(job).startswith("RUNNING"), 60, f"job {job} to start")
 
     # Announced once: on this poll, the next, and after a restart of the bot.
     [row] = await announced(harness)
@@ -245,7 +245,7 @@ async def test_a_job_pending_on_priority_gets_its_place_the_gpus_ahead_and_its_l
             job = sbatch(user, *lab, f"--gpus=a40:{count}", "--wrap", "sleep 60")
             asked[job] = count
         last = max(asked)
-        await until(lambda: "Priority" in state_of(last), f"job {last} pending on Priority")
+        await wait_for(lambda: "Priority" in state_of(last), 60, f"job {last} pending on Priority")
         text = await ask(harness, f"why {last}", "carol")
 
         order = pending_by_priority("kira-lab")

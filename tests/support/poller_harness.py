@@ -1,0 +1,73 @@
+"""The Slurm poller of a one-cluster bot driven by hand against the real test cluster: its store
+and a reader, a clock the test moves, the `harness` fixture (import it into the test module
+that uses it) and polling until a job runs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from msgspec.structs import replace
+
+from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
+from core.record_codec import decode_job
+from core.view import ClusterView
+from scheduler.slurm.poller import SlurmPoller
+from store.reader import SnapshotCache
+from store.writer import StoreWriter
+
+
+def _config(tmp_path: Path, bin_dir: str = "/usr/bin") -> Config:
+    return replace(
+        load_config(None),
+        slurm=SlurmConfig(bin_dir=bin_dir, poll_seconds=1, command_timeout_seconds=10),
+        database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
+    )
+
+
+class Harness:
+    """A poller, its store and a reader, driven by hand with a clock the test controls."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.now = time.time()
+        self.writer = StoreWriter(config.database.path)
+        self.poller = SlurmPoller(config, self.writer, clock=lambda: self.now)
+        self.cache = SnapshotCache(config.database.path, config.default_cluster.name, config.labs)
+
+    async def poll(self) -> ClusterView:
+        self.now = max(self.now, time.time())
+        await self.poller.poll_caps()
+        await self.poller.poll_jobs()
+        return await self.cache.refresh()
+
+    async def transitions(self) -> list[tuple[int, str, int, dict]]:
+        rows = await self.writer.run(
+            lambda db: list(
+                db.execute("SELECT job_id, to_state, restarts, record FROM job_transitions")
+            )
+        )
+        return [(r[0], r[1], r[2], decode_job(r[3])) for r in rows]
+
+    def close(self) -> None:
+        self.cache.close()
+        self.writer.close()
+
+
+@pytest.fixture
+async def harness(tmp_path: Path, clean_queue: None) -> AsyncIterator[Harness]:
+    h = Harness(_config(tmp_path))
+    yield h
+    h.close()
+
+
+async def running(harness: Harness, job_id: int) -> None:
+    for _ in range(60):
+        view = await harness.poll()
+        if (job := view.jobs_by_id.get(job_id)) and job.state == "RUNNING":
+            return
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"job {job_id} never ran")
