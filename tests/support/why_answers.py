@@ -12,7 +12,7 @@ from handlers.commands import command_table
 from handlers.identity import IdentityDirectory
 from handlers.services import Services
 from tests.support.asking import answer_with_services
-from tests.test_slurm_poller_cluster import Harness
+from tests.support.poller_harness import Harness
 
 LAB = ("-A", "hoffman-lab", "-p", "hoffman-lab", "--chdir=/tmp", "-o", "/dev/null")
 
