@@ -3,6 +3,9 @@
 Read from the source with ast (nothing is imported), so an upward import fails here even in a
 module no test happens to load. Imports under `if TYPE_CHECKING:` count too: a type that
 needs an upward import is a seam in the wrong place.
+
+Tests and benchmarks too: no test module imports another, and benchmarks import only
+tests/support/ (what they share lives there).
 """
 
 from __future__ import annotations
@@ -133,3 +136,78 @@ def test_a_cycle_inside_core_is_caught(tmp_path: Path) -> None:
     (tmp_path / "core" / "buttons" / "cancel.py").write_text("from core.notices import label\n")
     (tmp_path / "core" / "notices.py").write_text("from core.buttons import cancel\n")
     assert core_import_cycles(tmp_path) == [["core.buttons", "core.notices", "core.buttons"]]
+
+
+def imported_modules(source: str, module: str) -> list[tuple[int, str, list[str]]]:
+    """(line, dotted module, names taken from it) for every import in `source`, relative ones
+    resolved against `module` (the importing module's own dotted name)."""
+    package = module.rsplit(".", 1)[0]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            name = (f"{base}.{node.module}" if node.module else base) if node.level else node.module
+            found.append((node.lineno, name or "", [alias.name for alias in node.names]))
+    return found
+
+
+def imports_of_test_modules(root: Path = ROOT) -> list[str]:
+    """Each import, in tests/ or benchmarks/, of a test module (`tests.test_x`, `from tests
+    import test_x`, `from .test_x import ...`), and each benchmark import from tests/ outside
+    tests/support/."""
+    problems = []
+    for folder in ("tests", "benchmarks"):
+        for path in sorted((root / folder).rglob("*.py")):
+            relative = path.relative_to(root)
+            dotted = ".".join(relative.with_suffix("").parts)
+            for line, module, names in imported_modules(path.read_text(), dotted):
+                parts = module.split(".")
+                if (root / Path(*parts)).is_dir():  # `from tests import test_x`: x a module
+                    parts += [name for name in names if name.startswith("test_")][:1]
+                if any(part.startswith("test_") for part in parts):
+                    problems.append(f"{relative}:{line} imports the test module {'.'.join(parts)}")
+                elif folder == "benchmarks" and parts[0] == "tests" and parts[1:2] != ["support"]:
+                    problems.append(f"{relative}:{line} imports {module}, not tests/support")
+    return problems
+
+
+def test_tests_and_benchmarks_import_no_test_module() -> None:
+    """What several tests or a benchmark share lives in tests/support/: a test module can
+    change or go without breaking another, and pytest never imports one as a library."""
+    assert imports_of_test_modules() == []
+
+
+@pytest.mark.parametrize(
+    ("where", "source", "expected"),
+    [
+        ("tests/test_b.py", "from tests.test_a import helper", "tests.test_a"),
+        ("tests/test_b.py", "import tests.test_a", "tests.test_a"),
+        ("tests/test_b.py", "from tests import test_a", "tests.test_a"),
+        ("tests/test_b.py", "from . import test_a", "tests.test_a"),
+        ("tests/test_b.py", "from .test_a import helper", "tests.test_a"),
+        ("tests/support/x.py", "from ..test_a import helper", "tests.test_a"),
+        ("benchmarks/bench.py", "from tests.test_a import helper", "tests.test_a"),
+    ],
+)
+def test_an_import_of_a_test_module_is_caught(
+    tmp_path: Path, where: str, source: str, expected: str
+) -> None:
+    for folder in ("tests/support", "benchmarks"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "tests" / "test_a.py").write_text("def helper() -> None: ...\n")
+    (tmp_path / where).write_text(f"{source}\n")
+    fine = "from tests.support.x import helper\nfrom tests.support import x\nimport json\n"
+    (tmp_path / "tests" / "test_c.py").write_text(fine)
+    (tmp_path / "benchmarks" / "fine.py").write_text(fine)
+    assert imports_of_test_modules(tmp_path) == [f"{where}:1 imports the test module {expected}"]
+
+
+def test_a_benchmark_importing_tests_outside_support_is_caught(tmp_path: Path) -> None:
+    for folder in ("tests/support", "benchmarks"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "benchmarks" / "bench.py").write_text("from tests.conftest import x\n")
+    assert imports_of_test_modules(tmp_path) == [
+        "benchmarks/bench.py:1 imports tests.conftest, not tests/support"
+    ]
