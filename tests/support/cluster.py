@@ -5,13 +5,14 @@ runs the cluster lane inside its sandbox)."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -129,16 +130,30 @@ def wait_until(
 
 
 async def wait_for(
-    check: Callable[[], T | None], timeout: float, what: str, interval: float = 0.5
+    check: Callable[[], T | None] | Callable[[], Awaitable[T | None]],
+    timeout: float,
+    what: str,
+    interval: float = 0.5,
+    *,
+    in_thread: bool = True,
 ) -> T:
-    """`wait_until` for async tests. The check (it may run squeue) runs in a worker thread and
-    the pause is asyncio's, so the bot or Slack stand-in on the test's event loop keeps
-    serving while the test waits; time.sleep or a subprocess.run here would freeze them."""
+    """`wait_until` for async tests: `check` every `interval` s until it returns something true,
+    which is returned; after `timeout` s an AssertionError names `what` was awaited.
+
+    A blocking check (squeue, a file, sqlite) runs in a worker thread and the pause is
+    asyncio's, so the bot or Slack stand-in on the test's event loop keeps serving while the
+    test waits; time.sleep or a subprocess.run here would freeze them. A check that awaits (a
+    poll, the store writer) or reads the loop's own objects (the stand-in's calls, a sender's
+    passes) belongs on the loop: a coroutine function runs there, a plain one with
+    `in_thread=False`; an awaitable a check returns is awaited there."""
     deadline = time.monotonic() + timeout
     while True:
-        result = await asyncio.to_thread(check)
+        on_loop = not in_thread or inspect.iscoroutinefunction(check)
+        result = check() if on_loop else await asyncio.to_thread(check)
+        if inspect.isawaitable(result):
+            result = await result
         if result:
-            return result
+            return cast(T, result)
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         await asyncio.sleep(interval)
