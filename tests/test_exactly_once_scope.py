@@ -8,9 +8,7 @@ the token's scopes in x-oauth-scopes, as Slack's does.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ from msgspec.structs import replace
 
 from bot.config import DatabaseConfig, MetricsConfig, SlackConfig, SlurmConfig, load_config
 from tests.support.bot_process import free_port, running_bot, wait_until_listening
+from tests.support.cluster import wait_for
 from tests.support.slack_standin import SlackStandIn
 
 ALL_BUT_HISTORY = "commands,chat:write,files:write,im:write,channels:read,groups:read"
@@ -27,15 +26,14 @@ ALL_BUT_HISTORY = "commands,chat:write,files:write,im:write,channels:read,groups
 
 async def _exactly_once(base: str) -> dict[str, Any]:
     """/readyz's exactly_once check, once the start-up auth.test has answered."""
-    deadline = time.monotonic() + 15
     async with aiohttp.ClientSession() as session:
-        while True:
+
+        async def checked() -> dict[str, Any] | None:
             async with session.get(f"{base}/readyz") as response:
                 check: dict[str, Any] = (await response.json())["checks"]["exactly_once"]
-            if not check["detail"].startswith("not checked"):
-                return check
-            assert time.monotonic() < deadline, check
-            await asyncio.sleep(0.05)
+            return None if check["detail"].startswith("not checked") else check
+
+        return await wait_for(checked, 15, "/readyz to report the start-up auth.test", 0.05)
 
 
 @pytest.mark.parametrize(

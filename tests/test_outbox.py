@@ -3,7 +3,6 @@ never sent twice; decisions replayed after a crash are enqueued once."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -30,6 +29,7 @@ from store.outbox import OutboxMessage, enqueue, mark_sent, outbox_rows
 from store.snapshots import load_snapshot
 from store.transitions import pending_transition_users
 from store.writer import StoreWriter
+from tests.support.cluster import wait_for
 from tests.support.factories import CLUSTER, directory_usage, filesystem_usage, job
 from tests.support.job_dm_inputs import Links, config_with
 from tests.support.outbox_sender import (
@@ -77,11 +77,14 @@ async def more_passes(sender: OutboxSender, count: int = 2, timeout: float = 10.
     """Until the running `sender` has finished `count` more passes over the outbox, woken at
     once: whatever it would send from the outbox as it stands now, it has sent by then."""
     target = sender.passes + count
-    deadline = time.monotonic() + timeout
-    while sender.passes < target:
-        assert time.monotonic() < deadline, f"the sender made no {count} passes in {timeout} s"
+
+    def passed() -> bool:
+        if sender.passes >= target:
+            return True
         sender.wake()
-        await asyncio.sleep(0.01)
+        return False
+
+    await wait_for(passed, timeout, f"the sender's {count} more passes", 0.01, in_thread=False)
 
 
 # ------------------------------------------------------------------------------ delivery
@@ -569,7 +572,10 @@ async def test_a_retry_waiting_when_the_clock_steps_back_an_hour_still_goes_out_
 
 
 async def wait_for_call_count(slack: SlackStandIn, count: int) -> None:
-    deadline = time.monotonic() + 10
-    while len(slack.calls_to("chat.postMessage")) < count:
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.02)
+    await wait_for(
+        lambda: len(slack.calls_to("chat.postMessage")) >= count,
+        10,
+        f"{count} chat.postMessage calls",
+        0.02,
+        in_thread=False,
+    )

@@ -13,12 +13,10 @@ one copy:
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,18 +24,12 @@ import pytest
 from store.db import open_db
 from store.outbox import OutboxMessage, enqueue
 from tests.support.bot_process import VERBOSE_SKYBOT, start_bot
+from tests.support.cluster import wait_for
 from tests.support.slack_standin import SlackStandIn, SlackUser
 
 ALICE = "UALICE"
 TEXT = "Job 9092 (train) completed after 2:01:00."
 STEPS = ["before the call", "while the answer is late", "after the answer, before marking sent"]
-
-
-async def until(check: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 def _received_answer(log: Path) -> bool:
@@ -86,13 +78,19 @@ async def test_a_dm_cut_off_by_kill_9_arrives_once(tmp_path: Path, step: str) ->
             if step == STEPS[0]:
                 await slack.wait_until_holding("chat.postMessage", timeout=30)
             else:
-                await until(copies, 30, "Slack to store the DM")
+                await wait_for(copies, 30, "Slack to store the DM", 0.05, in_thread=False)
             if step == STEPS[2]:
                 blocker = sqlite3.connect(database, timeout=10, isolation_level=None)
                 blocker.execute("BEGIN IMMEDIATE")  # the bot's next write waits for this
-                await until(lambda: slack.calls_to("chat.postMessage"), 10, "Slack's answer")
+                await wait_for(
+                    lambda: slack.calls_to("chat.postMessage"),
+                    10,
+                    "Slack's answer",
+                    0.05,
+                    in_thread=False,
+                )
                 # The bot has the answer (its client logs it), and waits to record it.
-                await until(lambda: _received_answer(log_path), 10, "the bot to get the answer")
+                await wait_for(lambda: _received_answer(log_path), 10, "the bot to get it", 0.05)
             first.send_signal(signal.SIGKILL)
             first.wait(timeout=10)
             if blocker is not None:
@@ -103,7 +101,7 @@ async def test_a_dm_cut_off_by_kill_9_arrives_once(tmp_path: Path, step: str) ->
 
             second = start_bot(config_file, slack, log=log)
             # Marked sent only after Slack's answer: every copy this bot posted is in Slack.
-            await until(lambda: outbox_row(database)[0] == "sent", 40, "the DM to be settled")
+            await wait_for(lambda: outbox_row(database)[0] == "sent", 40, "the DM settled", 0.05)
         finally:
             for bot in (first, second):
                 if bot is not None and bot.poll() is None:

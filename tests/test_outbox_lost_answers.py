@@ -6,7 +6,6 @@ cases run the real bot process in tests/test_outbox_exactly_once.py.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator
 
@@ -14,6 +13,7 @@ import pytest
 
 from store.outbox import OutboxMessage, mark_sending, outbox_rows
 from store.writer import StoreWriter
+from tests.support.cluster import wait_for
 from tests.support.outbox_sender import client_for, loop_clock, put, sender_for, wait_until_settled
 from tests.support.slack_standin import SlackStandIn, SlackUser
 
@@ -43,10 +43,14 @@ async def test_an_answer_later_than_the_clients_timeout_gives_one_copy(
     sender = sender_for(writer, client)
     first = await sender.send_due()
     assert first.retried == 1 and len(copies(slack)) == 1
-    stop_at = loop_clock()() + 60
-    while (await writer.run(outbox_rows, "queued")) and loop_clock()() < stop_at:
+
+    async def sent() -> bool:
+        if not await writer.run(outbox_rows, "queued"):
+            return True
         await sender.send_due()
-        await asyncio.sleep(1)
+        return False
+
+    await wait_for(sent, 60, "the retry to find the first copy", 1, clock=loop_clock())
     (row,) = await writer.run(outbox_rows)
     (copy,) = copies(slack)
     assert (row["state"], row["slack_ts"]) == ("sent", copy["ts"])

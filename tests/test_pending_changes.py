@@ -23,6 +23,7 @@ from scheduler.slurm.pending_changes import PendingWatch, changed_since, pending
 from scheduler.slurm.poller import SlurmPoller
 from store.snapshots import load_snapshot
 from store.writer import StoreWriter
+from tests.support.cluster import wait_for
 from tests.support.factories import CLUSTER
 from tests.support.fake_squeue import _add_pending_jobs, _calls, _config, _fetches, _slurm
 from tests.support.poll_schedule import schedule_for
@@ -266,12 +267,6 @@ async def _nothing() -> None:
     return None
 
 
-async def _until(condition: Any, seconds: float = 5.0) -> None:
-    async with asyncio.timeout(seconds):
-        while not condition():
-            await asyncio.sleep(0.01)
-
-
 # The loop's time is fake (looptime): a wait asserts on that clock, however slow the machine.
 @pytest.mark.looptime
 async def test_the_next_slurm_poll_is_brought_forward_even_during_a_poll() -> None:
@@ -279,12 +274,14 @@ async def test_the_next_slurm_poll_is_brought_forward_even_during_a_poll() -> No
     for while a poll runs comes right after it (APScheduler would skip a second instance)."""
     config = replace(load_config(None), slurm=SlurmConfig(poll_seconds=300))
     polls = _Polls()
+    on_loop = {"in_thread": False, "clock": asyncio.get_running_loop().time}
+
     schedule = schedule_for(config, polls, _nothing)
     schedule.start()
     try:
-        await _until(lambda: polls.polls == 1)  # the first poll, at start
+        await wait_for(lambda: polls.polls == 1, 5, "the first poll, at start", 0.01, **on_loop)
         schedule.poll_slurm_soon()
-        await _until(lambda: polls.polls == 2)
+        await wait_for(lambda: polls.polls == 2, 5, "the poll asked for", 0.01, **on_loop)
 
         polls.hold = True
         polls.started.clear()
@@ -295,7 +292,9 @@ async def test_the_next_slurm_poll_is_brought_forward_even_during_a_poll() -> No
         assert polls.polls == 3
         polls.hold = False
         polls.release.set()
-        await _until(lambda: polls.polls == 4)
+        await wait_for(
+            lambda: polls.polls == 4, 5, "the poll asked for during poll 3", 0.01, **on_loop
+        )
         assert polls.most_at_once == 1  # poll 4 waited for poll 3 to end
     finally:
         await schedule.stop()

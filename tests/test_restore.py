@@ -12,7 +12,6 @@ import asyncio
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ import pytest
 from store.db import open_db
 from store.outbox import OutboxMessage, enqueue
 from tests.support.bot_process import start_bot
+from tests.support.cluster import wait_for
 from tests.support.slack_standin import SlackStandIn, SlackUser
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,20 +52,13 @@ def sent_keys(database: Path) -> set[str]:
         db.close()
 
 
-async def until(check: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
-        await asyncio.sleep(0.1)
-
-
 async def run_bot_until_sent(
     config: Path, database: Path, slack: SlackStandIn, keys: set[str], log: Path
 ) -> None:
     with log.open("ab") as output:
         bot = start_bot(config, slack, log=output)
         try:
-            await until(lambda: keys <= sent_keys(database), 60, f"{sorted(keys)} sent")
+            await wait_for(lambda: keys <= sent_keys(database), 60, f"{sorted(keys)} sent", 0.1)
         finally:
             bot.terminate()
             await asyncio.to_thread(bot.wait, 30)

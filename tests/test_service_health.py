@@ -4,10 +4,9 @@ nothing, and everything arrives once when Slack takes the token again."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,8 @@ from bot.config import Config, DatabaseConfig, MetricsConfig, SlackConfig, Slurm
 from store.outbox import OutboxMessage, enqueue, outbox_rows
 from store.writer import StoreWriter
 from tests.support.bot_process import free_port, running_bot, wait_until_listening
+from tests.support.cluster import wait_for
+from tests.support.outbox_sender import wait_until_settled
 from tests.support.slack_standin import SlackStandIn, SlackUser
 
 USERS = [SlackUser("U1", "alice"), SlackUser("U2", "bob"), SlackUser("U3", "carol")]
@@ -41,17 +42,16 @@ async def get(config: Config, path: str) -> tuple[int, Any]:
         return response.status, body
 
 
-async def until(
-    config: Config, path: str, wanted: Callable[[int, Any], bool], timeout: float, what: str
-) -> tuple[int, Any]:
-    deadline = time.monotonic() + timeout
-    status, body = await get(config, path)
-    while not wanted(status, body):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s; last {status} {body}")
-        await asyncio.sleep(0.25)
+def answering(
+    config: Config, path: str, wanted: Callable[[int, Any], bool]
+) -> Callable[[], Awaitable[tuple[int, Any] | None]]:
+    """A check for wait_for: GET `path`; its (status, body) once `wanted` says so."""
+
+    async def check() -> tuple[int, Any] | None:
         status, body = await get(config, path)
-    return status, body
+        return (status, body) if wanted(status, body) else None
+
+    return check
 
 
 @pytest.mark.cluster
@@ -59,10 +59,14 @@ async def test_readiness_follows_the_slack_connection(tmp_path: Path, cluster: N
     config = bot_config(tmp_path, SlurmConfig(poll_seconds=1))
     async with SlackStandIn() as slack, running_bot(config, slack, stop_timeout=20):
         await wait_until_listening(f"http://127.0.0.1:{config.metrics.port}/readyz")
-        await until(config, "/readyz", lambda s, _: s == 200, 60, "ready at start")
+        await wait_for(
+            answering(config, "/readyz", lambda s, _: s == 200), 60, "ready at start", 0.25
+        )
 
         await slack.take_socket_mode_down()
-        _, body = await until(config, "/readyz", lambda s, _: s == 503, 30, "not ready")
+        _, body = await wait_for(
+            answering(config, "/readyz", lambda s, _: s == 503), 30, "not ready", 0.25
+        )
         assert body["ready"] is False
         assert body["checks"]["slack"]["ok"] is False
         assert body["checks"]["slack"]["detail"].startswith("disconnected for ")
@@ -73,7 +77,9 @@ async def test_readiness_follows_the_slack_connection(tmp_path: Path, cluster: N
         assert (await get(config, "/livez"))[0] == 200
 
         slack.bring_socket_mode_up()
-        _, body = await until(config, "/readyz", lambda s, _: s == 200, 60, "ready again")
+        _, body = await wait_for(
+            answering(config, "/readyz", lambda s, _: s == 200), 60, "ready again", 0.25
+        )
         assert body["checks"]["slack"] == {"ok": True, "detail": "connected over Socket Mode"}
         _, metrics = await get(config, "/metrics")
         assert "skybot_slack_connected 1.0" in metrics
@@ -103,12 +109,11 @@ async def test_an_account_inactive_storm_pauses_the_outbox_and_loses_nothing(
         slack.refuse_bot_token("account_inactive")
         async with running_bot(config, slack, stop_timeout=20):
             await wait_until_listening(f"http://127.0.0.1:{config.metrics.port}/readyz")
-            _, body = await until(
-                config,
-                "/readyz",
-                lambda _, b: not b["checks"]["sender"]["ok"],
+            _, body = await wait_for(
+                answering(config, "/readyz", lambda _, b: not b["checks"]["sender"]["ok"]),
                 30,
                 "the sender paused",
+                0.25,
             )
             assert (
                 "Slack refuses the token (account_inactive)" in body["checks"]["sender"]["detail"]
@@ -126,17 +131,13 @@ async def test_an_account_inactive_storm_pauses_the_outbox_and_loses_nothing(
             assert {r["state"] for r in rows} == {"queued"}
 
             slack.accept_bot_token()
-            await until(
-                config,
-                "/readyz",
-                lambda _, b: b["checks"]["sender"]["ok"],
+            await wait_for(
+                answering(config, "/readyz", lambda _, b: b["checks"]["sender"]["ok"]),
                 90,
                 "the sender resumed",
+                0.25,
             )
-            deadline = time.monotonic() + 60
-            while await writer.run(outbox_rows, "queued"):
-                assert time.monotonic() < deadline, "messages still queued a minute after"
-                await asyncio.sleep(0.25)
+            await wait_until_settled(writer, timeout=60)
     rows = await writer.run(outbox_rows)
     writer.close()
     assert {r["state"] for r in rows} == {"sent"}

@@ -12,7 +12,6 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from bot.exit_codes import EXIT_ALREADY_RUNNING
 from tests.support.bot_lifecycle import exit_code_after_sigterm, readiness, running, write_config
 from tests.support.bot_process import VERBOSE_SKYBOT, free_port, start_bot, wait_until_listening
 from tests.support.clock_steps import metric, scrape
+from tests.support.cluster import wait_for
 from tests.support.slack_standin import SlackStandIn
 from tests.support.tmpfs import mounted_tmpfs
 
@@ -38,10 +38,11 @@ def _lines(log: Path, what: Callable[[str], bool]) -> list[str]:
 async def _more_polls(log: Path, count: int) -> None:
     """Until `count` more polls have met the failing store (each tried to write, and failed)."""
     seen = len(_lines(log, lambda line: MET_FAILING_STORE in line))
-    await _until(
+    await wait_for(
         lambda: len(_lines(log, lambda line: MET_FAILING_STORE in line)) >= seen + count,
         30,
         f"{count} more polls to meet the failing database",
+        0.2,
     )
 
 
@@ -55,21 +56,15 @@ async def _slurm_polls_completed(port: int) -> float:
 async def _more_completed_polls(port: int, count: int) -> None:
     """Until `count` more Slurm polls have completed (the database file is checked after each)."""
     target = await _slurm_polls_completed(port) + count
-    deadline = time.monotonic() + 30
-    while await _slurm_polls_completed(port) < target:
-        assert time.monotonic() < deadline, f"not {count} more Slurm polls in 30 s"
-        await asyncio.sleep(0.1)
+
+    async def completed() -> bool:
+        return await _slurm_polls_completed(port) >= target
+
+    await wait_for(completed, 30, f"{count} more Slurm polls", 0.1)
 
 
 def _errors(log: Path) -> list[str]:
     return _lines(log, lambda line: " ERROR " in line)
-
-
-async def _until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"waited {timeout:.0f} s for {what}"
-        await asyncio.sleep(0.2)
 
 
 async def _store_check(port: int) -> dict[str, object]:
@@ -107,16 +102,17 @@ async def test_a_full_disk_is_one_episode_with_metric_readiness_and_recovery(
                 await wait_until_listening(f"http://127.0.0.1:{port}/livez", attempts=400)
                 assert (await _store_check(port))["ok"] is True
                 filler = _fill(disk)
-                await _until(lambda: bool(_errors(log)), 30, "an ERROR about the full disk")
+                await wait_for(lambda: bool(_errors(log)), 30, "an ERROR about the full disk", 0.2)
                 await _more_polls(log, 5)
                 errors = _errors(log)
                 text = await scrape(port)
                 store = await _store_check(port)
                 filler.unlink()
-                await _until(
+                await wait_for(
                     lambda: bool(_lines(log, lambda line: RECOVERED in line)),
                     30,
                     "the database to work again",
+                    0.2,
                 )
                 # The episode's own polls may have written nothing: two more, after it.
                 await _more_completed_polls(port, 2)
@@ -162,7 +158,9 @@ async def test_a_database_deleted_or_replaced_under_the_bot_is_an_error_and_not_
             else:
                 shutil.copy(database, tmp_path / "copy.db")
                 os.replace(tmp_path / "copy.db", database)
-            await _until(lambda: bool(_errors(log)), 15, f"an ERROR about the {what} database")
+            await wait_for(
+                lambda: bool(_errors(log)), 15, f"an ERROR about the {what} database", 0.2
+            )
             # More polls, each followed by the file's check: still one ERROR.
             await _more_completed_polls(port, 3)
             store = await _store_check(port)

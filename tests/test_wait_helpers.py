@@ -53,3 +53,11 @@ async def test_a_check_on_the_loop_runs_there_and_its_awaitable_is_awaited() -> 
 async def test_wait_for_names_what_it_waited_for() -> None:
     with pytest.raises(AssertionError, match=r"timed out after 0.05 s waiting for a poll"):
         await wait_for(lambda: None, 0.05, "a poll", interval=0.01)
+
+
+async def test_the_timeout_is_on_the_clock_given() -> None:
+    """As a looptime test passes the loop's fake time: 5 s of it, however fast it runs."""
+    readings = iter(range(0, 1000, 2))
+    with pytest.raises(AssertionError, match=r"after 5 s waiting for a poll"):
+        await wait_for(lambda: None, 5, "a poll", 0, in_thread=False, clock=lambda: next(readings))
+    assert next(readings) == 8  # started at 0, gave up at the reading past 5 s

@@ -121,13 +121,15 @@ def free_port() -> int:
 async def wait_until_listening(url: str, attempts: int = 100) -> None:
     """The bot starts its HTTP server in the background: wait until it accepts connections."""
     async with aiohttp.ClientSession() as session:
-        for _ in range(attempts):
+
+        async def listening() -> bool:
             try:
                 async with session.get(url):
-                    return
+                    return True
             except aiohttp.ClientConnectionError:
-                await asyncio.sleep(0.05)
-    raise TimeoutError(f"nothing listening at {url}")
+                return False
+
+        await wait_for(listening, attempts * 0.05, f"something listening at {url}", 0.05)
 
 
 def linked_users() -> list[SlackUser]:

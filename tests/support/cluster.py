@@ -136,6 +136,7 @@ async def wait_for(
     interval: float = 0.5,
     *,
     in_thread: bool = True,
+    clock: Callable[[], float] = time.monotonic,
 ) -> T:
     """`wait_until` for async tests: `check` every `interval` s until it returns something true,
     which is returned; after `timeout` s an AssertionError names `what` was awaited.
@@ -145,8 +146,11 @@ async def wait_for(
     test waits; time.sleep or a subprocess.run here would freeze them. A check that awaits (a
     poll, the store writer) or reads the loop's own objects (the stand-in's calls, a sender's
     passes) belongs on the loop: a coroutine function runs there, a plain one with
-    `in_thread=False`; an awaitable a check returns is awaited there."""
-    deadline = time.monotonic() + timeout
+    `in_thread=False`; an awaitable a check returns is awaited there.
+
+    `timeout` is on `clock`: a test on looptime's fake loop time that asserts something
+    happens within so many seconds of that time passes `asyncio.get_running_loop().time`."""
+    deadline = clock() + timeout
     while True:
         on_loop = not in_thread or inspect.iscoroutinefunction(check)
         result = check() if on_loop else await asyncio.to_thread(check)
@@ -154,7 +158,7 @@ async def wait_for(
             result = await result
         if result:
             return cast(T, result)
-        if time.monotonic() > deadline:
+        if clock() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         await asyncio.sleep(interval)
 

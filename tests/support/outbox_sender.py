@@ -19,6 +19,7 @@ from scheduler.outbox_policy import SenderPacing
 from scheduler.outbox_sender import OutboxSender
 from store.outbox import OutboxMessage, enqueue, outbox_rows
 from store.writer import StoreWriter
+from tests.support.cluster import wait_for
 from tests.support.slack_standin import SlackStandIn
 
 PACING_FIELDS = {field.name for field in dataclasses.fields(SenderPacing)}
@@ -69,11 +70,14 @@ async def states(writer: StoreWriter) -> list[tuple[str, str]]:
 
 async def wait_until_settled(writer: StoreWriter, timeout: float = 30.0) -> None:
     """Until nothing is queued any more."""
-    deadline = time.monotonic() + timeout
-    while await writer.run(outbox_rows, "queued"):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still queued after {timeout} s: {await states(writer)}")
-        await asyncio.sleep(0.05)
+
+    async def settled() -> bool:
+        return not await writer.run(outbox_rows, "queued")
+
+    try:
+        await wait_for(settled, timeout, "nothing queued in the outbox", interval=0.05)
+    except AssertionError as still_queued:
+        raise AssertionError(f"{still_queued}: {await states(writer)}") from None
 
 
 def delivered(slack: SlackStandIn) -> list[tuple[str, str]]:

@@ -4,7 +4,6 @@ that uses it) and polling until a job runs."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from core.view import ClusterView
 from scheduler.slurm.poller import SlurmPoller
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
+from tests.support.cluster import wait_for
 
 
 def _config(tmp_path: Path, bin_dir: str = "/usr/bin") -> Config:
@@ -65,9 +65,10 @@ async def harness(tmp_path: Path, clean_queue: None) -> AsyncIterator[Harness]:
 
 
 async def running(harness: Harness, job_id: int) -> None:
-    for _ in range(60):
-        view = await harness.poll()
-        if (job := view.jobs_by_id.get(job_id)) and job.state == "RUNNING":
-            return
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"job {job_id} never ran")
+    """Poll until the harness sees `job_id` running."""
+
+    async def runs() -> bool:
+        job = (await harness.poll()).jobs_by_id.get(job_id)
+        return job is not None and job.state == "RUNNING"
+
+    await wait_for(runs, 60, f"job {job_id} to run")
