@@ -4,15 +4,14 @@ after sacct answers, not when their own back-off runs out. On the real cluster."
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import cluster_script, sbatch
+from core.view import ClusterView
+from tests.support.cluster import cluster_script, sbatch, wait_for, wait_until
 from tests.support.poller_harness import Harness, harness, running
 from tests.support.why_answers import LAB, why
 
@@ -54,11 +53,7 @@ def stop_the_database() -> None:
     """MariaDB stopped under slurmdbd, which keeps running (SIGTERM: a clean shutdown)."""
     pid = int(Path("/run/mysqld/mysqld.pid").read_text().split()[0])
     os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 60
-    while Path(f"/proc/{pid}").exists():
-        if time.monotonic() > deadline:
-            raise AssertionError("MariaDB did not stop")
-        time.sleep(0.2)
+    wait_until(lambda: not Path(f"/proc/{pid}").exists(), 60, "MariaDB to stop", 0.2)
 
 
 async def test_a_database_outage_is_named_and_caps_recover_one_poll_after(
@@ -76,13 +71,12 @@ async def test_a_database_outage_is_named_and_caps_recover_one_poll_after(
         assert "slurmdbd) has not" not in text
     finally:
         cluster_script("up")
-    for _ in range(30):
+
+    async def answered_again() -> ClusterView | None:
         harness.now += 1
         assert await harness.poller.poll_jobs() is True
         view = await harness.cache.refresh()
-        if not view.snapshot.source("accounting").failing:
-            break
-        await asyncio.sleep(1)
-    else:
-        raise AssertionError("sacct never answered again")
+        return None if view.snapshot.source("accounting").failing else view
+
+    view = await wait_for(answered_again, 60, "sacct to answer again", 1)
     assert not view.snapshot.source("caps").failing, "caps current in the same poll"

@@ -28,7 +28,7 @@ from bot.config import (
 )
 from core.rate_limit import DEFAULT_CAPACITY
 from tests.support.bot_process import free_port, running_bot
-from tests.support.cluster import sbatch_async
+from tests.support.cluster import sbatch_async, wait_for
 from tests.support.slack_standin import SlackStandIn, SlackUser
 from tests.support.slack_standin.payloads import slash_commands_envelope
 
@@ -110,21 +110,19 @@ async def held_job_seen(ask: Ask) -> int:
     async def listed() -> bool:
         return str(held) in (await ask("jobs"))[0]
 
-    for _ in range(60):
-        if await listed():
-            return held
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"the bot never listed job {held}")
+    await wait_for(listed, 30, f"the bot to list job {held}")
+    return held
 
 
 async def _wait_for_http(ask: Ask) -> None:
-    for _ in range(100):
+    async def answers() -> bool:
         try:
             await ask("help")
-            return
         except aiohttp.ClientConnectionError:
-            await asyncio.sleep(0.1)
-    raise AssertionError("the bot never listened for HTTP")
+            return False
+        return True
+
+    await wait_for(answers, 10, "the bot to listen for HTTP", 0.1)
 
 
 @pytest.fixture(params=["socket", "http"])

@@ -5,7 +5,6 @@ files_upload_v2 shows that history."""
 
 from __future__ import annotations
 
-import asyncio
 import io
 import os
 import time
@@ -36,7 +35,7 @@ from store.db import open_db
 from store.history import directory_size_series, lab_usage_samples
 from store.writer import StoreWriter
 from tests.support.bot_process import running_bot
-from tests.support.cluster import sbatch, scancel_everything, squeue_state, wait_until
+from tests.support.cluster import sbatch, scancel_everything, squeue_state, wait_for, wait_until
 from tests.support.factories import CLUSTER
 from tests.support.slack_standin import SlackStandIn, SlackUser
 from tests.support.slack_standin.records import UploadedFile
@@ -90,12 +89,11 @@ class Bot:
         return str(delivery.payload["text"])
 
     async def uploaded(self, count: int) -> list[UploadedFile]:
-        for _ in range(200):
-            done = [f for f in self.slack.files.values() if f.completed]
-            if len(done) >= count:
-                return done
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"expected {count} uploads, got {list(self.slack.files.values())}")
+        def done() -> list[UploadedFile] | None:
+            completed = [f for f in self.slack.files.values() if f.completed]
+            return completed if len(completed) >= count else None
+
+        return await wait_for(done, 20, f"{count} completed uploads", 0.1, in_thread=False)
 
 
 @pytest.fixture
@@ -131,26 +129,25 @@ async def bot(alice_runs_two_gpus: int, lab_storage: Path, tmp_path: Path) -> As
 
 
 async def _wait_for_report_count(db_path: Path, root: Path, count: int) -> None:
-    for _ in range(150):
-        if db_path.exists():
-            db = open_db(db_path)
-            series = directory_size_series(db, CLUSTER, [str(root)], 0, time.time() + DAY, 10)
-            db.close()
-            if series and len(series.get("alice", [])) >= count:
-                return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"the storage poller did not record {count} reports")
+    def recorded() -> bool:
+        if not db_path.exists():
+            return False
+        db = open_db(db_path)
+        series = directory_size_series(db, CLUSTER, [str(root)], 0, time.time() + DAY, 10)
+        db.close()
+        return bool(series) and len(series.get("alice", [])) >= count
+
+    await wait_for(recorded, 15, f"the storage poller to record {count} reports", 0.1)
 
 
 async def _wait_for_gpu_samples(db_path: Path, count: int) -> None:
-    for _ in range(150):
+    def recorded() -> bool:
         db = open_db(db_path)
         samples = lab_usage_samples(db, CLUSTER, "hoffman-lab", 0, time.time() + 1)
         db.close()
-        if len([s for s in samples if s.gpus_used == 2 and s.cap == 4]) >= count:
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError("the Slurm poller did not record hoffman-lab's usage")
+        return len([s for s in samples if s.gpus_used == 2 and s.cap == 4]) >= count
+
+    await wait_for(recorded, 30, "the Slurm poller to record hoffman-lab's usage", 0.2)
 
 
 def picture(file: UploadedFile) -> np.ndarray:
@@ -261,13 +258,12 @@ async def test_weekly_digest_reaches_the_lab_channel_with_its_chart(bot: Bot) ->
 
 
 async def _wait_for_gpu_seconds(db_path: Path, user: str, at_least: float) -> None:
-    for _ in range(300):
+    def credited() -> bool:
         db = open_db(db_path)
         seconds = db.execute(
             "SELECT COALESCE(SUM(seconds), 0) FROM gpu_seconds WHERE user = ?", [user]
         ).fetchone()[0]
         db.close()
-        if seconds >= at_least:
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{user} was not credited {at_least} GPU-seconds")
+        return bool(seconds >= at_least)
+
+    await wait_for(credited, 60, f"{user} to be credited {at_least} GPU-seconds", 0.2)
