@@ -13,7 +13,6 @@ flock -o /tmp/skybot-cluster.lock flock -o /tmp/skybot-cluster-24.11.lock python
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import json
@@ -198,10 +197,11 @@ async def bot(
         await slack.wait_for_socket_connection(timeout=20)
         for cluster in ("skynet", "nova"):
             await stored_poll(database, cluster, started)
-        deadline = time.monotonic() + 30
-        while (await get(port, "/readyz"))[0] != 200:  # the Socket Mode link counted as up
-            assert time.monotonic() < deadline, await get(port, "/readyz")
-            await asyncio.sleep(0.2)
+
+        async def ready() -> bool:  # the Socket Mode link counted as up
+            return (await get(port, "/readyz"))[0] == 200
+
+        await wait_for(ready, 30, "/readyz to say ready", 0.2)
         yield Bot(slack, port, database, roots)
 
 
@@ -288,13 +288,17 @@ async def test_a_stuck_nova_poll_is_restarted_inside_and_skynet_stays_ready_curr
     stuck_at = time.time()
     not_ready = []
     try:
-        while not any("abandoned" in r.getMessage() and "nova" in r.getMessage()
-                      for r in caplog.records):  # fmt: skip
-            assert time.time() - stuck_at < 90, "nova's stuck poll was never abandoned"
+
+        async def abandoned() -> bool:  # and skynet's readiness meanwhile
+            if any("abandoned" in r.getMessage() and "nova" in r.getMessage()
+                   for r in caplog.records):  # fmt: skip
+                return True
             status, text = await get(port, "/readyz?cluster=skynet")
             if status != 200:
                 not_ready.append(text)
-            await asyncio.sleep(0.5)
+            return False
+
+        await wait_for(abandoned, 90, "nova's stuck poll to be abandoned")
         abandoned_at = time.time()
         # skynet's polls went on while nova's was stuck.
         taken, error = source_status(database, "skynet")

@@ -3,7 +3,6 @@ answered from a snapshot the bot's own poller took of the real test cluster."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from bot.config import (
     load_config,
 )
 from tests.support.bot_process import free_port, running_bot
-from tests.support.cluster import sbatch, scancel_everything, squeue_json, wait_until
+from tests.support.cluster import sbatch, scancel_everything, squeue_json, wait_for, wait_until
 from tests.support.slack_standin import SlackStandIn, signed_slash_command
 
 pytestmark = pytest.mark.cluster
@@ -109,14 +108,15 @@ async def ask(
 
         if mode == "socket":
             await slack.wait_for_socket_connection(timeout=15)
-        for _ in range(100):  # until the first polls are in (and HTTP is listening)
+
+        async def polled() -> bool:
             try:
                 answer = await sky("gpus hoffman-lab")
-                if "4/4 GPUs" in answer and "small-eval" not in answer and "bob" in answer:
-                    break
             except (aiohttp.ClientError, TimeoutError):
-                pass
-            await asyncio.sleep(0.3)
+                return False
+            return "4/4 GPUs" in answer and "small-eval" not in answer and "bob" in answer
+
+        await wait_for(polled, 60, "the first polls in /sky gpus (and HTTP listening)", 0.3)
         yield sky
 
 

@@ -89,9 +89,8 @@ async def test_200_job_ends_across_a_sigkill_are_all_delivered(
                     if c.ok
                 )
 
-            deadline = time.monotonic() + 120
-            while reported() < JOBS and time.monotonic() < deadline:
-                await asyncio.sleep(1)
+            what = f"{JOBS} job ends reported"
+            await wait_for(lambda: reported() >= JOBS, 120, what, 1, in_thread=False)
             await asyncio.sleep(8)  # more polls: late duplicates would show up here
         finally:
             for process in (bot, restarted):

@@ -184,15 +184,16 @@ async def test_the_packaged_bot_answers_sky_gpus_as_the_service_user(
             )  # fmt: skip
             try:
                 await slack.wait_for_socket_connection(timeout=60)
-                for _ in range(60):
+
+                async def answered() -> str | None:
                     delivery = await slack.send_slash_command(
                         command="/sky", text="gpus hoffman-lab", user_id="UALICE", timeout=20
                     )
                     text = str((delivery.payload or {}).get("text"))
-                    if "has not heard from Slurm yet" not in text:
-                        break
-                    await asyncio.sleep(0.5)
-            except TimeoutError:
+                    return None if "has not heard from Slurm yet" in text else text
+
+                text = await wait_for(answered, 60, "an answer from Slurm's data", 0.5)
+            except (TimeoutError, AssertionError):
                 pytest.fail(f"the packaged skybot did not answer:\n{log_path.read_text()}")
             finally:
                 bot.terminate()

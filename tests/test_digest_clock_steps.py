@@ -5,7 +5,6 @@ forward again, it does not fire twice."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from store.writer import StoreWriter
 from tests.support.bot_lifecycle import exit_code_after_sigterm, running
 from tests.support.bot_process import free_port, start_bot, wait_until_listening
 from tests.support.clock_steps import faketime_env, set_clock
+from tests.support.cluster import wait_for
 from tests.support.slack_standin import SlackStandIn
 
 CHANNEL = "C0DIGEST"
@@ -49,18 +49,20 @@ def _lines(log: Path, text: str) -> list[str]:
 
 async def _logged(log: Path, text: str, count: int = 1, timeout: float = 15) -> str:
     """The `count`th line of the bot's log that holds `text`, once it is there."""
-    deadline = time.monotonic() + timeout
-    while len(found := _lines(log, text)) < count:
-        assert time.monotonic() < deadline, f"not {count} lines with {text!r} in {timeout} s"
-        await asyncio.sleep(0.05)
+
+    def enough() -> list[str] | None:
+        found = _lines(log, text)
+        return found if len(found) >= count else None
+
+    found = await wait_for(enough, timeout, f"{count} lines with {text!r}", 0.05)
     return found[count - 1]
 
 
 async def _wait_for_digest(slack: SlackStandIn, timeout: float) -> float:
     started = time.monotonic()
-    while not _digests(slack):
-        assert time.monotonic() - started < timeout, "no digest after the step over its time"
-        await asyncio.sleep(0.1)
+    await wait_for(
+        lambda: _digests(slack), timeout, "a digest after the step", 0.1, in_thread=False
+    )
     return time.monotonic() - started
 
 

@@ -9,9 +9,7 @@ file for a FIFO or for a symlink to bob's file get a one-line reason and nothing
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +20,7 @@ from msgspec.structs import replace
 from bot.config import RunnerConfig, load_config
 from core.efficiency import format_gb, usage_from_sacct
 from tests.support.bot_process import dms_about, linked_bot, linked_bot_config
-from tests.support.cluster import sacct_json, sbatch
+from tests.support.cluster import sacct_json, sbatch, wait_for
 from tests.support.private_jobs import LAB, owned, private_dir, submit  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cluster
@@ -70,9 +68,9 @@ async def test_failure_dms_show_the_owners_output_and_refuse_what_is_not_hers(
             f"truncate -s 1G {out}\necho 'last words before the end' >> {out}\nsleep 6\nexit 3",
         )
         jobs = (crash, fifo, link, huge)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not all(dms_about(slack, j) for j in jobs):
-            await asyncio.sleep(1)
+        await wait_for(
+            lambda: all(dms_about(slack, j) for j in jobs), 120, "a DM per job", 1, in_thread=False
+        )
 
     dms = {job_id: dms_about(slack, job_id) for job_id in jobs}
     assert all(len(texts) == 1 for texts in dms.values()), dms
@@ -141,9 +139,7 @@ async def test_a_job_that_asked_for_far_more_memory_gets_the_advice_with_saccts_
             # Written, so resident; held past JobAcctGatherFrequency=5 s so it is sampled.
             "python3 -c 'import time; b = b\"x\" * (200 * 2**20); time.sleep(12)'",
         )
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not dms_about(slack, hog):
-            await asyncio.sleep(1)
+        await wait_for(lambda: dms_about(slack, hog), 120, "the hog's DM", 1, in_thread=False)
     (dm,) = dms_about(slack, hog)
     recorded = next(j for j in sacct_json(hog)["jobs"] if j["job_id"] == hog)
     usage = usage_from_sacct(recorded)

@@ -23,7 +23,7 @@ from bot.config import (
     StorageConfig,
 )
 from tests.support.bot_process import linked_bot, linked_bot_config
-from tests.support.cluster import sbatch, sbatch_async
+from tests.support.cluster import sbatch, sbatch_async, wait_for
 from tests.support.slack_standin import SlackStandIn
 from tests.support.tmpfs import mounted_tmpfs
 
@@ -97,10 +97,12 @@ async def test_a_bad_job_name_and_a_huge_disk_report_blind_nobody_else(
             ("#skynet-users", rf"<@UCAROL>: `{kira}/carol` holds 7\.0T"),
             ("#skynet-users", rf"<@UBOB>: `{hoffman}/bob` holds 6\.0T"),
         }
-        for _ in range(120):
-            if all(_posted(slack, target, words) for target, words in expected):
-                break
-            await asyncio.sleep(0.5)
+        await wait_for(
+            lambda: all(_posted(slack, target, words) for target, words in expected),
+            60,
+            "every alert posted",
+            in_thread=False,
+        )
         await asyncio.sleep(3)  # a few more polls
 
     for target, words in expected:
