@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -74,17 +73,19 @@ async def test_each_job_end_gets_exactly_one_correct_dm(tmp_path: Path, clean_qu
             "sleep 300",
         )
 
-        started = time.monotonic()
         expected = {
             completed: ("UDAVE", "completed successfully."),
             failed: ("UCAROL", "failed with exit code 3"),
             overcap: ("UALICE", "was preempted and requeued (restart 1)"),
             timeout_job: ("UBOB", "reached its time limit of 1 min"),
         }
-        while time.monotonic() - started < 150:
-            if all(dms_about(slack, job_id) for job_id in expected):
-                break
-            await asyncio.sleep(1)
+        await wait_for(
+            lambda: all(dms_about(slack, job_id) for job_id in expected),
+            150,
+            "a DM per job",
+            1,
+            in_thread=False,
+        )
         await asyncio.sleep(6)  # a few more polls: nothing may be sent twice
 
     for job_id, (slack_id, words) in expected.items():

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -76,16 +75,14 @@ async def test_preempted_job_cancelled_past_the_look_back_ends_once(
         await sbatch_async("carol", "-p", "kira-lab", "-A", "kira-lab", "-w", "baymax",
                            "--gpus-per-node=2080_ti:2", "-J", "urgent",
                            "--wrap", "sleep 600")  # fmt: skip
-        started = time.monotonic()
-        while not dms_about(slack, overcap) and time.monotonic() - started < 60:
-            await asyncio.sleep(0.5)
+        await wait_for(lambda: dms_about(slack, overcap), 60, "the requeue's DM", in_thread=False)
         # Requeued, waiting its BeginTime.
         assert await asyncio.to_thread(squeue_state, overcap) == "PENDING"
         await asyncio.sleep(LOOK_BACK + 5)  # sacct's window no longer holds the preemption
         await scancel_async(str(overcap))
-        started = time.monotonic()
-        while len(dms_about(slack, overcap)) < 2 and time.monotonic() - started < 60:
-            await asyncio.sleep(0.5)
+        await wait_for(
+            lambda: len(dms_about(slack, overcap)) >= 2, 60, "the end's DM", in_thread=False
+        )
         # Past MinJobAge only sacct lists the job, with just the cancelled run in its window
         # (22.05 has no restart count of its own), until the look-back passes the end too.
         await asyncio.sleep(LOOK_BACK + 15)
@@ -122,11 +119,13 @@ async def test_exit_code_and_signal_are_what_sacct_shows(tmp_path: Path, clean_q
         await wait_for_slurm_poll(config.database.path)  # the bot has seen it running
         await scancel_async(str(jobs["cancel"]))
         await asyncio.to_thread(reach_time_limit, jobs["timeout"])
-        started = time.monotonic()
-        while time.monotonic() - started < 180:
-            if all(dms_about(slack, job_id) for job_id in jobs.values()):
-                break
-            await asyncio.sleep(1)
+        await wait_for(
+            lambda: all(dms_about(slack, job_id) for job_id in jobs.values()),
+            180,
+            "a DM per job",
+            1,
+            in_thread=False,
+        )
         await asyncio.sleep(4)
 
     expected_words = {

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -115,12 +114,16 @@ async def test_job_ends_match_sacct_and_a_restarted_overcap_job_gets_two_dms(
         await asyncio.to_thread(reach_time_limit, timeout_job)
 
         # Requeued at once, eligible again 30 s later (cred_expire), then done in seconds.
-        started = time.monotonic()
-        while time.monotonic() - started < 240:
-            finals = _final_records(Path(config.database.path))
-            if len(dms_about(slack, overcap)) >= 2 and ended <= set(finals):
-                break
-            await asyncio.sleep(2)
+        await wait_for(
+            lambda: (
+                len(dms_about(slack, overcap)) >= 2
+                and ended <= set(_final_records(Path(config.database.path)))
+            ),
+            240,
+            "both DMs and every job's final record",
+            2,
+            in_thread=False,
+        )
         await asyncio.sleep(6)  # a few more polls: nothing may be sent twice
 
     dms = dms_about(slack, overcap)

@@ -9,7 +9,6 @@ and gets nothing of the file.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import time
@@ -31,6 +30,7 @@ from tests.support.bot_process import (
     running_bot,
     wait_until_listening,
 )
+from tests.support.cluster import wait_for
 from tests.support.private_jobs import private_dir, submit  # noqa: F401 (a fixture)
 from tests.support.slack_standin import SlackStandIn, signed_block_action
 
@@ -111,9 +111,9 @@ async def test_show_more_walks_back_through_stderr_as_its_owner_only(
             f'for i in $(seq 1 {LINES}); do echo "err line $i <!channel>" >&2; done\n'
             "sleep 6\nexit 3",
         )
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not dms_about(slack, failed):
-            await asyncio.sleep(1)
+        await wait_for(
+            lambda: dms_about(slack, failed), 120, "the failure's DM", 1, in_thread=False
+        )
         (dm,) = dms_about(slack, failed)
         assert "failed with exit code 3" in dm
         expected = [f"err line {i} &lt;!channel&gt;" for i in range(1, LINES + 1)]

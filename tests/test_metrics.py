@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -22,6 +22,7 @@ from bot.metrics import parked_reason
 from store.outbox import OutboxMessage, enqueue
 from store.writer import StoreWriter
 from tests.support.bot_process import free_port, running_bot, wait_until_listening
+from tests.support.cluster import wait_for
 from tests.support.slack_standin import SlackStandIn, SlackUser
 
 
@@ -62,15 +63,14 @@ async def test_metrics_and_health_report_what_the_bot_holds(tmp_path: Path) -> N
                 "skybot_slack_connected 1.0",
                 'skybot_outbox_messages{state="queued"} 0.0',
             )
-            deadline = time.monotonic() + 10
-            while True:
+
+            async def settled_metrics() -> str | None:
                 async with session.get(f"{base}/metrics") as response:
                     assert response.status == 200
                     text = await response.text()
-                if all(line in text for line in settled):
-                    break
-                assert time.monotonic() < deadline, text
-                await asyncio.sleep(0.05)
+                return text if all(line in text for line in settled) else None
+
+            text = await wait_for(settled_metrics, 10, f"/metrics to show {settled}", 0.05)
             async with session.get(f"{base}/readyz") as response:
                 ready_status = response.status
                 ready = await response.json()
@@ -119,14 +119,14 @@ async def test_health_is_ok_while_slurm_answers(tmp_path: Path, cluster: None) -
     base = f"http://127.0.0.1:{port}"
     async with SlackStandIn() as slack, running_bot(config, slack, stop_timeout=20):
         await wait_until_listening(f"{base}/readyz")
-        status, body = 0, {}
         async with aiohttp.ClientSession() as session:
-            for _ in range(100):
+
+            async def ready() -> tuple[int, Any] | None:
                 async with session.get(f"{base}/readyz") as response:
                     status, body = response.status, await response.json()
-                if status == 200:
-                    break
-                await asyncio.sleep(0.2)
+                return (status, body) if status == 200 else None
+
+            status, body = await wait_for(ready, 20, "/readyz to say ready", 0.2)
             async with session.get(f"{base}/metrics") as response:
                 text = await response.text()
     assert status == 200 and body["ready"] is True

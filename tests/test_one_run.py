@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cluster import wait_until
 from tests.support.cluster_locks import ClusterBusy, hold
 
 REPO = Path(__file__).resolve().parent.parent
@@ -69,10 +70,7 @@ def held_by_another_run(tmp_path: Path) -> Iterator[Path]:
     lock = tmp_path / "skybot-cluster.lock"
     holder = subprocess.Popen(["flock", str(lock), "sleep", "120"])
     try:
-        deadline = time.monotonic() + 10
-        while _free(lock):
-            assert time.monotonic() < deadline, "flock did not take the lock"
-            time.sleep(0.05)
+        wait_until(lambda: not _free(lock), 10, "flock to take the lock", 0.05)
         yield tmp_path
     finally:
         holder.kill()

@@ -8,7 +8,6 @@ job id, and it runs. Each click is acked within Slack's 3 s, before its outcome 
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -123,13 +122,7 @@ async def test_move_to_overcap_acts_as_the_clicker_only(
         if mode == "socket":
             await slack.wait_for_socket_connection(timeout=15)
         # Once a poll has seen the job, alice's own answer carries the button; bob's does not.
-        for _ in range(60):
-            buttons = await offered()
-            if buttons:
-                break
-            await asyncio.sleep(0.5)
-        else:
-            raise AssertionError("/sky why never offered Move to overcap")
+        buttons = await wait_for(offered, 30, "/sky why to offer Move to overcap")
         (button,) = buttons
         assert button["action_id"] == f"skybot_move_to_overcap:skynet/{waiting}"
         assert "*preemptible*" in button["confirm"]["text"]["text"]

@@ -12,8 +12,9 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from tests.support.cluster import wait_until
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm" / "v0.0.38"
 ROOT = Path(__file__).parent.parent
@@ -78,10 +79,7 @@ def test_a_worker_whose_bot_was_killed_exits_without_a_traceback(tmp_path: Path)
         )
     assert bot.returncode == -9, bot
     worker = int(bot.stdout.split()[0])
-    deadline = time.monotonic() + 30
-    while not _gone(worker):
-        assert time.monotonic() < deadline, "the orphaned worker did not exit in 30 s"
-        time.sleep(0.05)
+    wait_until(lambda: _gone(worker), 30, "the orphaned worker to exit", 0.05)
     written = stderr.read_text(errors="replace")
     assert "Traceback" not in written and "BrokenPipeError" not in written, written
     assert "Exception ignored" not in written, written
