@@ -20,6 +20,7 @@ from tests.support.bot_process import (
     linked_bot_config,
     wait_for_slurm_poll,
 )
+from tests.support.cluster import wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -68,12 +69,11 @@ async def test_a_refused_sbatch_gets_one_message(
             assert "Requested node configuration is not available" in str(refusal.params["text"])
             # 22.05's slurmdbd records the refused job; a version that keeps no record of it
             # has nothing to mistake for an end.
-            recorded: list[int] = []
-            for _ in range(20):
-                recorded = await asyncio.to_thread(refused_jobs, "alice", started)
-                if recorded:
-                    break
-                await asyncio.sleep(0.5)
+            try:
+                what = "sacct's record of the refused job"
+                recorded = await wait_for(lambda: refused_jobs("alice", started), 10, what)
+            except AssertionError:
+                recorded = []
             # Polls that read sacct's record of it, and the notifier after them.
             for _ in range(3):
                 await wait_for_slurm_poll(config.database.path, acted_on=True)

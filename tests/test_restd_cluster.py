@@ -18,7 +18,7 @@ import pytest
 from core.records import Job, Node
 from core.slurm_json import parse_sacct, parse_sinfo, parse_squeue
 from scheduler.slurm.restd import RestdClient, RestdError
-from tests.support.cluster import cluster_script, sbatch, wait_until
+from tests.support.cluster import cluster_script, sbatch, wait_for, wait_until
 from tests.support.restd_daemon import INSIDE_2411, SOCKET, TOKEN, mint
 
 pytestmark = pytest.mark.cluster
@@ -134,16 +134,18 @@ async def test_an_unchanged_queue_costs_a_no_change_answer(
     await asyncio.sleep(2)  # past the submission's second
     read = await client.jobs()
     assert read.document is not None
-    unchanged = None
+
     # The controller may touch its queue on a scheduling pass; a quiet second soon comes.
-    for _ in range(5):
-        await asyncio.sleep(1.1)
+    async def quiet_second() -> Any:
+        nonlocal read
         again = await client.jobs(read.update_time)
         if again.document is None:
-            unchanged = again
-            break
+            return again
         read = again
-    assert unchanged is not None, "no 'no change' answer in 5 quiet seconds"
+        return None
+
+    await asyncio.sleep(1.1)
+    unchanged = await wait_for(quiet_second, 4, "a 'no change' answer in 5 quiet seconds", 1.1)
     assert unchanged.update_time == read.update_time
     # And a change is not missed: the next read with the same update_time has the new job.
     new = sbatch("carol", "-p", "kira-lab", "-A", "kira-lab", "--hold", "--wrap", "true")

@@ -4,7 +4,6 @@ and DMs a job's end, and its change probe tells that end well before the next po
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -97,20 +96,21 @@ async def test_a_slurmrestd_only_bot_answers_and_dms_without_slurm_commands(
                 delivery = await slack.send_slash_command(command="/sky", text=text, user_id=user)
                 return json.dumps(delivery.payload)
 
-            deadline = time.monotonic() + 20
-            while "GPUs in use" not in (gpus := await answer("gpus", "UALICE")):
-                assert time.monotonic() < deadline, gpus
-                await asyncio.sleep(0.5)
+            async def gpus_in_use() -> bool:
+                return "GPUs in use" in await answer("gpus", "UALICE")
+
+            await wait_for(gpus_in_use, 20, "/sky gpus to show GPUs in use")
 
             job = await sbatch_async(
                 "dave", "-p", "kira-lab", "-A", "kira-lab", "-J", "restd-only", "--wrap", "sleep 4"
             )
 
             # Shown by the probe's poll, long before the 60 s poll.
-            deadline = time.monotonic() + 20
-            while str(job) not in await answer("jobs", "UDAVE"):
-                assert time.monotonic() < deadline, "/sky jobs never listed the new job"
-                await asyncio.sleep(0.5)
+
+            async def listed() -> bool:
+                return str(job) in await answer("jobs", "UDAVE")
+
+            await wait_for(listed, 20, "/sky jobs to list the new job")
 
             await wait_for(lambda: dms_about(slack, job) or None, 40, "the job-end DM")
             told = time.time()

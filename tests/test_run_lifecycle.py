@@ -23,7 +23,7 @@ from tests.support.bot_lifecycle import (
     write_config,
 )
 from tests.support.bot_process import VERBOSE_SKYBOT, free_port, start_bot, wait_until_listening
-from tests.support.cluster import cluster_script
+from tests.support.cluster import cluster_script, wait_for
 from tests.support.slack_standin import SlackStandIn, SlackUser
 from tests.support.slurm_wrappers import COMMANDS, write_wrappers
 
@@ -49,10 +49,12 @@ async def test_sigterm_ends_run_while_slack_is_unreachable(tmp_path: Path) -> No
             body = await readiness(port)
             assert body["checks"]["slack"]["ok"] is False  # type: ignore[index]
             # Let it try, fail and wait to try again, as it would all through an outage.
-            deadline = time.monotonic() + 60
-            while not any("Failed to connect" in line for line in stderr_lines(log)):
-                assert time.monotonic() < deadline, "no failed connection attempt logged"
-                await asyncio.sleep(0.25)
+            await wait_for(
+                lambda: any("Failed to connect" in line for line in stderr_lines(log)),
+                60,
+                "a failed connection attempt logged",
+                0.25,
+            )
             assert bot.poll() is None
             code, _ = await exit_code_after_sigterm(bot)
     lines = stderr_lines(log)
@@ -136,10 +138,12 @@ async def test_sigterm_ends_run_while_the_sender_waits_out_a_rate_limit(tmp_path
         ):
             await slack.wait_for_call("chat.postMessage", timeout=60)
             # The SDK's rate-limit handler took the 429 and waits before trying again.
-            deadline = time.monotonic() + 30
-            while not any("A retry handler found" in line for line in stderr_lines(log)):
-                assert time.monotonic() < deadline, "the SDK never retried the 429"
-                await asyncio.sleep(0.05)
+            await wait_for(
+                lambda: any("A retry handler found" in line for line in stderr_lines(log)),
+                30,
+                "the SDK to retry the 429",
+                0.05,
+            )
             code, _ = await exit_code_after_sigterm(bot)
     assert code == 0
     writer = StoreWriter(database)
@@ -226,12 +230,12 @@ async def test_sigterm_during_slow_polls_of_every_source_logs_no_error(tmp_path:
     async with SlackStandIn() as slack:
         with log.open("wb") as out, running(start_bot(config, slack, log=out)) as bot:
             await wait_until_listening(f"http://127.0.0.1:{port}/livez", attempts=400)
-            for _ in range(200):
-                if {p.name for p in started.iterdir()} >= {"squeue", "sacct", "sacctmgr"}:
-                    break
-                await asyncio.sleep(0.05)
-            else:
-                pytest.fail(f"the polls did not start: {sorted(started.iterdir())}")
+            await wait_for(
+                lambda: {p.name for p in started.iterdir()} >= {"squeue", "sacct", "sacctmgr"},
+                10,
+                "the polls of squeue, sacct and sacctmgr to start",
+                0.05,
+            )
             code, _ = await exit_code_after_sigterm(bot)
     assert code == 0
     assert _errors(log) == [], log.read_text(errors="replace")

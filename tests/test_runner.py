@@ -19,7 +19,6 @@ import os
 import pwd
 import shutil
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ import pytest
 
 from bot import __version__
 from bot.runner_client import call_runner
+from tests.support.cluster import wait_until
 from tests.support.installed_runner import (
     AS_SKYBOT,
     HOFFMAN,
@@ -121,15 +121,6 @@ def jobs_named(name: str) -> list[str]:
     return sorted(set(queued) | set(accounted))
 
 
-def wait_for(predicate: Any, seconds: float = 60, every: float = 0.5) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(every)
-    return bool(predicate())
-
-
 def job_state(job_id: int | str) -> str:
     line = sh("squeue", "-h", "-j", str(job_id), "-o", "%T").stdout.strip()
     if line:
@@ -159,9 +150,8 @@ async def test_alice_submits_and_the_job_runs_as_alice(alice_dir: Path, token: s
     assert jobs_named(token) == [str(reply["job_id"])]
 
     out = alice_dir / "out.txt"
-    assert wait_for(lambda: out.exists() and out.read_text().count("\n") >= 2), (
-        f"job {reply['job_id']} never wrote {out}: state {job_state(reply['job_id'])}"
-    )
+    what = f"job {reply['job_id']} to write two lines to {out}"
+    wait_until(lambda: out.exists() and out.read_text().count("\n") >= 2, 60, what)
     assert out.stat().st_uid == pwd.getpwnam("alice").pw_uid
     # It ran as alice, in the script's directory.
     assert out.read_text().splitlines() == ["alice", str(alice_dir)]
@@ -205,7 +195,7 @@ async def test_the_bots_environment_does_not_reach_the_job(alice_dir: Path, toke
     reply = json.loads(result.stdout)
     assert reply["ok"] is True, reply
     env_txt = alice_dir / "env.txt"
-    assert wait_for(lambda: env_txt.exists() and "USER=" in env_txt.read_text())
+    wait_until(lambda: env_txt.exists() and "USER=" in env_txt.read_text(), 60, "env.txt")
     job_env = env_txt.read_text()
     assert "xoxb-leaked-secret" not in job_env
     assert "/tmp/evil" not in job_env
@@ -228,7 +218,7 @@ async def test_only_the_owner_can_cancel(
     assert reply["ok"] is True, reply
     job_id = reply["job_id"]
     cancel_afterwards.append(job_id)
-    assert wait_for(lambda: job_state(job_id) in ("RUNNING", "PENDING"), 20)
+    wait_until(lambda: job_state(job_id) in ("RUNNING", "PENDING"), 20, f"job {job_id} queued")
 
     refused = await ask("bob", {"action": "cancel", "job_id": str(job_id)})
     assert refused["ok"] is False
@@ -237,7 +227,7 @@ async def test_only_the_owner_can_cancel(
 
     done = await ask("alice", {"action": "cancel", "job_id": str(job_id)})
     assert done == {"ok": True, "job_id": str(job_id)}
-    assert wait_for(lambda: job_state(job_id).startswith("CANCELLED"), 30), job_state(job_id)
+    wait_until(lambda: job_state(job_id).startswith("CANCELLED"), 30, f"job {job_id} cancelled")
 
     again = await ask("alice", {"action": "cancel", "job_id": str(job_id)})
     assert again["ok"] is False
@@ -318,7 +308,7 @@ async def test_only_the_owners_pending_job_moves_to_overcap(
         f"Job {array} is a job array or a heterogeneous job; skybot moves single jobs only."
     )
     running = alice_sbatch("-p", "debug", "--wrap", "sleep 300")
-    assert wait_for(lambda: job_state(running) == "RUNNING", 30), job_state(running)
+    wait_until(lambda: job_state(running) == "RUNNING", 30, f"job {running} to run")
     assert await ask("alice", move(running)) == {
         "ok": False,
         "error": f"Job {running} is running, not pending: only a job that has not started can "

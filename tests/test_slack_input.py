@@ -6,7 +6,6 @@ a snapshot written into the store first (no Slurm is touched: slurm.bin_dir does
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from handlers.router import UsageError
 from handlers.slack_input import decode_command_text, unescape
 from store.db import open_db
 from tests.support.bot_process import free_port, running_bot
+from tests.support.cluster import wait_for
 from tests.support.factories import job
 from tests.support.slack_standin import SlackStandIn
 from tests.support.slurm_polls import save_slurm_poll
@@ -99,14 +99,16 @@ async def sky(tmp_path: Path) -> AsyncIterator:
                 SECRET, command="/sky", text=text, user_id="UALICE", team_id=TEAM
             )
             url = f"http://127.0.0.1:{port}/slack/events"
-            for _ in range(100):  # until HTTP is listening
+
+            async def answered() -> str | None:
                 try:
                     async with session.post(url, data=signed.body, headers=signed.headers) as r:
                         assert r.status == 200
                         return str((await r.json())["text"])
                 except aiohttp.ClientConnectionError:
-                    await asyncio.sleep(0.1)
-            raise AssertionError("the bot never listened")
+                    return None
+
+            return await wait_for(answered, 10, "the bot to listen for HTTP", 0.1)
 
         yield ask
 

@@ -38,12 +38,11 @@ async def _ask(slack: SlackStandIn, user: str, text: str) -> str:
 
 
 async def _answer_without_warning(slack: SlackStandIn, user: str, text: str, timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    while "⚠️" in (answer := await _ask(slack, user, text)):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still warned after {timeout:g} s: {answer}")
-        await asyncio.sleep(0.2)
-    return answer
+    async def unwarned() -> str | None:
+        answer = await _ask(slack, user, text)
+        return None if "⚠️" in answer else answer
+
+    return await wait_for(unwarned, timeout, f"{text!r} answered without a warning", 0.2)
 
 
 def _sacct_exit_code(job_id: int) -> str:
