@@ -15,7 +15,7 @@ import pytest
 from core.job_notices import Seen, decide_job_notice
 from core.record_codec import decode_job
 from core.transitions import Transition
-from tests.support.cluster import sbatch
+from tests.support.cluster import sbatch, wait_for
 from tests.support.poller_harness import Harness, _config, running
 from tests.support.why_answers import LAB
 
@@ -56,13 +56,12 @@ async def test_a_node_failure_requeue_never_says_resubmit(harness: Harness) -> N
     node = ["scontrol", "update", "NodeName=baymax"]
     try:
         subprocess.run([*node, "State=DOWN", "Reason=requeue-dm-test"], check=True)
-        texts: list[str] = []
-        for _ in range(60):  # every state Slurm shows on the way, polled twice a second
+
+        async def told_requeued() -> bool:  # every state Slurm shows on the way, polled
             await harness.poll()
-            texts = await _told(harness, job_id)
-            if any("requeued" in text for text in texts):
-                break
-            await asyncio.sleep(0.5)
+            return any("requeued" in text for text in await _told(harness, job_id))
+
+        await wait_for(told_requeued, 60, f"job {job_id}'s requeue told")
         for _ in range(6):  # and a few polls more: nothing else is told of it
             await harness.poll()
             await asyncio.sleep(0.5)

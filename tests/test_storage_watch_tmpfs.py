@@ -29,6 +29,7 @@ from store.outbox import OutboxMessage, enqueue, outbox_rows
 from store.writer import StoreWriter
 from tests.support.bot_process import running_bot
 from tests.support.factories import CLUSTER
+from tests.support.outbox_sender import wait_until_settled
 from tests.support.slack_standin import SlackStandIn, SlackUser
 from tests.support.tmpfs import mounted_tmpfs
 
@@ -125,11 +126,7 @@ def posts(slack: SlackStandIn) -> list[str]:
 
 async def settle(bot: Bot) -> None:
     """Until the sender has nothing queued."""
-    for _ in range(200):
-        if not await bot.writer.run(outbox_rows, "queued"):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("outbox did not drain")
+    await wait_until_settled(bot.writer, timeout=10)
 
 
 async def test_full_filesystem_warns_once_stays_quiet_and_warns_again_after_refill(

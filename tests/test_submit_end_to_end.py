@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -160,11 +159,7 @@ async def test_alice_submits_as_alice_sees_it_and_only_she_can_cancel_it(bot: Bo
     async def listed() -> bool:
         return str(job_id) in await bot.sky(ALICE, "jobs")
 
-    for _ in range(30):
-        if await listed():
-            break
-        await asyncio.sleep(0.5)
-    assert await listed()
+    await wait_for(listed, 30, f"/sky jobs to list job {job_id}")
 
     # Refused by skybot from its snapshot, before the runner (and Slurm) is asked.
     refused = await bot.sky(BOB, f"cancel {job_id}")
@@ -280,10 +275,7 @@ async def test_killed_between_queueing_and_submitting_submits_exactly_once(
             queued = await bot.sky(ALICE, f"submit {ALICE_DIR}/submit-me.sh")
             assert queued.startswith("Queued as #1")
             db = open_db(tmp_path / "skybot.db")
-            deadline = time.monotonic() + 10
-            while not started.exists():
-                assert time.monotonic() < deadline, "the worker never picked the submission up"
-                await asyncio.sleep(0.05)
+            await wait_for(started.exists, 10, "the worker to pick the submission up", 0.05)
             first.send_signal(signal.SIGKILL)
             first.wait(timeout=10)
         finally:
@@ -300,10 +292,13 @@ async def test_killed_between_queueing_and_submitting_submits_exactly_once(
         second = start()
         try:
             await slack.wait_for_socket_connection(count=2, timeout=20)
-            deadline = time.monotonic() + 40
-            while db.execute("SELECT state FROM submissions").fetchone()[0] != "submitted":
-                assert time.monotonic() < deadline, "the restarted bot never settled it"
-                await asyncio.sleep(0.2)
+            await wait_for(
+                lambda: db.execute("SELECT state FROM submissions").fetchone()[0] == "submitted",
+                40,
+                "the restarted bot to settle it",
+                0.2,
+                in_thread=False,  # the test's own sqlite connection
+            )
             await asyncio.sleep(5)  # room for a wrong second submission to reach sacct
             jobs = await asyncio.to_thread(_tagged_jobs, f"skybot:{tag}")
             recorded = db.execute("SELECT job_id FROM submissions").fetchone()[0]

@@ -7,7 +7,6 @@ import html
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -31,6 +30,7 @@ from handlers.commands import command_table
 from handlers.commands.template import code_sections
 from handlers.reply import MAX_SECTION_CHARS, MAX_TEXT_CHARS, Reply
 from tests.support.asking import answer_from_view, assert_slack_safe, one_liner
+from tests.support.cluster import wait_until
 from tests.support.factories import LABS, make_snapshot, make_view, node
 from tests.support.sample_cluster import NOW, TAKEN_AT, cluster
 
@@ -446,10 +446,12 @@ def _run_skeleton(tmp_path: Path, send: signal.Signals) -> tuple[int, list[str]]
     shell = subprocess.Popen(["bash", str(script)], env=env, start_new_session=True)
     try:
         # Slurm's USR1 comes minutes into a job, never before the script reached `wait`.
-        deadline = time.monotonic() + 10
-        while not (log.exists() and "started" in log.read_text() and _in_wait(shell.pid)):
-            assert time.monotonic() < deadline, "the script never got to wait for srun"
-            time.sleep(0.05)
+        wait_until(
+            lambda: log.exists() and "started" in log.read_text() and _in_wait(shell.pid),
+            10,
+            "the script to wait for srun",
+            0.05,
+        )
         shell.send_signal(send)
         if send == signal.SIGTERM:
             # On preemption Slurm signals every process of the job, not only the batch shell.

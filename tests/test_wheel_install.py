@@ -10,7 +10,6 @@ checkout cannot smuggle files into it either.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import zipfile
@@ -22,7 +21,7 @@ import pytest
 
 from tests.support import wheels
 from tests.support.bot_process import start_bot
-from tests.support.cluster import sbatch, squeue_state, wait_until
+from tests.support.cluster import sbatch, squeue_state, wait_for, wait_until
 from tests.support.slack_standin import SlackStandIn
 from tests.support.wheels import REPO, run
 
@@ -128,15 +127,16 @@ async def test_run_from_the_installed_wheel_answers_over_slack(
             try:
                 await slack.wait_for_socket_connection(timeout=60)
                 # The bot may connect before its first Slurm poll is stored.
-                for _ in range(60):
+
+                async def answered() -> str | None:
                     delivery = await slack.send_slash_command(
                         command="/sky", text="gpus hoffman-lab", user_id="UALICE", timeout=20
                     )
                     text = str((delivery.payload or {}).get("text"))
-                    if "has not heard from Slurm yet" not in text:
-                        break
-                    await asyncio.sleep(0.5)
-            except TimeoutError:
+                    return None if "has not heard from Slurm yet" in text else text
+
+                text = await wait_for(answered, 60, "an answer from Slurm's data", 0.5)
+            except (TimeoutError, AssertionError):
                 pytest.fail(f"the installed skybot did not answer:\n{log_path.read_text()}")
             finally:
                 bot.terminate()

@@ -141,13 +141,12 @@ def _number(value: Any) -> int:
 
 
 async def requeue_record(harness: Harness, job_id: int) -> Any:
-    for _ in range(60):
+    async def recorded() -> Any:
         await harness.poll()
         found = [j for i, s, _, j in await harness.transitions() if i == job_id and s == "REQUEUED"]
-        if found:
-            return found[-1]
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"no requeue of job {job_id} recorded")
+        return found[-1] if found else None
+
+    return await wait_for(recorded, 60, f"a requeue of job {job_id} recorded")
 
 
 async def test_an_admins_requeue_is_not_called_a_preemption(harness: Harness) -> None:
@@ -194,14 +193,13 @@ async def test_a_preemption_is_told_as_one_with_slurms_times(harness: Harness) -
 async def test_why_answers_for_a_job_slurm_no_longer_lists(harness: Harness) -> None:
     job_id = sbatch("alice", "-A", "hoffman-lab", "-p", "hoffman-lab", "--chdir=/tmp",
                     "-o", "/tmp/why-ended-%j.out", "--wrap", "sleep 2; exit 3")  # fmt: skip
-    for _ in range(120):
+
+    async def ended() -> bool:
         view = await harness.poll()
         recorded = [s for i, s, _, _ in await harness.transitions() if i == job_id]
-        if "FAILED" in recorded and job_id not in view.jobs_by_id:
-            break
-        await asyncio.sleep(0.5)
-    else:
-        raise AssertionError("the job's end was not recorded, or squeue still lists it")
+        return "FAILED" in recorded and job_id not in view.jobs_by_id
+
+    await wait_for(ended, 120, "the job's end recorded and squeue no longer listing it")
     text = await why(harness, str(job_id))
     assert f"Job `{job_id}` (`wrap`, `alice`) has ended: it failed " in text
     assert "(`FAILED`, exit code 3)." in text
