@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import subprocess
@@ -15,6 +14,7 @@ from msgspec.structs import replace
 
 from core.config_schema import NotificationsConfig
 from core.job_notices import Seen, compose_job_notice
+from core.records import Job
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_squeue
 from core.transitions import Transition
@@ -27,9 +27,10 @@ from tests.support.cluster import (
     sbatch,
     squeue_json,
     squeue_state,
+    wait_for,
     wait_until,
 )
-from tests.support.poller_harness import Harness, _config
+from tests.support.poller_harness import Harness, _config, running
 from tests.support.slurm_wrappers import COMMANDS, as_user, write_wrappers
 
 pytestmark = pytest.mark.cluster
@@ -82,13 +83,7 @@ async def test_jobs_land_with_lab_user_gpu_type_and_count(harness: Harness) -> N
         running = all(j and j.state == "RUNNING" for j in jobs)
         return view if running and gpus_in_use == 6 else None
 
-    view = None
-    for _ in range(60):
-        view = await all_running()
-        if view:
-            break
-        await asyncio.sleep(0.5)
-    assert view is not None, "the three GPU jobs never all ran with their 6 GPUs on their nodes"
+    view = await wait_for(all_running, 60, "the three GPU jobs to run with 6 GPUs on their nodes")
 
     a, b, c = (view.jobs_by_id[i] for i in (per_node, per_job, by_gres))
     assert (a.user, a.account, a.partition, a.gpus_by_type) == (
@@ -131,13 +126,7 @@ async def test_lab_at_cap_shows_used_equals_cap_and_the_waiting_job(harness: Har
         usage = view.usage(view.lab("hoffman-lab"))
         return view if job and job.reason == "AssocGrpGRES" and usage.gpus_used == 4 else None
 
-    view = None
-    for _ in range(60):
-        view = await at_cap()
-        if view:
-            break
-        await asyncio.sleep(0.5)
-    assert view is not None, "hoffman-lab never showed as at its cap"
+    view = await wait_for(at_cap, 60, "hoffman-lab to show as at its cap")
     usage = view.usage(view.lab("hoffman-lab"))
     assert usage.at_cap and usage.gpus_used == usage.cap == 4
     assert [(j.job_id, j.user, j.reason) for j in usage.pending_at_cap] == [
@@ -167,17 +156,17 @@ async def test_final_states_are_recorded_even_after_jobs_left_squeue(harness: Ha
         "the finished jobs to leave squeue",
     )
 
-    finals: dict[int, tuple[str, object]] = {}
-    for _ in range(20):  # slurmdbd lags the controller by a few seconds
+    async def every_final() -> dict[int, tuple[str, object]] | None:
         await harness.poll()
         finals = {
             job_id: (state, job)
             for job_id, state, _, job in await harness.transitions()
             if job_id in ended and state != "RUNNING" and state != "PENDING"
         }
-        if len(finals) == len(ended):
-            break
-        await asyncio.sleep(1)
+        return finals if len(finals) == len(ended) else None
+
+    # slurmdbd lags the controller by a few seconds
+    finals = await wait_for(every_final, 40, "every final state from sacct", 1)
     assert {j: s for j, (s, _) in finals.items()} == {
         timeout_job: "TIMEOUT",
         completed: "COMPLETED",
@@ -194,17 +183,16 @@ async def test_a_job_cancelled_while_pending_is_told_it_never_started(harness: H
     waiting = sbatch("alice", "-p", "hoffman-lab", "-A", "hoffman-lab", "--hold", "--wrap", "true")
     assert (await harness.poll()).jobs_by_id[waiting].state == "PENDING"
     subprocess.run(["scancel", str(waiting)], check=True, timeout=30)
-    cancelled = []
-    for _ in range(20):
+
+    async def recorded() -> list[Job]:
         await harness.poll()
-        cancelled = [
+        return [
             job
             for job_id, state, _, job in await harness.transitions()
             if job_id == waiting and state == "CANCELLED"
         ]
-        if cancelled:
-            break
-        await asyncio.sleep(0.5)
+
+    cancelled = await wait_for(recorded, 20, "the cancellation recorded")
     (record,) = cancelled
     # Slurm's record: start = end = when it was cancelled; no runtime to tell.
     notice = compose_job_notice(
@@ -219,12 +207,12 @@ async def test_a_job_cancelled_while_pending_is_told_it_never_started(harness: H
 
 async def test_a_failure_seen_live_keeps_its_exit_code(harness: Harness) -> None:
     failed = sbatch("carol", "-p", "kira-lab", "-A", "kira-lab", "--wrap", "sleep 2; exit 3")
-    for _ in range(40):
-        view = await harness.poll()
-        job = view.jobs_by_id.get(failed)
-        if job and job.state == "FAILED":
-            break
-        await asyncio.sleep(0.5)
+
+    async def failed_live() -> bool:
+        job = (await harness.poll()).jobs_by_id.get(failed)
+        return job is not None and job.state == "FAILED"
+
+    await wait_for(failed_live, 40, f"job {failed} seen FAILED")
     finals = [
         job
         for job_id, state, _, job in await harness.transitions()
@@ -249,11 +237,7 @@ async def test_preemption_is_recorded_as_a_requeue_with_its_restart_count(
         "--wrap",
         "sleep 300",
     )
-    for _ in range(40):
-        view = await harness.poll()
-        if (job := view.jobs_by_id.get(overcap)) and job.state == "RUNNING":
-            break
-        await asyncio.sleep(0.5)
+    await running(harness, overcap)
     sbatch(
         "carol",
         "-p",
@@ -266,15 +250,13 @@ async def test_preemption_is_recorded_as_a_requeue_with_its_restart_count(
         "--wrap",
         "sleep 300",
     )
-    requeues: list = []
-    for _ in range(40):
+
+    async def requeued() -> list[tuple[str, int]]:
         await harness.poll()
-        requeues = [
-            (s, r) for j, s, r, _ in await harness.transitions() if j == overcap and s == "REQUEUED"
-        ]
-        if requeues:
-            break
-        await asyncio.sleep(0.5)
+        transitions = await harness.transitions()
+        return [(s, r) for j, s, r, _ in transitions if j == overcap and s == "REQUEUED"]
+
+    requeues = await wait_for(requeued, 40, f"job {overcap}'s requeue recorded")
     assert requeues == [("REQUEUED", 1)]
     view = await harness.poll()
     job = view.jobs_by_id[overcap]
@@ -415,16 +397,16 @@ async def test_free_counts_each_node_of_one_gpu_type_by_its_own_total(
         "bob", "-p", "hoffman-lab", "-A", "hoffman-lab", "-w", SPARE_NODE,
         "--gpus-per-node=a40:1", "--wrap", "sleep 300",
     )  # fmt: skip
-    view = None
-    for _ in range(60):
+
+    async def both_running() -> ClusterView | None:
         view = await harness.poll()
         jobs = [view.jobs_by_id.get(i) for i in (on_clippy, on_olaf)]
         # As above: the nodes may still show idle in the poll that first lists them running.
         gpus_in_use = sum(sum(node.gpus_used.values()) for node in view.snapshot.nodes)
-        if all(j and j.state == "RUNNING" for j in jobs) and gpus_in_use == 2:
-            break
-        await asyncio.sleep(0.5)
-    assert view is not None and view.jobs_by_id[on_olaf].nodes == SPARE_NODE
+        return view if all(j and j.state == "RUNNING" for j in jobs) and gpus_in_use == 2 else None
+
+    view = await wait_for(both_running, 60, "a GPU job to run on clippy and on olaf")
+    assert view.jobs_by_id[on_olaf].nodes == SPARE_NODE
     nodes = {n.name: n for n in view.snapshot.nodes}
     assert nodes["clippy"].partitions == nodes[SPARE_NODE].partitions
     per_node = {
@@ -573,12 +555,11 @@ esac"""
         view = await h.cache.refresh()
         assert not view.snapshot.source("slurm").failing
         assert job not in view.jobs_by_id
-        for _ in range(20):  # slurmdbd lags the controller by a few seconds
+
+        async def recorded() -> bool:  # slurmdbd lags the controller by a few seconds
             await h.poll()
-            if (job, "CANCELLED") in {(j, s) for j, s, _, _ in await h.transitions()}:
-                break
-            await asyncio.sleep(1)
-        else:
-            pytest.fail("the vanished job's end was never recorded from sacct")
+            return (job, "CANCELLED") in {(j, s) for j, s, _, _ in await h.transitions()}
+
+        await wait_for(recorded, 40, "the vanished job's end recorded from sacct", 1)
     finally:
         h.close()
