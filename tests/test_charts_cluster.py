@@ -137,7 +137,8 @@ async def _wait_for_report_count(db_path: Path, root: Path, count: int) -> None:
         db.close()
         return bool(series) and len(series.get("alice", [])) >= count
 
-    await wait_for(recorded, 15, f"the storage poller to record {count} reports", 0.1)
+    what = f"the storage poller to record {count} reports"
+    await wait_for(recorded, 15, what, 0.1, in_thread=False)  # between the in-process bot's writes
 
 
 async def _wait_for_gpu_samples(db_path: Path, count: int) -> None:
@@ -147,7 +148,8 @@ async def _wait_for_gpu_samples(db_path: Path, count: int) -> None:
         db.close()
         return len([s for s in samples if s.gpus_used == 2 and s.cap == 4]) >= count
 
-    await wait_for(recorded, 30, "the Slurm poller to record hoffman-lab's usage", 0.2)
+    what = "the Slurm poller to record hoffman-lab's usage"
+    await wait_for(recorded, 30, what, 0.2, in_thread=False)
 
 
 def picture(file: UploadedFile) -> np.ndarray:
@@ -266,4 +268,5 @@ async def _wait_for_gpu_seconds(db_path: Path, user: str, at_least: float) -> No
         db.close()
         return bool(seconds >= at_least)
 
-    await wait_for(credited, 60, f"{user} to be credited {at_least} GPU-seconds", 0.2)
+    what = f"{user} to be credited {at_least} GPU-seconds"
+    await wait_for(credited, 60, what, 0.2, in_thread=False)
