@@ -119,6 +119,7 @@ def wait_until(
     check: Callable[[], T | None], timeout: float, what: str, interval: float = 0.5
 ) -> T:
     """For sync tests; an async test uses `wait_for`."""
+    __tracebackhide__ = True  # a timeout points at the test's line, not here
     deadline = time.monotonic() + timeout
     while True:
         result = check()
@@ -150,6 +151,7 @@ async def wait_for(
 
     `timeout` is on `clock`: a test on looptime's fake loop time that asserts something
     happens within so many seconds of that time passes `asyncio.get_running_loop().time`."""
+    __tracebackhide__ = True  # a timeout points at the test's line, not here
     deadline = clock() + timeout
     while True:
         on_loop = not in_thread or inspect.iscoroutinefunction(check)
