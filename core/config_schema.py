@@ -282,17 +282,18 @@ class Config(Section, frozen=True):
 
     @property
     def default_cluster(self) -> ClusterConfig:
-        """The cluster a command means when it names none: the first."""
-        return self.clusters[0] if self.clusters else self._implied_cluster()
+        """The cluster a command means when it names none: the first, with the top level's
+        [slurm] and labs (parse_config makes them the first's; a caller that replaced them on
+        a parsed config, tests and tools, gets what it put there)."""
+        if not self.clusters:
+            return self._implied_cluster()
+        first = self.clusters[0]
+        if first.slurm == self.slurm and first.labs == self.labs:
+            return first
+        return msgspec.structs.replace(first, slurm=self.slurm, labs=self.labs)
 
     def _implied_cluster(self) -> ClusterConfig:
         return ClusterConfig(self.notifications.cluster_name, slurm=self.slurm, labs=self.labs)
-
-    @property
-    def cluster_shown(self) -> str:
-        """The (default) cluster's name as messages show it: only where skybot serves several,
-        so a one-cluster site's messages read as they always have."""
-        return self.notifications.cluster_name if len(self.clusters) > 1 else ""
 
     def cluster_named(self, name: str) -> ClusterConfig | None:
         wanted = name.casefold()
@@ -304,16 +305,6 @@ class Config(Section, frozen=True):
             (c for c in self.clusters if any(lab.name.casefold() == wanted for lab in c.labs)),
             None,
         )
-
-    @property
-    def preemptible_partitions(self) -> frozenset[str]:
-        """Partitions whose requeues are preemptions: overcap and the ones named besides."""
-        return frozenset({self.slurm.overcap_partition, *self.notifications.preemptible_partitions})
-
-    def preemptible_on(self, cluster: ClusterConfig) -> frozenset[str]:
-        """`preemptible_partitions` on `cluster`: its overcap partition and those named."""
-        named = self.notifications.preemptible_partitions
-        return frozenset({cluster.slurm.overcap_partition, *named})
 
     def lab_named(self, name: str) -> LabConfig | None:
         wanted = name.casefold()

@@ -49,7 +49,8 @@ def schedule_for(
     unless `storage` is given."""
     hooks.setdefault("grace_seconds", config.slurm.command_timeout_seconds)
     hooks.setdefault("close_pollers", polls.close)
-    jobs = poll_jobs(config, polls, polls if storage is None else storage, refresh)
+    storage = polls if storage is None else storage
+    jobs = poll_jobs(config.default_cluster, config, polls, storage, refresh)
     return build_schedule(jobs, PollHooks(**hooks))
 
 

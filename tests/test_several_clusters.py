@@ -13,8 +13,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from bot.cluster_readers import polled_config
+from bot.cluster_readers import close_every, every_cluster
 from bot.cluster_wing import runner_call
+from bot.polling import poll_jobs
 from bot.service import every_lab
 from core.chart_specs import LAB_GPUS, ChartSpec
 from core.cluster_config import ClusterConfig
@@ -34,6 +35,7 @@ from handlers.reply import Reply
 from handlers.request import CommandRequest
 from handlers.router import UsageError, dispatch
 from handlers.services import Services
+from store.writer import StoreWriter
 from tests.support.factories import job, make_snapshot, make_view, node
 
 LAB = {"partition": "p", "account": "a"}
@@ -120,14 +122,33 @@ async def test_one_cluster_answers_read_as_they_always_have() -> None:
     assert "On cluster" not in after.text
 
 
-def test_the_pollers_config_is_their_clusters_own() -> None:
-    config = two_clusters()
-    nova = polled_config(config, config.clusters[1])
-    assert nova.default_cluster.name == "nova"
-    assert [lab.name for lab in nova.labs] == ["kira-lab"]
-    assert nova.notifications.cluster_name == "nova"
-    assert len(nova.clusters) == 2
-    assert polled_config(config, config.clusters[0]) is config
+async def test_each_clusters_readers_and_polls_are_built_from_its_own_settings(
+    tmp_path: Path,
+) -> None:
+    """nova's pollers and polls take nova's ClusterConfig (its [slurm], its labs), not the
+    first cluster's through a Config rewritten to look like nova's."""
+    data = msgspec.json.decode(msgspec.json.encode(TWO_CLUSTERS))
+    data["database"] = {"path": str(tmp_path / "skybot.db")}
+    data["clusters"][1]["slurm"] = {"poll_seconds": 7, "caps_poll_seconds": 70}
+    data["clusters"][1]["labs"][0]["storage_roots"] = ["/srv/kira"]
+    config = parse_config(data)
+    writer = StoreWriter(config.database.path)
+    readers = every_cluster(config, writer)
+    try:
+        nova = readers[1]
+        assert (nova.poller.cluster, nova.storage.cluster) == ("nova", "nova")
+        assert nova.storage.roots == ["/srv/kira"] and readers[0].storage.roots == []
+        polls = poll_jobs(nova.cluster, config, nova.poller, nova.storage, _nothing, default=False)
+        seconds = {poll.name: poll.seconds for poll in polls if poll.cluster == "nova"}
+        assert seconds["slurm@nova"] == 7 and seconds["caps@nova"] == 70
+        assert readers[0].poller.cluster == "skynet"
+    finally:
+        await close_every(readers)
+        writer.close()
+
+
+async def _nothing() -> None:
+    return None
 
 
 def test_a_click_naming_a_cluster_acts_on_that_cluster() -> None:
@@ -173,7 +194,9 @@ def test_job_dms_name_the_cluster_only_where_there_are_several() -> None:
     config = two_clusters()
     notice = decide_job_notice(ended_transition(), "all", _seen(), config, config.clusters[1])
     assert notice is not None and "Cluster `nova`" in notice.text
-    alone = decide_job_notice(ended_transition(), "all", _seen(), parse_config({}))
+    alone = decide_job_notice(
+        ended_transition(), "all", _seen(), parse_config({}), parse_config({}).default_cluster
+    )
     assert alone is not None and "Cluster" not in alone.text
 
 

@@ -16,6 +16,7 @@ from msgspec.structs import replace
 from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
 from core.config_schema import NotificationsConfig
 from core.job_notices import Seen, compose_job_notice
+from core.notice_cluster import NoticeCluster
 from core.record_codec import decode_job
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_squeue
@@ -56,7 +57,9 @@ class Harness:
         self.config = config
         self.now = time.time()
         self.writer = StoreWriter(config.database.path)
-        self.poller = SlurmPoller(config, self.writer, clock=lambda: self.now)
+        self.poller = SlurmPoller(
+            config.default_cluster, config, self.writer, clock=lambda: self.now
+        )
         self.cache = SnapshotCache(config.database.path, config.default_cluster.name, config.labs)
 
     async def poll(self) -> ClusterView:
@@ -253,6 +256,7 @@ async def test_a_job_cancelled_while_pending_is_told_it_never_started(harness: H
         "CANCELLED",
         Seen(time.time()),
         NotificationsConfig(),
+        NoticeCluster("skynet"),
     )
     assert "was cancelled before it started." in notice.text, (record, notice.text)
     assert "Runtime: it never started" in notice.text
