@@ -306,6 +306,17 @@ class Config(Section, frozen=True):
             None,
         )
 
+    def lab_anywhere(self, name: str) -> tuple[ClusterConfig, LabConfig] | None:
+        """The lab called `name` on whichever cluster has it (a lab's name is one across
+        clusters), with that cluster. `lab_named` looks among the default cluster's only."""
+        wanted = name.casefold()
+        default = self.default_cluster
+        for cluster in (default, *(c for c in self.clusters if c.name != default.name)):
+            lab = next((lab for lab in cluster.labs if lab.name.casefold() == wanted), None)
+            if lab is not None:
+                return cluster, lab
+        return None
+
     def lab_named(self, name: str) -> LabConfig | None:
         wanted = name.casefold()
         return next((lab for lab in self.labs if lab.name.casefold() == wanted), None)

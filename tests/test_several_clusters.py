@@ -16,7 +16,6 @@ import pytest
 from bot.cluster_readers import close_every, every_cluster
 from bot.cluster_wing import runner_call
 from bot.polling import poll_jobs
-from bot.service import every_lab
 from core.chart_specs import LAB_GPUS, ChartSpec
 from core.cluster_config import ClusterConfig
 from core.config_schema import Config, parse_config
@@ -295,6 +294,8 @@ def test_charts_name_the_cluster_and_find_any_clusters_lab() -> None:
     spec = ChartSpec(LAB_GPUS, "kira-lab", 0.0, 7 * 86400.0)
     assert chart_caption(spec, None, "nova").startswith("*`kira-lab`* on `nova`:")
     assert " on " not in chart_caption(spec)
-    drawn_from = every_lab(two_clusters())
-    assert drawn_from.lab_named("kira-lab") is not None
-    assert drawn_from.cluster_of_lab("kira-lab") == two_clusters().clusters[1]
+    config = two_clusters()
+    found = config.lab_anywhere("KIRA-lab")
+    assert found is not None and found[0] == config.clusters[1] and found[1].name == "kira-lab"
+    assert config.lab_anywhere("hoffman-lab") == (config.clusters[0], config.clusters[0].labs[0])
+    assert config.lab_anywhere("orion-lab") is None
