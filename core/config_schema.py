@@ -308,7 +308,7 @@ class Config(Section, frozen=True):
 
     def lab_anywhere(self, name: str) -> tuple[ClusterConfig, LabConfig] | None:
         """The lab called `name` on whichever cluster has it (a lab's name is one across
-        clusters), with that cluster. `lab_named` looks among the default cluster's only."""
+        clusters), with that cluster."""
         wanted = name.casefold()
         default = self.default_cluster
         for cluster in (default, *(c for c in self.clusters if c.name != default.name)):
@@ -316,16 +316,6 @@ class Config(Section, frozen=True):
             if lab is not None:
                 return cluster, lab
         return None
-
-    def lab_named(self, name: str) -> LabConfig | None:
-        wanted = name.casefold()
-        return next((lab for lab in self.labs if lab.name.casefold() == wanted), None)
-
-    def lab_for_account(self, account: str) -> LabConfig | None:
-        return next((lab for lab in self.labs if lab.account == account), None)
-
-    def lab_for_partition(self, partition: str) -> LabConfig | None:
-        return next((lab for lab in self.labs if lab.partition == partition), None)
 
 
 def parse_config(data: dict[str, Any]) -> Config:
