@@ -254,7 +254,7 @@ class PollRun:
             database=DatabaseConfig(path=f"{tmp}/skybot.db"),
         )
         self.writer = StoreWriter(config.database.path)
-        self.poller = SlurmPoller(config, self.writer)
+        self.poller = SlurmPoller(config.default_cluster, config, self.writer)
 
     async def poll(self, label: str) -> Poll:
         reset_stats()

@@ -86,7 +86,7 @@ async def measure(cycles: int, poll_seconds: float) -> list[tuple[str, int, int,
         )
         writer = StoreWriter(config.database.path)
         now = [time.time()]
-        poller = SlurmPoller(config, writer, clock=lambda: now[0])
+        poller = SlurmPoller(config.default_cluster, config, writer, clock=lambda: now[0])
         results = []
         try:
             await poller.poll_jobs()  # warm-up: the first sacct window, the nodes' source

@@ -111,7 +111,7 @@ async def phase(title: str, bound: float, polls: int) -> list[Poll]:
             database=DatabaseConfig(path=f"{tmp}/skybot.db"),
         )
         writer = StoreWriter(config.database.path)
-        poller = SlurmPoller(config, writer)
+        poller = SlurmPoller(config.default_cluster, config, writer)
         moved: list[int] = []
         try:
             for label in ["first"] + ["quiet"] * polls + [f"{CHANGED_PER_POLL} changed"] * polls:

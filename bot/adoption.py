@@ -8,7 +8,6 @@ default cluster (store/clusters.py). Idempotent, so every start may call it.
 from __future__ import annotations
 
 import sqlite_utils
-from msgspec.structs import replace
 
 from core.cluster_config import ClusterConfig
 from core.config_schema import Config
@@ -18,10 +17,10 @@ from store.writer import StoreWriter
 
 def cluster_labs(config: Config, cluster: ClusterConfig) -> ClusterConfig:
     """`cluster` as the bot serves it: the default cluster's [slurm] and labs are the top
-    level's (what a caller replaced on a parsed config, tests and tools, is what counts)."""
-    if cluster.name != config.default_cluster.name:
-        return cluster
-    return replace(cluster, slurm=config.slurm, labs=config.labs)
+    level's (what a caller replaced on a parsed config, tests and tools, is what counts:
+    `Config.default_cluster`)."""
+    default = config.default_cluster
+    return default if cluster.name == default.name else cluster
 
 
 def storage_roots(config: Config) -> dict[str, list[str]]:

@@ -1,8 +1,9 @@
 """What reads one cluster, built one way for `skybot run` (bot/cluster_wing.py), the
-console, `skybot poll` and the doctor: the configuration as seen from the cluster, its
-snapshot cache, its Slurm poller reading through the cluster's own source (its commands, or
-its slurmrestd) and its storage poller. Before, the console and `skybot poll` built a poller
-of the default cluster's commands whatever the configuration said.
+console, `skybot poll` and the doctor: its snapshot cache, its Slurm poller reading through
+the cluster's own source (its commands, or its slurmrestd) and its storage poller, each built
+from the cluster's ClusterConfig and the sections all clusters share (core/shared_config.py),
+never from a Config rewritten to look like the cluster's. Before, the console and
+`skybot poll` built a poller of the default cluster's commands whatever the configuration said.
 """
 
 from __future__ import annotations
@@ -12,15 +13,12 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import msgspec
-
 from bot.adoption import cluster_labs
 from bot.config import Config, database_path
 from core.cluster_config import ClusterConfig
 from handlers.clusters import ClusterDesk, ClusterDesks
 from scheduler.log_cluster import WORKING_FOR
 from scheduler.slurm.poller import SlurmPoller
-from scheduler.slurm.restd_source import source_for
 from scheduler.storage_poller import StoragePoller
 from store.reader import SnapshotCache
 from store.writer import StoreWriter
@@ -39,31 +37,11 @@ def snapshot_cache(config: Config, cluster: ClusterConfig) -> SnapshotCache:
     )
 
 
-def polled_config(config: Config, cluster: ClusterConfig) -> Config:
-    """`config` as the pollers and the submission worker, written for one cluster, still
-    read it: `cluster`'s Slurm settings and labs, and it first among `clusters`. Nothing that
-    answers users sees it: handlers take the view (which knows its cluster) and the whole
-    configuration."""
-    if config.default_cluster == cluster:
-        return config
-    notifications = msgspec.structs.replace(config.notifications, cluster_name=cluster.name)
-    others = tuple(c for c in config.clusters if c.name != cluster.name)
-    return msgspec.structs.replace(
-        config,
-        slurm=cluster.slurm,
-        labs=cluster.labs,
-        notifications=notifications,
-        clusters=(cluster, *others),
-    )
-
-
 @dataclass
 class ClusterReaders:
     """One cluster's reading side."""
 
     cluster: ClusterConfig
-    # The configuration as its pollers read it (`polled_config`).
-    config: Config
     cache: SnapshotCache
     poller: SlurmPoller
     storage: StoragePoller
@@ -92,13 +70,11 @@ def cluster_readers(config: Config, cluster: ClusterConfig, writer: StoreWriter)
     labs are the top level's: what a caller replaced on a parsed config is what counts)."""
     default = cluster.name == config.default_cluster.name
     cluster = cluster_labs(config, cluster)
-    scoped = polled_config(config, cluster)
     return ClusterReaders(
         cluster,
-        scoped,
         snapshot_cache(config, cluster),
-        SlurmPoller(scoped, writer, source=source_for(cluster), cluster=cluster.name),
-        StoragePoller(scoped, writer, cluster=cluster.name),
+        SlurmPoller(cluster, config, writer),
+        StoragePoller(cluster, config, writer),
         default,
     )
 

@@ -1,8 +1,8 @@
 """One cluster's part of `skybot run`: its reader, its snapshot, its watchers and its actions.
 
-A bot serves every configured cluster with one wing each, built alike from the whole
-configuration and that cluster's ClusterConfig (its pollers still read the configuration as
-if it were the only cluster: bot/cluster_readers.py `polled_config`). Wings share the store, the
+A bot serves every configured cluster with one wing each, built alike from that cluster's
+ClusterConfig and the sections every cluster shares (core/shared_config.py: never the
+first cluster's [slurm] or labs by mistake). Wings share the store, the
 outbox, the identity directory and the schedule; each has its own polls in that schedule, so
 one cluster's outage fails only its own polls and stales only its own snapshot.
 """
@@ -87,7 +87,7 @@ async def build_wing(
     `bind_actions`, once the schedule they bring forward exists)."""
     # The readers the console, `skybot poll` and the doctor build too (cluster_readers.py).
     readers = cluster_readers(config, cluster, writer)
-    cluster, polled, cache = readers.cluster, readers.config, readers.cache
+    cluster, cache = readers.cluster, readers.cache
     await cache.refresh()
     # Reading a failed job's output gets its own, shorter deadline: the DM waits for it.
     tail_runner = runner_call(
@@ -95,12 +95,11 @@ async def build_wing(
         cluster,
         min(config.runner.timeout_seconds, config.notifications.log_tail_seconds),
     )
-    watchers = Watchers(
-        polled, writer, identity, wake_sender, cache.current, tail_runner, cluster=cluster
-    )
+    watchers = Watchers(cluster, config, writer, identity, wake_sender, cache.current, tail_runner)
     poller = readers.poller
     polls = poll_jobs(
-        polled,
+        cluster,
+        config,
         poller,
         readers.storage,
         cache.refresh,
@@ -131,7 +130,7 @@ def bind_actions(
         shared,
         runner=runner,
         submissions=SubmissionWorker(
-            shared.config, wing.cluster, writer, runner, wake_sender=wake_sender
+            wing.cluster, shared.config, writer, runner, wake_sender=wake_sender
         ),
         view=wing.cache.current,
     )

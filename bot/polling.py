@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 from bot.config import Config
 from bot.metrics import Metrics
+from core.cluster_config import ClusterConfig
+from core.shared_config import SharedConfig
 from scheduler.schedule import SLURM_POLL, AfterPoll, Pacing, PollHooks, PollJob, slurm_pacer
 from scheduler.slurm.poller import PROBE_SECONDS, SlurmPoller
 from scheduler.storage_poller import StoragePoller
@@ -36,7 +38,8 @@ STUCK_FACTOR = 2.0
 
 
 def poll_jobs(
-    config: Config,
+    cluster: ClusterConfig,
+    shared: SharedConfig,
     slurm: SlurmPoller,
     storage: StoragePoller,
     refresh: AfterPoll,
@@ -44,50 +47,49 @@ def poll_jobs(
     *,
     default: bool = True,
 ) -> list[PollJob]:
-    """What skybot polls of one cluster (`config` as seen from it) and how often. After each
-    poll the cluster's snapshot cache is refreshed, then its watchers run (if given), so they
-    see the snapshot just written."""
+    """What skybot polls of `cluster` and how often (its [slurm]; storage as all clusters).
+    After each poll the cluster's snapshot cache is refreshed, then its watchers run (if
+    given), so they see the snapshot just written."""
     after_slurm = () if watchers is None else (watchers.after_slurm_poll,)
     after_storage = () if watchers is None else (watchers.after_storage_poll,)
     after_limits = () if watchers is None else (watchers.after_limits_poll,)
-    cluster = config.default_cluster.name
+    settings, stale_after = cluster.slurm, shared.metrics.stale_after_polls
+    name = cluster.name
     return [
         PollJob(
-            poll_name(SLURM_POLL, cluster, default),
-            config.slurm.poll_seconds,
+            poll_name(SLURM_POLL, name, default),
+            settings.poll_seconds,
             slurm.poll_jobs,
             (refresh, *after_slurm),
             # The poller plans its listings of pending jobs on the interval.
-            pacing=Pacing(slurm_pacer(config), slurm.set_interval),
-            cluster=cluster,
+            pacing=Pacing(slurm_pacer(settings, stale_after), slurm.set_interval),
+            cluster=name,
         ),
         # Between polls, "did any job change?", where the source can ask it for almost nothing;
         # on a yes the poll above is brought forward (SlurmPoller.on_change).
+        PollJob(poll_name("slurm-probe", name, default), PROBE_SECONDS, slurm.probe, cluster=name),
         PollJob(
-            poll_name("slurm-probe", cluster, default), PROBE_SECONDS, slurm.probe, cluster=cluster
-        ),
-        PollJob(
-            poll_name("caps", cluster, default),
-            config.slurm.caps_poll_seconds,
+            poll_name("caps", name, default),
+            settings.caps_poll_seconds,
             slurm.poll_caps,
             (refresh,),
-            cluster=cluster,
+            cluster=name,
         ),
         # Partitions, QOS and reservations: on the jobs' interval, apart from them so that a
         # failure of either leaves the other current.
         PollJob(
-            poll_name("limits", cluster, default),
-            config.slurm.poll_seconds,
+            poll_name("limits", name, default),
+            settings.poll_seconds,
             slurm.poll_limits,
             (refresh, *after_limits),
-            cluster=cluster,
+            cluster=name,
         ),
         PollJob(
-            poll_name("storage", cluster, default),
-            config.storage.poll_seconds,
+            poll_name("storage", name, default),
+            shared.storage.poll_seconds,
             storage.poll,
             (refresh, *after_storage),
-            cluster=cluster,
+            cluster=name,
         ),
     ]
 

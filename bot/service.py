@@ -20,7 +20,6 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
-import msgspec
 from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 
@@ -98,13 +97,6 @@ class Runtime:
         return [wing.submissions for wing in self.wings if wing.submissions is not None]
 
 
-def every_lab(config: Config) -> Config:
-    """`config` with every cluster's labs: the chart maker draws a chart of any of them (and
-    finds each lab's cluster through `cluster_of_lab`)."""
-    labs = tuple(lab for cluster in config.clusters for lab in cluster.labs)
-    return config if len(config.clusters) == 1 else msgspec.structs.replace(config, labs=labs)
-
-
 async def build_runtime(config: Config, secrets: Secrets, writer: StoreWriter) -> Runtime:
     # Rows from before clusters had names are today's cluster's: named before anything reads.
     await adopt_rows(config, writer)
@@ -122,7 +114,7 @@ async def build_runtime(config: Config, secrets: Secrets, writer: StoreWriter) -
             limits,
         ),
         SenderPacing.from_config(config.notifications),
-        charts=ChartMaker(every_lab(config), writer),
+        charts=ChartMaker(config, writer),
         observe=metrics.observe_send,
     )
     # A new link DMs the Slack accounts linked to that cluster account before, at once.

@@ -282,17 +282,18 @@ class Config(Section, frozen=True):
 
     @property
     def default_cluster(self) -> ClusterConfig:
-        """The cluster a command means when it names none: the first."""
-        return self.clusters[0] if self.clusters else self._implied_cluster()
+        """The cluster a command means when it names none: the first, with the top level's
+        [slurm] and labs (parse_config makes them the first's; a caller that replaced them on
+        a parsed config, tests and tools, gets what it put there)."""
+        if not self.clusters:
+            return self._implied_cluster()
+        first = self.clusters[0]
+        if first.slurm == self.slurm and first.labs == self.labs:
+            return first
+        return msgspec.structs.replace(first, slurm=self.slurm, labs=self.labs)
 
     def _implied_cluster(self) -> ClusterConfig:
         return ClusterConfig(self.notifications.cluster_name, slurm=self.slurm, labs=self.labs)
-
-    @property
-    def cluster_shown(self) -> str:
-        """The (default) cluster's name as messages show it: only where skybot serves several,
-        so a one-cluster site's messages read as they always have."""
-        return self.notifications.cluster_name if len(self.clusters) > 1 else ""
 
     def cluster_named(self, name: str) -> ClusterConfig | None:
         wanted = name.casefold()
@@ -305,25 +306,16 @@ class Config(Section, frozen=True):
             None,
         )
 
-    @property
-    def preemptible_partitions(self) -> frozenset[str]:
-        """Partitions whose requeues are preemptions: overcap and the ones named besides."""
-        return frozenset({self.slurm.overcap_partition, *self.notifications.preemptible_partitions})
-
-    def preemptible_on(self, cluster: ClusterConfig) -> frozenset[str]:
-        """`preemptible_partitions` on `cluster`: its overcap partition and those named."""
-        named = self.notifications.preemptible_partitions
-        return frozenset({cluster.slurm.overcap_partition, *named})
-
-    def lab_named(self, name: str) -> LabConfig | None:
+    def lab_anywhere(self, name: str) -> tuple[ClusterConfig, LabConfig] | None:
+        """The lab called `name` on whichever cluster has it (a lab's name is one across
+        clusters), with that cluster."""
         wanted = name.casefold()
-        return next((lab for lab in self.labs if lab.name.casefold() == wanted), None)
-
-    def lab_for_account(self, account: str) -> LabConfig | None:
-        return next((lab for lab in self.labs if lab.account == account), None)
-
-    def lab_for_partition(self, partition: str) -> LabConfig | None:
-        return next((lab for lab in self.labs if lab.partition == partition), None)
+        default = self.default_cluster
+        for cluster in (default, *(c for c in self.clusters if c.name != default.name)):
+            lab = next((lab for lab in cluster.labs if lab.name.casefold() == wanted), None)
+            if lab is not None:
+                return cluster, lab
+        return None
 
 
 def parse_config(data: dict[str, Any]) -> Config:

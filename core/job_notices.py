@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from core.blocks import Block, context, section
 from core.cluster_config import ClusterConfig
-from core.config_schema import Config, NotificationsConfig
+from core.config_schema import NotificationsConfig
 from core.efficiency import EfficiencyPolicy, efficiency_lines
 from core.het_jobs import components_line
 from core.job_facts import (
@@ -43,6 +43,7 @@ from core.log_more import more_block
 from core.notice_cluster import NoticeCluster, output_unread_line
 from core.notice_text import format_duration, format_job_gpus
 from core.records import FINAL_STATES, Job
+from core.shared_config import SharedConfig, preemptible_on
 from core.slack_text import literal
 from core.transitions import REQUEUED, Transition
 
@@ -137,22 +138,16 @@ def decide_job_notice(
     transition: Transition,
     preference: str,
     seen: Seen,
-    config: Config,
-    cluster: ClusterConfig | None = None,
+    shared: SharedConfig,
+    cluster: ClusterConfig,
 ) -> JobNotice | None:
-    """The DM this transition of `cluster`'s (by default the only one) earns under
-    `preference`, or None; what it shows is as `config.notifications` says
-    (`compose_job_notice`)."""
-    if cluster is None:
-        preemptible = config.preemptible_partitions
-        where = NoticeCluster(config.notifications.cluster_name, config.cluster_shown)
-    else:
-        preemptible = config.preemptible_on(cluster)
-        where = NoticeCluster.of(config, cluster)
-    kind = notice_kind(transition, preemptible)
+    """The DM this transition of `cluster`'s earns under `preference`, or None; what it
+    shows is as `shared.notifications` says (`compose_job_notice`)."""
+    where = NoticeCluster.of(shared, cluster)
+    kind = notice_kind(transition, preemptible_on(shared, cluster))
     if kind is None or not wants(preference, kind):
         return None
-    return compose_job_notice(transition, kind, seen, config.notifications, where)
+    return compose_job_notice(transition, kind, seen, shared.notifications, where)
 
 
 def notice_key(cluster: str, transition: Transition, kind: str) -> str:
@@ -173,15 +168,13 @@ def compose_job_notice(
     kind: str,
     seen: Seen,
     settings: NotificationsConfig,
-    where: NoticeCluster | None = None,
+    where: NoticeCluster,
 ) -> JobNotice:
-    """The DM telling `transition` as `kind`, keyed by `where`'s name (by default the one
-    cluster `settings.cluster_name` names), which its buttons carry too, naming the cluster
-    where it is shown: failures
-    show at most `settings.log_tail_lines` lines of each output tail, and a job that ran at
-    least `settings.efficiency_min_minutes` its CPU, memory and time figures from sacct
+    """The DM telling `transition` as `kind`, keyed by `where`'s name, which its buttons
+    carry too, naming the cluster where it is shown: failures show at most
+    `settings.log_tail_lines` lines of each output tail, and a job that ran at least
+    `settings.efficiency_min_minutes` its CPU, memory and time figures from sacct
     (core/efficiency.py)."""
-    where = NoticeCluster(settings.cluster_name) if where is None else where
     cluster = where.shown
     job = transition.job
     headline = f"{_EMOJI.get(kind, '🔔')} Job {shown_label(job)} {literal(job.name)} " + _what(

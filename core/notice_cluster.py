@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.cluster_config import ClusterConfig
-from core.config_schema import Config
+from core.shared_config import SharedConfig, shown_name
 from core.slack_text import literal
 
 
@@ -32,9 +32,8 @@ class NoticeCluster:
         return self.name if self.reads_output else None
 
     @classmethod
-    def of(cls, config: Config, cluster: ClusterConfig) -> NoticeCluster:
-        shown = cluster.name if len(config.clusters) > 1 else ""
-        return cls(cluster.name, shown, cluster.acts_through_runner)
+    def of(cls, shared: SharedConfig, cluster: ClusterConfig) -> NoticeCluster:
+        return cls(cluster.name, shown_name(shared, cluster), cluster.acts_through_runner)
 
 
 def output_unread_line(cluster: str) -> str:

@@ -28,18 +28,20 @@ class ChartMaker:
         self._tz = tz or datetime.now().astimezone().tzinfo
 
     async def __call__(self, spec: ChartSpec) -> ChartFile:
-        lab = self._config.lab_named(spec.lab)
-        if lab is None:
+        found = self._config.lab_anywhere(spec.lab)
+        if found is None:
             raise ChartUnavailable(f"no lab named {spec.lab!r} in the config")
         assert self._tz is not None
-        cluster = (self._config.cluster_of_lab(lab.name) or self._config.default_cluster).name
+        on, lab = found
+        cluster = on.name
         # Where several clusters are served, a chart's title says whose lab (and filesystem).
         shown = cluster if len(self._config.clusters) > 1 else ""
         if spec.kind == LAB_GPUS:
             samples = await self._writer.run(
                 lab_usage_samples, cluster, lab.name, spec.since, spec.until
             )
-            return await asyncio.to_thread(self._gpu_chart, spec, samples, shown)
+            poll_seconds = on.slurm.poll_seconds
+            return await asyncio.to_thread(self._gpu_chart, spec, samples, shown, poll_seconds)
         if spec.kind == LAB_DISK:
             series = await self._writer.run(
                 directory_size_series,
@@ -52,12 +54,15 @@ class ChartMaker:
             return await asyncio.to_thread(self._disk_chart, spec, series, shown)
         raise ChartUnavailable(f"unknown chart kind {spec.kind!r}")
 
-    def _gpu_chart(self, spec: ChartSpec, samples: list[UsageSample], shown: str = "") -> ChartFile:
+    def _gpu_chart(
+        self, spec: ChartSpec, samples: list[UsageSample], shown: str, poll_seconds: float
+    ) -> ChartFile:
         # matplotlib loads with the first chart, not with every skybot process that starts.
         from core.charts import lab_gpu_figure, png_bytes
 
         assert self._tz is not None
-        gap = 4 * self._config.slurm.poll_seconds
+        # A gap of a few of its cluster's polls is an outage, drawn as a break in the line.
+        gap = 4 * poll_seconds
         figure = lab_gpu_figure(spec.lab, samples, spec.since, spec.until, self._tz, gap)
         return ChartFile(
             png_bytes(figure),

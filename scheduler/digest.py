@@ -104,11 +104,12 @@ class WeeklyDigest:
             # A channel that asked after this week's posting time starts with the next one.
             if subscription.added_at > until:
                 continue
-            lab = self._config.lab_named(subscription.lab)
-            if lab is None:
+            found = self._config.lab_anywhere(subscription.lab)
+            if found is None:
                 log.warning("digest for %s: no such lab in the config", subscription.lab)
                 continue
-            cluster = (self._config.cluster_of_lab(lab.name) or self._config.default_cluster).name
+            on, lab = found
+            cluster = on.name
             week = lab_week(
                 db, cluster, lab.name, lab.account, lab.storage_roots, until - WEEK, until
             )

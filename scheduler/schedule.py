@@ -25,7 +25,7 @@ from datetime import datetime
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
 
-from core.config_schema import Config
+from core.cluster_config import SlurmConfig
 from scheduler.interval import ClockStepWatch, IntervalLoop, PollProgress
 from scheduler.log_cluster import name_clusters_in_logs
 from scheduler.slurm.pacing import PollPacer
@@ -325,11 +325,12 @@ def build_schedule(
     return schedule
 
 
-def slurm_pacer(config: Config) -> PollPacer:
-    """The Slurm poll's interval, stretched while a poll costs over `max_poll_share` of it."""
+def slurm_pacer(slurm: SlurmConfig, stale_after_polls: float) -> PollPacer:
+    """A cluster's Slurm poll interval (its [slurm]), stretched while a poll costs over
+    `max_poll_share` of it."""
     return PollPacer(
-        base_seconds=config.slurm.poll_seconds,
-        max_share=config.slurm.max_poll_share,
+        base_seconds=slurm.poll_seconds,
+        max_share=slurm.max_poll_share,
         # Never so long that /readyz would call the snapshot stale between two polls.
-        max_seconds=config.slurm.poll_seconds * max(1.0, config.metrics.stale_after_polls - 1),
+        max_seconds=slurm.poll_seconds * max(1.0, stale_after_polls - 1),
     )

@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.config_schema import Config
+from core.cluster_config import ClusterConfig
 from core.disk_usage import DiskUsageError, parse_disk_usage
 from core.records import ContainerImage, DirectoryUsage, FilesystemUsage, ImageDirectory
+from core.shared_config import SharedConfig
 from scheduler.backoff import Backoff
 from scheduler.image_scan import ListReader, PackageListCache, scan_images
 from scheduler.shared_files import (
@@ -85,27 +86,30 @@ def filesystem_usage(mount: str) -> FilesystemUsage:
 
 
 class StoragePoller:
+    """Polls one cluster's storage: its labs' roots (and the image directory), into its rows."""
+
     def __init__(
         self,
-        config: Config,
+        cluster: ClusterConfig,
+        shared: SharedConfig,
         writer: StoreWriter,
         clock: Callable[[], float] = time.time,
         read_packages: ListReader = read_regular_file,
-        cluster: str | None = None,
     ) -> None:
-        # The cluster whose storage source this is (by default the configuration's default).
-        self.cluster = config.default_cluster.name if cluster is None else cluster
-        self._config = config
+        self.cluster = cluster.name
+        self._labs = cluster.labs
+        self._storage = shared.storage
+        self._images = shared.images
         self._writer = writer
         self._clock = clock
-        self._backoff = Backoff(base_seconds=config.storage.poll_seconds, max_seconds=3600)
+        self._backoff = Backoff(base_seconds=shared.storage.poll_seconds, max_seconds=3600)
         self._read_packages = read_packages
         # Only touched from inside _scan, and polls never overlap, so it needs no lock.
         self._package_lists = PackageListCache()
 
     @property
     def roots(self) -> list[str]:
-        return [root for lab in self._config.labs for root in lab.storage_roots]
+        return [root for lab in self._labs for root in lab.storage_roots]
 
     async def poll(self) -> bool:
         now = self._clock()
@@ -138,8 +142,8 @@ class StoragePoller:
 
     def _scan(self) -> StorageScan:
         """The lab storage and the image directory, in one worker thread."""
-        images = self._config.images
-        scan = scan_storage(self.roots, self._config.storage.max_usage_file_bytes)
+        images = self._images
+        scan = scan_storage(self.roots, self._storage.max_usage_file_bytes)
         if images.dir:
             listed = scan_images(
                 images.dir, images.max_packages_file_bytes, self._package_lists, self._read_packages

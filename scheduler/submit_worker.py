@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 
 from core.cluster_config import ClusterConfig
-from core.config_schema import Config
 from core.runner_contract import (
     RunnerCall,
     submission_comment,
@@ -34,6 +33,7 @@ from core.runner_replies import (
     decode_submit,
     decode_submit_status,
 )
+from core.shared_config import SharedConfig
 from core.slack_text import literal
 from scheduler.log_cluster import WORKING_FOR
 from store.health import log_failure
@@ -59,8 +59,8 @@ UNSURE_GIVE_UP_SECONDS = 600.0
 class SubmissionWorker:
     def __init__(
         self,
-        config: Config,
         cluster: ClusterConfig,
+        shared: SharedConfig,
         writer: StoreWriter,
         runner: RunnerCall,
         wake_sender: Callable[[], None] = lambda: None,
@@ -70,7 +70,7 @@ class SubmissionWorker:
         # partitions bound them); a bot with several clusters runs one worker for each.
         self.cluster = cluster.name
         self._where = cluster
-        self._config = config
+        self._shared = shared
         self._writer = writer
         self._runner = runner
         self._wake_sender = wake_sender
@@ -182,14 +182,14 @@ class SubmissionWorker:
         return [root for lab in self._where.labs for root in lab.storage_roots]
 
     def _partitions(self) -> list[str]:
-        return submit_partitions(self._config, self._where)
+        return submit_partitions(self._shared, self._where)
 
 
-def submit_partitions(config: Config, cluster: ClusterConfig) -> list[str]:
+def submit_partitions(shared: SharedConfig, cluster: ClusterConfig) -> list[str]:
     """Partitions a chat submission on `cluster` may use: every one of its labs', its overcap
     one, and any extras."""
     names = [lab.partition for lab in cluster.labs]
-    names += [cluster.slurm.overcap_partition, *config.submit.extra_partitions]
+    names += [cluster.slurm.overcap_partition, *shared.submit.extra_partitions]
     return list(dict.fromkeys(names))
 
 

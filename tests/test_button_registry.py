@@ -125,6 +125,7 @@ def failure_dm() -> list[dict[str, Any]]:
         "all",
         Seen(at=200.0, output=[OutputTail("/home/alice/train-7.err", b"x\n" * 50, 4000, 4100)]),
         Config(notifications=NotificationsConfig(log_tail_lines=5)),
+        Config().default_cluster,
     )
     assert notice is not None
     return notice.blocks

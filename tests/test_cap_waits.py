@@ -12,7 +12,7 @@ from core.lab_usage import lab_usage
 from core.records import LabCap
 from scheduler.watchers.cap_waits import check_cap_waits
 from store.writer import StoreWriter
-from tests.support.factories import CLUSTER, job, make_snapshot, make_view, node
+from tests.support.factories import job, make_snapshot, make_view, node
 
 
 def _at_cap_jobs() -> list:
@@ -65,13 +65,38 @@ async def test_watcher_enqueues_once_per_stretch_and_again_after_a_new_one(
     under = make_view(make_snapshot(jobs=(), caps=(LabCap("hoffman-lab", 4),)))
     directory = _Directory()
     try:
-        assert await check_cap_waits(writer, directory, config, at_cap, CLUSTER, now=0.0) == 0
-        assert await check_cap_waits(writer, directory, config, at_cap, CLUSTER, now=599.0) == 0
-        assert await check_cap_waits(writer, directory, config, at_cap, CLUSTER, now=600.0) == 1
-        assert await check_cap_waits(writer, directory, config, at_cap, CLUSTER, now=900.0) == 0
-        await check_cap_waits(writer, directory, config, under, CLUSTER, now=1000.0)
-        await check_cap_waits(writer, directory, config, at_cap, CLUSTER, now=2000.0)
-        assert await check_cap_waits(writer, directory, config, at_cap, CLUSTER, now=2600.0) == 1
+        assert (
+            await check_cap_waits(
+                writer, directory, config, at_cap, config.default_cluster, now=0.0
+            )
+            == 0
+        )
+        assert (
+            await check_cap_waits(
+                writer, directory, config, at_cap, config.default_cluster, now=599.0
+            )
+            == 0
+        )
+        assert (
+            await check_cap_waits(
+                writer, directory, config, at_cap, config.default_cluster, now=600.0
+            )
+            == 1
+        )
+        assert (
+            await check_cap_waits(
+                writer, directory, config, at_cap, config.default_cluster, now=900.0
+            )
+            == 0
+        )
+        await check_cap_waits(writer, directory, config, under, config.default_cluster, now=1000.0)
+        await check_cap_waits(writer, directory, config, at_cap, config.default_cluster, now=2000.0)
+        assert (
+            await check_cap_waits(
+                writer, directory, config, at_cap, config.default_cluster, now=2600.0
+            )
+            == 1
+        )
         targets = await writer.run(
             lambda db: [r[0] for r in db.execute("SELECT target FROM outbox ORDER BY id")]
         )

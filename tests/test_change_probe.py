@@ -15,7 +15,8 @@ async def test_the_probe_reads_states_only_and_tells_a_change(tmp_path: Path) ->
     bin_dir = tmp_path / "bin"
     _slurm(bin_dir)
     writer = StoreWriter(tmp_path / "skybot.db")
-    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
+    config = _config(tmp_path, bin_dir)
+    poller = SlurmPoller(config.default_cluster, config, writer)
     told: list[None] = []
     poller.on_change = lambda: told.append(None)
     try:
@@ -48,7 +49,8 @@ async def test_no_probe_before_the_last_polls_cost_allows(tmp_path: Path) -> Non
     _slurm(bin_dir)
     writer = StoreWriter(tmp_path / "skybot.db")
     now = [1000.0]
-    poller = SlurmPoller(_config(tmp_path, bin_dir), writer, monotonic=lambda: now[0])
+    config = _config(tmp_path, bin_dir)
+    poller = SlurmPoller(config.default_cluster, config, writer, monotonic=lambda: now[0])
     try:
         assert await poller.poll_jobs()
         _calls(bin_dir)
@@ -70,7 +72,8 @@ async def test_no_probe_before_the_last_probes_cost_allows(tmp_path: Path) -> No
     _slurm(bin_dir)
     writer = StoreWriter(tmp_path / "skybot.db")
     now = [1000.0]
-    poller = SlurmPoller(_config(tmp_path, bin_dir), writer, monotonic=lambda: now[0])
+    config = _config(tmp_path, bin_dir)
+    poller = SlurmPoller(config.default_cluster, config, writer, monotonic=lambda: now[0])
     asked: list[float] = []
 
     async def half_a_second(spool: Path) -> bool:

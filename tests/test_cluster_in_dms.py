@@ -8,6 +8,7 @@ import tomllib
 from bot.config import parse_config
 from core.gpu_watch import EXPIRED, FIRED, Outcome, Spot, expired_text, fired_text
 from core.notice_cluster import NoticeCluster
+from core.shared_config import shown_name
 from core.start_notices import start_notice
 from core.transitions import Transition
 from tests.support.factories import job, watch
@@ -24,8 +25,10 @@ token_file = "/etc/skybot/nova.jwt"
 
 
 def test_only_a_bot_of_several_clusters_shows_a_cluster_name() -> None:
-    assert parse_config(tomllib.loads(TWO)).cluster_shown == "skynet"
-    assert parse_config({}).cluster_shown == ""
+    two = parse_config(tomllib.loads(TWO))
+    assert [shown_name(two, c) for c in two.clusters] == ["skynet", "nova"]
+    one = parse_config({})
+    assert shown_name(one, one.default_cluster) == ""
 
 
 def test_a_start_dm_names_its_cluster_only_where_there_are_several() -> None:

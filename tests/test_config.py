@@ -13,7 +13,7 @@ def test_embedded_default_describes_the_test_cluster() -> None:
     config = load_config(None)
     assert [lab.name for lab in config.labs] == ["hoffman-lab", "kira-lab"]
     assert config.slack.alert_channel == "#skynet-users"
-    assert config.lab_named("HOFFMAN-LAB") is config.labs[0]
+    assert config.lab_anywhere("HOFFMAN-LAB") == (config.default_cluster, config.labs[0])
 
 
 def test_example_file_is_valid() -> None:

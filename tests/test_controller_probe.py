@@ -62,7 +62,9 @@ def _poller(
         ),
         database=DatabaseConfig(path=str(tmp_path / "skybot.db")),
     )
-    return SlurmPoller(config, StoreWriter(config.database.path), clock=lambda: clock[0])
+    return SlurmPoller(
+        config.default_cluster, config, StoreWriter(config.database.path), clock=lambda: clock[0]
+    )
 
 
 async def test_a_down_controller_gets_one_ping_per_interval_and_the_poll_once_it_answers(

@@ -154,6 +154,29 @@ async def test_due_week_is_posted_once_with_its_chart(writer: StoreWriter) -> No
     assert await digest.run() == 4
 
 
+async def test_a_second_clusters_lab_gets_its_digest(writer: StoreWriter) -> None:
+    """A channel subscribed to nova's lab: the digest found no such lab among the first
+    cluster's and never posted it."""
+    config = parse_config(
+        {
+            "clusters": [
+                {"name": "skynet", "labs": [_lab("hoffman-lab")]},
+                {"name": "nova", "labs": [_lab("kira-lab")]},
+            ]
+        }
+    )
+    subscribed = DigestChannel("kira-lab", "C0KIRA", "T1", "UDAVE", MONDAY_9 - 3 * 24 * HOUR)
+    await writer.run(add_digest_channel, subscribed)
+    digest = WeeklyDigest(config, writer, lambda: None, lambda: MONDAY_9 + HOUR, UTC)
+    assert await digest.run() == 2
+    rows = await writer.run(outbox_rows)
+    assert rows[0]["target"] == "C0KIRA" and rows[0]["text"].startswith("`kira-lab`"), rows
+
+
+def _lab(name: str) -> dict[str, str]:
+    return {"name": name, "partition": name, "account": name}
+
+
 async def test_a_digest_missed_for_longer_than_the_catch_up_is_skipped(
     writer: StoreWriter,
 ) -> None:

@@ -135,6 +135,7 @@ def test_end_dms_show_the_figures() -> None:
         "all",
         Seen(5000),
         Config(notifications=NotificationsConfig(efficiency_min_minutes=POLICY.min_seconds / 60)),
+        Config().default_cluster,
     )
     assert notice is not None
     assert "CPU efficiency: 97 % of 1 CPU\nPeak memory: 2.0 GB of 64 GB requested: " in notice.text

@@ -23,11 +23,13 @@ from typing import Any
 import pytest
 
 from core.cluster_config import CLUSTER_NAME
+from core.records import Job
 from handlers.buttons.registry import BUTTONS
 from handlers.home import home_view
 from handlers.router import Command
 from store.alerts import save_starts_wanted
 from store.clusters import CLUSTER_TABLES
+from tests.support.factories import job
 from tests.support.two_cluster_bot import (
     ALICE,
     CLUSTERS,
@@ -163,37 +165,87 @@ async def test_every_command_and_its_buttons_stay_on_the_cluster_asked(
     assert clicked == {cluster: every for cluster in CLUSTERS}, clicked
 
 
+# What each kind of DM's outbox key starts with, on `cluster`: every DM a job's news makes.
+DM_KINDS = {
+    "start": lambda cluster: f"jobstart:{cluster}:",
+    "array start": lambda cluster: f"arraystart:{cluster}:20:",
+    "end": lambda cluster: f"job:{cluster}:10:",
+    "failure": lambda cluster: f"job:{cluster}:8:",
+    "array end": lambda cluster: f"array:{cluster}:20:end",
+    "summary": lambda cluster: f"jobs:{cluster}:",
+}
+
+
 @pytest.mark.parametrize("first", CLUSTERS)
 async def test_every_button_a_dm_offers_stays_on_the_dms_cluster(
     tmp_path: Path, first: str
 ) -> None:
+    """Every kind of DM (a job's start, end and failure, an array's start and end, a summary
+    of many ends) on both clusters, each of their buttons clicked, whatever the buttons are:
+    a button a DM offers later is clicked here without editing this test."""
     async with two_cluster_bot(tmp_path) as bot:
         await bot.writer.run(save_starts_wanted, TEAM, ALICE, True, 0.0)
         for cluster in CLUSTERS:
-            await dm_worthy_poll(bot, cluster)
-            await bot.wing(cluster).watchers.after_slurm_poll()
+            for poll in dm_worthy_polls(cluster, time.time()):
+                await bot.poll(cluster, *poll)
+                await bot.wing(cluster).watchers.after_slurm_poll()
         dms = await bot.writer.run(lambda db: list(db.query("SELECT * FROM outbox ORDER BY id")))
-        offered: dict[str, set[str]] = {cluster: set() for cluster in CLUSTERS}
+        offered: dict[str, dict[str, set[str]]] = {cluster: {} for cluster in CLUSTERS}
         for cluster in (first, other(first)):
-            mine = [row for row in dms if f":{cluster}:" in row["key"]]
-            assert len(mine) >= 2, (cluster, [row["key"] for row in dms])  # a start, a failure
-            for row in mine:
+            for row in (row for row in dms if f":{cluster}:" in row["key"]):
+                kind = next(
+                    (k for k, key in DM_KINDS.items() if row["key"].startswith(key(cluster))), None
+                )
+                assert kind is not None, f"a DM of no known kind: {row['key']}"
                 blocks = _blocks(row)
                 async with OnOneCluster(bot, cluster) as on_it:
                     on_it.check(row["key"], row["text"], blocks)
-                    offered[cluster] |= await on_it.click_all(row["key"], blocks)
-    # A start DM's Show log and a failure DM's Show more, on each cluster.
-    assert offered == {cluster: {"Show more of the log"} for cluster in CLUSTERS}, offered
+                    clicked = await on_it.click_all(row["key"], blocks)
+                offered[cluster].setdefault(kind, set()).update(clicked)
+    # Every kind of DM was made on both clusters, each offering the same buttons on both.
+    assert set(offered[first]) == set(DM_KINDS), offered
+    assert offered[first] == offered[other(first)], offered
+    # Not vacuous: those that show a job's output offer more of it, so buttons were clicked.
+    with_buttons = {kind for kind, kinds in offered[first].items() if kinds}
+    assert with_buttons >= {"start", "array start", "failure", "array end", "summary"}, offered
 
 
-async def dm_worthy_poll(bot: TwoClusterBot, cluster: str) -> None:
-    """Job 7 starts, job 8 fails, on `cluster` (the same ids on both)."""
-    now = time.time()
+def dm_kind(key: str, cluster: str) -> str:
+    kind = next((k for k, start in DM_KINDS.items() if key.startswith(start(cluster))), None)
+    assert kind is not None, f"a DM of no known kind: {key}"
+    return kind
+
+
+def dm_worthy_polls(cluster: str, now: float) -> list[tuple[list[Job], list[Job], float]]:
+    """On `cluster` (the same ids on both): job 10 and array 20's tasks start; then job 7
+    starts, job 8 fails, job 10 completes, and array 20 ends with a task failed; then six jobs
+    (30 to 35, started with 10) fail at once, told in one summary."""
     seven, eight, nine = alices_jobs(cluster, now)
+    out = {"std_out": f"/home/alice/{cluster}-%j.out", "work_dir": "/home/alice"}
+    ten = job(10, name=f"{cluster}-ten", state="RUNNING", nodes="gpu02", **out,
+              start_time=int(now) - 60, partition=LAB[cluster], account=LAB[cluster])  # fmt: skip
+    tasks = [
+        replace(ten, job_id=20 + task, name=f"{cluster}-array", array_job_id=20,
+                array_task=str(task))
+        for task in (1, 2, 3)
+    ]  # fmt: skip
     started = replace(seven, state="RUNNING", reason="None", start_time=int(now) - 5,
                       nodes="gpu02")  # fmt: skip
-    failed = replace(eight, state="FAILED", exit_code=1, end_time=int(now) - 2)
-    await bot.poll(cluster, [started, nine], [failed], now)
+    ended = {"end_time": int(now) - 2}
+    failed = replace(eight, state="FAILED", exit_code=1, **ended)
+    done = replace(ten, state="COMPLETED", exit_code=0, **ended)
+    tasks_ended = [
+        replace(task, state="FAILED" if task.job_id == 23 else "COMPLETED",
+                exit_code=1 if task.job_id == 23 else 0, **ended)
+        for task in tasks
+    ]  # fmt: skip
+    many = [replace(ten, job_id=30 + i, name=f"{cluster}-many") for i in range(6)]
+    many_failed = [replace(j, state="FAILED", exit_code=1, **ended) for j in many]
+    return [
+        ([seven, eight, nine, ten, *tasks, *many], [], now - 0.5),
+        ([started, nine, *many], [failed, done, *tasks_ended], now),
+        ([started, nine], many_failed, now + 0.5),
+    ]
 
 
 def _blocks(row: dict[str, Any]) -> list[dict[str, Any]]:

@@ -106,7 +106,9 @@ def test_a_het_jobs_end_is_one_dm_with_each_components_outcome(
     digest = digester.digest(ended)
     transitions = save_slurm_changes(db, CLUSTER, digest.changes, 1015.0)
     assert [(t.job.job_id, t.to_state) for t in transitions] == [(het_id, "FAILED")]
-    notice = decide_job_notice(transitions[0], "all", Seen(1015.0), Config())
+    notice = decide_job_notice(
+        transitions[0], "all", Seen(1015.0), Config(), Config().default_cluster
+    )
     assert notice is not None
     assert f"`{het_id}+0 failed (exit 3)`" in notice.text
     assert f"`{het_id}+1 failed (exit 3)`" in notice.text

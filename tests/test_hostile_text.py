@@ -300,7 +300,15 @@ def test_job_notices_keep_hostile_text_inert(hostile: str) -> None:
             )  # fmt: skip
             to_state = REQUEUED if kind in (PREEMPTED, REQUEUED_KIND) else kind
             transition = Transition(ended, "RUNNING", to_state, 1)
-            notices.append(compose_job_notice(transition, kind, Seen(NOW), NotificationsConfig()))
+            notices.append(
+                compose_job_notice(
+                    transition,
+                    kind,
+                    Seen(NOW),
+                    NotificationsConfig(),
+                    NoticeCluster("skynet"),
+                )
+            )
     digest = digest_notice(notices, "digest", h)
     tasks = [n.job for n in notices if n.job is not None and n.job.array_job_id is not None]
     ended = array_end_notice(7, tasks, h, NOW)
@@ -412,6 +420,7 @@ async def test_show_more_of_the_log_keeps_hostile_text_inert(
         "FAILED",
         Seen(NOW, output=[tail]),
         NotificationsConfig(log_tail_lines=15),
+        NoticeCluster("skynet"),
     )
     assert notice.blocks[-1]["type"] == "actions"
     assert_all_inert(notice.text, notice.blocks)

@@ -70,7 +70,9 @@ async def test_poller_round_trip_and_only_changed_lists_are_reread(
     db_path = tmp_path / "skybot.db"
     writer = StoreWriter(db_path)
     reader = CountingReader()
-    poller = StoragePoller(config, writer, clock=Clock(), read_packages=reader)
+    poller = StoragePoller(
+        config.default_cluster, config, writer, clock=Clock(), read_packages=reader
+    )
     try:
         assert await poller.poll()
         assert sorted(reader.reads) == sorted(
@@ -116,7 +118,7 @@ async def test_a_missing_image_directory_is_recorded_not_fatal(tmp_path: Path) -
     config = parse_config({"images": {"dir": str(tmp_path / "no-such-dir")}})
     writer = StoreWriter(tmp_path / "skybot.db")
     try:
-        assert await StoragePoller(config, writer).poll()
+        assert await StoragePoller(config.default_cluster, config, writer).poll()
     finally:
         writer.close()
     snapshot = load_snapshot(open_db(tmp_path / "skybot.db"), CLUSTER)
@@ -130,7 +132,7 @@ async def test_images_dir_empty_turns_the_listing_off(tmp_path: Path) -> None:
     config = parse_config({"images": {"dir": ""}})
     writer = StoreWriter(tmp_path / "skybot.db")
     try:
-        assert await StoragePoller(config, writer).poll()
+        assert await StoragePoller(config.default_cluster, config, writer).poll()
     finally:
         writer.close()
     assert load_snapshot(open_db(tmp_path / "skybot.db"), CLUSTER).image_dir == ImageDirectory("")

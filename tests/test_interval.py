@@ -8,7 +8,6 @@ import itertools
 import time
 
 import pytest
-from msgspec.structs import replace
 
 from bot import service
 from bot.config import Config
@@ -100,13 +99,9 @@ class _OneClusterStuck:
         for name in ("skynet", "nova"):
             cluster = config.cluster_named(name)
             assert cluster is not None
-            # As the cluster's wing sees it: its own cluster first.
-            others = tuple(c for c in config.clusters if c.name != name)
-            scoped = replace(
-                config, slurm=cluster.slurm, labs=cluster.labs, clusters=(cluster, *others)
-            )
             poller = _Poller(self, name)
-            jobs += poll_jobs(scoped, poller, poller, _refresh, default=name == "skynet")  # type: ignore[arg-type]
+            default = name == "skynet"
+            jobs += poll_jobs(cluster, config, poller, poller, _refresh, default=default)  # type: ignore[arg-type]
         return jobs
 
 

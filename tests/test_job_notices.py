@@ -34,7 +34,7 @@ def ended(state: str, **fields: Any) -> Transition:
 
 
 def text_of(transition: Transition, pref: str = "all", now: float = START + 5 * HOUR) -> str:
-    notice = decide_job_notice(transition, pref, Seen(now), CONFIG)
+    notice = decide_job_notice(transition, pref, Seen(now), CONFIG, CONFIG.default_cluster)
     assert notice is not None
     return notice.text
 
@@ -99,7 +99,9 @@ def test_preempted_on_overcap_says_requeued_restarts_runtime_lost_and_how_to_che
         std_out="/srv/hoffman-lab/flash9/alice/%x-%j.out",
     )
     transition = Transition(requeued, "RUNNING", REQUEUED, 2)
-    notice = decide_job_notice(transition, "preempt", Seen(START + 2 * HOUR + 30 * 60), CONFIG)
+    notice = decide_job_notice(
+        transition, "preempt", Seen(START + 2 * HOUR + 30 * 60), CONFIG, CONFIG.default_cluster
+    )
     assert notice is not None
     lines = notice.text.splitlines()
     assert lines[:4] == [
@@ -122,27 +124,32 @@ def test_preempted_by_sacct_and_requeue_seen_later_share_one_key() -> None:
     requeued = Transition(
         job(9, partition="overcap", state="PENDING", restarts=1), "PREEMPTED", REQUEUED, 1
     )
-    first = decide_job_notice(preempted, "all", Seen(START), CONFIG)
-    second = decide_job_notice(requeued, "all", Seen(START), CONFIG)
+    first = decide_job_notice(preempted, "all", Seen(START), CONFIG, CONFIG.default_cluster)
+    second = decide_job_notice(requeued, "all", Seen(START), CONFIG, CONFIG.default_cluster)
     assert first is not None and second is not None
     assert first.key == second.key == "job:skynet:9:0:PREEMPTED"
 
 
 def test_requeue_off_a_preemptible_partition_is_not_called_a_preemption() -> None:
     transition = Transition(job(5, state="PENDING", restarts=1), "RUNNING", REQUEUED, 1)
-    notice = decide_job_notice(transition, "all", Seen(START), CONFIG)
+    notice = decide_job_notice(transition, "all", Seen(START), CONFIG, CONFIG.default_cluster)
     assert notice is not None and notice.kind == "REQUEUED"
     assert notice.text.splitlines()[0] == (
         "🔁 Job 5 `job5` was requeued (restart 1) and will start again from the beginning."
     )
-    assert decide_job_notice(transition, "preempt", Seen(START), CONFIG) is None
+    assert (
+        decide_job_notice(transition, "preempt", Seen(START), CONFIG, CONFIG.default_cluster)
+        is None
+    )
 
 
 @pytest.mark.parametrize("to_state", ["PENDING", "RUNNING", "COMPLETING", "SUSPENDED"])
 def test_non_final_states_are_not_news(to_state: str) -> None:
     transition = Transition(job(3, state=to_state), "PENDING", to_state, 0)
     for pref in PREFERENCES:
-        assert decide_job_notice(transition, pref, Seen(START), CONFIG) is None
+        assert (
+            decide_job_notice(transition, pref, Seen(START), CONFIG, CONFIG.default_cluster) is None
+        )
 
 
 def test_preferences_choose_which_kinds_are_sent() -> None:
@@ -180,6 +187,7 @@ def test_key_names_cluster_job_run_and_state() -> None:
         "end",
         Seen(START),
         Config(notifications=NotificationsConfig(cluster_name="sky2")),
+        Config(notifications=NotificationsConfig(cluster_name="sky2")).default_cluster,
     )
     assert notice is not None and notice.key == "job:sky2:1234:3:COMPLETED"
 
@@ -210,8 +218,12 @@ def test_lost_runtime_of_a_requeue_comes_from_when_the_interrupted_run_started()
         end_time=6090945408,
     )
     transition = Transition(requeued, "RUNNING", REQUEUED, 1)
-    unknown = decide_job_notice(transition, "all", Seen(START + 600), CONFIG)
-    known = decide_job_notice(transition, "all", Seen(START + 600, run_started=START), CONFIG)
+    unknown = decide_job_notice(
+        transition, "all", Seen(START + 600), CONFIG, CONFIG.default_cluster
+    )
+    known = decide_job_notice(
+        transition, "all", Seen(START + 600, run_started=START), CONFIG, CONFIG.default_cluster
+    )
     assert unknown is not None and known is not None
     assert unknown.text.splitlines()[2] == (
         "Runtime lost: an unknown amount, unless the job saved a checkpoint."
@@ -233,6 +245,7 @@ def test_digest_stands_for_many_notices() -> None:
             "all",
             Seen(START),
             CONFIG,
+            CONFIG.default_cluster,
         )
         for i, state in enumerate(["COMPLETED"] * 22 + ["FAILED"] * 3)
     ]
@@ -267,7 +280,9 @@ def test_lost_runtime_ends_when_slurm_requeued_the_job_not_when_skybot_noticed()
         end_time=6090945408,
     )
     transition = Transition(requeued, "RUNNING", REQUEUED, 1)
-    notice = decide_job_notice(transition, "all", Seen(START + 11, run_started=START), CONFIG)
+    notice = decide_job_notice(
+        transition, "all", Seen(START + 11, run_started=START), CONFIG, CONFIG.default_cluster
+    )
     assert notice is not None
     assert notice.text.splitlines()[2] == "Runtime lost: 7 s, unless the job saved a checkpoint."
 
@@ -275,7 +290,11 @@ def test_lost_runtime_ends_when_slurm_requeued_the_job_not_when_skybot_noticed()
 def test_a_requeued_job_cancelled_while_waiting_had_started_before() -> None:
     waiting = job(9, state="CANCELLED", partition="overcap", restarts=1, start_time=None)
     notice = decide_job_notice(
-        Transition(waiting, "PENDING", "CANCELLED", 1), "all", Seen(START), CONFIG
+        Transition(waiting, "PENDING", "CANCELLED", 1),
+        "all",
+        Seen(START),
+        CONFIG,
+        CONFIG.default_cluster,
     )
     assert notice is not None
     lines = notice.text.splitlines()

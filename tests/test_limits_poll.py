@@ -40,7 +40,7 @@ async def test_limits_from_2205s_text_then_a_failure_keeps_them(tmp_path: Path) 
     _slurm_2205(bin_dir)
     config = _config(tmp_path, bin_dir)
     writer = StoreWriter(config.database.path)
-    poller = SlurmPoller(config, writer)
+    poller = SlurmPoller(config.default_cluster, config, writer)
     try:
         assert await poller.poll_limits()
         limits = (await writer.run(load_snapshot, CLUSTER)).limits

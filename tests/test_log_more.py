@@ -320,6 +320,7 @@ def failure_dm(tail: OutputTail) -> list[dict[str, Any]]:
         "all",
         Seen(200.0, output=[tail, OutputTail("/home/alice/run/train-7.out", b"done\n", 0, 5)]),
         Config(notifications=NotificationsConfig(log_tail_lines=LINES)),
+        Config().default_cluster,
     )
     assert notice is not None
     return notice.blocks

@@ -373,7 +373,10 @@ async def test_a_storage_decision_replayed_is_enqueued_once(writer: StoreWriter)
     snapshot = await writer.run(load_snapshot, CLUSTER)
     settings = config_with()
     ids = {"alice": ["U1"]}
-    assert await writer.run(storage_alerts_in_db, snapshot, ids, settings, CLUSTER) == 2
+    assert (
+        await writer.run(storage_alerts_in_db, snapshot, ids, settings, settings.default_cluster)
+        == 2
+    )
 
     def forget_state(db: Any) -> None:
         with db.atomic():
@@ -381,7 +384,10 @@ async def test_a_storage_decision_replayed_is_enqueued_once(writer: StoreWriter)
             db.execute("DELETE FROM filesystem_alerts")
 
     await writer.run(forget_state)
-    assert await writer.run(storage_alerts_in_db, snapshot, ids, settings, CLUSTER) == 0
+    assert (
+        await writer.run(storage_alerts_in_db, snapshot, ids, settings, settings.default_cluster)
+        == 0
+    )
     rows = await writer.run(outbox_rows)
     assert [(r["key"], r["target"]) for r in rows] == [
         (f"fs:{CLUSTER}:{root}:95:1", "#skynet-users"),

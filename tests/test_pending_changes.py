@@ -108,7 +108,7 @@ async def fake(tmp_path: Path) -> AsyncIterator[_Fake]:
     config = _config(tmp_path, bin_dir)
     # Polls every 15 s, changes within 30 s: the defaults.
     assert (config.slurm.poll_seconds, config.slurm.pending_changes_seconds) == (15, 30)
-    poller = SlurmPoller(config, writer, clock=wall, monotonic=clock)
+    poller = SlurmPoller(config.default_cluster, config, writer, clock=wall, monotonic=clock)
     document = json.loads((bin_dir / "squeue.json").read_text())
     try:
         yield _Fake(bin_dir, writer, poller, clock, document, wall)

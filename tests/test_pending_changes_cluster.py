@@ -77,7 +77,7 @@ async def _running_bot(tmp_path: Path, poll_seconds: float, bound: float) -> Asy
     )
     writer = StoreWriter(config.database.path)
     cache = SnapshotCache(config.database.path, config.default_cluster.name, config.labs)
-    poller = SlurmPoller(config, writer)
+    poller = SlurmPoller(config.default_cluster, config, writer)
     polls: list[float] = []
 
     async def refresh() -> None:

@@ -62,7 +62,8 @@ async def fake(tmp_path: Path) -> AsyncIterator[FakeSlurm]:
     bin_dir = tmp_path / "bin"
     _slurm(bin_dir)
     writer = StoreWriter(tmp_path / "skybot.db")
-    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
+    config = _config(tmp_path, bin_dir)
+    poller = SlurmPoller(config.default_cluster, config, writer)
     document = json.loads((bin_dir / "squeue.json").read_text())
     try:
         yield FakeSlurm(bin_dir, writer, poller, document)
@@ -205,7 +206,8 @@ async def test_a_purged_job_alone_in_the_last_list_does_not_fail_the_poll(
     bin_dir = tmp_path / "bin"
     _slurm(bin_dir)
     writer = StoreWriter(tmp_path / "skybot.db")
-    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
+    config = _config(tmp_path, bin_dir)
+    poller = SlurmPoller(config.default_cluster, config, writer)
     purged = [str(job_id) for job_id in range(1_000_000, 1_012_501)]
     assert "," not in _job_id_lists(purged)[-1]
     try:
@@ -247,7 +249,8 @@ async def test_every_record_is_read_again_every_so_many_polls(
     bin_dir = tmp_path / "bin"
     _slurm(bin_dir)
     writer = StoreWriter(tmp_path / "skybot.db")
-    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
+    config = _config(tmp_path, bin_dir)
+    poller = SlurmPoller(config.default_cluster, config, writer)
     full_reads = []
     try:
         for _ in range(every + 2):
@@ -282,7 +285,8 @@ async def test_a_squeue_without_only_job_state_gets_full_polls(tmp_path: Path) -
         "    sys.exit(\"squeue: unrecognized option '--only-job-state'\")\n" + SQUEUE
     )
     writer = StoreWriter(tmp_path / "skybot.db")
-    poller = SlurmPoller(_config(tmp_path, bin_dir), writer)
+    config = _config(tmp_path, bin_dir)
+    poller = SlurmPoller(config.default_cluster, config, writer)
     try:
         for _ in range(2):
             assert await poller.poll_jobs()

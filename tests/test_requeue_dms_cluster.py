@@ -43,7 +43,9 @@ async def _told(harness: Harness, job_id: int) -> list[str]:
     texts = []
     for from_state, to_state, restarts, record in rows:
         transition = Transition(decode_job(record), from_state, to_state, restarts)
-        notice = decide_job_notice(transition, "all", Seen(time.time()), harness.config)
+        notice = decide_job_notice(
+            transition, "all", Seen(time.time()), harness.config, harness.config.default_cluster
+        )
         if notice is not None:
             texts.append(notice.text)
     return texts

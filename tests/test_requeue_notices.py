@@ -42,7 +42,9 @@ def test_a_requeue_after_a_node_failure_never_says_resubmit(counted_at_once: boo
     texts = []
     for job in polls:
         for transition in detect_transitions(known, {JOB: job}):
-            notice = decide_job_notice(transition, "all", Seen(job.submit_time or 0.0), Config())
+            notice = decide_job_notice(
+                transition, "all", Seen(job.submit_time or 0.0), Config(), Config().default_cluster
+            )
             if notice is not None:
                 texts.append(notice.text)
         known = {JOB: KnownState(job.state, job.restarts)}

@@ -54,7 +54,9 @@ async def _announce(path: Path, reservations: tuple[Reservation, ...]) -> int:
         snapshot = replace(
             view.snapshot, status=status, limits=SlurmLimits(reservations=reservations)
         )
-        return await announce_reservations(writer, config, make_view(snapshot), CLUSTER)
+        return await announce_reservations(
+            writer, config, make_view(snapshot), config.default_cluster
+        )
     finally:
         writer.close()
 

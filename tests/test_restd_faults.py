@@ -167,7 +167,8 @@ async def rig(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[R
     clock = [time.time()]
     client = RestdClient(f"unix:{tmp_path}/restd.sock", token, timeout=TIMEOUT)
     source = RestdSource(client)
-    poller = SlurmPoller(config, writer, clock=lambda: clock[0], source=source, cluster="nova")
+    nova = replace(config.default_cluster, name="nova")
+    poller = SlurmPoller(nova, config, writer, clock=lambda: clock[0], source=source)
     yield Rig(fake, poller, writer, clock, token)
     await poller.close()
     writer.close()

@@ -78,11 +78,11 @@ async def polled(restd_cluster: None, tmp_path: Path) -> AsyncIterator[Polled]:
     writer = StoreWriter(config.database.path)
     offset = [0.0]
     poller = SlurmPoller(
+        replace(cluster, slurm=config.slurm),
         config,
         writer,
         clock=lambda: time.time() + offset[0],
         source=source_for(cluster),
-        cluster="skynet",
     )
     yield Polled(poller, writer, token, offset)
     await poller.close()

@@ -95,7 +95,8 @@ async def _polls(tmp_path: Path, bin_dir: Path, steps: list[tuple[float, str, bo
     """A poll at each (seconds after START, sdiag's queue length, whether sacct answers)."""
     clock = Clock()
     writer = StoreWriter(str(tmp_path / "skybot.db"))
-    poller = SlurmPoller(_config(tmp_path, bin_dir), writer, clock=clock)
+    config = _config(tmp_path, bin_dir)
+    poller = SlurmPoller(config.default_cluster, config, writer, clock=clock)
     try:
         for at, queue, sacct_answers in steps:
             clock.now = START + at

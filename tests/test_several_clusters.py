@@ -11,9 +11,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from bot.cluster_readers import polled_config
+from bot.cluster_readers import close_every, every_cluster
 from bot.cluster_wing import runner_call
-from bot.service import every_lab
+from bot.polling import poll_jobs
 from core.chart_specs import LAB_GPUS, ChartSpec
 from core.cluster_config import ClusterConfig
 from core.config_schema import Config, parse_config
@@ -31,6 +31,7 @@ from handlers.reply import Reply
 from handlers.request import CommandRequest
 from handlers.router import UsageError, dispatch
 from handlers.services import Services
+from store.writer import StoreWriter
 from tests.support.factories import job, make_snapshot, make_view, node
 from tests.support.two_cluster_desks import TWO_CLUSTERS, constant_view, desks_of, two_clusters
 
@@ -87,14 +88,33 @@ async def test_one_cluster_answers_read_as_they_always_have() -> None:
     assert "On cluster" not in after.text
 
 
-def test_the_pollers_config_is_their_clusters_own() -> None:
-    config = two_clusters()
-    nova = polled_config(config, config.clusters[1])
-    assert nova.default_cluster.name == "nova"
-    assert [lab.name for lab in nova.labs] == ["kira-lab"]
-    assert nova.notifications.cluster_name == "nova"
-    assert len(nova.clusters) == 2
-    assert polled_config(config, config.clusters[0]) is config
+async def test_each_clusters_readers_and_polls_are_built_from_its_own_settings(
+    tmp_path: Path,
+) -> None:
+    """nova's pollers and polls take nova's ClusterConfig (its [slurm], its labs), not the
+    first cluster's through a Config rewritten to look like nova's."""
+    data = msgspec.json.decode(msgspec.json.encode(TWO_CLUSTERS))
+    data["database"] = {"path": str(tmp_path / "skybot.db")}
+    data["clusters"][1]["slurm"] = {"poll_seconds": 7, "caps_poll_seconds": 70}
+    data["clusters"][1]["labs"][0]["storage_roots"] = ["/srv/kira"]
+    config = parse_config(data)
+    writer = StoreWriter(config.database.path)
+    readers = every_cluster(config, writer)
+    try:
+        nova = readers[1]
+        assert (nova.poller.cluster, nova.storage.cluster) == ("nova", "nova")
+        assert nova.storage.roots == ["/srv/kira"] and readers[0].storage.roots == []
+        polls = poll_jobs(nova.cluster, config, nova.poller, nova.storage, _nothing, default=False)
+        seconds = {poll.name: poll.seconds for poll in polls if poll.cluster == "nova"}
+        assert seconds["slurm@nova"] == 7 and seconds["caps@nova"] == 70
+        assert readers[0].poller.cluster == "skynet"
+    finally:
+        await close_every(readers)
+        writer.close()
+
+
+async def _nothing() -> None:
+    return None
 
 
 def test_a_click_naming_a_cluster_acts_on_that_cluster() -> None:
@@ -140,7 +160,9 @@ def test_job_dms_name_the_cluster_only_where_there_are_several() -> None:
     config = two_clusters()
     notice = decide_job_notice(ended_transition(), "all", _seen(), config, config.clusters[1])
     assert notice is not None and "Cluster `nova`" in notice.text
-    alone = decide_job_notice(ended_transition(), "all", _seen(), parse_config({}))
+    alone = decide_job_notice(
+        ended_transition(), "all", _seen(), parse_config({}), parse_config({}).default_cluster
+    )
     assert alone is not None and "Cluster" not in alone.text
 
 
@@ -239,6 +261,8 @@ def test_charts_name_the_cluster_and_find_any_clusters_lab() -> None:
     spec = ChartSpec(LAB_GPUS, "kira-lab", 0.0, 7 * 86400.0)
     assert chart_caption(spec, None, "nova").startswith("*`kira-lab`* on `nova`:")
     assert " on " not in chart_caption(spec)
-    drawn_from = every_lab(two_clusters())
-    assert drawn_from.lab_named("kira-lab") is not None
-    assert drawn_from.cluster_of_lab("kira-lab") == two_clusters().clusters[1]
+    config = two_clusters()
+    found = config.lab_anywhere("KIRA-lab")
+    assert found is not None and found[0] == config.clusters[1] and found[1].name == "kira-lab"
+    assert config.lab_anywhere("hoffman-lab") == (config.clusters[0], config.clusters[0].labs[0])
+    assert config.lab_anywhere("orion-lab") is None

@@ -14,6 +14,7 @@ from msgspec.structs import replace
 
 from core.config_schema import NotificationsConfig
 from core.job_notices import Seen, compose_job_notice
+from core.notice_cluster import NoticeCluster
 from core.records import Job
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_squeue
@@ -200,6 +201,7 @@ async def test_a_job_cancelled_while_pending_is_told_it_never_started(harness: H
         "CANCELLED",
         Seen(time.time()),
         NotificationsConfig(),
+        NoticeCluster("skynet"),
     )
     assert "was cancelled before it started." in notice.text, (record, notice.text)
     assert "Runtime: it never started" in notice.text

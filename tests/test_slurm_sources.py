@@ -83,7 +83,7 @@ def grouped_slurm(tmp_path: Path) -> Path:
 async def _nodes_after_polls(config: Config, polls: int) -> dict[str, Node]:
     writer = StoreWriter(config.database.path)
     try:
-        poller = SlurmPoller(config, writer)
+        poller = SlurmPoller(config.default_cluster, config, writer)
         for _ in range(polls):
             assert await poller.poll_jobs()
         snapshot = await writer.run(load_snapshot, CLUSTER)
@@ -130,7 +130,7 @@ async def test_per_node_sinfo_is_used_as_it_is(tmp_path: Path) -> None:
 async def _caps(config: Config, polls: int) -> tuple[dict[str, int | None], dict[str, Any]]:
     writer = StoreWriter(config.database.path)
     try:
-        poller = SlurmPoller(config, writer)
+        poller = SlurmPoller(config.default_cluster, config, writer)
         for _ in range(polls):
             assert await poller.poll_caps()
         snapshot = await writer.run(load_snapshot, CLUSTER)
@@ -204,7 +204,8 @@ async def test_a_poller_reads_the_cluster_its_source_names(tmp_path: Path) -> No
     source = CliSource(str(bin_dir), timeout=10, slurm_conf="/etc/slurm-other/slurm.conf")
     writer = StoreWriter(config.database.path)
     try:
-        poller = SlurmPoller(config, writer, source=source, cluster="other")
+        other = replace(config.default_cluster, name="other")
+        poller = SlurmPoller(other, config, writer, source=source)
         assert poller.cluster == "other"
         assert await poller.poll_jobs()
         snapshot = await writer.run(load_snapshot, "other")

@@ -56,11 +56,10 @@ def user_directory(root: Path, user: str, kib: int) -> None:
     (home / "disk-usage.txt").write_text(REPORT.format(kib=kib))
 
 
-def scoped(config: Config, name: str) -> Config:
-    """The configuration as a cluster's own pollers see it (its labs, its name)."""
+def on(config: Config, name: str) -> ClusterConfig:
     cluster = config.cluster_named(name)
     assert cluster is not None
-    return msgspec.structs.replace(config, labs=cluster.labs, slurm=cluster.slurm)
+    return cluster
 
 
 async def test_a_cluster_without_storage_roots_leaves_the_others_storage_alone(
@@ -70,8 +69,8 @@ async def test_a_cluster_without_storage_roots_leaves_the_others_storage_alone(
     config = two_clusters(tmp_path)
     writer = StoreWriter(tmp_path / "skybot.db")
     try:
-        skynet = StoragePoller(scoped(config, "skynet"), writer, cluster="skynet")
-        nova = StoragePoller(scoped(config, "nova"), writer, cluster="nova")
+        skynet = StoragePoller(on(config, "skynet"), config, writer)
+        nova = StoragePoller(on(config, "nova"), config, writer)
         for at in (1.0, 2.0, 3.0):
             # Several polls of each, in either order: the last one never blanks the other's.
             assert await skynet.poll() and await nova.poll()
@@ -118,10 +117,10 @@ async def test_storage_alerts_name_the_cluster_and_keep_their_state_per_cluster(
             )
         for cluster in ("skynet", "nova"):
             snapshot = await writer.run(load_snapshot, cluster)
-            here = scoped(config, cluster)
-            assert await writer.run(storage_alerts_in_db, snapshot, {}, here, cluster) == 2
+            here = on(config, cluster)
+            assert await writer.run(storage_alerts_in_db, snapshot, {}, config, here) == 2
             # The same readings again: this cluster's state says told, whatever the other's.
-            assert await writer.run(storage_alerts_in_db, snapshot, {}, here, cluster) == 0
+            assert await writer.run(storage_alerts_in_db, snapshot, {}, config, here) == 0
         rows = await writer.run(outbox_rows)
         keys = sorted(r["key"] for r in rows)
         assert keys == sorted(
@@ -150,10 +149,8 @@ async def test_a_disk_chart_is_drawn_from_its_labs_cluster_and_says_which(
         week = directory_usage("alice", 4 * 1024**2, root=root)
         await writer.run(save_storage, "nova", [week], [], 1.0)
         await writer.run(save_storage, "skynet", [week], [], 1.0)
-        every_lab = msgspec.structs.replace(
-            config, labs=tuple(lab for c in config.clusters for lab in c.labs)
-        )
-        chart = await ChartMaker(every_lab, writer)(ChartSpec(LAB_DISK, "kira-lab", 0, 2e9))
+        # The configuration as `skybot run` has it (its top-level labs are skynet's).
+        chart = await ChartMaker(config, writer)(ChartSpec(LAB_DISK, "kira-lab", 0, 2e9))
         assert chart.title == "kira-lab on cluster nova: growth of the largest directories"
         assert "alice" in chart.alt_text
     finally:

@@ -74,7 +74,7 @@ class Bot:
 
     def __init__(self, config: Config, slack: SlackStandIn) -> None:
         self.writer = StoreWriter(config.database.path)
-        self.poller = StoragePoller(config, self.writer)
+        self.poller = StoragePoller(config.default_cluster, config, self.writer)
         self.identity = IdentityDirectory(config.identity, self.writer)
         self.sender = OutboxSender(
             self.writer,
@@ -82,7 +82,7 @@ class Bot:
             SenderPacing(per_channel_per_second=10.0, idle_seconds=0.2),
         )
         self.watchers = Watchers(
-            config, self.writer, self.identity, self.sender.wake, cluster=config.default_cluster
+            config.default_cluster, config, self.writer, self.identity, self.sender.wake
         )
 
     async def poll(self) -> int:

@@ -28,7 +28,7 @@ class PathCheckingRunner:
 
 async def test_refused_submissions_do_not_use_up_the_minute(writer: StoreWriter) -> None:
     config = load_config(None)
-    worker = SubmissionWorker(config, config.default_cluster, writer, PathCheckingRunner())
+    worker = SubmissionWorker(config.default_cluster, config, writer, PathCheckingRunner())
     identity = IdentityDirectory(IdentityConfig(links={"T1/UALICE": "alice"}), writer)
     services = Services(config, identity, PathCheckingRunner(), submissions=worker, writer=writer)
     view = make_view(make_snapshot())

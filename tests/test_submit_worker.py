@@ -61,7 +61,7 @@ async def _state(writer: StoreWriter, submission: Submission) -> tuple[str, int 
 
 def _worker(writer: StoreWriter, runner: ScriptedRunner) -> SubmissionWorker:
     config = load_config(None)
-    return SubmissionWorker(config, config.default_cluster, writer, runner)
+    return SubmissionWorker(config.default_cluster, config, writer, runner)
 
 
 async def test_a_runner_still_at_it_is_waited_for_then_its_job_recorded(

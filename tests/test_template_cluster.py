@@ -79,7 +79,7 @@ async def _poll(config: Config) -> ClusterView:
     writer = StoreWriter(config.database.path)
     cache = SnapshotCache(config.database.path, config.default_cluster.name, config.labs)
     try:
-        poller = SlurmPoller(config, writer)
+        poller = SlurmPoller(config.default_cluster, config, writer)
         assert await poller.poll_caps(), "sacctmgr poll failed"
         assert await poller.poll_jobs(), "squeue/sinfo poll failed"
         return await cache.refresh()

@@ -11,6 +11,7 @@ from bot.config import load_config
 from core.config_schema import NotificationsConfig
 from core.job_facts import refused_at_submission, slurm_job_id
 from core.job_notices import REQUEUED_KIND, Seen, compose_job_notice, notice_kind
+from core.notice_cluster import NoticeCluster
 from core.notice_text import plural
 from core.record_codec import encode_record
 from core.records import EarlierRun, Job
@@ -97,7 +98,11 @@ def test_requeue_dm_names_its_cause_and_slurms_runtime(cause: str, kind: str, wo
     assert notice_kind(transition, {"overcap"}) == kind
     # The poll saw the requeue 30 s after Slurm did it; the run lasted 8 s by Slurm's clock.
     notice = compose_job_notice(
-        transition, kind, Seen(NOW - 270, run_started=NOW - 301), NotificationsConfig()
+        transition,
+        kind,
+        Seen(NOW - 270, run_started=NOW - 301),
+        NotificationsConfig(),
+        NoticeCluster("skynet"),
     )
     assert words in notice.text
     assert "Runtime lost: 8 s" in notice.text

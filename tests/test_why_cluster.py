@@ -17,6 +17,7 @@ import pytest
 
 from core.config_schema import NotificationsConfig
 from core.job_notices import REQUEUED_KIND, Seen, compose_job_notice, notice_kind
+from core.notice_cluster import NoticeCluster
 from core.notice_text import format_duration
 from core.transitions import Transition
 from tests.support.cluster import sbatch, squeue_json, wait_for
@@ -158,7 +159,11 @@ async def test_an_admins_requeue_is_not_called_a_preemption(harness: Harness) ->
     transition = Transition(record, "RUNNING", "REQUEUED", record.restarts)
     assert notice_kind(transition, {"overcap"}) == REQUEUED_KIND
     notice = compose_job_notice(
-        transition, REQUEUED_KIND, Seen(time.time() + 30), NotificationsConfig()
+        transition,
+        REQUEUED_KIND,
+        Seen(time.time() + 30),
+        NotificationsConfig(),
+        NoticeCluster("skynet"),
     )
     lost = stopped_run_seconds(job_id, ("REQUEUED",))
     assert lost >= 3
@@ -182,7 +187,11 @@ async def test_a_preemption_is_told_as_one_with_slurms_times(harness: Harness) -
     transition = Transition(record, "RUNNING", "REQUEUED", record.restarts)
     assert notice_kind(transition, {"overcap"}) == "PREEMPTED"
     notice = compose_job_notice(
-        transition, "PREEMPTED", Seen(time.time() + 30), NotificationsConfig()
+        transition,
+        "PREEMPTED",
+        Seen(time.time() + 30),
+        NotificationsConfig(),
+        NoticeCluster("skynet"),
     )
     lost = stopped_run_seconds(overcap, ("PREEMPTED",))
     assert f"Runtime lost: {format_duration(lost)}," in notice.text
@@ -264,7 +273,11 @@ async def test_a_node_failure_requeue_is_told_as_one(harness: Harness) -> None:
     transition = Transition(record, "RUNNING", "REQUEUED", record.restarts)
     assert notice_kind(transition, {"overcap"}) == REQUEUED_KIND
     notice = compose_job_notice(
-        transition, REQUEUED_KIND, Seen(time.time() + 30), NotificationsConfig()
+        transition,
+        REQUEUED_KIND,
+        Seen(time.time() + 30),
+        NotificationsConfig(),
+        NoticeCluster("skynet"),
     )
     assert "was requeued after its node failed (restart 1)" in notice.text
     lost = stopped_run_seconds(job_id, ("NODE_FAIL",))

@@ -42,7 +42,13 @@ class LimitsHarness(Harness):
         self.closed = False
         if source == "slurmrestd":
             restd = RestdSource(RestdClient(SOCKET, TOKEN, timeout=20))
-            self.poller = SlurmPoller(self.config, self.writer, lambda: self.now, source=restd)
+            self.poller = SlurmPoller(
+                self.config.default_cluster,
+                self.config,
+                self.writer,
+                lambda: self.now,
+                source=restd,
+            )
 
     async def poll(self) -> ClusterView:
         self.now = max(self.now, time.time())
@@ -146,7 +152,8 @@ async def ask(harness: LimitsHarness, text: str, user: str = "alice") -> str:
 
 async def announced(harness: LimitsHarness) -> list[dict[str, object]]:
     view = await harness.poll()
-    await announce_reservations(harness.writer, harness.config, view, harness.poller.cluster)
+    config = harness.config
+    await announce_reservations(harness.writer, config, view, config.default_cluster)
     rows: list[dict[str, object]] = await harness.writer.run(outbox_rows)
     return [r for r in rows if str(r["key"]).startswith("reservation:")]
 

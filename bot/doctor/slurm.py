@@ -8,10 +8,10 @@ import time
 from dataclasses import replace
 
 from bot.adoption import cluster_labs
-from bot.cluster_readers import polled_config
 from bot.config import Config
 from bot.doctor.checklist import Check
 from bot.doctor.restd import check_restd
+from core.cluster_config import ClusterConfig
 from scheduler.slurm.commands import SlurmCommandError, run_slurm, run_slurm_json
 
 SLURM_TIMEOUT_SECONDS = 10.0
@@ -26,24 +26,24 @@ def _count(document: object, key: str) -> int:
     return len(value) if isinstance(value, list) else 0
 
 
-def _conf(config: Config) -> str | None:
-    """The SLURM_CONF the (scoped) config's cluster's commands run with."""
-    return config.default_cluster.slurm_conf or None
+def _conf(cluster: ClusterConfig) -> str | None:
+    """The SLURM_CONF the cluster's commands run with."""
+    return cluster.slurm_conf or None
 
 
 async def _slurm_check(
-    config: Config, label: str, command: str, args: list[str], key: str
+    cluster: ClusterConfig, label: str, command: str, args: list[str], key: str
 ) -> Check:
     """Run one command the pollers run, the way they run it, with a short timeout."""
-    timeout = min(config.slurm.command_timeout_seconds, SLURM_TIMEOUT_SECONDS)
+    timeout = min(cluster.slurm.command_timeout_seconds, SLURM_TIMEOUT_SECONDS)
     try:
         if key:
             document = await run_slurm_json(
-                config.slurm.bin_dir, command, args, timeout, _conf(config)
+                cluster.slurm.bin_dir, command, args, timeout, _conf(cluster)
             )
             what = f"{_count(document, key)} {key}"
         else:
-            raw = await run_slurm(config.slurm.bin_dir, command, args, timeout, _conf(config))
+            raw = await run_slurm(cluster.slurm.bin_dir, command, args, timeout, _conf(cluster))
             what = f"{len(raw.splitlines())} associations"
     except SlurmCommandError as error:
         return Check("slurm", False, f"{label} failed: {error}", SLURM_FIX)
@@ -57,9 +57,7 @@ async def check_slurm(config: Config) -> list[Check]:
     clusters = [cluster_labs(config, cluster) for cluster in config.clusters]
     found = await asyncio.gather(
         *(
-            check_restd(cluster)
-            if cluster.source == "slurmrestd"
-            else check_commands(polled_config(config, cluster))
+            check_restd(cluster) if cluster.source == "slurmrestd" else check_commands(cluster)
             for cluster in clusters
         )
     )
@@ -70,8 +68,8 @@ async def check_slurm(config: Config) -> list[Check]:
     ]
 
 
-async def check_commands(config: Config) -> list[Check]:
-    """The (scoped) config's cluster, through its commands."""
+async def check_commands(cluster: ClusterConfig) -> list[Check]:
+    """`cluster`, through its commands."""
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 3600))
     commands: list[tuple[str, str, list[str], str]] = [
         ("squeue --json", "squeue", ["--all", "--json"], "jobs"),
@@ -85,31 +83,31 @@ async def check_commands(config: Config) -> list[Check]:
         ),
     ]
     checks = await asyncio.gather(
-        *(_slurm_check(config, *c) for c in commands), check_job_comments(config)
+        *(_slurm_check(cluster, *c) for c in commands), check_job_comments(cluster)
     )
-    return [*checks, *await check_labs_in_slurm(config)]
+    return [*checks, *await check_labs_in_slurm(cluster)]
 
 
-async def _slurm_names(config: Config, command: str, args: list[str]) -> set[str]:
-    timeout = min(config.slurm.command_timeout_seconds, SLURM_TIMEOUT_SECONDS)
-    raw = await run_slurm(config.slurm.bin_dir, command, args, timeout, _conf(config))
+async def _slurm_names(cluster: ClusterConfig, command: str, args: list[str]) -> set[str]:
+    timeout = min(cluster.slurm.command_timeout_seconds, SLURM_TIMEOUT_SECONDS)
+    raw = await run_slurm(cluster.slurm.bin_dir, command, args, timeout, _conf(cluster))
     return {line.strip() for line in raw.decode(errors="replace").splitlines() if line.strip()}
 
 
-async def check_labs_in_slurm(config: Config) -> list[Check]:
+async def check_labs_in_slurm(cluster: ClusterConfig) -> list[Check]:
     """Each lab's partition must exist in Slurm (sinfo) and its account in the accounting
     database (sacctmgr): a typo there gives every /sky answer for that lab an empty lab."""
     try:
-        partitions = await _slurm_names(config, "sinfo", ["--noheader", "--format=%R"])
+        partitions = await _slurm_names(cluster, "sinfo", ["--noheader", "--format=%R"])
         accounts = await _slurm_names(
-            config, "sacctmgr", ["--parsable2", "--noheader", "show", "account", "format=account"]
+            cluster, "sacctmgr", ["--parsable2", "--noheader", "show", "account", "format=account"]
         )
     except SlurmCommandError as error:
         fail = f"cannot list partitions and accounts: {error}"
         return [Check("slurm labs", False, fail, SLURM_FIX)]
-    places = [(f"lab {lab.name}", "labs.", lab.partition, lab.account) for lab in config.labs]
-    overcap = ("overcap", "slurm.overcap_", config.slurm.overcap_partition)
-    places.append((*overcap, config.slurm.overcap_account))
+    places = [(f"lab {lab.name}", "labs.", lab.partition, lab.account) for lab in cluster.labs]
+    overcap = ("overcap", "slurm.overcap_", cluster.slurm.overcap_partition)
+    places.append((*overcap, cluster.slurm.overcap_account))
     return [judge_lab(*place, partitions, accounts) for place in places]
 
 
@@ -137,14 +135,14 @@ def judge_lab(
     return Check(name, True, f"partition {partition} and account {account} exist")
 
 
-async def check_job_comments(config: Config) -> Check:
+async def check_job_comments(cluster: ClusterConfig) -> Check:
     """Chat submissions are tagged with a job comment; after a crash mid-submit, skybot looks
     for the tag to avoid submitting twice, and a job that already ended is only found if
     slurmdbd stores comments."""
-    timeout = min(config.slurm.command_timeout_seconds, SLURM_TIMEOUT_SECONDS)
+    timeout = min(cluster.slurm.command_timeout_seconds, SLURM_TIMEOUT_SECONDS)
     try:
         raw = await run_slurm(
-            config.slurm.bin_dir, "scontrol", ["show", "config"], timeout, _conf(config)
+            cluster.slurm.bin_dir, "scontrol", ["show", "config"], timeout, _conf(cluster)
         )
     except SlurmCommandError as error:
         return Check("job comments", False, f"scontrol show config failed: {error}", SLURM_FIX)

@@ -26,14 +26,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from core.config_schema import Config
+from core.cluster_config import ClusterConfig
 from core.lab_usage import LabUsage
+from core.shared_config import SharedConfig
 from core.slurm_failure import Part, part_of
 from scheduler.backoff import Backoff
-from scheduler.slurm.cli_source import CliSource
 from scheduler.slurm.commands import SlurmCommandError
 from scheduler.slurm.job_reads import DIGEST_TIMEOUT_SECONDS, ControllerReads
 from scheduler.slurm.pending_changes import PendingWatch
+from scheduler.slurm.restd_source import source_for
 from scheduler.slurm.sacct_window import SacctWindow
 from scheduler.slurm.source import ClusterSource
 from scheduler.slurm.wire import DigestRequest, Generation, LabLimits, PollDigest
@@ -53,31 +54,32 @@ PROBE_SECONDS = 1.0
 class SlurmPoller:
     """Polls one cluster into the store; on failure keeps the last snapshot and backs off.
 
-    `source` reads the cluster (by default its client commands, as `[slurm]` configures
-    them); `cluster` is the name it goes by, and keys everything it writes (by default the
-    configuration's default cluster)."""
+    `cluster` is the one it polls: its name keys everything it writes, its [slurm] paces it,
+    its labs are what usage is counted for. `source` reads it (by default as the cluster says:
+    its commands or its slurmrestd, restd_source.py's `source_for`)."""
 
     def __init__(
         self,
-        config: Config,
+        cluster: ClusterConfig,
+        shared: SharedConfig,
         writer: StoreWriter,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         source: ClusterSource | None = None,
-        cluster: str | None = None,
     ) -> None:
-        self.cluster = config.default_cluster.name if cluster is None else cluster
-        self._config = config
+        self.cluster = cluster.name
+        self._settings = cluster.slurm
+        self._labs = cluster.labs
+        self._history_days = shared.database.history_days
         self._writer = writer
         self._clock = clock
         self._monotonic = monotonic
-        self._source: ClusterSource = source or CliSource(
-            config.slurm.bin_dir, config.slurm.command_timeout_seconds
-        )
-        self._backoff = Backoff(base_seconds=config.slurm.poll_seconds)
-        self._caps_backoff = Backoff(base_seconds=config.slurm.caps_poll_seconds)
-        self._limits_backoff = Backoff(base_seconds=config.slurm.poll_seconds)
-        self._sacct = SacctWindow(writer, self.cluster, config.slurm.sacct_overlap_seconds)
+        self._source: ClusterSource = source or source_for(cluster)
+        slurm = cluster.slurm
+        self._backoff = Backoff(base_seconds=slurm.poll_seconds)
+        self._caps_backoff = Backoff(base_seconds=slurm.caps_poll_seconds)
+        self._limits_backoff = Backoff(base_seconds=slurm.poll_seconds)
+        self._sacct = SacctWindow(writer, self.cluster, slurm.sacct_overlap_seconds)
         # Whether the last failed full poll was one a ping let through.
         self._struggling = False
         # The part of Slurm the current run of failed polls blames (None: the last poll
@@ -90,9 +92,7 @@ class SlurmPoller:
         # The poll the store last committed, which the worker diffs the next one against.
         self._committed: Generation | None = None
         self._spool_dir: Path | None = None
-        self._pending = PendingWatch(
-            config.slurm.pending_changes_seconds, config.slurm.poll_seconds, monotonic
-        )
+        self._pending = PendingWatch(slurm.pending_changes_seconds, slurm.poll_seconds, monotonic)
         self._reads = ControllerReads(self._source, self._worker, self._pending)
         # Jobs in the last committed poll: when most of them changed, one plain read is
         # cheaper than fetching them by id.
@@ -143,7 +143,7 @@ class SlurmPoller:
                 return False
             finally:
                 took = self._monotonic() - started
-                self._next_probe_at = started + took / self._config.slurm.max_poll_share
+                self._next_probe_at = started + took / self._settings.max_poll_share
         if changed and self.on_change is not None:
             self.on_change()
         return bool(changed)
@@ -156,7 +156,7 @@ class SlurmPoller:
                 return await self._poll_jobs()
             finally:
                 took = self._monotonic() - started
-                self._next_cycle_at = started + took / self._config.slurm.max_poll_share
+                self._next_cycle_at = started + took / self._settings.max_poll_share
 
     async def _poll_jobs(self) -> bool:
         """One cycle of jobs + nodes + accounting. Returns whether the controller answered.
@@ -280,10 +280,10 @@ class SlurmPoller:
     async def _digest(self, spool: Path, sacct_answered: bool, states: Path | None) -> PollDigest:
         caps, members = await self._writer.run(load_lab_limits, self.cluster)
         limits = LabLimits(
-            tuple((lab.name, lab.account) for lab in self._config.labs),
+            tuple((lab.name, lab.account) for lab in self._labs),
             caps,
             members,
-            self._config.slurm.overcap_account,
+            self._settings.overcap_account,
         )
         squeue = (
             (spool / "squeue.json",)
@@ -370,7 +370,7 @@ class SlurmPoller:
             self.cluster,
             usages,
             now,
-            self._config.database.history_days,
+            self._history_days,
             # A missed poll or two still counts; an outage does not.
-            3 * self._config.slurm.poll_seconds,
+            3 * self._settings.poll_seconds,
         )

@@ -19,8 +19,8 @@ import logging
 from collections.abc import Callable
 
 from core.cluster_config import ClusterConfig
-from core.config_schema import Config
 from core.runner_contract import RunnerCall
+from core.shared_config import SharedConfig, shown_name
 from core.view import ClusterView
 from scheduler.watchers.cap_waits import check_cap_waits
 from scheduler.watchers.directory import SlackDirectory
@@ -39,21 +39,20 @@ class Watchers:
 
     def __init__(
         self,
-        config: Config,
+        cluster: ClusterConfig,
+        shared: SharedConfig,
         writer: StoreWriter,
         identity: SlackDirectory,
         wake_sender: Callable[[], None] | None = None,
         view: Callable[[], ClusterView] | None = None,
         runner: RunnerCall | None = None,
-        *,
-        cluster: ClusterConfig,
     ) -> None:
         # The cluster whose rows these watchers read; `view` must be that cluster's.
         self._cluster = cluster
         self.cluster = cluster.name
         # The name DMs say, only where skybot serves several clusters.
-        self._shown = cluster.name if len(config.clusters) > 1 else ""
-        self._config = config
+        self._shown = shown_name(shared, cluster)
+        self._shared = shared
         self._runner = runner
         self._writer = writer
         self._identity = identity
@@ -63,11 +62,11 @@ class Watchers:
     async def after_slurm_poll(self) -> int:
         try:
             added = await process_transitions(
-                self._writer, self._identity, self._config, self._cluster, runner=self._runner
+                self._writer, self._identity, self._shared, self._cluster, runner=self._runner
             )
             if self._view is not None:
                 added += await check_cap_waits(
-                    self._writer, self._identity, self._config, self._view(), self.cluster
+                    self._writer, self._identity, self._shared, self._view(), self._cluster
                 )
         except Exception:
             log_failure(log, "job notifier failed; the transitions stay queued for the next poll")
@@ -94,7 +93,7 @@ class Watchers:
             return 0
         try:
             added = await announce_reservations(
-                self._writer, self._config, self._view(), self.cluster
+                self._writer, self._shared, self._view(), self._cluster
             )
         except Exception:
             log_failure(log, "reservation announcer failed; it will look again after the next poll")
@@ -106,7 +105,7 @@ class Watchers:
         try:
             snapshot = self._view().snapshot if self._view is not None else None
             added = await check_storage(
-                self._writer, self._identity, self._config, self.cluster, snapshot
+                self._writer, self._identity, self._shared, self._cluster, snapshot
             )
         except Exception:
             log_failure(log, "storage watcher failed; it will look again after the next poll")

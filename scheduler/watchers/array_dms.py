@@ -23,9 +23,9 @@ from core.array_notices import (
     array_is_wanted,
     is_array_member,
 )
-from core.config_schema import Config
 from core.notice_cluster import NoticeCluster
 from core.records import FINAL_STATES, Job
+from core.shared_config import SharedConfig
 from core.transitions import Transition
 from scheduler.watchers.directory import SlackKey
 from store.alerts import load_preferences
@@ -83,7 +83,9 @@ def array_end_dm_key(cluster: str, array_job_id: int, team_id: str, user_id: str
     return f"{array_end_key(cluster, array_job_id)}:{team_id}:{user_id}"
 
 
-def tell_finished_arrays(db: sqlite_utils.Database, where: NoticeCluster, config: Config) -> int:
+def tell_finished_arrays(
+    db: sqlite_utils.Database, where: NoticeCluster, shared: SharedConfig
+) -> int:
     """Enqueue the end DMs of `where`'s arrays that finished since the last look, in one
     transaction: after a poll that recorded no transition, the queue may still have let go of
     an array."""
@@ -92,7 +94,7 @@ def tell_finished_arrays(db: sqlite_utils.Database, where: NoticeCluster, config
             db,
             where.name,
             load_preferences(db),
-            config.notifications.default_preference,
+            shared.notifications.default_preference,
             time.time(),
             where.buttons,
         )

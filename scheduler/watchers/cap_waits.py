@@ -11,7 +11,8 @@ import time
 import sqlite_utils
 
 from core.cap_waits import cap_wait_notices, next_episodes
-from core.config_schema import Config
+from core.cluster_config import ClusterConfig
+from core.shared_config import SharedConfig
 from core.view import ClusterView
 from scheduler.watchers.directory import SlackDirectory
 from store.alerts import load_cap_episodes, save_cap_episodes
@@ -22,22 +23,24 @@ from store.writer import StoreWriter
 async def check_cap_waits(
     writer: StoreWriter,
     identity: SlackDirectory,
-    config: Config,
+    shared: SharedConfig,
     view: ClusterView,
-    cluster: str,
+    where: ClusterConfig,
     now: float | None = None,
 ) -> int:
-    """DM users whose jobs have waited behind their lab's cap for long on `cluster` (whose
-    view `view` is); returns how many."""
+    """DM users whose jobs have waited behind their lab's cap for long on `where` (whose
+    view `view` is; its overcap partition is what the DM suggests); returns how many."""
+    cluster, wait_minutes = where.name, shared.notifications.cap_wait_minutes
     snapshot = view.snapshot
-    if config.notifications.cap_wait_minutes <= 0 or snapshot.source("slurm").taken_at is None:
+    if wait_minutes <= 0 or snapshot.source("slurm").taken_at is None:
         return 0
     now = time.time() if now is None else now
     # The view's, computed once per snapshot off the loop (store/reader.py): counting them
     # again here cost the writer's thread a pass over every job and node each poll.
     usages = [view.usage(lab) for lab in view.labs]
     idle = view.idle_by_type
-    flags = f"--partition={config.slurm.overcap_partition} --account={config.slurm.overcap_account}"
+    overcap = where.slurm
+    flags = f"--partition={overcap.overcap_partition} --account={overcap.overcap_account}"
 
     def decide(db: sqlite_utils.Database) -> int:
         with db.atomic():
@@ -47,7 +50,7 @@ async def check_cap_waits(
                 episodes,
                 usages,
                 now,
-                60 * config.notifications.cap_wait_minutes,
+                60 * wait_minutes,
                 idle,
                 flags,
             )

@@ -15,12 +15,12 @@ import sqlite_utils
 
 from core.array_notices import is_array_member
 from core.cluster_config import ClusterConfig
-from core.config_schema import Config
 from core.job_notices import TAIL_KINDS, JobNotice, Seen, decide_job_notice, notice_kind, wants
 from core.job_output import OutputTail
 from core.notice_cluster import NoticeCluster
 from core.records import FINAL_STATES, Job
 from core.runner_contract import RunnerCall
+from core.shared_config import SharedConfig, preemptible_on
 from core.summary_notices import MAX_SEPARATE_NOTICES, digest_notice
 from core.transitions import REQUEUED, Transition
 from scheduler.log_tails import TailSettings, fetch_output_tails
@@ -50,7 +50,7 @@ NOTABLE = FINAL_STATES | {REQUEUED}
 async def process_transitions(
     writer: StoreWriter,
     identity: SlackDirectory,
-    config: Config,
+    shared: SharedConfig,
     cluster: ClusterConfig,
     *,
     batch: int = BATCH,
@@ -64,24 +64,24 @@ async def process_transitions(
     DMs carry the end of the job's output, read as its owner in a bounded time first (not on
     a cluster where skybot does not act: there the DM says the log is not read).
     """
-    settings = config.notifications
+    settings = shared.notifications
     total = 0
     reads_output = runner is not None and cluster.acts_through_runner
     while True:
         users, through = await writer.run(pending_transition_users, cluster.name, batch)
         if through is None:
-            where = NoticeCluster.of(config, cluster)
-            return total + await writer.run(tell_finished_arrays, where, config)
+            where = NoticeCluster.of(shared, cluster)
+            return total + await writer.run(tell_finished_arrays, where, shared)
         # Resolved here, on the event loop that owns the identity directory.
         targets = {user: identity.slack_users_of(user) for user in users}
         tails: dict[int, list[OutputTail]] = {}
         if runner is not None and reads_output and settings.log_tail_lines > 0:
-            wanted = await writer.run(tail_candidates, cluster, targets, through, config)
+            wanted = await writer.run(tail_candidates, cluster, targets, through, shared)
             tails = await fetch_output_tails(
                 runner, wanted, TailSettings(settings.log_tail_lines, settings.log_tail_seconds)
             )
         total += await writer.run(
-            notify_transitions, cluster, targets, through, config, None, tails
+            notify_transitions, cluster, targets, through, shared, None, tails
         )
 
 
@@ -90,13 +90,13 @@ def tail_candidates(
     cluster: ClusterConfig,
     targets: Mapping[str, Sequence[SlackKey]],
     through: int,
-    config: Config,
+    shared: SharedConfig,
 ) -> dict[int, Job]:
     """Jobs of the next batch whose DM will show their output: a failure (`TAIL_KINDS`) that
     one of the owner's Slack accounts hears about and has not turned output off for."""
     prefs = load_preferences(db)
     optouts = load_log_tail_optouts(db)
-    preemptible = config.preemptible_on(cluster)
+    preemptible = preemptible_on(shared, cluster)
     task_optins = load_task_optins(db)
     chosen: dict[int, Job] = {}
     for row_id, transition, _ in load_transitions(
@@ -108,7 +108,7 @@ def tail_candidates(
         for slack_key in targets.get(transition.job.user, ()):
             if ends_per_array(transition, slack_key, task_optins):
                 continue  # told in its array's end DM, which offers the log on a click
-            pref = prefs.get(slack_key, config.notifications.default_preference)
+            pref = prefs.get(slack_key, shared.notifications.default_preference)
             if slack_key not in optouts and wants(pref, kind):
                 chosen[row_id] = transition.job
                 break
@@ -120,7 +120,7 @@ def notify_transitions(
     cluster: ClusterConfig,
     targets: Mapping[str, Sequence[SlackKey]],
     through: int,
-    config: Config,
+    shared: SharedConfig,
     now: float | None = None,
     tails: Mapping[int, Sequence[OutputTail]] | None = None,
 ) -> int:
@@ -132,7 +132,7 @@ def notify_transitions(
     """
     tails = tails or {}
     name = cluster.name
-    where = NoticeCluster.of(config, cluster)
+    where = NoticeCluster.of(shared, cluster)
     with db.atomic():
         cursor = load_cursor(db, name)
         if through <= cursor:
@@ -154,10 +154,10 @@ def notify_transitions(
                 else None
             )
             for slack_key in slack_keys:
-                pref = prefs.get(slack_key, config.notifications.default_preference)
+                pref = prefs.get(slack_key, shared.notifications.default_preference)
                 output = () if slack_key in optouts else tails.get(row_id, ())
                 seen = Seen(at, started, output)
-                notice = decide_job_notice(transition, pref, seen, config, cluster)
+                notice = decide_job_notice(transition, pref, seen, shared, cluster)
                 if notice is not None:
                     per_target.setdefault(slack_key, []).append((row_id, notice))
         now = time.time() if now is None else now
@@ -167,7 +167,7 @@ def notify_transitions(
             for message in _messages(slack_key, items, where, slack_key in task_optins)
         ]
         wait_for_array_ends(db, name, arrays, now, partial(array_end_dm_key, name))
-        default = config.notifications.default_preference
+        default = shared.notifications.default_preference
         messages += array_end_messages(db, name, prefs, default, now, where.buttons)
         messages += start_messages(db, targets, cursor, through, where)
         added = enqueue(db, messages, now)

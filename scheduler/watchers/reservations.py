@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import time
 
-from core.config_schema import Config
+from core.cluster_config import ClusterConfig
 from core.reservations import announcement
+from core.shared_config import SharedConfig, shown_name
 from core.view import ClusterView
 from store.limits import announce_once
 from store.outbox import OutboxMessage
@@ -14,7 +15,7 @@ from store.writer import StoreWriter
 
 
 async def announce_reservations(
-    writer: StoreWriter, config: Config, view: ClusterView, cluster: str
+    writer: StoreWriter, shared: SharedConfig, view: ClusterView, where: ClusterConfig
 ) -> int:
     """Enqueue the announcement of every maintenance reservation not yet over that was not
     announced before; returns how many were enqueued."""
@@ -22,8 +23,8 @@ async def announce_reservations(
     if snapshot.source("limits").taken_at is None:
         return 0
     now = time.time()
-    channel = config.slack.alert_channel
-    shown = config.cluster_shown
+    channel, cluster = shared.slack.alert_channel, where.name
+    shown = shown_name(shared, where)
     due = [
         (
             r,

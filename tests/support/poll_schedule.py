@@ -20,5 +20,7 @@ def schedule_for(
     unless `storage` is given."""
     hooks.setdefault("grace_seconds", config.slurm.command_timeout_seconds)
     hooks.setdefault("close_pollers", polls.close)
-    jobs = poll_jobs(config, polls, polls if storage is None else storage, refresh)
+    jobs = poll_jobs(
+        config.default_cluster, config, polls, polls if storage is None else storage, refresh
+    )
     return build_schedule(jobs, PollHooks(**hooks))

@@ -35,7 +35,9 @@ class Harness:
         self.config = config
         self.now = time.time()
         self.writer = StoreWriter(config.database.path)
-        self.poller = SlurmPoller(config, self.writer, clock=lambda: self.now)
+        self.poller = SlurmPoller(
+            config.default_cluster, config, self.writer, clock=lambda: self.now
+        )
         self.cache = SnapshotCache(config.database.path, config.default_cluster.name, config.labs)
 
     async def poll(self) -> ClusterView:
