@@ -28,22 +28,13 @@ from typing import Any
 import pytest
 
 from core.config_schema import Config, parse_config
-from tests.support.bot_process import SLACK_IDS, TEAM, linked_users, running_bot
+from tests.support.bot_process import SLACK_IDS, TEAM, ask, linked_users, running_bot
 from tests.support.cluster import sbatch_async, squeue_json, wait_for
+from tests.support.nova import SOCKET, TOKEN, nova, nova_queue, nova_sbatch
+from tests.support.private_jobs import private_dir
+from tests.support.slack_clicks import buttons, click, dm_buttons
 from tests.support.slack_standin import SlackStandIn
-from tests.test_failure_dms_cluster import private_dir
-from tests.test_several_clusters_cluster import (
-    SOCKET,
-    TOKEN,
-    ask,
-    buttons,
-    click,
-    dm_buttons,
-    nova,
-    nova_queue,
-    nova_sbatch,
-    stored_poll,
-)
+from tests.support.stored_polls import stored_poll
 
 __all__ = ["nova_queue", "private_dir"]  # fixtures, used by name
 
