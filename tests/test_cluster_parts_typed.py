@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,9 @@ def mine(shared: SharedConfig) -> object:
 
 @pytest.mark.timeout(300)
 def test_mypy_refuses_a_per_cluster_part_without_its_cluster(tmp_path: Path) -> None:
-    snippet = tmp_path / "snippet.py"
+    # mypy's cache keys a module by its name and may answer for an earlier run's file of the
+    # same name and content, with that file's path: each run's snippet has a name of its own.
+    snippet = tmp_path / f"snippet_{uuid.uuid4().hex}.py"
     snippet.write_text(SNIPPET)
     result = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", str(snippet)],

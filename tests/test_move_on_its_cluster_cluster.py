@@ -20,7 +20,6 @@ import asyncio
 import json
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -183,11 +182,12 @@ async def test_a_move_on_novas_job_leaves_skynets_job_of_the_same_id(
         assert "On cluster `skynet`" in theirs and "hold" in theirs.lower(), theirs
 
         # Offered once a poll of nova has seen the job wait at the cap beside idle a40s.
-        deadline = time.monotonic() + 60
-        while not (offered := await move_buttons(slack, job_id)):
-            assert time.monotonic() < deadline, "nova's /sky why never offered Move"
-            await asyncio.sleep(0.5)
-        (move,) = offered
+        (move,) = await wait_for(
+            lambda: move_buttons(slack, job_id),
+            60,
+            "nova's /sky why offering Move",
+            in_thread=False,
+        )
         assert move["value"] == f"nova/{job_id}", move
         answer = await click(slack, "alice", move)
         assert answer.startswith(f"Moved job `{job_id}` `train` to partition `overcap`"), answer
