@@ -97,6 +97,8 @@ async def build_wing(
     )
     watchers = Watchers(cluster, config, writer, identity, wake_sender, cache.current, tail_runner)
     poller = readers.poller
+    # Job DMs are decided in the poll's own save: one writer call per poll (issue 41).
+    poller.decisions = watchers.poll_dms
     polls = poll_jobs(
         cluster,
         config,

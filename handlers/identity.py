@@ -122,6 +122,16 @@ class IdentityDirectory:
         keys |= {k for k, i in self._stored.items() if i.cluster_user == cluster_user}
         return sorted(keys)
 
+    def linked_accounts(self) -> dict[str, list[SlackKey]]:
+        """`slack_users_of` for every linked cluster user at once: a copy, which the
+        writer's thread may read while links change here on the loop."""
+        found: dict[str, set[SlackKey]] = {}
+        for key, user in self._admin.items():
+            found.setdefault(user, set()).add(key)
+        for key, identity in self._stored.items():
+            found.setdefault(identity.cluster_user, set()).add(key)
+        return {user: sorted(keys) for user, keys in found.items()}
+
     async def start_link(self, team_id: str, user_id: str, cluster_user: str) -> LinkCode:
         code = LinkCode(
             cluster_user,

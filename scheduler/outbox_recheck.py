@@ -17,7 +17,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from store.outbox import QueuedMessage
+from store.outbox import QueuedMessage, is_direct_message
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +33,6 @@ CANNOT_LOOK = frozenset({"missing_scope", "not_allowed_token_type", "channel_not
 def outbox_metadata(message: QueuedMessage) -> dict[str, Any]:
     """The message metadata that names the outbox row a DM was sent for."""
     return {"event_type": OUTBOX_EVENT, "event_payload": {"id": message.id, "key": message.key}}
-
-
-def is_direct_message(message: QueuedMessage) -> bool:
-    return message.chart is None and message.target[:1] in ("U", "W")
 
 
 async def already_delivered(

@@ -53,12 +53,11 @@ from scheduler.outbox_policy import (
     send_outcome,
     to_whoever_asked,
 )
-from scheduler.outbox_recheck import already_delivered, is_direct_message, outbox_metadata
+from scheduler.outbox_recheck import already_delivered, outbox_metadata
 from store.health import log_failure
 from store.outbox import (
     QueuedMessage,
-    load_queued_heads,
-    mark_sending,
+    claim_next_due,
     mark_sent,
     park,
     park_and_redirect,
@@ -234,30 +233,25 @@ class OutboxSender:
     async def send_due(self) -> SendReport:
         """Send everything due now (each channel at its pace), then report what is left.
 
-        A message that fails is not tried again within the same call, and its channel's later
-        messages wait behind it.
+        Each message is claimed in one writer call (store/outbox.py `claim_next_due`) and its
+        outcome recorded in one more. A message that fails is not tried again within the same
+        call, and its channel's later messages wait behind it.
         """
         report = SendReport()
         failed_targets: set[str] = set()
         while True:
-            queued = await self._writer.run(load_queued_heads)
-            now = self._clock()
-            heads = _oldest_per_target(queued)
-            due = [m for m in heads if m.target not in failed_targets and self._ready_at(m) <= now]
-            if not due:
-                later = [self._ready_at(m) for m in heads]
-                report.next_due = min(later) if later else None
+            if self._stop is not None and self._stop.is_set():
+                return report  # shutting down: the rest stays queued
+            if self._pause is not None:
+                return report  # Slack refuses the token: the rest stays queued
+            claim = await self._writer.run(
+                claim_next_due, self._clock(), dict(self._free_at), frozenset(failed_targets)
+            )
+            if claim.message is None:
+                report.next_due = claim.next_due
                 return report
-            for message in due:
-                if self._stop is not None and self._stop.is_set():
-                    return report  # shutting down: the rest stays queued
-                if self._pause is not None:
-                    return report  # Slack refuses the token: the rest stays queued
-                if not await self._send(message, report):
-                    failed_targets.add(message.target)
-
-    def _ready_at(self, message: QueuedMessage) -> float:
-        return max(message.next_attempt_at, self._free_at.get(message.target, 0.0))
+            if not await self._send(claim.message, report):
+                failed_targets.add(claim.message.target)
 
     async def _send(self, message: QueuedMessage, report: SendReport) -> bool:
         """One attempt; True if Slack accepted the message."""
@@ -298,8 +292,8 @@ class OutboxSender:
             self._observe(outcome)
 
     async def _post(self, message: QueuedMessage) -> tuple[str, str]:
-        if is_direct_message(message):
-            await self._writer.run(mark_sending, message.id, self._clock())
+        # A DM was marked sending when it was claimed: until Slack's answer is recorded,
+        # whether it was delivered is unknown.
         response = await self._client.chat_postMessage(
             channel=message.target,
             text=message.text,
@@ -378,13 +372,6 @@ class OutboxSender:
         await self._writer.run(reschedule, message.id, at, error, maybe_delivered=unsure)
         report.retried += 1
         log.info("outbox %s: %s; retrying in %.0f s", message.key, error, delay)
-
-
-def _oldest_per_target(queued: list[QueuedMessage]) -> list[QueuedMessage]:
-    heads: dict[str, QueuedMessage] = {}
-    for message in queued:  # oldest first
-        heads.setdefault(message.target, message)
-    return list(heads.values())
 
 
 async def _wait_any(stop: asyncio.Event, wake: asyncio.Event, timeout: float) -> None:

@@ -14,7 +14,7 @@ in the same transaction, queued again for that user's DM with the reason.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,6 +144,55 @@ def load_queued_heads(db: sqlite_utils.Database, limit: int = 500) -> list[Queue
         [limit],
     ).fetchall()
     return [_queued(r) for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What the sender may send now, or (`message` None) when the next becomes due."""
+
+    message: QueuedMessage | None
+    next_due: float | None = None
+
+
+def claim_next_due(
+    db: sqlite_utils.Database,
+    now: float,
+    free_at: Mapping[str, float],
+    skip: Collection[str] = (),
+) -> Claim:
+    """The oldest message that is due now and heads its target's queue, in one transaction
+    with its `sending_since` (a DM, before the call that hands it to Slack: see
+    `mark_sending`): one writer call per message claimed, instead of a load and a mark.
+
+    `free_at` is the sender's own pace per target (a target waits until then); targets in
+    `skip` failed in this pass and wait behind their failure. Nothing due: when the first
+    head (skipped ones too) becomes due, None with nothing queued. The message returned is
+    as it was before the claim: its `sending_since` says whether an earlier attempt's outcome
+    is unknown (the sender then looks in Slack first)."""
+    with db.atomic():
+        heads = db.execute(
+            "SELECT id, target, next_attempt_at FROM outbox WHERE id IN "
+            "(SELECT MIN(id) FROM outbox WHERE state = 'queued' GROUP BY target) ORDER BY id"
+        ).fetchall()
+        ready = [(max(at, free_at.get(target, 0.0)), i, target) for i, target, at in heads]
+        due = next((i for at, i, target in ready if at <= now and target not in skip), None)
+        if due is None:
+            return Claim(None, min((at for at, _, _ in ready), default=None))
+        row = db.execute(f"SELECT {_QUEUED_COLUMNS} FROM outbox WHERE id = ?", [due]).fetchone()
+        message = _queued(row)
+        if is_direct_message(message):
+            # An earlier attempt still unsure keeps its time: Slack is searched from there.
+            db.execute(
+                "UPDATE outbox SET sending_since = COALESCE(sending_since, ?) WHERE id = ?",
+                [now, due],
+            )
+        return Claim(message)
+
+
+def is_direct_message(message: QueuedMessage) -> bool:
+    """A DM (to a user id), not a channel post or a chart: only a DM is looked up in Slack
+    when an attempt's outcome is unknown (scheduler/outbox_recheck.py)."""
+    return message.chart is None and message.target[:1] in ("U", "W")
 
 
 _QUEUED_COLUMNS = (

@@ -101,3 +101,11 @@ def last_requeue(db: sqlite_utils.Database, cluster: str, job_id: int) -> tuple[
         [cluster, job_id, REQUEUED],
     ).fetchone()
     return (decode_job(row[0]), float(row[1])) if row else None
+
+
+def transitions_after(db: sqlite_utils.Database, cluster: str, after: int) -> bool:
+    """Whether the cluster has a transition with an id past `after`."""
+    row = db.execute(
+        "SELECT 1 FROM job_transitions WHERE cluster = ? AND id > ? LIMIT 1", [cluster, after]
+    ).fetchone()
+    return row is not None

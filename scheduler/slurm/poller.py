@@ -22,12 +22,12 @@ import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from core.cluster_config import ClusterConfig
-from core.lab_usage import LabUsage
 from core.shared_config import SharedConfig
 from core.slurm_failure import Part, part_of
 from scheduler.backoff import Backoff
@@ -40,8 +40,7 @@ from scheduler.slurm.source import ClusterSource
 from scheduler.slurm.wire import DigestRequest, Generation, LabLimits, PollDigest
 from scheduler.slurm.worker import PollWorker, PollWorkerError
 from store.caps_and_storage import save_caps, save_limits
-from store.history import save_lab_usage
-from store.slurm_writes import save_slurm_changes
+from store.poll_save import PollDecisions, PollToSave, UsageHistory, save_poll
 from store.snapshots import load_lab_limits, record_poll_failure
 from store.writer import StoreWriter
 
@@ -107,6 +106,12 @@ class SlurmPoller:
         self._next_probe_at = 0.0
         # Called when a probe saw a change (the schedule's `poll_slurm_soon`).
         self.on_change: Callable[[], None] | None = None
+        # What the poll's transitions decide, in its save (the watchers' job DMs).
+        self.decisions: PollDecisions[Any] | None = None
+        # The labs' caps and members as last saved (by `poll_caps`, the one writer of them;
+        # read from the store once): the worker counts usage against them every poll.
+        self._lab_limits: tuple[Mapping[str, int | None], Mapping[str, frozenset[str]]] | None
+        self._lab_limits = None
 
     def set_interval(self, seconds: float) -> None:
         """The interval polls now run at (stretched while polls are expensive)."""
@@ -205,7 +210,6 @@ class SlurmPoller:
             # one poll after accounting is, not when the caps back-off (up to 5 min) runs out.
             self._caps_backoff.succeeded()
             await self.poll_caps()
-        await self._record_lab_usage(digest.usages, now)
         return True
 
     async def _failed(self, now: float, error: Exception, probed: bool) -> None:
@@ -242,7 +246,8 @@ class SlurmPoller:
     async def _commit(
         self, digest: PollDigest, now: float, started: float, accounting_error: str | None
     ) -> None:
-        """Write the poll's changes; what sacct reported counts only if it could be read."""
+        """Write the poll's changes, the labs' usage and what they decide, in one writer call
+        (store/poll_save.py); what sacct reported counts only if it could be read."""
         if accounting_error is not None:
             part = part_of(accounting_error)
             said = log.warning if part != self._accounting_outage else log.debug
@@ -252,14 +257,18 @@ class SlurmPoller:
                 accounting_error,
             )
             self._accounting_outage = part
-            await self._writer.run(
-                record_poll_failure, self.cluster, "accounting", accounting_error, now
-            )
         for warning in digest.warnings:
             log.warning("slurm data: %s", warning)
-        await self._writer.run(
-            save_slurm_changes, self.cluster, digest.changes, now, accounting_error is None
+        history = UsageHistory(
+            self._history_days,
+            # A missed poll or two still counts; an outage does not.
+            3 * self._settings.poll_seconds,
         )
+        poll = PollToSave(digest.changes, now, accounting_error, digest.usages, history)
+        then = self.decisions.deciding() if self.decisions is not None else None
+        saved = await self._writer.run(save_poll, self.cluster, poll, then)
+        if self.decisions is not None:
+            self.decisions.decided(saved.decided)
         self._committed = digest.generation
         self._jobs_listed = digest.jobs
         self._pending.committed(started)
@@ -278,7 +287,9 @@ class SlurmPoller:
             self._spool_dir = None
 
     async def _digest(self, spool: Path, sacct_answered: bool, states: Path | None) -> PollDigest:
-        caps, members = await self._writer.run(load_lab_limits, self.cluster)
+        if self._lab_limits is None:
+            self._lab_limits = await self._writer.run(load_lab_limits, self.cluster)
+        caps, members = self._lab_limits
         limits = LabLimits(
             tuple((lab.name, lab.account) for lab in self._labs),
             caps,
@@ -340,6 +351,10 @@ class SlurmPoller:
         for warning in warnings:
             log.warning("slurm associations: %s", warning)
         await self._writer.run(save_caps, self.cluster, caps, members, now)
+        self._lab_limits = (
+            {cap.account: cap.gpu_cap for cap in caps},
+            {account: frozenset(users) for account, users in members.items()},
+        )
         self._caps_backoff.succeeded()
         return True
 
@@ -363,14 +378,3 @@ class SlurmPoller:
         await self._writer.run(save_limits, self.cluster, limits, now)
         self._limits_backoff.succeeded()
         return True
-
-    async def _record_lab_usage(self, usages: list[LabUsage], now: float) -> None:
-        await self._writer.run(
-            save_lab_usage,
-            self.cluster,
-            usages,
-            now,
-            self._history_days,
-            # A missed poll or two still counts; an outage does not.
-            3 * self._settings.poll_seconds,
-        )

@@ -3,7 +3,8 @@
 They only read snapshots and transitions (the pollers are the one way data comes in) and
 write just their own bookkeeping plus outbox rows, in one transaction per decision:
 
-- job_dms: DMs about job ends and requeues, from job_transitions past a cursor;
+- job_dms: DMs about job ends and requeues, from job_transitions past a cursor, decided in
+  the Slurm poll's own save where the poller asks (poll_dms.py);
 - storage: hoarding pings and full-filesystem warnings for the alert channel;
 - cap_waits: DMs to users whose jobs wait long behind their lab's GPU cap;
 - gpu_watches: the one DM of each `/sky watch` that came true or expired;
@@ -23,13 +24,17 @@ from core.runner_contract import RunnerCall
 from core.shared_config import SharedConfig, shown_name
 from core.view import ClusterView
 from scheduler.watchers.cap_waits import check_cap_waits
-from scheduler.watchers.directory import SlackDirectory
+from scheduler.watchers.directory import LinkedDirectory
 from scheduler.watchers.gpu_watches import check_gpu_watches
 from scheduler.watchers.job_dms import process_transitions
+from scheduler.watchers.poll_dms import PollDms
 from scheduler.watchers.reservations import announce_reservations
 from scheduler.watchers.storage import check_storage
 from store.health import log_failure
 from store.writer import StoreWriter
+
+# process_transitions: the notifier's own loop, for a caller that saved a poll itself.
+__all__ = ["Watchers", "process_transitions"]
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +47,7 @@ class Watchers:
         cluster: ClusterConfig,
         shared: SharedConfig,
         writer: StoreWriter,
-        identity: SlackDirectory,
+        identity: LinkedDirectory,
         wake_sender: Callable[[], None] | None = None,
         view: Callable[[], ClusterView] | None = None,
         runner: RunnerCall | None = None,
@@ -53,17 +58,16 @@ class Watchers:
         # The name DMs say, only where skybot serves several clusters.
         self._shown = shown_name(shared, cluster)
         self._shared = shared
-        self._runner = runner
         self._writer = writer
         self._identity = identity
         self._wake = wake_sender
         self._view = view
+        # The job DMs: given to the cluster's poller, decided in its save (bot/cluster_wing.py).
+        self.poll_dms = PollDms(writer, identity, shared, cluster, runner, wake_sender)
 
     async def after_slurm_poll(self) -> int:
         try:
-            added = await process_transitions(
-                self._writer, self._identity, self._shared, self._cluster, runner=self._runner
-            )
+            added = await self.poll_dms.follow_up()
             if self._view is not None:
                 added += await check_cap_waits(
                     self._writer, self._identity, self._shared, self._view(), self._cluster
