@@ -25,6 +25,7 @@ from tests.support.bot_process import (
     linked_users,
     running_bot,
     wait_for_slurm_poll,
+    wait_for_slurm_polls_acted_on,
 )
 from tests.support.cluster import (
     as_user,
@@ -128,8 +129,8 @@ async def test_a40_watch_at_the_cap_dms_once_after_a_restart_and_its_options_run
             before = stored_poll(config.database.path)
             await wait_for(dm_sent, 30, "alice's watch DM", 0.05)
             polls.discard(before or 0.0)
-            for _ in range(3):  # more polls: nothing more may come
-                await wait_for_slurm_poll(config.database.path, acted_on=True)
+            # More polls: nothing more may come.
+            await wait_for_slurm_polls_acted_on(config.database.path, 3)
             await asyncio.sleep(1)
     dms = watch_dms(slack)
     assert len(dms) == 2, dms
