@@ -1,11 +1,11 @@
 """Slurm's own outages, with the real bot on a 5 s poll (issue 18).
 
 A hung slurmctld (SIGSTOP, as a wedged controller looks: its port open, nothing answered)
-until skybot's back-off has grown to 20 s, and a stopped slurmdbd for 60 s, on the real test
-cluster; users ask over the Slack stand-in while it lasts. What must hold: the part that is
-down is named, what is healthy stays current, skybot is current again within one poll interval
-of Slurm answering, and every job that ended meanwhile gets one DM with the exit code sacct
-records.
+until skybot's back-off has grown to 20 s (40 s at most), and a stopped slurmdbd for 60 s, on
+the real test cluster; users ask over the Slack stand-in while it lasts. What must hold: the
+part that is down is named, what is healthy stays current, skybot is current again within one
+poll interval of Slurm answering, and every job that ended meanwhile gets one DM with the exit
+code sacct records.
 """
 
 from __future__ import annotations
@@ -29,9 +29,13 @@ pytestmark = pytest.mark.cluster
 
 POLL_SECONDS = 5.0
 OUTAGE_SECONDS = 60.0
-# The hung controller lasts until a failed poll puts the next full try this far off: several
-# poll intervals, so an answer within one interval of SIGCONT cannot be the back-off ending.
+# The hung controller lasts until a failed poll puts the next full try this far off (several
+# poll intervals, so an answer within one interval of SIGCONT cannot be the back-off ending),
+# or HUNG_AT_MOST seconds after the first failed poll: a failed poll stretches the interval to
+# the next (max_poll_share), and on 24.11, whose failed polls take longer, the third failure
+# can come a minute or more into the outage.
 HUNG_BACKOFF_SECONDS = 4 * POLL_SECONDS
+HUNG_AT_MOST = OUTAGE_SECONDS - 20
 FAILED_POLL = re.compile(r"slurm poll of \S+ failed(?: again)? \(next try in (\d+) s")
 
 
@@ -96,10 +100,15 @@ async def test_a_hung_controller_is_named_and_skybot_is_current_one_poll_after_i
             during = await _ask(slack, "alice", "jobs")
             assert "The Slurm controller (slurmctld) has not answered" in during, during
             assert f"`{running}`" in during, "the last good snapshot is still shown"
+            hung_since = time.monotonic()
             await wait_for(
-                lambda: _longest_backoff(caplog) >= HUNG_BACKOFF_SECONDS,
-                OUTAGE_SECONDS + 30,
+                lambda: (
+                    _longest_backoff(caplog) >= HUNG_BACKOFF_SECONDS
+                    or time.monotonic() - hung_since >= HUNG_AT_MOST
+                ),
+                HUNG_AT_MOST + 10,
                 f"the back-off to reach {HUNG_BACKOFF_SECONDS:g} s",
+                interval=0.2,
             )
         finally:
             await asyncio.to_thread(cluster_script, "resume-controller")
