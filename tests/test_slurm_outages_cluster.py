@@ -1,17 +1,15 @@
 """Slurm's own outages, with the real bot on a 5 s poll (issue 18).
 
 A hung slurmctld (SIGSTOP, as a wedged controller looks: its port open, nothing answered)
-until skybot's back-off has grown to 20 s (40 s at most), and a stopped slurmdbd for 60 s, on
-the real test cluster; users ask over the Slack stand-in while it lasts. What must hold: the
-part that is down is named, what is healthy stays current, skybot is current again within one
-poll interval of Slurm answering, and every job that ended meanwhile gets one DM with the exit
-code sacct records.
+and a stopped slurmdbd, each for 60 s, on the real test cluster; users ask over the Slack
+stand-in while it lasts. What must hold: the part that is down is named, what is healthy
+stays current, skybot is current again within one poll interval of Slurm answering, and
+every job that ended meanwhile gets one DM with the exit code sacct records.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
 import sqlite3
 import subprocess
@@ -29,20 +27,6 @@ pytestmark = pytest.mark.cluster
 
 POLL_SECONDS = 5.0
 OUTAGE_SECONDS = 60.0
-# The hung controller lasts until a failed poll puts the next full try this far off (several
-# poll intervals, so an answer within one interval of SIGCONT cannot be the back-off ending),
-# or HUNG_AT_MOST seconds after the first failed poll: a failed poll stretches the interval to
-# the next (max_poll_share), and on 24.11, whose failed polls take longer, the third failure
-# can come a minute or more into the outage.
-HUNG_BACKOFF_SECONDS = 4 * POLL_SECONDS
-HUNG_AT_MOST = OUTAGE_SECONDS - 20
-FAILED_POLL = re.compile(r"slurm poll of \S+ failed(?: again)? \(next try in (\d+) s")
-
-
-def _longest_backoff(caplog: pytest.LogCaptureFixture) -> float:
-    """The longest wait before a full retry that the bot's poller has logged so far."""
-    delays = [FAILED_POLL.match(record.getMessage()) for record in caplog.records]
-    return max((float(found.group(1)) for found in delays if found), default=0.0)
 
 
 def _source_error(database: Path, source: str) -> str | None:
@@ -79,11 +63,10 @@ def _sacct_exit_code(job_id: int) -> str:
 
 
 async def test_a_hung_controller_is_named_and_skybot_is_current_one_poll_after_it_answers(
-    tmp_path: Path, clean_queue: None, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, clean_queue: None
 ) -> None:
     # Slurm commands time out after 3 s, so failures come quickly and the back-off grows
-    # past several poll intervals during the outage: recovery must not wait for it.
-    caplog.set_level(logging.DEBUG, logger="scheduler.slurm.poller")
+    # past a minute during the outage: recovery must not wait for it.
     config = linked_bot_config(
         tmp_path, slurm=SlurmConfig(poll_seconds=POLL_SECONDS, command_timeout_seconds=3)
     )
@@ -100,16 +83,7 @@ async def test_a_hung_controller_is_named_and_skybot_is_current_one_poll_after_i
             during = await _ask(slack, "alice", "jobs")
             assert "The Slurm controller (slurmctld) has not answered" in during, during
             assert f"`{running}`" in during, "the last good snapshot is still shown"
-            hung_since = time.monotonic()
-            await wait_for(
-                lambda: (
-                    _longest_backoff(caplog) >= HUNG_BACKOFF_SECONDS
-                    or time.monotonic() - hung_since >= HUNG_AT_MOST
-                ),
-                HUNG_AT_MOST + 10,
-                f"the back-off to reach {HUNG_BACKOFF_SECONDS:g} s",
-                interval=0.2,
-            )
+            await asyncio.sleep(max(0.0, OUTAGE_SECONDS - 20))
         finally:
             await asyncio.to_thread(cluster_script, "resume-controller")
             resumed_at = time.monotonic()
