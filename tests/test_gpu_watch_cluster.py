@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import sqlite_utils
+from msgspec.structs import replace
 
 from store.snapshots import load_source_status
 from tests.support.bot_process import (
@@ -25,6 +26,7 @@ from tests.support.bot_process import (
     linked_users,
     running_bot,
     wait_for_slurm_poll,
+    wait_for_slurm_polls_acted_on,
 )
 from tests.support.cluster import (
     as_user,
@@ -89,6 +91,9 @@ async def test_a40_watch_at_the_cap_dms_once_after_a_restart_and_its_options_run
     tmp_path: Path, clean_queue: None
 ) -> None:
     config = linked_bot_config(tmp_path)
+    # The short watch below lasts 3 s (10 s is the shortest --for by default): its expiry is
+    # what is checked, not how long it lasted.
+    config = replace(config, watches=replace(config.watches, min_seconds=3.0))
     bob = await sbatch_async(
         "bob", "--chdir=/tmp", "-p", "hoffman-lab", "-A", "hoffman-lab",
         "--gpus-per-node=rtx_6000:4", "-J", "bob-holds-the-cap", "--wrap", "sleep 600",
@@ -103,7 +108,7 @@ async def test_a40_watch_at_the_cap_dms_once_after_a_restart_and_its_options_run
             assert "--partition=overcap" in at_once
             made = await sky(slack, "watch a40:2")
             assert made.startswith("👀 Watch #1:"), made
-            short = await sky(slack, "watch 2080_ti:1 --for 10s")
+            short = await sky(slack, "watch 2080_ti:1 --for 3s")
             assert short.startswith("👀 Watch #2:"), short
             await wait_for(lambda: watch_dms(slack), 30, "the short watch to expire")
             (expired,) = watch_dms(slack)
@@ -128,8 +133,8 @@ async def test_a40_watch_at_the_cap_dms_once_after_a_restart_and_its_options_run
             before = stored_poll(config.database.path)
             await wait_for(dm_sent, 30, "alice's watch DM", 0.05)
             polls.discard(before or 0.0)
-            for _ in range(3):  # more polls: nothing more may come
-                await wait_for_slurm_poll(config.database.path, acted_on=True)
+            # More polls: nothing more may come.
+            await wait_for_slurm_polls_acted_on(config.database.path, 3)
             await asyncio.sleep(1)
     dms = watch_dms(slack)
     assert len(dms) == 2, dms

@@ -84,8 +84,12 @@ async def test_preempted_job_cancelled_past_the_look_back_ends_once(
             lambda: len(dms_about(slack, overcap)) >= 2, 60, "the end's DM", in_thread=False
         )
         # Past MinJobAge only sacct lists the job, with just the cancelled run in its window
-        # (22.05 has no restart count of its own), until the look-back passes the end too.
-        await asyncio.sleep(LOOK_BACK + 15)
+        # (22.05 has no restart count of its own), until the look-back passes the end too:
+        # the bot polls through both (squeue has forgotten the job, the look-back has passed
+        # its end) before the DMs are counted.
+        await wait_for(lambda: squeue_state(overcap) is None, 60, "squeue to forget the job")
+        await asyncio.sleep(max(0.0, LOOK_BACK + 5 - (time.monotonic() - started)))
+        await wait_for_slurm_poll(config.database.path, acted_on=True)
 
     dms = dms_about(slack, overcap)
     assert len(dms) == 2, dms

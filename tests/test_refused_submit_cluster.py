@@ -18,7 +18,7 @@ from tests.support.bot_process import (
     dms_about,
     linked_bot,
     linked_bot_config,
-    wait_for_slurm_poll,
+    wait_for_slurm_polls_acted_on,
 )
 from tests.support.cluster import wait_for
 
@@ -75,8 +75,7 @@ async def test_a_refused_sbatch_gets_one_message(
             except AssertionError:
                 recorded = []
             # Polls that read sacct's record of it, and the notifier after them.
-            for _ in range(3):
-                await wait_for_slurm_poll(config.database.path, acted_on=True)
+            await wait_for_slurm_polls_acted_on(config.database.path, 3)
             await asyncio.sleep(2)  # the outbox's send
             for job_id in recorded:
                 assert dms_about(slack, job_id) == []

@@ -2,7 +2,8 @@
 
 The real `skybot run` process, the installed runner through real sudo, the real 22.05 cluster.
 sbatch is made slow the way a site's would be: runner.toml's `sbatch` names a wrapper that
-sleeps, then execs the real sbatch. The bot is stopped while the wrapper sleeps (SIGTERM or
+holds until the test releases it (once the restart it must outlast has happened), then execs
+the real sbatch. The bot is stopped while the wrapper sleeps (SIGTERM or
 SIGKILL to the main process only, as `kill` does and as systemd's KillMode=process would; or
 SIGTERM to the bot and every process under it, as systemd's default KillMode=control-group
 does) and started again at once: Slurm ends up with exactly one job carrying the
@@ -40,14 +41,17 @@ ALICE = "UALICE"
 ALICE_DIR = Path("/srv/hoffman-lab/flash9/alice")
 RUNNER_TOML = Path("/etc/skybot/runner.toml")
 RECORDS = Path("/home/alice/.local/state/skybot")
-SLEEP = 15
+# The wrapper holds at most this long: the test releases it as soon as what must happen
+# while sbatch works (a restart, a killed runner) has happened, instead of sleeping it out.
+SLEEP = 30
 AS_SKYBOT = ["/usr/sbin/runuser", "-u", "skybot", "--"]
 
 
 @pytest.fixture
 def slow_sbatch(checkout_runner: None) -> Iterator[Path]:
-    """runner.toml pointing the runner at a wrapper that sleeps SLEEP s before the real sbatch;
-    yields the wrapper's log (one line when it starts, one when it execs sbatch)."""
+    """runner.toml pointing the runner at a wrapper that holds until `release` (SLEEP s at
+    most) before the real sbatch; yields the wrapper's log (one line when it starts, one when
+    it execs sbatch)."""
     where = Path(tempfile.mkdtemp(prefix="skybot-slow-sbatch-", dir="/tmp"))
     where.chmod(0o755)
     log = where / "log"
@@ -55,7 +59,8 @@ def slow_sbatch(checkout_runner: None) -> Iterator[Path]:
     log.chmod(0o666)  # the wrapper runs as alice
     wrapper = where / "sbatch"
     wrapper.write_text(
-        f'#!/bin/sh\necho "start $$" >> {log}\nsleep {SLEEP}\n'
+        f'#!/bin/sh\necho "start $$" >> {log}\nn=0\n'
+        f"while [ ! -e {_go(log)} ] && [ $n -lt {SLEEP * 10} ]; do sleep 0.1; n=$((n + 1)); done\n"
         f'echo "exec $$" >> {log}\nexec /usr/bin/sbatch "$@"\n'
     )
     wrapper.chmod(0o755)
@@ -76,6 +81,16 @@ def slow_sbatch(checkout_runner: None) -> Iterator[Path]:
             RUNNER_TOML.parent.rmdir()
         shutil.rmtree(where, ignore_errors=True)
         shutil.rmtree(RECORDS, ignore_errors=True)
+
+
+def _go(log: Path) -> Path:
+    """The file whose existence lets the wrapper (every one, from now on) exec sbatch."""
+    return log.with_name("go")
+
+
+def release(log: Path) -> None:
+    """Let the slow sbatch (the one holding now, and any started later) go on at once."""
+    _go(log).touch()
 
 
 def _descendants(pid: int) -> list[int]:
@@ -170,6 +185,7 @@ async def test_a_restart_while_sbatch_runs_gives_one_job_and_one_message(
             if how != "control-group":
                 # The point of the test: the new bot is up while the old runner still works.
                 assert "exec" not in slow_sbatch.read_text(), "sbatch ran before the restart"
+            release(slow_sbatch)
 
             def settled() -> tuple[str, int] | None:
                 row = _submission(tmp_path / "skybot.db")
@@ -179,8 +195,8 @@ async def test_a_restart_while_sbatch_runs_gives_one_job_and_one_message(
 
             what = "the restarted bot to settle it"
             tag, recorded = await wait_for(settled, 3 * SLEEP + 30, what, interval=0.2)
-            # Room for a wrong second submission. Its wrapper logs "start" at once (and would
-            # sbatch SLEEP s later), so a few seconds show it without waiting out its sleep.
+            # Room for a wrong second submission. Its wrapper logs "start" at once (and, released
+            # already, would sbatch at once too), so a few seconds show it.
             await asyncio.sleep(4)
             starts = slow_sbatch.read_text().split().count("start")
             # Under control-group the first wrapper died with the bot: one resubmission is right.
@@ -245,6 +261,7 @@ async def test_a_runner_killed_mid_sbatch_holds_the_tag_until_sbatch_is_done(
         status = await call_runner("alice", submit_status_request(tag, since), prefix=AS_SKYBOT)
         assert status == {"ok": True, "state": "running"}
         assert "exec" not in slow_sbatch.read_text()
+        release(slow_sbatch)
         await wait_for(lambda: _tagged_jobs(f"skybot:{tag}"), SLEEP + 20, "sbatch's job")
         status = await call_runner("alice", submit_status_request(tag, since), prefix=AS_SKYBOT)
         assert status["state"] == "submitted"

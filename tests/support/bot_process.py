@@ -186,6 +186,17 @@ async def wait_for_slurm_poll(
     return first
 
 
+async def wait_for_slurm_polls_acted_on(
+    database: Path | str, count: int, *, timeout: float = 30
+) -> None:
+    """Wait until `count` more Slurm polls have been stored and acted on: `count` + 1 polls
+    from now (each is acted on once the next is stored). Calling `wait_for_slurm_poll(...,
+    acted_on=True)` `count` times waits for 2 * `count` polls."""
+    taken = await wait_for_slurm_poll(database, timeout=timeout)
+    for _ in range(count):
+        taken = await wait_for_slurm_poll(database, after=taken, timeout=timeout)
+
+
 @asynccontextmanager
 async def linked_bot(
     config: Config, signing_secret: str = "", stop_timeout: float = 30
