@@ -236,7 +236,7 @@ async def test_weekly_digest_reaches_the_lab_channel_with_its_chart(bot: Bot) ->
         "alice", "-p", "hoffman-lab", "-A", "hoffman-lab", "--gpus-per-node=a40:2",
         "--wrap", "sleep 600",
     )  # fmt: skip
-    await asyncio.to_thread(wait_until, lambda: squeue_state(more) == "RUNNING", 30, "her job")
+    await wait_for(lambda: squeue_state(more) == "RUNNING", 30, "her job")
     await _wait_for_gpu_seconds(bot.db_path, "alice", at_least=70)
     preview = await bot.sky("digest hoffman-lab")
     assert "• `alice`: " in preview and f"Posted every Mon at 09:00 in <#{LAB_CHANNEL}>" in preview

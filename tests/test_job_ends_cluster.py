@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,7 @@ async def test_preempted_job_cancelled_past_the_look_back_ends_once(
         assert await asyncio.to_thread(squeue_state, overcap) == "PENDING"
         await asyncio.sleep(LOOK_BACK + 5)  # sacct's window no longer holds the preemption
         await scancel_async(str(overcap))
+        cancelled = time.monotonic()
         await wait_for(
             lambda: len(dms_about(slack, overcap)) >= 2, 60, "the end's DM", in_thread=False
         )
@@ -88,7 +90,7 @@ async def test_preempted_job_cancelled_past_the_look_back_ends_once(
         # the bot polls through both (squeue has forgotten the job, the look-back has passed
         # its end) before the DMs are counted.
         await wait_for(lambda: squeue_state(overcap) is None, 60, "squeue to forget the job")
-        await asyncio.sleep(max(0.0, LOOK_BACK + 5 - (time.monotonic() - started)))
+        await asyncio.sleep(max(0.0, LOOK_BACK + 5 - (time.monotonic() - cancelled)))
         await wait_for_slurm_poll(config.database.path, acted_on=True)
 
     dms = dms_about(slack, overcap)
