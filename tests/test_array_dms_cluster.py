@@ -94,10 +94,10 @@ async def test_those_who_ask_get_a_dm_per_task(tmp_path: Path, clean_queue: None
     )
     config = replace(config, notifications=fast)
     async with linked_bot(config) as slack:
-        answer = await slack.send_slash_command(
+        answer = await slack.slash_command_answer(
             command="/sky", text="notify tasks on", user_id="UALICE"
         )
-        assert "a DM for each task" in str((answer.payload or {}).get("text"))
+        assert "a DM for each task" in str(answer.get("text"))
         array_id = await sbatch_async("alice", _script("each", "0-199", _failing_body()))
         await wait_for(lambda: len(_array_dms(slack, array_id)) >= 200, 300, "200 task DMs")
         await _settled(config.database.path)

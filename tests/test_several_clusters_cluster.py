@@ -126,10 +126,10 @@ async def stored_poll(database: Path, cluster: str, after: float) -> float:
 
 
 async def ask(slack: SlackStandIn, user: str, text: str) -> dict[str, Any]:
-    delivery = await slack.send_slash_command(
+    # The ack's answer, or the one that follows it (an ack within 1 s may say "working on it").
+    return await slack.slash_command_answer(
         command="/sky", text=text, user_id=SLACK_IDS[user], team_id=TEAM, timeout=10
     )
-    return dict(delivery.payload or {})
 
 
 def buttons(answer: dict[str, Any]) -> list[dict[str, Any]]:
