@@ -22,9 +22,11 @@ pytestmark = pytest.mark.cluster
 async def test_5000_tasks_ending_within_a_poll_are_one_dm(
     tmp_path: Path, clean_queue: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run = await run_big_array(tmp_path)
+    run = await run_big_array(tmp_path, quiet=1)  # the benchmark takes 3 of each
     (dm,) = run.dms
     assert f"Array job {run.array_id} `big5k` ended: {TASKS} tasks, {TASKS} cancelled." in dm, dm
+    if not run.queued or not run.ending:
+        return  # a poll's figure missed by the scrape: the figures are the benchmark's
     with capsys.disabled():
         print(
             f"\n{TASKS}-task array: end poll {max(run.ending):.3f} s, quiet polls "

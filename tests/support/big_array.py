@@ -135,9 +135,11 @@ class BigArrayRun:
         return max(self.ending) / statistics.median(self.queued)
 
 
-async def run_big_array(tmp_path: Path, tasks: int = TASKS, name: str = "big5k") -> BigArrayRun:
-    """The scenario: a bot with /metrics, the array held and split, a few quiet polls, one
-    scancel, the end DM, two more polls."""
+async def run_big_array(
+    tmp_path: Path, tasks: int = TASKS, name: str = "big5k", quiet: int = 3
+) -> BigArrayRun:
+    """The scenario: a bot with /metrics, `quiet` polls with the cluster empty, the array
+    held and split, `quiet` polls with it queued, one scancel, the end DM, two more polls."""
     ensure_array_size(tasks)
     port = free_port()
     config = replace(linked_bot_config(tmp_path), metrics=MetricsConfig(port=port))
@@ -147,16 +149,16 @@ async def run_big_array(tmp_path: Path, tasks: int = TASKS, name: str = "big5k")
     database = config.database.path
     try:
         async with linked_bot(config) as slack:
-            for _ in range(3):
+            for _ in range(quiet):
                 await wait_for_slurm_poll(database, acted_on=True)
-            empty = times.since(0.0)[-3:]
+            empty = times.since(0.0)[-quiet:]
             array_id = await held_split_array(name, tasks)
             records = await asyncio.to_thread(split_records, array_id)
             assert records == tasks, f"{records} records of {tasks} tasks: the split failed"
             await wait_for_slurm_poll(database, acted_on=True)  # the one that lists them
             await wait_for_slurm_poll(database, acted_on=True)
             queued_from = time.monotonic()
-            for _ in range(3):
+            for _ in range(quiet):
                 await wait_for_slurm_poll(database, acted_on=True)
             cancelled_at = time.monotonic()
             queued = times.between(queued_from, cancelled_at)
