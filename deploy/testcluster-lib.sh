@@ -281,6 +281,8 @@ KillWait=5
 AuthInfo=cred_expire=30
 # Above the default 10,000: benchmarks/controller_cost.py queues 20,000 held jobs and more.
 MaxJobCount=50000
+# Above the default 1001: an array of 5,000 tasks (tests/test_big_array_cluster.py, issue 40).
+MaxArraySize=5001
 OverTimeLimit=0
 
 SelectType=select/cons_tres

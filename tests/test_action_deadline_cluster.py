@@ -148,7 +148,8 @@ async def test_a_slow_runner_is_acked_in_time_and_answered_by_response_url(
     held = await held_job_seen(ask)
     text, seconds, url = await ask(f"cancel {held}")
     assert text.startswith("⏳ Working on `/sky cancel`"), text
-    assert seconds < SLACK_ACK_SECONDS, f"the ack took {seconds:.1f} s"
+    # Within 1 s of the request (issue 40), not at skybot's old 2.5 s deadline.
+    assert seconds < 1.0, f"the ack took {seconds:.2f} s"
     post = await slack.wait_for_response_url_post(url=url, timeout=30)
     assert post.body["text"] == f"Cancelled job `{held}` `held` (as `alice`).", post.body
     assert post.body["response_type"] == "ephemeral"

@@ -82,11 +82,11 @@ class Bot:
     config: Config
 
     async def sky(self, text: str, channel_id: str = "D0ALICE") -> str:
-        delivery = await self.slack.send_slash_command(
+        answer = await self.slack.slash_command_answer(
             command="/sky", text=text, user_id=ALICE, team_id=TEAM, channel_id=channel_id,
             timeout=10,
         )  # fmt: skip
-        return str(delivery.payload["text"])
+        return str(answer["text"])
 
     async def uploaded(self, count: int) -> list[UploadedFile]:
         def done() -> list[UploadedFile] | None:

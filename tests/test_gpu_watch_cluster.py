@@ -45,10 +45,10 @@ ALICE = SLACK_IDS["alice"]
 
 
 async def sky(slack: SlackStandIn, text: str) -> str:
-    delivery = await slack.send_slash_command(
+    answer = await slack.slash_command_answer(
         command="/sky", text=text, user_id=ALICE, team_id=TEAM, channel_id="D0ALICE", timeout=10
     )
-    return str(delivery.payload["text"])
+    return str(answer["text"])
 
 
 def watch_dms(slack: SlackStandIn) -> list[str]:

@@ -55,11 +55,9 @@ class Bot:
         self.slack = slack
 
     async def answer(self, user_id: str, text: str) -> dict[str, Any]:
-        delivery = await self.slack.send_slash_command(
+        return await self.slack.slash_command_answer(
             command="/sky", text=text, user_id=user_id, team_id=TEAM, channel_id=CHANNEL, timeout=10
         )
-        assert delivery.payload is not None, f"no answer to /sky {text}"
-        return delivery.payload
 
     async def sky(self, user_id: str, text: str) -> str:
         return str((await self.answer(user_id, text))["text"])
@@ -89,7 +87,7 @@ SKYBOTS_OWN_COMMAND = "mkdir -p ~/.config/skybot && echo {code} > ~/.config/skyb
 
 
 @pytest.fixture
-async def bot(tmp_path: Path, checkout_runner: None) -> AsyncIterator[Bot]:
+async def bot(tmp_path: Path, checkout_runner: None, clean_queue: None) -> AsyncIterator[Bot]:
     users = [
         SlackUser(ALICE, "alice"),
         SlackUser(ALICE_PHONE, "alice.phone"),

@@ -202,3 +202,18 @@ def test_slim_decode_reads_the_recordings_like_json_loads() -> None:
     ):
         raw = (V42 / name).read_bytes()
         assert parse(decode_slurm_json(raw)) == parse(json.loads(raw)), name
+
+
+def test_an_array_asking_for_each_tasks_mail_is_read_through_the_slim_decode() -> None:
+    """24.11's squeue lists `"mail_type": ["END", "ARRAY_TASKS"]` on each task of an array
+    submitted with `--mail-type=ARRAY_TASKS,END` (seen on the 24.11 test cluster). The slim
+    decode dropped the field, so such an array got one end DM instead of one per task."""
+    document = load("squeue.json")
+    for job in document["jobs"]:
+        if job["array_job_id"]["number"]:
+            job["mail_type"] = ["END", "ARRAY_TASKS"]
+    raw = json.dumps(document).encode()
+    tasks = [job for job in parse_squeue(decode_slurm_json(raw)).records if job.array_job_id]
+    assert tasks and all(job.mail_array_tasks for job in tasks)
+    others = [job for job in parse_squeue(decode_slurm_json(raw)).records if not job.array_job_id]
+    assert others and not any(job.mail_array_tasks for job in others)

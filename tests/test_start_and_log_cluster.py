@@ -31,11 +31,11 @@ pytestmark = pytest.mark.cluster
 
 
 async def sky(slack: SlackStandIn, user: str, text: str) -> str:
-    delivery = await slack.send_slash_command(
+    answer = await slack.slash_command_answer(
         command="/sky", text=text, user_id=SLACK_IDS[user], team_id=TEAM,
         channel_id=slack.dm_channel_for(SLACK_IDS[user]), timeout=10,
     )  # fmt: skip
-    return str(delivery.payload["text"])
+    return str(answer["text"])
 
 
 def start_dms(slack: SlackStandIn, job_id: int) -> list[str]:

@@ -80,6 +80,9 @@ PACED: dict[str, str] = {
         "resends an envelope on the next Socket Mode connection when one closes under it, as "
         "Slack does, within the delivery's own timeout"
     ),
+    "tests/support/big_array.py::scrape_polls": (
+        "scrapes /metrics every 0.1 s for as long as the run lasts: a sampler, not a wait"
+    ),
     "tests/test_clock_steps_cluster.py::test_polls_and_dms_keep_going_across_wall_clock_steps": (
         "watches a fixed window of wall time after each clock step and counts the polls in "
         "it: the window is the measurement"

@@ -230,8 +230,8 @@ def dms_about(slack: SlackStandIn, job_id: int) -> list[str]:
 
 
 async def ask(slack: SlackStandIn, user: str, text: str) -> dict[str, Any]:
-    """`/sky TEXT` from a linked test user over the stand-in: the answer's payload."""
-    delivery = await slack.send_slash_command(
+    """`/sky TEXT` from a linked test user over the stand-in: the answer's payload, or the
+    one that follows it (an ack within 1 s may say "working on it")."""
+    return await slack.slash_command_answer(
         command="/sky", text=text, user_id=SLACK_IDS[user], team_id=TEAM, timeout=10
     )
-    return dict(delivery.payload or {})

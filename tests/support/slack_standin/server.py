@@ -351,6 +351,20 @@ class SlackStandIn:
         envelope = slash_commands_envelope(self.slash_command_payload(command=command, **fields))
         return await self.socket.send(envelope, timeout)
 
+    async def slash_command_answer(
+        self, *, command: str, timeout: float = 5.0, later: float = 60.0, **fields: Any
+    ) -> dict[str, Any]:
+        """The answer to a slash command as its asker sees it: the ack's, or, when the ack
+        says it is working on it (skybot acks within 1 s; the runner may take longer), the
+        answer that follows by response_url within `later` seconds."""
+        payload = self.slash_command_payload(command=command, **fields)
+        delivery = await self.socket.send(slash_commands_envelope(payload), timeout)
+        assert delivery.payload is not None, f"no ack for {command} {fields.get('text')!r}"
+        if not str(delivery.payload.get("text", "")).startswith("⏳ Working on"):
+            return delivery.payload
+        post = await self.wait_for_response_url_post(url=payload["response_url"], timeout=later)
+        return post.body
+
     async def send_event(
         self,
         event: dict[str, Any],
