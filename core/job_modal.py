@@ -193,8 +193,10 @@ def read_metadata(text: object) -> tuple[str, dict[str, str | None]]:
     if not isinstance(found, dict):
         found = {}
     cluster = found.get("cluster")
-    form = found.get("form") if isinstance(found.get("form"), dict) else {}
-    fields = {k: v for k, v in form.items() if k in FIELDS and isinstance(v, str)}
+    form = found.get("form")
+    fields: dict[str, str | None] = {}
+    if isinstance(form, dict):
+        fields = {k: v for k, v in form.items() if k in FIELDS and isinstance(v, str)}
     return (cluster if isinstance(cluster, str) else ""), fields
 
 
