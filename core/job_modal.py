@@ -55,7 +55,9 @@ def _input(block_id: str, label: str, element: dict[str, Any], **extra: Any) -> 
         "type": "input",
         "block_id": block_id,
         "label": _plain(label),
-        "element": {**element, "action_id": block_id},
+        # No action_id: Slack makes one, and an input sends nothing until the view is
+        # submitted (only buttons carry ids skybot acts on: core/buttons).
+        "element": element,
     }
     return block | extra
 
@@ -177,7 +179,9 @@ def read_values(values: Mapping[str, Any]) -> dict[str, str | None]:
     """A submitted view's `state.values` as the form's fields (block id -> text or None)."""
     form: dict[str, str | None] = {}
     for field in FIELDS:
-        element = (values.get(field) or {}).get(field) or {}
+        block = values.get(field)
+        element = next(iter(block.values()), None) if isinstance(block, dict) else None
+        element = element if isinstance(element, dict) else {}
         chosen = element.get("selected_option") or {}
         value = element.get("value") if "value" in element else chosen.get("value")
         form[field] = value if isinstance(value, str) else None

@@ -142,12 +142,12 @@ def test_the_form_view_names_its_cluster_and_reads_back_what_was_sent() -> None:
     assert [o["value"] for o in inputs[PLACE]["options"]] == ["lab:hoffman-lab", "overcap"]
     assert [o["value"] for o in inputs[GPU_TYPE]["options"]] == ["2080_ti", "a40", "any"]
     assert inputs[WORKDIR]["initial_value"] == "/srv/hoffman-lab/flash9/alice"
-    assert all(e["action_id"] == block for block, e in inputs.items())
+    assert all("action_id" not in e for e in inputs.values())  # Slack names them
     values = {
-        PLACE: {PLACE: {"type": "static_select", "selected_option": {"value": "overcap"}}},
-        GPU_COUNT: {GPU_COUNT: {"type": "number_input", "value": "2"}},
-        IMAGE: {IMAGE: {"type": "static_select", "selected_option": None}},
-        COMMAND: {COMMAND: {"type": "plain_text_input", "value": None}},
+        PLACE: {"a1": {"type": "static_select", "selected_option": {"value": "overcap"}}},
+        GPU_COUNT: {"Xy=": {"type": "number_input", "value": "2"}},
+        IMAGE: {"b": {"type": "static_select", "selected_option": None}},
+        COMMAND: {"c": {"type": "plain_text_input", "value": None}},
     }
     read = read_values(values)
     assert read[PLACE] == "overcap" and read[GPU_COUNT] == "2"

@@ -100,7 +100,11 @@ def state_values(view: dict[str, Any], answers: dict[str, str | None]) -> dict[s
             entry = {"type": kind, "selected_option": option if chosen is not None else None}
         else:
             entry = {"type": kind, "value": chosen}
-        values[block["block_id"]] = {element["action_id"]: entry}
+        # Slack names an element without an action_id itself.
+        action_id = (
+            element.get("action_id") or f"{block['block_id']}-{hash(block['block_id']) % 10**4}"
+        )
+        values[block["block_id"]] = {action_id: entry}
     return values
 
 
