@@ -101,9 +101,7 @@ def state_values(view: dict[str, Any], answers: dict[str, str | None]) -> dict[s
         else:
             entry = {"type": kind, "value": chosen}
         # Slack names an element without an action_id itself.
-        action_id = (
-            element.get("action_id") or f"{block['block_id']}-{hash(block['block_id']) % 10**4}"
-        )
+        action_id = element.get("action_id") or f"{block['block_id']}.slack-named"
         values[block["block_id"]] = {action_id: entry}
     return values
 
