@@ -46,6 +46,9 @@ PLACE, GPU_TYPE, GPU_COUNT, TIME, IMAGE, WORKDIR, COMMAND = (
     "command",
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# What the form offers and writes into #SBATCH lines as it is: plain Slurm and image names only
+# (a name from Slurm or a directory listing that is not one is left out, never quoted).
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,199}")
 
 
 # What a user sent, by field (block id) -> its text (None: left empty).
@@ -106,15 +109,17 @@ def form_choices(view: ClusterView, user: str) -> FormChoices:
             max_minutes(lab.partition),
         )
         for lab in labs
+        if _PLAIN.fullmatch(lab.partition) and _PLAIN.fullmatch(lab.account)
     ]
-    if labs:
+    if places:
         overcap = view.overcap_partition
         places.append(
             Place(OVERCAP, overcap, view.overcap_account, None, None, max_minutes(overcap))
         )
     roots = tuple(root for lab in view.labs for root in lab.storage_roots)
-    images = tuple(sorted(image.name for image in view.snapshot.images))
-    return FormChoices(user, tuple(places), gpu_types(view.snapshot.nodes), images, roots)
+    images = tuple(sorted(i.name for i in view.snapshot.images if _PLAIN.fullmatch(i.name)))
+    gpus = {t: n for t, n in gpu_types(view.snapshot.nodes).items() if _PLAIN.fullmatch(t)}
+    return FormChoices(user, tuple(places), gpus, images, roots)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +233,7 @@ def _workdir(text: str | None, choices: FormChoices, errors: dict[str, str]) -> 
         for root in choices.roots
     )
     if len(path) > MAX_WORKDIR_CHARS or ".." in path.split("/") or not (home or inside):
-        where = ", ".join(choices.roots) or "none configured"
+        where = ", ".join(literal(root) for root in choices.roots) or "none configured"
         errors[WORKDIR] = (
             f"{literal(path, 60)} is not a directory skybot submits from: give one in your "
             f"home (~/…) or under the lab storage ({where}), without `..`."
