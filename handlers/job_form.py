@@ -62,20 +62,22 @@ def register_form(app: AsyncApp, desks: ClusterDesks, services: Services) -> Non
 
     @app.view(FORM_CALLBACK)
     async def reviewed(ack: AsyncAck, body: dict[str, Any]) -> None:
-        await ack(**await _answer(body, desks, services, submit=False))
+        await ack(**await answer_submission(body, desks, services, submit=False))
 
     @app.view(REVIEW_CALLBACK)
     async def submitted(ack: AsyncAck, body: dict[str, Any]) -> None:
-        await ack(**await _answer(body, desks, services, submit=True))
+        await ack(**await answer_submission(body, desks, services, submit=True))
 
 
 def _update(cluster: str, markdown: str) -> Answer:
     return {"response_action": "update", "view": done_view(cluster, markdown)}
 
 
-async def _answer(
+async def answer_submission(
     body: dict[str, Any], desks: ClusterDesks, services: Services, *, submit: bool
 ) -> Answer:
+    """The ack to a view_submission of the form (`submit` False) or of its review (True),
+    on the cluster the view names."""
     view = body.get("view") or {}
     cluster, carried = read_metadata(view.get("private_metadata"))
     desk = desks.named(cluster) if cluster else desks.default
