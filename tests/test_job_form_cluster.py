@@ -22,7 +22,7 @@ from core.job_form import COMMAND, GPU_COUNT, GPU_TYPE, IMAGE, PLACE, TIME
 from core.job_modal import DONE_CALLBACK, FORM_CALLBACK, REVIEW_CALLBACK
 from tests.support.bot_process import SLACK_IDS, free_port, linked_bot, linked_bot_config
 from tests.support.cluster import squeue_json, wait_for
-from tests.support.slack_standin import OpenModal, SlackStandIn
+from tests.support.slack_standin import OpenModal, SlackStandIn, slash_commands_envelope
 
 pytestmark = pytest.mark.cluster
 
@@ -57,25 +57,35 @@ async def _alice_jobs_now() -> list[dict[str, object]]:
     return await asyncio.to_thread(_alice_jobs)
 
 
-async def _open(slack: SlackStandIn, url: str) -> OpenModal:
-    signed = slack.signed_slash_command(SECRET, command="/sky", text="submit", user_id=ALICE)
+async def _open(slack: SlackStandIn, url: str | None) -> OpenModal:
+    """`/sky submit` as alice, over signed HTTP to `url`, else over Socket Mode: acked with
+    nothing to show (the modal is the answer) within Slack's 3 s."""
     started = time.monotonic()
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(url, data=signed.body, headers=signed.headers) as response,
-    ):
-        assert response.status == 200 and (await response.text()) == ""
+    if url is None:
+        payload = slack.slash_command_payload(command="/sky", text="submit", user_id=ALICE)
+        delivery = await slack.send_envelope(slash_commands_envelope(payload), timeout=3.0)
+        assert not delivery.payload, delivery.payload
+        trigger = payload["trigger_id"]
+    else:
+        signed = slack.signed_slash_command(SECRET, command="/sky", text="submit", user_id=ALICE)
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(url, data=signed.body, headers=signed.headers) as response,
+        ):
+            assert response.status == 200 and (await response.text()) == ""
+        trigger = signed.payload["trigger_id"]
     assert time.monotonic() - started < 3.0
-    [modal] = [m for m in slack.modals.values() if m.trigger_id == signed.payload["trigger_id"]]
+    [modal] = [m for m in slack.modals.values() if m.trigger_id == trigger]
     return modal
 
 
+@pytest.mark.parametrize("mode", ["http", "socket"])
 async def test_the_form_refuses_in_the_modal_and_submits_one_job_as_alice(
-    tmp_path: Path, clean_queue: None, checkout_runner: None, four_hours_at_most: None
+    mode: str, tmp_path: Path, clean_queue: None, checkout_runner: None, four_hours_at_most: None
 ) -> None:
     port = free_port()
-    config = replace(linked_bot_config(tmp_path), slack=SlackConfig(mode="http", http_port=port))
-    url = f"http://127.0.0.1:{port}/slack/events"
+    config = replace(linked_bot_config(tmp_path), slack=SlackConfig(mode=mode, http_port=port))
+    url = f"http://127.0.0.1:{port}/slack/events" if mode == "http" else None
     async with linked_bot(config, SECRET) as slack:
         modal = await _open(slack, url)
         assert modal.view["callback_id"] == FORM_CALLBACK
