@@ -11,6 +11,7 @@ going to sbatch on stdin through the runner. The form names its cluster (private
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from dataclasses import dataclass
@@ -52,7 +53,8 @@ async def open_form(client: AsyncWebClient, trigger_id: str, reply: Reply) -> Re
             client.views_open(trigger_id=trigger_id, view=reply.modal), OPEN_SECONDS
         )
     except Exception as error:  # Slack refused, or is slow: the user is told, and can retry
-        log.warning("could not open the job form: %s", str(error)[:200])
+        cluster = read_metadata(reply.modal.get("private_metadata"))[0]
+        log.warning("could not open the job form of %s: %s", cluster, str(error)[:200])
         return reply
     return None
 
@@ -90,14 +92,15 @@ async def answer_submission(
         user = on.identity.cluster_user(team, slack_user)
         user = user or await on.identity.resolve(team, slack_user)
         if user is None:
-            return _update(cluster, "Link your cluster account first: `/sky link YOUR_USER`.")
-        asker = _Asker(team, slack_user, user, cluster if desks.several else "")
+            return _update(desk.name, "Link your cluster account first: `/sky link YOUR_USER`.")
+        tag = hashlib.sha256(f"{team}/{desk.name}/{view.get('id')}".encode()).hexdigest()
+        asker = _Asker(team, slack_user, user, cluster if desks.several else "", tag[:32])
         if submit:
             return await _queue(desk, on, asker, carried)
         return _review(desk, on, asker, read_values((view.get("state") or {}).get("values") or {}))
     except Exception:
         log.exception("the job form of %s on %s failed", slack_user[:20], desk.name)
-        return _update(cluster, "Sorry, skybot hit an internal error; its log has the details.")
+        return _update(desk.name, "Sorry, skybot hit an internal error; its log has the details.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +110,9 @@ class _Asker:
     cluster_user: str
     # The cluster's name where skybot serves several ("": one, not named in answers).
     named: str
+    # The submission's tag, from the modal's view id: a Submit Slack sends twice (a retry,
+    # a second click after a slow ack) finds the first submission, never queues another.
+    form_tag: str
 
 
 def _review(desk: ClusterDesk, services: Services, asker: _Asker, form: FormInput) -> Answer:
@@ -143,6 +149,7 @@ async def _queue(desk: ClusterDesk, services: Services, asker: _Asker, form: For
         script=checked.step.workdir,
         options={"partition": checked.partition},
         script_text=checked.script(services.config.template, view),
+        tag=asker.form_tag,
     )
     try:
         queued = await services.writer.run(

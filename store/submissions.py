@@ -61,6 +61,9 @@ class SubmissionRequest:
     notify_start: bool = False
     # The job form's script; `script` is then the directory it is submitted from.
     script_text: str | None = None
+    # Its tag when the asker names it (the job form: its modal's), so asking again returns
+    # the submission already queued instead of a second one; None: a new random tag.
+    tag: str | None = None
 
 
 def enqueue(
@@ -73,8 +76,12 @@ def enqueue(
     """Record a submission to `cluster`, unless the user is over their queue cap or rate
     limit (counted over every cluster: they bound one person's use of the runner)."""
     with db.atomic():
+        if request.tag is not None:
+            already = _select(db, "tag = ?", [request.tag])
+            if already:
+                return already[0]
         _refuse_over_limits(db, request.cluster_user, limits, now)
-        tag = secrets.token_hex(8)
+        tag = request.tag or secrets.token_hex(8)
         cursor = db.execute(
             "INSERT INTO submissions (cluster, team_id, user_id, cluster_user, script, options, "
             "tag, state, response_url, created_at, attempts, notify_start, script_text) "

@@ -7,6 +7,7 @@ snapshot built here (no Slurm: tests/test_job_form_cluster.py is the same on the
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -155,6 +156,7 @@ async def test_wrong_fields_are_refused_in_the_modal_and_a_reviewed_form_is_queu
     assert "#SBATCH --gpus-per-node=a40:2" in shown and "#SBATCH --time=02:00:00" in shown
     assert form.submissions() == []  # a review queues nothing
 
+    review = copy.deepcopy(modal)
     answer = await form.submit(modal)
     assert answer is not None and modal.view["callback_id"] == DONE_CALLBACK
     assert "Queued as #1: the job form's script in" in modal.view["blocks"][0]["text"]["text"]
@@ -165,6 +167,16 @@ async def test_wrong_fields_are_refused_in_the_modal_and_a_reviewed_form_is_queu
     assert "#SBATCH --gpus-per-node=a40:2\n" in row["script_text"]
     assert "\nsrun -u python -u train.py\n" in row["script_text"]
     assert form.woken == [1]
+    # Slack sending the same Submit again (a second click after a slow ack): the same one.
+    await form.submit(review)
+    assert "Queued as #1: " in review.view["blocks"][0]["text"]["text"]
+    assert [r["id"] for r in form.submissions()] == [1]
+    # A new form is a new submission.
+    _, again = await form.open()
+    assert again is not None and again.view["id"] != modal.view["id"]
+    await form.submit(again, **{GPU_TYPE: "a40", GPU_COUNT: "1"})
+    await form.submit(again)
+    assert [r["id"] for r in form.submissions()] == [1, 2]
 
 
 async def test_a_form_slack_would_not_open_is_said_and_an_unknown_user_gets_none(
