@@ -309,7 +309,8 @@ def batch_script(
         "export PYTHONUNBUFFERED=1",
         "# Set up your environment here, e.g. source ~/.bashrc && conda activate myenv",
     ]
-    if step:
+    if step:  # sbatch's --export=NONE: a login environment with no PATH leaves srun none
+        lines.append('export PATH="${PATH%:.}"  # srun\'s tasks find programs as this shell does')
         lines.append(f"# skybot submits it from {step.workdir}, where it runs.")
     elif user_dir:
         lines.append(f"cd {shlex.quote(user_dir)}  # your code's directory")

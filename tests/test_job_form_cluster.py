@@ -95,7 +95,9 @@ async def test_the_form_refuses_in_the_modal_and_submits_one_job_as_alice(
                 modal, user_id=ALICE, answers=answers, url=url, signing_secret=SECRET
             )
 
-        base = {PLACE: f"lab:{PARTITION}", GPU_TYPE: "a40", COMMAND: "sleep 300"}
+        # Each of the two tasks (one per GPU) says who it runs as, then keeps its GPU.
+        ran = "bash -c 'whoami > form-ran-$SLURM_PROCID.txt && sleep 300'"
+        base = {PLACE: f"lab:{PARTITION}", GPU_TYPE: "a40", COMMAND: ran}
 
         # The limits poll may not have read the new MaxTime yet: the count is wrong anyway.
         errors: dict[str, str] = {}
@@ -142,6 +144,11 @@ async def test_the_form_refuses_in_the_modal_and_submits_one_job_as_alice(
         assert "gres/gpu:a40=2" in shown, shown
         assert f"WorkDir={ALICE_DIR} " in shown
         assert [j["job_id"] for j in await _alice_jobs_now()] == [job_id]
+        # Both tasks ran, as alice, in the form's directory; the job still runs.
+        said = [ALICE_DIR / f"form-ran-{task}.txt" for task in (0, 1)]
+        await wait_for(lambda: all(p.exists() and p.read_text() for p in said), 30, "the tasks")
+        assert [p.read_text() for p in said] == ["alice\n", "alice\n"]
+        assert running() is not None
         await asyncio.sleep(2)  # a second DM, if any, would have come by now
         about = [
             c
@@ -149,5 +156,11 @@ async def test_the_form_refuses_in_the_modal_and_submits_one_job_as_alice(
             if c.ok and f"Slurm job *{job_id}*" in str(c.params.get("text"))
         ]
         assert len(about) == 1
-    for leftover in ALICE_DIR.glob(f"my-job-{job_id}.*"):
-        leftover.unlink()
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers() -> Iterator[None]:
+    """What the form's jobs write in alice's directory goes with the test."""
+    yield
+    for leftover in (*ALICE_DIR.glob("my-job-*"), *ALICE_DIR.glob("form-ran-*.txt")):
+        leftover.unlink(missing_ok=True)
