@@ -29,6 +29,7 @@ _IMAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
 _COUNT = re.compile(r"[0-9]{1,6}")
 # Placeholder the user replaces; a real file name so the script is valid shell as printed.
 PROGRAM = "train.py"
+_UNSET_EXPORT = "unset SLURM_EXPORT_ENV  # srun's tasks get this environment (--export=NONE)"
 
 
 class TemplateError(ValueError):
@@ -309,8 +310,7 @@ def batch_script(
         "export PYTHONUNBUFFERED=1",
         "# Set up your environment here, e.g. source ~/.bashrc && conda activate myenv",
     ]
-    if step:  # sbatch's --export=NONE: a login environment with no PATH leaves srun none
-        lines.append('export PATH="${PATH%:.}"  # srun\'s tasks find programs as this shell does')
+    if step:
         lines.append(f"# skybot submits it from {step.workdir}, where it runs.")
     elif user_dir:
         lines.append(f"cd {shlex.quote(user_dir)}  # your code's directory")
@@ -320,7 +320,7 @@ def batch_script(
 
 def _step_lines(ask: JobAsk, settings: TemplateSettings, command: str | None) -> list[str]:
     containers = _container_options(ask, settings, '"$PWD"')
-    lines: list[str] = []
+    lines = [] if command is None else [_UNSET_EXPORT]
     if containers:
         lines.append("# pyxis options belong to srun (sbatch does not know them).")
     background = " &" if ask.overcap else ""

@@ -86,8 +86,9 @@ def test_a_good_form_is_the_templates_script_with_its_command_time_and_directory
         "#SBATCH --time=03:00:00",
         "#SBATCH --output=/srv/hoffman-lab/flash9/alice/%x-%j.out",
         "srun -u python -u train.py --lr 3e-4",
-        # bash's own PATH (less its trailing "."), for srun's tasks when the job has none.
-        'export PATH="${PATH%:.}"  # srun\'s tasks find programs as this shell does',
+        # The runner submits with SBATCH_EXPORT=NONE, which srun inherits: its tasks would
+        # start with no environment, no PATH, and fail at execve (seen on the test cluster).
+        "unset SLURM_EXPORT_ENV  # srun's tasks get this environment (--export=NONE)",
         "# skybot submits it from /srv/hoffman-lab/flash9/alice/run, where it runs.",
     ):
         assert line in script.splitlines(), (line, script)
