@@ -12,7 +12,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.config import Config, Secrets
 from handlers import home, slash
 from handlers.buttons.registry import register_buttons
-from handlers.clusters import ClusterDesks
+from handlers.clusters import ClusterDesks, single_desk
+from handlers.job_form import register_form
 from handlers.services import Services
 from handlers.slash import ObserveCommand
 from scheduler.slack_limits import LimitedClient, RetryAfter, SlackLimits
@@ -67,6 +68,7 @@ def build_app(
     home.register_listeners(app, cache, services, desks)
     publish_home = home.home_publisher(cache, services, desks)
     register_buttons(app, cache, services, publish_home, desks)
+    register_form(app, desks or single_desk(services.config, cache.current, services), services)
     return app
 
 

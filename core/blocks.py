@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.slack_text import clip_markdown
+from core.slack_text import clip_markdown, fenced_code
 
 Block = dict[str, Any]
 
 # Slack's limits on one block's text.
 MAX_SECTION_CHARS = 3000
 MAX_HEADER_CHARS = 150
+# A code block's fences, counted against a section's 3,000 characters.
+FENCE = "```"
 
 
 def section(markdown: str) -> Block:
@@ -36,3 +38,21 @@ def header(text: str) -> Block:
         "type": "header",
         "text": {"type": "plain_text", "text": clip_markdown(text, MAX_HEADER_CHARS)},
     }
+
+
+def code_sections(code: str) -> list[Block]:
+    """The code in as few fenced sections as fit Slack's 3,000 characters each.
+
+    A section cut in two would break copying, so cuts fall between lines; every template
+    skybot writes fits one section (the tests check the longest), this only guards the limit.
+    """
+    room = MAX_SECTION_CHARS - 2 * len(FENCE) - 2
+    chunks: list[list[str]] = [[]]
+    size = 0
+    for line in fenced_code(code).rstrip("\n").split("\n"):
+        if chunks[-1] and size + len(line) + 1 > room:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(line[:room])
+        size += len(line[:room]) + 1
+    return [section(f"{FENCE}\n" + "\n".join(chunk) + f"\n{FENCE}") for chunk in chunks]

@@ -29,6 +29,7 @@ _IMAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
 _COUNT = re.compile(r"[0-9]{1,6}")
 # Placeholder the user replaces; a real file name so the script is valid shell as printed.
 PROGRAM = "train.py"
+_UNSET_EXPORT = "unset SLURM_EXPORT_ENV  # srun's tasks get this environment (--export=NONE)"
 
 
 class TemplateError(ValueError):
@@ -111,6 +112,17 @@ class JobAsk:
     image: str | None = None
     # (partition, account) of the preemptible partition, when the job goes there.
     overcap: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobStep:
+    """What the job form (core/job_form.py) adds to a template: the command srun runs in
+    place of the placeholder, the time limit as `--time` takes it, and the directory the job
+    is submitted from (where it runs)."""
+
+    command: str
+    time: str
+    workdir: str
 
 
 # ---------------------------------------------------------------- checking what was typed
@@ -254,12 +266,16 @@ def _describe(ask: JobAsk, res: _Resources) -> str:
 # ---------------------------------------------------------------- the batch script
 
 
-def batch_script(ask: JobAsk, settings: TemplateSettings, nodes: Iterable[Node]) -> str:
+def batch_script(
+    ask: JobAsk, settings: TemplateSettings, nodes: Iterable[Node], step: JobStep | None = None
+) -> str:
+    """The template; with `step`, the job form's script: its command, time and directory."""
     res = _resources(ask, settings, nodes)
     user_dir = _user_dir(ask)
+    origin = "script from skybot's job form" if step else "template from skybot"
     lines = [
         "#!/bin/bash",
-        f"# sbatch template from skybot: {_describe(ask, res)}.",
+        f"# sbatch {origin}: {_describe(ask, res)}.",
         f"#SBATCH --job-name={settings.job_name}",
     ]
     if user_dir:
@@ -280,6 +296,7 @@ def batch_script(ask: JobAsk, settings: TemplateSettings, nodes: Iterable[Node])
         f"#SBATCH --cpus-per-task={res.cpus_per_task}",
         f"#SBATCH --gpus-per-node={res.gpus.gres()}",
         f"#SBATCH --mem-per-gpu={res.mem_per_gpu}",
+        *([f"#SBATCH --time={step.time}"] if step else []),
     ]
     if ask.overcap:
         lines += [
@@ -293,19 +310,23 @@ def batch_script(ask: JobAsk, settings: TemplateSettings, nodes: Iterable[Node])
         "export PYTHONUNBUFFERED=1",
         "# Set up your environment here, e.g. source ~/.bashrc && conda activate myenv",
     ]
-    if user_dir:
+    if step:
+        lines.append(f"# skybot submits it from {step.workdir}, where it runs.")
+    elif user_dir:
         lines.append(f"cd {shlex.quote(user_dir)}  # your code's directory")
-    lines += _step_lines(ask, settings)
+    lines += _step_lines(ask, settings, step.command if step else None)
     return "\n".join(lines) + "\n"
 
 
-def _step_lines(ask: JobAsk, settings: TemplateSettings) -> list[str]:
+def _step_lines(ask: JobAsk, settings: TemplateSettings, command: str | None) -> list[str]:
     containers = _container_options(ask, settings, '"$PWD"')
-    lines: list[str] = []
+    lines = [] if command is None else [_UNSET_EXPORT]
     if containers:
         lines.append("# pyxis options belong to srun (sbatch does not know them).")
     background = " &" if ask.overcap else ""
     program = f"python -u {PROGRAM}{background}  # replace {PROGRAM} with your script and args"
+    if command is not None:
+        program = f"{command}{background}"
     if containers:
         lines += ["srun -u \\", *(f"    {option} \\" for option in containers), f"    {program}"]
     else:

@@ -45,7 +45,20 @@ ENVELOPE_FIELDS = frozenset({"bot_version", "cluster"})
 # Each action's own fields (besides "action" and the envelope); the runner refuses others.
 REQUEST_FIELDS: Mapping[str, frozenset[str]] = {
     "version": frozenset(),
-    "submit": frozenset({"script", "options", "roots", "partitions", "max_script_bytes", "tag"}),
+    # A script file ("script"), or the job form's script itself ("script_text", sbatch reads
+    # it on stdin) with the directory it is submitted from ("workdir") instead.
+    "submit": frozenset(
+        {
+            "script",
+            "script_text",
+            "workdir",
+            "options",
+            "roots",
+            "partitions",
+            "max_script_bytes",
+            "tag",
+        }
+    ),
     # Where a submission stands after the bot lost track of it: running, submitted, failed or
     # absent (no runner holds it and no job since `since`, an epoch second, carries its tag).
     "submit-status": frozenset({"tag", "since"}),
@@ -91,15 +104,20 @@ def submit_request(
     roots: list[str],
     partitions: list[str],
     tag: str,
+    script_text: str | None = None,
 ) -> RunnerRequest:
-    return {
+    """The script file at `script`; or, with `script_text`, that text submitted from the
+    directory `script` (the job form's)."""
+    request: RunnerRequest = {
         "action": "submit",
-        "script": script,
         "options": dict(options),
         "roots": roots,
         "partitions": partitions,
         "tag": tag,
     }
+    if script_text is None:
+        return request | {"script": script}
+    return request | {"script_text": script_text, "workdir": script}
 
 
 def submit_status_request(tag: str, since: float) -> RunnerRequest:

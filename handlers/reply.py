@@ -29,6 +29,9 @@ class Reply:
     # The answer less its freshness lines, for the router to stamp again at another `now`
     # (handlers/commands/common.py `answer()`); not part of what the reply says.
     fresh: Restamp | None = field(default=None, compare=False, repr=False)
+    # A modal to open with the command's trigger_id (`/sky submit` with no path: the job
+    # form); the listener opens it, and `text` is what is said if it cannot.
+    modal: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def for_slack(self) -> dict[str, Any]:
         """Keyword arguments for Bolt's ack()/respond()."""

@@ -299,7 +299,7 @@ async def _act(
         return _failure(request, error)
     except Exception as error:
         return _failure(request, error)
-    return Reply(reply.text, reply.blocks, in_channel=request.here)
+    return dataclasses.replace(reply, in_channel=request.here, fresh=None)
 
 
 def _slow_down(table: CommandTable, wait: float) -> str:
@@ -340,7 +340,7 @@ async def _answer_with_charts(
 
 def _with_note(reply: Reply, note: str) -> Reply:
     blocks = [*reply.blocks[: MAX_BLOCKS - 1], context(note)]
-    return Reply(f"{reply.text}\n{note}", blocks, reply.in_channel)
+    return Reply(f"{reply.text}\n{note}", blocks, reply.in_channel, modal=reply.modal)
 
 
 def _guarded(request: CommandRequest, answer: Callable[[], Reply]) -> Reply:

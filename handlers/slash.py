@@ -32,6 +32,7 @@ from handlers.deadline import (
     LateReply,
     within,
 )
+from handlers.job_form import open_form
 from handlers.reply import Reply, simple
 from handlers.request import CommandRequest
 from handlers.router import CommandTable, UsageError, dispatch
@@ -78,7 +79,11 @@ def register_listeners(
             )
         else:
             reply = await _resolve_then_answer(commands, asked, clusters, services, late, started)
-        await context.ack(**reply.for_slack())
+        ack = reply.for_slack()
+        if reply.modal is not None:  # the job form, opened with this command's trigger
+            left = await open_form(context.client, str(command.get("trigger_id", "")), reply)
+            ack = {} if left is None else left.for_slack()
+        await context.ack(**ack)
         seconds = time.perf_counter() - started
         if observe is not None:
             observe(name, seconds)

@@ -154,6 +154,7 @@ class SubmissionWorker:
             roots=self._roots(),
             partitions=self._partitions(),
             tag=submission.tag,
+            script_text=submission.script_text,
         )
         reply = decode_submit(await self._runner(submission.cluster_user, request))
         if isinstance(reply, Submitted):
@@ -194,10 +195,10 @@ def submit_partitions(shared: SharedConfig, cluster: ClusterConfig) -> list[str]
 
 
 def report_text(submission: Submission, job_id: int | None, error: str | None) -> str:
-    what = (
-        f"{literal(submission.script)} (submission #{submission.id}, "
-        f"as {literal(submission.cluster_user)})"
-    )
+    # The job form's script has no file: it is named by the directory it runs in.
+    name = literal(submission.script)
+    named = f"the job form's script in {name}" if submission.script_text is not None else name
+    what = f"{named} (submission #{submission.id}, as {literal(submission.cluster_user)})"
     if job_id is not None:
         return (
             f"Submitted {what}: Slurm job *{job_id}*. `/sky jobs` shows it; skybot will DM "

@@ -282,6 +282,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # The job form (`/sky submit` with no path, core/job_form.py): the script skybot wrote,
+    # which the runner hands to sbatch on its standard input; for such a submission `script`
+    # holds the working directory it is submitted from. NULL: a script file (`script`).
+    ("ALTER TABLE submissions ADD COLUMN script_text TEXT",),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -43,6 +43,8 @@ class Submission:
     job_id: int | None = None
     error: str | None = None
     reported_at: float | None = None
+    # The job form's script (sbatch reads it on stdin); `script` is then its working directory.
+    script_text: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,11 @@ class SubmissionRequest:
     options: dict[str, str]
     response_url: str | None = None
     notify_start: bool = False
+    # The job form's script; `script` is then the directory it is submitted from.
+    script_text: str | None = None
+    # Its tag when the asker names it (the job form: its modal's), so asking again returns
+    # the submission already queued instead of a second one; None: a new random tag.
+    tag: str | None = None
 
 
 def enqueue(
@@ -69,12 +76,16 @@ def enqueue(
     """Record a submission to `cluster`, unless the user is over their queue cap or rate
     limit (counted over every cluster: they bound one person's use of the runner)."""
     with db.atomic():
+        if request.tag is not None:
+            already = _select(db, "tag = ?", [request.tag])
+            if already:
+                return already[0]
         _refuse_over_limits(db, request.cluster_user, limits, now)
-        tag = secrets.token_hex(8)
+        tag = request.tag or secrets.token_hex(8)
         cursor = db.execute(
             "INSERT INTO submissions (cluster, team_id, user_id, cluster_user, script, options, "
-            "tag, state, response_url, created_at, attempts, notify_start) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+            "tag, state, response_url, created_at, attempts, notify_start, script_text) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
             [
                 cluster,
                 request.team_id,
@@ -87,6 +98,7 @@ def enqueue(
                 request.response_url,
                 now,
                 int(request.notify_start),
+                request.script_text,
             ],
         )
         submission_id = cursor.lastrowid
@@ -229,7 +241,8 @@ def _audit(
 def _select(db: sqlite_utils.Database, where: str, params: list[Any]) -> list[Submission]:
     rows = db.query(
         "SELECT id, team_id, user_id, cluster_user, script, options, tag, state, response_url, "
-        f"created_at, attempts, cluster, job_id, error, reported_at FROM submissions "
+        "created_at, attempts, cluster, job_id, error, reported_at, script_text "
+        "FROM submissions "
         f"WHERE {where} "
         "ORDER BY id",
         params,

@@ -31,8 +31,21 @@ from core.cluster_config import LabConfig
 from core.config_schema import NotificationsConfig
 from core.digest import LabWeek
 from core.gpu_watch import FIRED, Outcome, Spot, Watch, expired_text, fired_text, watch_line
+from core.job_form import (
+    COMMAND,
+    GPU_COUNT,
+    GPU_TYPE,
+    PLACE,
+    TIME,
+    WORKDIR,
+    ComposedJob,
+    check_form,
+    form_choices,
+)
+from core.job_modal import FIELDS, done_view, form_view, review_view, summary
 from core.job_notices import PREEMPTED, REQUEUED_KIND, Seen, compose_job_notice
 from core.job_output import OutputTail
+from core.job_template import TemplateSettings
 from core.lab_usage import lab_usage
 from core.link_notices import new_link_notice
 from core.log_more import LOG_MORE
@@ -502,7 +515,33 @@ def test_limits_reservations_and_priorities_keep_hostile_text_inert(hostile: str
 
 
 # Modules that build what skybot posts; each is exercised above (commands through the table).
+@pytest.mark.parametrize("hostile", HOSTILE, ids=range(len(HOSTILE)))
+def test_the_job_form_keeps_hostile_text_inert(hostile: str) -> None:
+    """Lab, partition, GPU type and storage names from the cluster, and every field typed."""
+    view = hostile_view(hostile)
+    choices = form_choices(view, "alice")
+    errors = check_form(dict.fromkeys(FIELDS, hostile), choices)
+    assert isinstance(errors, dict) and errors
+    good = {
+        PLACE: "lab:hoffman-lab",
+        GPU_TYPE: "a40",
+        GPU_COUNT: "1",
+        TIME: "1:00:00",
+        WORKDIR: "/srv/hoffman-lab/flash9/alice",
+        COMMAND: "python " + " ".join(hostile.split())[:900],
+    }
+    job = check_form(good, choices)
+    assert isinstance(job, ComposedJob), job
+    script = job.script(TemplateSettings(), view)
+    review = review_view("skynet", good, summary(hostile, "", hostile, hostile), script)
+    done = done_view("skynet", f"Queued: {literal(hostile)}")
+    # What Slack renders: the blocks (private_metadata is only ever sent back to skybot).
+    views = (form_view("skynet", choices), review, done)
+    assert_all_inert(*(v["blocks"] for v in views), list(errors.values()))
+
+
 COVERED = {
+    "core/job_modal.py",  # test_the_job_form_keeps_hostile_text_inert
     "core/job_notices.py",
     "core/storage_alerts.py",
     "core/cap_waits.py",

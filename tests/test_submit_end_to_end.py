@@ -183,7 +183,7 @@ async def test_bad_submissions_are_refused_and_nothing_runs(bot: Bot) -> None:
         "submit x.sh -o /etc/x": "is not an option",
         "submit x.sh --job-name 'a;rm -rf ~'": "will not pass on",
         "submit x.sh --time '1\n2'": "will not pass on",
-        "submit": "Which script?",
+        "submit --notify-start": "Which script?",  # bare `submit` opens the job form
     }
     for text, expected in immediate.items():
         assert expected in await bot.sky(ALICE, text), text

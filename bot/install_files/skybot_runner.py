@@ -38,6 +38,9 @@ version refuses it, before acting, so bot and runner never disagree about the pr
                -> {"ok": true, "job_id": N, "cluster": NAME-or-null, "script": REALPATH}
                Submitting a tag once more returns the first answer, with no second sbatch
                (see "Exactly once" below).
+               The job form's script comes as text instead ("script_text": TEXT, "workdir":
+               DIR or ~/DIR; the reply's "script" is the directory): fed to sbatch's stdin,
+               nothing is written to the home; the directory is checked as a script's is.
   submit-status {"action": "submit-status", "tag": HEX, "since": EPOCH}
                -> {"ok": true, "state": "running"}      a runner holds the submission now
                   {"ok": true, "state": "submitted", "job_id": N, ...}
@@ -181,6 +184,8 @@ REQUEST_KEYS: dict[str, set[str]] = {
         "bot_version",
         "cluster",
         "script",
+        "script_text",
+        "workdir",
         "options",
         "roots",
         "partitions",
@@ -737,7 +742,10 @@ def do_submit(
     roots, partitions, cap = effective_limits(request, config)
     # Options first: a bad option is refused without touching the filesystem.
     options = sbatch_options(request.get("options"), partitions)
-    dir_fd, real_path, content = open_script(request.get("script"), user, roots, cap)
+    if "script_text" in request or "workdir" in request:
+        dir_fd, real_path, content = form_script(request, user, roots, cap)
+    else:
+        dir_fd, real_path, content = open_script(request.get("script"), user, roots, cap)
     try:
         # The job's working directory is the script's directory, entered through the very
         # descriptor that was checked.
@@ -755,6 +763,31 @@ def do_submit(
     if tag is None:
         return sbatch_answer(run(argv, user, config, stdin=content), config, real_path)
     return submit_once(argv, content, tag, user, config, real_path)
+
+
+def form_script(
+    request: dict[str, Any], user: pwd.struct_passwd, roots: list[str], cap: int
+) -> tuple[int, str, bytes]:
+    """(directory fd, its real path, the script) for the job form's script: the text as sent
+    (for sbatch's stdin, so nothing is written to the user's home), at most `cap` bytes, and
+    its working directory opened as a script file's directory is."""
+    if "script" in request:
+        raise Refusal("Give either a script path or a script's text, not both.")
+    text = request.get("script_text")
+    content = text.encode("utf-8", "replace") if isinstance(text, str) else b""
+    if not content.strip() or b"\0" in content:
+        raise Refusal("The script's text is empty or holds a NUL character.")
+    if len(content) > cap:
+        raise Refusal(f"The script is {len(content)} bytes; scripts over {cap} bytes are refused.")
+    raw = request.get("workdir")
+    if not isinstance(raw, str) or not (raw == "~" or raw.startswith(("~/", "/"))):
+        raise Refusal("The working directory must be an absolute path or start with ~/.")
+    check_path_text(raw, "working directory")
+    if ".." in raw.split("/"):
+        raise Refusal(f"The working directory {raw!r} contains '..'; give it without.")
+    path = user.pw_dir.rstrip("/") + raw[1:] if raw.startswith("~") else raw
+    dir_fd, opened = open_submit_dir(path, path, allowed_dirs(user, roots))
+    return dir_fd, opened, content
 
 
 def sbatch_answer(

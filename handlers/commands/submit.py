@@ -8,10 +8,12 @@ checks here only give a quick, friendly answer to input that can never pass.
 
 from __future__ import annotations
 
+from core.job_form import form_choices
+from core.job_modal import form_view
 from core.runner_contract import forbidden_option_char
 from core.slack_text import literal
-from handlers.commands.common import not_linked
-from handlers.reply import Reply, simple
+from handlers.commands.common import not_linked, require_data
+from handlers.reply import Reply, section, simple
 from handlers.router import Command, CommandRequest, UsageError
 from handlers.services import Services
 from store.submissions import QueueRefused, SubmissionRequest, enqueue
@@ -72,6 +74,8 @@ def parse_submit_args(args: tuple[str, ...]) -> tuple[str, dict[str, str]]:
 async def submit(request: CommandRequest, services: Services) -> Reply:
     if not request.cluster_user:
         raise not_linked(SUBMIT_USAGE)
+    if not request.args:
+        return job_form(request.cluster_user, services)
     notify_start = NOTIFY_START in request.args
     script, options = parse_submit_args(tuple(a for a in request.args if a != NOTIFY_START))
     if services.writer is None or services.submissions is None:
@@ -102,15 +106,36 @@ async def submit(request: CommandRequest, services: Services) -> Reply:
     )
 
 
+def job_form(user: str, services: Services) -> Reply:
+    """The job form (core/job_modal.py) for the listener to open; said instead if it cannot."""
+    view = services.current_view()
+    if view is None or services.writer is None:
+        raise UsageError(f"The job form works in Slack. Usage: `/sky {SUBMIT_USAGE}`")
+    require_data(view, "slurm")
+    require_data(view, "caps")  # lab memberships and caps come with them
+    choices = form_choices(view, user)
+    if not choices.places:
+        raise UsageError(
+            f"skybot finds no lab for {literal(user)}, so there is no partition to offer: "
+            "ask your lab's admin to add you to its Slurm account."
+        )
+    fallback = (
+        "Slack did not open the job form in time: type `/sky submit` again, or give a "
+        f"script: `/sky {SUBMIT_USAGE}`."
+    )
+    return Reply(fallback, [section(fallback)], modal=form_view(services.cluster_name, choices))
+
+
 SUBMIT = Command(
     "submit",
-    "submit PATH [OPTIONS]",
-    "submit a batch script as yourself (sbatch, through skybot's runner)",
+    "submit [PATH [OPTIONS]]",
+    "submit a batch script as yourself (sbatch, through skybot's runner); no PATH: a job form",
     act=submit,
     starts_runner=True,
     details=(
         "Options: --partition, --gpus TYPE:N, --time, --qos, --account, --job-name, "
         "--dependency. PATH may be absolute, start with ~, or be relative to your home. "
-        "`--notify-start`: a DM when the job starts."
+        "`--notify-start`: a DM when the job starts. Without PATH, a form writes the job "
+        "(partition, GPUs, time, image, directory, command) and submits it."
     ),
 )

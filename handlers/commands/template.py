@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.blocks import FENCE as _FENCE
+from core.blocks import code_sections as code_sections
 from core.cluster_config import LabConfig
 from core.job_template import (
     PROGRAM,
@@ -22,14 +24,12 @@ from core.job_template import (
 from core.slack_text import fenced_code
 from core.view import ClusterView
 from handlers.commands.common import find_lab, lab_names, literal, require_data, shown
-from handlers.reply import MAX_SECTION_CHARS, Block, Reply, context, section
+from handlers.reply import Block, Reply, context, section
 from handlers.router import Command, CommandRequest, UsageError
 
 USAGE = "template [--gpus TYPE:N] [--image NAME] [--overcap] [--interactive] [--lab LAB]"
 _VALUED = ("--gpus", "--image", "--lab")
 _FLAGS = ("--overcap", "--interactive")
-# A code block's fences and newlines, counted against a section's 3,000 characters.
-_FENCE = "```"
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,21 +156,3 @@ def _reply(intro: str, code: str, notes: list[str]) -> Reply:
         blocks.append(context(" ".join(notes)))
     text = "\n".join([intro, _FENCE, fenced_code(code).rstrip("\n"), _FENCE, *notes])
     return Reply(text, blocks)
-
-
-def code_sections(code: str) -> list[Block]:
-    """The code in as few fenced sections as fit Slack's 3,000 characters each.
-
-    A section cut in two would break copying, so cuts fall between lines; every template
-    skybot writes fits one section (the tests check the longest), this only guards the limit.
-    """
-    room = MAX_SECTION_CHARS - 2 * len(_FENCE) - 2
-    chunks: list[list[str]] = [[]]
-    size = 0
-    for line in fenced_code(code).rstrip("\n").split("\n"):
-        if chunks[-1] and size + len(line) + 1 > room:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(line[:room])
-        size += len(line[:room]) + 1
-    return [section(f"{_FENCE}\n" + "\n".join(chunk) + f"\n{_FENCE}") for chunk in chunks]

@@ -28,6 +28,7 @@ from .signing import (
     signed_slash_command,
 )
 from .socket_mode import Delivery, SocketConnection
+from .views import OpenModal, ViewError
 from .web_api import SlackError
 from .workspace import SlackChannel, SlackUser, Workspace
 
@@ -35,6 +36,7 @@ __all__ = [
     "Call",
     "Delivery",
     "Fault",
+    "OpenModal",
     "ResponseUrlPost",
     "SignedRequest",
     "SlackChannel",
@@ -43,6 +45,7 @@ __all__ = [
     "SlackUser",
     "SocketConnection",
     "UploadedFile",
+    "ViewError",
     "Workspace",
     "app_home_opened_event",
     "compute_signature",

@@ -27,8 +27,15 @@ from .payloads import (
     slash_commands_envelope,
 )
 from .records import Call, ResponseUrlPost, UploadedFile
-from .signing import SignedRequest, signed_slash_command
+from .signing import SignedRequest, signed_block_action, signed_slash_command
 from .socket_mode import Delivery, SocketConnection, SocketModeHub
+from .views import (
+    OpenModal,
+    apply_answer,
+    post_signed,
+    state_values,
+    view_submission_payload,
+)
 from .web_api import Handler, WebApi
 from .workspace import SlackChannel, SlackUser, Workspace
 
@@ -237,6 +244,57 @@ class SlackStandIn:
 
     def new_response_url(self, command: dict[str, Any] | None = None) -> str:
         return self.http.new_response_url(command)
+
+    # -- modals --------------------------------------------------------------------------------
+
+    @property
+    def modals(self) -> dict[str, OpenModal]:
+        """Every modal opened with views.open, by view id, oldest first."""
+        return self.api.modals
+
+    async def wait_for_modal(self, *, timeout: float = 5.0) -> OpenModal:
+        """The last modal opened, once there is one."""
+        call = await self.wait_for_call("views.open", timeout=timeout, predicate=lambda c: c.ok)
+        assert call.ok
+        return list(self.modals.values())[-1]
+
+    def view_submission_payload(
+        self, modal: OpenModal, *, user_id: str, answers: dict[str, str | None] | None = None
+    ) -> dict[str, Any]:
+        """`user_id` submitting `modal` as it is now, inputs left as the view set them except
+        `answers` (block id -> value typed or option chosen, even one the view does not offer)."""
+        workspace = self.workspace
+        return view_submission_payload(
+            modal.view,
+            state_values(modal.view, answers or {}),
+            team_id=workspace.team_id,
+            user_id=user_id,
+            user_name=self._user_name(user_id),
+            api_app_id=workspace.app_id,
+        )
+
+    async def submit_view(
+        self,
+        modal: OpenModal,
+        *,
+        user_id: str,
+        answers: dict[str, str | None] | None = None,
+        url: str | None = None,
+        signing_secret: str = "",
+        timeout: float = 3.0,
+    ) -> dict[str, Any] | None:
+        """Submit `modal` as `user_id`: POSTed to `url` signed as Slack signs it (HTTP mode),
+        else over Socket Mode; the app's answer (None: an empty one, which closes the modal)
+        must come within `timeout` (Slack's 3 s), and is applied as Slack applies it."""
+        payload = self.view_submission_payload(modal, user_id=user_id, answers=answers)
+        if url is None:
+            delivery = await self.socket.send(interactive_envelope(payload), timeout)
+            answer = delivery.payload or None
+        else:
+            signed = signed_block_action(signing_secret, payload)
+            answer = await post_signed(url, signed, timeout)
+        apply_answer(modal, answer)
+        return answer
 
     # -- Socket Mode ---------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .records import UploadedFile
+from .views import TRIGGER_SECONDS, OpenModal, ViewError, check_modal, stored_view, trigger_age
 from .workspace import SlackUser, Workspace
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
@@ -48,6 +49,8 @@ class WebApi:
         self.home_views: dict[str, dict[str, Any]] = {}
         self.files: dict[str, UploadedFile] = {}
         self.dm_channels: dict[str, str] = {}
+        # Modals opened with views.open, by view id, oldest first.
+        self.modals: dict[str, OpenModal] = {}
         self._seq = itertools.count(1)
         self.handlers: dict[str, Handler] = {
             "auth.test": self.auth_test,
@@ -61,6 +64,7 @@ class WebApi:
             "users.info": self.users_info,
             "users.lookupByEmail": self.users_lookup_by_email,
             "views.publish": self.views_publish,
+            "views.open": self.views_open,
             "files.getUploadURLExternal": self.files_get_upload_url_external,
             "files.completeUploadExternal": self.files_complete_upload_external,
         }
@@ -253,6 +257,22 @@ class WebApi:
         }
         self.home_views[user.id] = published
         return {"view": published}
+
+    def views_open(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A modal, opened with a trigger id at most 3 s old (ours carry whole seconds)."""
+        trigger = str(params.get("trigger_id") or "")
+        age = trigger_age(trigger)
+        if age is None:
+            raise SlackError("invalid_trigger_id")
+        if age > TRIGGER_SECONDS + 1:
+            raise SlackError("expired_trigger_id")
+        try:
+            view = check_modal(_decode_json(params.get("view")))
+        except ViewError as error:
+            raise SlackError(error.error) from None
+        stored = stored_view(view, self.ws.team_id, self.ws.app_id, self.ws.bot_id)
+        self.modals[stored["id"]] = OpenModal(stored, trigger_id=trigger)
+        return {"view": stored}
 
     def files_get_upload_url_external(self, params: dict[str, Any]) -> dict[str, Any]:
         filename = params.get("filename")
