@@ -100,14 +100,13 @@ async def test_the_form_refuses_in_the_modal_and_submits_one_job_as_alice(
         base = {PLACE: f"lab:{PARTITION}", GPU_TYPE: "a40", COMMAND: ran}
 
         # The limits poll may not have read the new MaxTime yet: the count is wrong anyway.
-        errors: dict[str, str] = {}
-        for _ in range(60):
+        async def refusal() -> dict[str, str] | None:
             answer = await submit(**base, **{GPU_COUNT: "5", TIME: "5:00:00"})
             assert answer is not None and answer["response_action"] == "errors", answer
-            errors = answer["errors"]  # type: ignore[assignment]
-            if TIME in errors:
-                break
-            await asyncio.sleep(0.5)
+            errors: dict[str, str] = answer["errors"]  # type: ignore[assignment]
+            return errors if TIME in errors else None
+
+        errors = await wait_for(refusal, 30, "the form to read the partition's new MaxTime")
         assert errors == {
             GPU_COUNT: "A a40 node has 4 GPUs at most: ask for 1 to 4.",
             TIME: f"{PARTITION} allows 04:00:00 at most (its MaxTime now): ask for that or less.",
