@@ -29,7 +29,9 @@ _IMAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
 _COUNT = re.compile(r"[0-9]{1,6}")
 # Placeholder the user replaces; a real file name so the script is valid shell as printed.
 PROGRAM = "train.py"
-_UNSET_EXPORT = "unset SLURM_EXPORT_ENV  # srun's tasks get this environment (--export=NONE)"
+# A job submitted with --export=NONE (the runner's) leaves SLURM_EXPORT_ENV=NONE for srun, whose
+# tasks would then get none of what the script set up (conda's PATH): Slurm's own advice.
+_UNSET_EXPORT = "unset SLURM_EXPORT_ENV  # srun's tasks get the environment set above"
 
 
 class TemplateError(ValueError):
@@ -320,7 +322,7 @@ def batch_script(
 
 def _step_lines(ask: JobAsk, settings: TemplateSettings, command: str | None) -> list[str]:
     containers = _container_options(ask, settings, '"$PWD"')
-    lines = [] if command is None else [_UNSET_EXPORT]
+    lines = [_UNSET_EXPORT]
     if containers:
         lines.append("# pyxis options belong to srun (sbatch does not know them).")
     background = " &" if ask.overcap else ""
@@ -349,7 +351,7 @@ def _checkpoint_preamble(settings: TemplateSettings) -> list[str]:
         "    requeue=1",
         "}",
         "trap on_usr1 USR1",
-        "# Without this trap the shell would exit on TERM and end the step before it saves.",
+        "# Untrapped, TERM would end the shell, and the step, before it saves.",
         "trap 'echo \"TERM: preempted, letting the program checkpoint\"' TERM",
     ]
 
@@ -357,7 +359,7 @@ def _checkpoint_preamble(settings: TemplateSettings) -> list[str]:
 def _checkpoint_wait() -> list[str]:
     return [
         "step=$!",
-        "# A trapped signal interrupts wait: keep waiting until the program has finished.",
+        "# A trapped signal interrupts wait: wait until the program has ended.",
         'wait "$step"',
         "status=$?",
         'while kill -0 "$step" 2>/dev/null; do',

@@ -88,7 +88,7 @@ def test_a_good_form_is_the_templates_script_with_its_command_time_and_directory
         "srun -u python -u train.py --lr 3e-4",
         # The runner submits with SBATCH_EXPORT=NONE, which srun inherits: its tasks would
         # start with no environment, no PATH, and fail at execve (seen on the test cluster).
-        "unset SLURM_EXPORT_ENV  # srun's tasks get this environment (--export=NONE)",
+        "unset SLURM_EXPORT_ENV  # srun's tasks get the environment set above",
         "# skybot submits it from /srv/hoffman-lab/flash9/alice/run, where it runs.",
     ):
         assert line in script.splitlines(), (line, script)
