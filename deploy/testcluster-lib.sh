@@ -297,6 +297,19 @@ PreemptMode=REQUEUE
 PreemptExemptTime=0
 JobRequeue=1
 
+# Multifactor priority with fair-share, as most GPU sites run it: `/sky why` quotes a job's
+# sprio factors and their weights, and the cluster tests compare them with sprio's (issue 43).
+# Fair-share (from slurmdbd's usage, per user) outweighs the rest, so two users' jobs that
+# compete for the same GPUs may start in either submission order: a test that needs an order
+# submits as one user or says it with --nice. Age reaches its weight only after
+# PriorityMaxAge (7 days): about 0 in a test.
+PriorityType=priority/multifactor
+PriorityWeightFairshare=10000
+PriorityWeightJobSize=1000
+PriorityWeightPartition=1000
+PriorityWeightAge=100
+PriorityWeightQOS=0
+
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort=6819

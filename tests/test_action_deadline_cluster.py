@@ -108,7 +108,7 @@ async def held_job_seen(ask: Ask) -> int:
     )
 
     async def listed() -> bool:
-        return str(held) in (await ask("jobs"))[0]
+        return f"`{held}`" in (await ask("jobs"))[0]  # its own code span, not any digit
 
     await wait_for(listed, 30, f"the bot to list job {held}")
     return held

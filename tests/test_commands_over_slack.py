@@ -36,7 +36,9 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def busy_cluster(cluster: None) -> Iterator[Cluster]:
-    """alice holds hoffman-lab's whole cap; bob's job waits for it."""
+    """alice holds hoffman-lab's whole cap; bob's job waits for it. bob's is submitted once
+    alice's runs: under fair-share (deploy/testcluster-lib.sh) bob's may outrank alice's, and
+    submitted together it could start first and leave her 4 GPUs over the lab's cap."""
     scancel_everything()
     running = sbatch(
         "alice",
@@ -50,6 +52,13 @@ def busy_cluster(cluster: None) -> Iterator[Cluster]:
         "--wrap",
         "sleep 600",
     )
+    wait_until(
+        lambda: (
+            {j["job_id"]: j["job_state"] for j in squeue_json()["jobs"]}.get(running) == "RUNNING"
+        ),
+        30,
+        "alice's job to run",
+    )
     waiting = sbatch(
         "bob",
         "-p",
@@ -61,13 +70,6 @@ def busy_cluster(cluster: None) -> Iterator[Cluster]:
         "small-eval",
         "--wrap",
         "sleep 600",
-    )
-    wait_until(
-        lambda: (
-            {j["job_id"]: j["job_state"] for j in squeue_json()["jobs"]}.get(running) == "RUNNING"
-        ),
-        30,
-        "alice's job to run",
     )
     yield Cluster(running, waiting)
     scancel_everything()

@@ -3,10 +3,13 @@ want the same partition and GPUs, the GPUs ahead of it, and the factor that hold
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from core.priority import (
     PendingPriority,
     PriorityFactors,
     lowest_factor,
+    parse_jobs_priorities,
     parse_sprio,
     parse_squeue_priorities,
 )
@@ -85,3 +88,26 @@ def test_without_weights_it_says_none_weighs_and_without_priorities_it_gives_no_
     assert "priority factors" not in "\n".join(explain(view, asked, NOW))
     bare = make_view(make_snapshot(jobs=(asked,)))
     assert "By Slurm's priority" not in "\n".join(explain(bare, asked, NOW))
+
+
+RECORDED = Path(__file__).parent / "fixtures" / "slurm" / "restd" / "v0.0.42"
+
+
+def test_slurmrestds_pending_priorities_are_squeues() -> None:
+    """One moment of the 24.11 test cluster (record_priority.sh): slurmrestd's jobs answer
+    gives each pending job the priority squeue gives it, and nothing for the running job."""
+    from_restd = parse_jobs_priorities((RECORDED / "priority_jobs.json").read_bytes())
+    from_squeue = parse_squeue_priorities((RECORDED / "priority_squeue.txt").read_text())
+    assert from_restd == from_squeue and len(from_restd) == 3, (from_restd, from_squeue)
+    # And the priority is the sum of sprio's weighted factors (its last column).
+    _, factors = parse_sprio((RECORDED / "priority_sprio.txt").read_text())
+    for job_id, priority in from_restd.items():
+        f = factors[job_id]
+        assert abs(f.age + f.fairshare + f.job_size + f.partition + f.qos - priority) <= 1
+
+
+def test_a_22_05_jobs_answer_and_an_unset_priority() -> None:
+    legacy = (RECORDED.parent / "v0.0.38" / "jobs.json").read_bytes()
+    assert parse_jobs_priorities(legacy) == {1896: 0}  # the held job: priority 0, as squeue
+    unset = b'{"jobs": [{"job_id": 7, "job_state": ["PENDING"], "priority": {"set": false}}]}'
+    assert parse_jobs_priorities(unset) == {}

@@ -117,3 +117,22 @@ def test_source_for_each_kind_of_cluster() -> None:
     restd = ClusterConfig("nova", source="slurmrestd", url="unix:/run/x.sock", token_file="/t")
     assert isinstance(source_for(restd), RestdSource)
     assert isinstance(source_for(ClusterConfig("vm")), CliSource)
+
+
+async def test_the_pending_priorities_come_from_the_jobs_document_once_per_document(
+    restd: tuple[RestdSource, _Restd], tmp_path: Path
+) -> None:
+    """Through slurmrestd the limits poll reads no queue of its own: the pending jobs'
+    priorities are the last jobs answer's, decoded again only when a new answer came."""
+    source, server = restd
+    assert await source._pending_priorities() == ()  # no jobs read yet
+    path = tmp_path / "squeue.json"
+    assert await source.jobs_into(path)
+    pending = await source._pending_priorities()
+    held = [j for j in parse_squeue(json.loads(path.read_bytes())).records if j.state == "PENDING"]
+    assert held and [(p.job_id, p.priority, p.factors) for p in pending] == [
+        (j.job_id, 0, None) for j in held
+    ]
+    reads = len(server.asked)
+    assert await source._pending_priorities() == pending
+    assert len(server.asked) == reads  # no request of its own

@@ -107,7 +107,7 @@ async def test_jobs_land_with_lab_user_gpu_type_and_count(harness: Harness) -> N
 
 
 async def test_lab_at_cap_shows_used_equals_cap_and_the_waiting_job(harness: Harness) -> None:
-    sbatch(
+    running = sbatch(
         "alice",
         "-p",
         "hoffman-lab",
@@ -117,6 +117,9 @@ async def test_lab_at_cap_shows_used_equals_cap_and_the_waiting_job(harness: Har
         "--wrap",
         "sleep 300",
     )
+    # bob's once alice's runs: under fair-share his may outrank hers, start first and leave
+    # her 4 GPUs over the lab's cap.
+    await wait_for(lambda: squeue_state(running) == "RUNNING", 30, "alice's job to run")
     waiting = sbatch(
         "bob", "-p", "hoffman-lab", "-A", "hoffman-lab", "--gpus=1", "--wrap", "sleep 300"
     )

@@ -230,7 +230,9 @@ async def test_why_gives_slurms_start_estimate_and_the_place_at_the_cap(
     # carol holds clippy's four a40s for at most 10 min; alice's a40:4 waits for them, and
     # backfill plans its start at the end of carol's time limit.
     kira = ("-p", "kira-lab", "-A", "kira-lab", "-w", "clippy", "--chdir=/tmp", "-o", "/dev/null")
-    sbatch("carol", *kira, "--time=10", "--gpus-per-node=a40:4", "--wrap", "sleep 600")
+    # Each holder runs before the jobs behind it queue: under fair-share theirs may outrank it.
+    holder = sbatch("carol", *kira, "--time=10", "--gpus-per-node=a40:4", "--wrap", "sleep 600")
+    await running(harness, holder)
     behind = sbatch("alice", *LAB, "--time=5", "--gpus-per-node=a40:4", "--wrap", "sleep 60")
     await wait_for(lambda: squeue_start(behind) > time.time() + 60, 60, "a backfill estimate")
     text = await why(harness, str(behind))
@@ -240,7 +242,7 @@ async def test_why_gives_slurms_start_estimate_and_the_place_at_the_cap(
     assert abs(int(said[1]) * 60 - (start - time.time())) < 90, (text, start)
 
     # bob fills hoffman-lab's cap: two more of alice's jobs wait on it.
-    sbatch("bob", *LAB, "--gpus-per-node=rtx_6000:4", "--wrap", "sleep 600")
+    await running(harness, sbatch("bob", *LAB, "--gpus-per-node=rtx_6000:4", "--wrap", "sleep 600"))
     first = sbatch("alice", *LAB, "--gpus-per-node=2080_ti:1", "--wrap", "sleep 60")
     second = sbatch("alice", *LAB, "--gpus-per-node=2080_ti:1", "--wrap", "sleep 60")
     await wait_for(lambda: reason_of(second) == "AssocGrpGRES", 60, "the jobs to wait at the cap")

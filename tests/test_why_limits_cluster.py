@@ -224,38 +224,77 @@ def pending_by_priority(partition: str) -> list[tuple[int, int]]:
     return sorted(((r[0], r[1]) for r in rows), key=lambda r: (-r[1], r[0]))
 
 
-def sprio_factors(job: int) -> tuple[list[int], list[int]] | None:
+# sprio's weighted factors in the order the answer names them.
+FACTOR_NAMES = ("age", "fair-share", "job size", "partition", "QOS")
+
+
+def sprio_factors(job: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(weights, the job's factors) as sprio prints them now (age, fair-share, job size,
-    partition, QOS); None where priority/multifactor does not run."""
+    partition, QOS), each rounded as skybot rounds it."""
     fmt = "--format=%i|%A|%F|%J|%P|%Q"
-    weights = subprocess.run(["sprio", "-w", "-h", fmt], capture_output=True, text=True)
-    if weights.returncode != 0:
-        return None
-    mine = subprocess.run(["sprio", "-h", "-j", str(job), fmt], capture_output=True, text=True)
+    weights, mine = (
+        subprocess.run(["sprio", "-h", *args, fmt], capture_output=True, text=True, timeout=30)
+        for args in (["-w"], ["-j", str(job)])
+    )
+    assert weights.returncode == 0 and mine.returncode == 0, weights.stderr + mine.stderr
     values = [
-        [round(float(x)) for x in out.split("|")[1:6]] for out in (weights.stdout, mine.stdout)
+        tuple(round(float(x)) for x in out.split("|")[1:6]) for out in (weights.stdout, mine.stdout)
     ]
     return values[0], values[1]
 
 
+def slurm_now(job: int, partition: str) -> tuple[object, ...]:
+    """What Slurm says of `job`'s priority now: sprio's weights and factors, and squeue's order
+    of the partition's pending jobs."""
+    return (*sprio_factors(job), pending_by_priority(partition))
+
+
+async def answer_between_equal_reads(
+    harness: LimitsHarness, job: int, partition: str, user: str
+) -> tuple[str, tuple[object, ...]]:
+    """`/sky why JOB` as `user` asks it, with what Slurm said just before the polls and just
+    after the answer, the same both times: slurmctld recomputes fair-share and priorities
+    every PriorityCalcPeriod, and an answer read across that moment is asked again. Two polls:
+    through slurmrestd, the priorities come from the jobs document the poll before read."""
+
+    async def between() -> tuple[str, tuple[object, ...]] | None:
+        before = await asyncio.to_thread(slurm_now, job, partition)
+        await harness.poll()
+        text = await ask(harness, f"why {job}", user)
+        after = await asyncio.to_thread(slurm_now, job, partition)
+        return (text, before) if before == after else None
+
+    return await wait_for(between, 120, "an answer between two equal reads of sprio")
+
+
+@pytest.mark.parametrize("source", ["cli", "slurmrestd"])
 async def test_a_job_pending_on_priority_gets_its_place_the_gpus_ahead_and_its_lowest_factor(
-    tmp_path: Path, clean_queue: None
+    tmp_path: Path, clean_queue: None, source: str
 ) -> None:
-    harness = LimitsHarness(tmp_path, "cli")
+    """On both clusters (multifactor with fair-share, deploy/testcluster-lib.sh), through
+    either source: its place and priority as squeue orders the pending jobs; and, read
+    through the commands, its factors, their weights and the lowest of them exactly as sprio
+    states them at that moment (slurmrestd has no sprio: no factors, and none made up)."""
+    cluster_script("up")  # this checkout's slurm.conf (its weights), and slurmrestd running
+    harness = LimitsHarness(tmp_path, source)
     try:
         lab = ("-A", "kira-lab", "-p", "kira-lab", "--chdir=/tmp", "-o", "/dev/null")
-        # alice's lab holds every a40, so the kira-lab jobs below queue for them.
-        sbatch("alice", "-A", "hoffman-lab", "-p", "hoffman-lab", "--gpus=a40:4",
-               "--chdir=/tmp", "-o", "/dev/null", "--wrap", "sleep 300")  # fmt: skip
+        # alice's lab holds every a40, so the kira-lab jobs below queue for them. Running
+        # before they are submitted: under fair-share carol's and dave's may outrank hers.
+        holder = sbatch("alice", "-A", "hoffman-lab", "-p", "hoffman-lab", "--gpus=a40:4",
+                        "--chdir=/tmp", "-o", "/dev/null", "--wrap", "sleep 300")  # fmt: skip
+        await wait_for(lambda: state_of(holder).startswith("RUNNING"), 60, f"job {holder} to run")
         asked = {}
         for user, count in (("carol", 1), ("dave", 2), ("carol", 1)):
             job = sbatch(user, *lab, f"--gpus=a40:{count}", "--wrap", "sleep 60")
             asked[job] = count
         last = max(asked)
         await wait_for(lambda: "Priority" in state_of(last), 60, f"job {last} pending on Priority")
-        text = await ask(harness, f"why {last}", "carol")
+        text, (weights, mine, order) = await answer_between_equal_reads(
+            harness, last, "kira-lab", "carol"
+        )
+        assert isinstance(weights, tuple) and isinstance(mine, tuple) and isinstance(order, list)
 
-        order = pending_by_priority("kira-lab")
         ids = [job for job, _ in order]
         ahead = ids[: ids.index(last)]
         priority = dict(order)[last]
@@ -266,16 +305,23 @@ async def test_a_job_pending_on_priority_gets_its_place_the_gpus_ahead_and_its_l
             f"{'asks' if len(ahead) == 1 else 'ask'} for "
             f"{sum(asked[j] for j in ahead)} GPU"
         ) in text, (text, order)
-        factors = sprio_factors(last)
-        if factors is None:  # priority/basic (the 22.05 cluster)
+        # The weights deploy/testcluster-lib.sh sets, as sprio states them.
+        assert weights == (100, 10000, 1000, 1000, 0), weights
+        if source == "slurmrestd":
             assert "priority factors" not in text, text
-        elif not any(factors[0]):  # multifactor with every weight 0 (the 24.11 cluster)
-            assert "weighs none of Slurm's priority factors" in text, text
-        else:
-            weights, mine = factors
-            names = ["age", "fair-share", "job size", "partition", "QOS"]
-            shares = {n: v / w for n, v, w in zip(names, mine, weights, strict=True) if w}
-            assert f"The lowest is {min(shares, key=lambda n: shares[n])}:" in text, text
+            return
+        shown = ", ".join(
+            f"{name} {value} of {weight}"
+            for name, value, weight in zip(FACTOR_NAMES, mine, weights, strict=True)
+            if weight
+        )
+        shares = {n: v / w for n, v, w in zip(FACTOR_NAMES, mine, weights, strict=True) if w}
+        # On a tie, skybot names the first in its own order (age, fair-share, job size, ...).
+        lowest = min(shares, key=lambda n: (shares[n], FACTOR_NAMES.index(n)))
+        assert f"Its priority factors (sprio): {shown}. The lowest is {lowest}:" in text, (
+            text,
+            mine,
+        )
     finally:
         await harness.aclose()
 

@@ -27,6 +27,7 @@ import msgspec
 
 from core.associations import parse_associations_json
 from core.cluster_config import ClusterConfig
+from core.priority import PendingPriority, parse_jobs_priorities, pending_priorities
 from core.slurm_limits import (
     SlurmLimits,
     parse_partitions_json,
@@ -97,6 +98,9 @@ class RestdSource:
         self._kept: bytes | None = None
         # The jobs file last written, left in place when the controller says nothing changed.
         self._jobs_file: Path | None = None
+        # The pending jobs' priorities read from it, and which file (inode, mtime) that was.
+        self._priorities: tuple[PendingPriority, ...] = ()
+        self._priorities_from: tuple[int, int] | None = None
 
     async def close(self) -> None:
         await self._client.close()
@@ -221,8 +225,40 @@ class RestdSource:
             tuple(parse_partitions_json(partitions)),
             tuple(parse_qos_json(qos)),
             tuple(parse_reservations_json(reservations)),
+            await self._pending_priorities(),
         )
         return limits, []
+
+    async def _pending_priorities(self) -> tuple[PendingPriority, ...]:
+        """The pending jobs' priorities, from the jobs document the last jobs read wrote.
+        slurmrestd has no pending-only listing, and a read of its own would dump the whole
+        queue a second time each poll; this one costs slurmctld nothing and is decoded (its
+        job ids, states and priorities only) on a thread, once per document. slurmrestd has
+        no sprio: no factors or weights."""
+        path = self._jobs_file
+        if path is None:
+            return ()
+
+        def read() -> tuple[tuple[int, int], dict[int, int]] | None:
+            try:
+                with path.open("rb") as file:
+                    stat = os.fstat(file.fileno())
+                    key = (stat.st_ino, stat.st_mtime_ns)
+                    if key == self._priorities_from:
+                        return None
+                    return key, parse_jobs_priorities(file.read())
+            except FileNotFoundError:
+                return None
+
+        try:
+            found = await asyncio.to_thread(read)
+        except (OSError, msgspec.DecodeError) as error:
+            log.warning("pending jobs' priorities unread (the jobs document): %s", error)
+            return self._priorities
+        if found is not None:
+            self._priorities_from, priorities = found
+            self._priorities = pending_priorities(priorities, {})
+        return self._priorities
 
 
 async def _answer(call: Awaitable[T]) -> T:
