@@ -167,6 +167,10 @@ def test_start_estimate_or_plainly_none() -> None:
                       state="PENDING", reason="Resources", gpus_by_type={"a40": 1})  # fmt: skip
     text = ask("why 130", cluster([*cluster_jobs(), no_estimate])).text
     assert "Slurm does not estimate a start for it." in text
+    a_year_out = replace(no_estimate, job_id=131, start_time=int(NOW) + 365 * 24 * 3600 - 60)
+    text = ask("why 131", cluster([*cluster_jobs(), a_year_out])).text
+    assert "Slurm has no real estimate: a job it waits for has no time limit" in text
+    assert "Slurm's estimate" not in text and "364 d" not in text
 
 
 def test_place_among_jobs_waiting_at_the_lab_cap() -> None:

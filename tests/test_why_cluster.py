@@ -20,6 +20,7 @@ from core.job_notices import REQUEUED_KIND, Seen, compose_job_notice, notice_kin
 from core.notice_cluster import NoticeCluster
 from core.notice_text import format_duration
 from core.transitions import Transition
+from handlers.commands.why_explain import NO_TIME_LIMIT_HORIZON
 from tests.support.cluster import sbatch, squeue_json, wait_for
 from tests.support.poller_harness import Harness, harness, running
 from tests.support.why_answers import LAB, run_as, suggested, why
@@ -252,10 +253,31 @@ async def test_why_gives_slurms_start_estimate_and_the_place_at_the_cap(
     assert place is not None, text
     assert int(place[1]) > 1 and int(place[1]) == int(place[2])  # submitted last
     estimate = squeue_start(second)
-    if estimate > time.time():
+    # bob's job has no time limit (the partition has none): Slurm may plan its end a year out.
+    if estimate > time.time() + NO_TIME_LIMIT_HORIZON:
+        assert "Slurm has no real estimate: a job it waits for has no time limit" in text
+    elif estimate > time.time():
         assert "Slurm's estimate: it starts at " in text
     else:
         assert "Slurm does not estimate a start for it." in text
+
+
+async def test_a_start_slurm_plans_a_year_out_is_not_passed_on_as_an_estimate(
+    harness: Harness,
+) -> None:
+    # dave's job has no time limit (kira-lab has none): Slurm plans its end, and so the
+    # start of carol's job behind it, a year from now.
+    kira = ("-p", "kira-lab", "-A", "kira-lab", "-w", "clippy", "--chdir=/tmp", "-o", "/dev/null")
+    await running(harness, sbatch("dave", *kira, "--gpus-per-node=a40:4", "--wrap", "sleep 600"))
+    behind = sbatch("carol", *kira, "--gpus-per-node=a40:4", "--wrap", "sleep 60")
+    await wait_for(
+        lambda: squeue_start(behind) > time.time() + NO_TIME_LIMIT_HORIZON,
+        90,
+        "Slurm's start a year out",
+    )
+    text = await why(harness, str(behind))
+    assert "Slurm has no real estimate: a job it waits for has no time limit" in text, text
+    assert "Slurm's estimate" not in text, text
 
 
 async def test_a_node_failure_requeue_is_told_as_one(harness: Harness) -> None:

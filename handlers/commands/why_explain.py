@@ -147,6 +147,11 @@ def _pending(
     return lines
 
 
+# A running job without a time limit is planned by Slurm to end a year after now, so a
+# pending job behind it gets a start "in about 364 d 23 h": not a forecast to pass on.
+NO_TIME_LIMIT_HORIZON = 360 * 24 * 3600
+
+
 def _start_estimate(job: Job, code: str, now: float) -> list[str]:
     """Slurm's own forecast: squeue's start time of a pending job is the backfill
     scheduler's expected start (or, under BeginTime, the time it may start from)."""
@@ -159,6 +164,11 @@ def _start_estimate(job: Job, code: str, now: float) -> list[str]:
         return []
     if start is None or start <= now:
         return ["Slurm does not estimate a start for it."]
+    if start - now >= NO_TIME_LIMIT_HORIZON:
+        return [
+            "Slurm has no real estimate: a job it waits for has no time limit, and Slurm "
+            "counts such a job as running for a year."
+        ]
     return [
         f"Slurm's estimate: it starts at {_clock(start)}, in about "
         f"{format_duration(start - now)} (when running jobs reach their time limits; it is "
