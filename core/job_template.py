@@ -29,8 +29,7 @@ _IMAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
 _COUNT = re.compile(r"[0-9]{1,6}")
 # Placeholder the user replaces; a real file name so the script is valid shell as printed.
 PROGRAM = "train.py"
-# A job submitted with --export=NONE (the runner's) leaves SLURM_EXPORT_ENV=NONE for srun, whose
-# tasks would then get none of what the script set up (conda's PATH): Slurm's own advice.
+# Under the runner's --export=NONE, srun's tasks would get none of the script's set-up.
 _UNSET_EXPORT = "unset SLURM_EXPORT_ENV  # srun's tasks get the environment set above"
 
 
@@ -326,9 +325,8 @@ def _step_lines(ask: JobAsk, settings: TemplateSettings, command: str | None) ->
     if containers:
         lines.append("# pyxis options belong to srun (sbatch does not know them).")
     background = " &" if ask.overcap else ""
-    program = f"python -u {PROGRAM}{background}  # replace {PROGRAM} with your script and args"
-    if command is not None:
-        program = f"{command}{background}"
+    example = f"python -u {PROGRAM}{background}  # replace {PROGRAM} with your script and args"
+    program = example if command is None else f"{command}{background}"
     if containers:
         lines += ["srun -u \\", *(f"    {option} \\" for option in containers), f"    {program}"]
     else:

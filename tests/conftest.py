@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,8 +47,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         items[:] = [item for item in items if item not in last] + last
 
 
+# Tests of skybot's own exactly-once machinery (crashes, restarts, the outbox, the runner's
+# hand-off), for which Slurm only supplies jobs that end: proven once, in the 24.11 lane.
+# On the host they would lengthen CI's longest path (the host's cluster tests) by 2 min.
+LANE_ONLY = (
+    "skybot's own delivery across crashes, with Slurm only supplying jobs: run once, in the "
+    "Slurm 24.11 lane (tests/test_slurm_24_11_lane.py)"
+)
+
+
 @pytest.hookimpl(tryfirst=True)  # before the test's fixtures: they may touch the cluster
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("lane_only") and "SKYBOT_TESTCLUSTER" not in os.environ:
+        pytest.skip(LANE_ONLY)
     if cluster_run.is_cluster(item):
         cluster_run.before_cluster_test(item)
 

@@ -227,6 +227,7 @@ def _upload_params(slack: SlackStandIn, filename: str) -> dict[str, str]:
     raise AssertionError(f"no upload of {filename}")
 
 
+@pytest.mark.lane_only
 async def test_weekly_digest_reaches_the_lab_channel_with_its_chart(bot: Bot) -> None:
     answer = await bot.sky("digest hoffman-lab on", channel_id=LAB_CHANNEL)
     assert answer.startswith(f"Done: <#{LAB_CHANNEL}> will get *`hoffman-lab`*'s weekly digest")

@@ -31,6 +31,7 @@ def _jobs_reported(text: str) -> int:
     return 1 if _SINGLE.search(text) else 0
 
 
+@pytest.mark.lane_only
 async def test_200_job_ends_across_a_sigkill_are_all_delivered(
     tmp_path: Path, clean_queue: None
 ) -> None:

@@ -86,6 +86,7 @@ def job_row(job_id: int) -> dict[str, object] | None:
     return next((j for j in squeue_json()["jobs"] if j["job_id"] == job_id), None)
 
 
+@pytest.mark.lane_only
 @pytest.mark.timeout(300)
 async def test_a40_watch_at_the_cap_dms_once_after_a_restart_and_its_options_run(
     tmp_path: Path, clean_queue: None

@@ -238,6 +238,7 @@ def _in_squeue(job_id: int) -> bool:
     return any(j["job_id"] == job_id for j in squeue_json(active_only=False)["jobs"])
 
 
+@pytest.mark.lane_only
 @pytest.mark.parametrize("job_ended_before_restart", [False, True], ids=["running", "ended"])
 async def test_killed_between_queueing_and_submitting_submits_exactly_once(
     tmp_path: Path, clean_queue: None, job_ended_before_restart: bool

@@ -150,6 +150,7 @@ def _tagged_jobs(comment: str) -> list[int]:
     return sorted(ended | live)
 
 
+@pytest.mark.lane_only
 @pytest.mark.parametrize("how", ["sigterm", "sigkill", "control-group"])
 async def test_a_restart_while_sbatch_runs_gives_one_job_and_one_message(
     tmp_path: Path, clean_queue: None, slow_sbatch: Path, how: str
