@@ -15,7 +15,6 @@ from msgspec.structs import replace
 from core.config_schema import NotificationsConfig
 from core.job_notices import Seen, compose_job_notice
 from core.notice_cluster import NoticeCluster
-from core.records import Job
 from core.slurm_decode import decode_slurm_json
 from core.slurm_json import parse_squeue
 from core.transitions import Transition
@@ -188,16 +187,7 @@ async def test_a_job_cancelled_while_pending_is_told_it_never_started(harness: H
     assert (await harness.poll()).jobs_by_id[waiting].state == "PENDING"
     subprocess.run(["scancel", str(waiting)], check=True, timeout=30)
 
-    async def recorded() -> list[Job]:
-        await harness.poll()
-        return [
-            job
-            for job_id, state, _, job in await harness.transitions()
-            if job_id == waiting and state == "CANCELLED"
-        ]
-
-    cancelled = await wait_for(recorded, 20, "the cancellation recorded")
-    (record,) = cancelled
+    (record,) = await harness.recorded(waiting, "CANCELLED", 20)
     # Slurm's record: start = end = when it was cancelled; no runtime to tell.
     notice = compose_job_notice(
         Transition(record, "PENDING", "CANCELLED", 0),
@@ -218,15 +208,7 @@ async def test_a_failure_seen_live_keeps_its_exit_code(harness: Harness) -> None
     failed = sbatch("carol", "-p", "kira-lab", "-A", "kira-lab", "--wrap", "sleep 2; exit 3")
     await running(harness, failed)
 
-    async def recorded() -> list[Job]:
-        await harness.poll()
-        return [
-            job
-            for job_id, state, _, job in await harness.transitions()
-            if job_id == failed and state == "FAILED"
-        ]
-
-    finals = await wait_for(recorded, 40, f"job {failed}'s failure recorded")
+    finals = await harness.recorded(failed, "FAILED", 40)
     assert len(finals) == 1
     assert finals[0].exit_code == 3
 

@@ -13,6 +13,7 @@ from msgspec.structs import replace
 
 from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
 from core.record_codec import decode_job
+from core.records import Job
 from core.view import ClusterView
 from scheduler.slurm.poller import SlurmPoller
 from store.reader import SnapshotCache
@@ -53,6 +54,19 @@ class Harness:
             )
         )
         return [(r[0], r[1], r[2], decode_job(r[3])) for r in rows]
+
+    async def recorded(self, job_id: int, state: str, timeout: float) -> list[Job]:
+        """Poll until the store holds `job_id`'s transition to `state`: its records."""
+
+        async def found() -> list[Job]:
+            await self.poll()
+            return [
+                job
+                for recorded_id, to_state, _, job in await self.transitions()
+                if recorded_id == job_id and to_state == state
+            ]
+
+        return await wait_for(found, timeout, f"job {job_id}'s {state} recorded")
 
     def close(self) -> None:
         self.cache.close()
