@@ -5,22 +5,31 @@ interval triggers run on the wall clock) while readiness said the snapshot was -
 Here libfaketime steps the bot's wall clock back 1 h and forward 1 h again, the monotonic
 clock untouched: polls keep their interval, a job that ends after each step gets its DM
 within two polls, and no age is ever negative.
+
+Only the bot's clock steps, not the controller's: each sacct window still starts just before
+Slurm's now. Made from the bot's clock, it started an hour back in Slurm's time, and on CI's
+cluster (thousands of jobs ended in that hour by the other tests) every poll read them all
+again: 3-4 s a poll, the DM 10-17 s after the job's end.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import time
+from datetime import datetime
 from pathlib import Path
 
 import aiohttp
 import pytest
 
+from bot.config import SlurmConfig
 from tests.support.bot_process import SLACK_IDS, TEAM, dms_about, free_port, linked_users, start_bot
 from tests.support.clock_steps import faketime_env, metric, samples, scrape, set_clock
 from tests.support.cluster import sbatch_async, squeue_state, wait_for
 from tests.support.slack_standin import SlackStandIn
+from tests.support.slurm_wrappers import COMMANDS, write_wrappers
 
 pytestmark = [
     pytest.mark.cluster,
@@ -32,8 +41,29 @@ pytestmark = [
 ]
 
 POLL_SECONDS = 2.0
+OVERLAP_SECONDS = SlurmConfig().sacct_overlap_seconds
 # How long each phase watches the polls after a step.
 WATCH_SECONDS = 12.0
+
+
+def _logging_sacct(tmp_path: Path) -> Path:
+    """A bin_dir of the real commands, whose sacct logs its arguments first."""
+    bin_dir = tmp_path / "bin"
+    log = shlex.quote(str(tmp_path / "sacct.log"))
+    bodies = {command: f'exec /usr/bin/{command} "$@"' for command in COMMANDS}
+    bodies["sacct"] = f'echo "$*" >> {log}\nexec /usr/bin/sacct "$@"'
+    return write_wrappers(bin_dir, bodies)
+
+
+def _sacct_starts(tmp_path: Path) -> list[float]:
+    """Each logged sacct's --starttime (local time, as skybot writes it), as epoch seconds."""
+    starts = []
+    for line in (tmp_path / "sacct.log").read_text().splitlines():
+        for word in line.split():
+            if word.startswith("--starttime="):
+                text = word.removeprefix("--starttime=")
+                starts.append(datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").timestamp())
+    return starts
 
 
 def _config(tmp_path: Path, metrics_port: int) -> Path:
@@ -42,6 +72,7 @@ def _config(tmp_path: Path, metrics_port: int) -> Path:
     config.write_text(
         f'[slack]\nmode = "socket"\n'
         f"[slurm]\npoll_seconds = {POLL_SECONDS}\ncaps_poll_seconds = {POLL_SECONDS}\n"
+        f'bin_dir = "{_logging_sacct(tmp_path)}"\n'
         # Polls here may take a second on a busy test host (libfaketime reads its file on
         # every clock call): the interval under test must not stretch with that.
         "max_poll_share = 1.0\n"
@@ -108,6 +139,7 @@ async def test_polls_and_dms_keep_going_across_wall_clock_steps(
             for step, spec in (("back 1 h", "-3600"), ("forward 1 h", "+0")):
                 before = await _poll_counts(port)
                 set_clock(control, spec)
+                (tmp_path / "sacct.log").write_text("")
                 stepped = time.monotonic()
                 delay = await _dm_delay_after_job_end(slack)
                 await asyncio.sleep(max(0.0, WATCH_SECONDS - (time.monotonic() - stepped)))
@@ -120,15 +152,16 @@ async def test_polls_and_dms_keep_going_across_wall_clock_steps(
                     f"{step}: {polls} polls in {watched:.1f} s, DM {delay:.1f} s after the job "
                     f"ended, ages {samples(text, 'skybot_snapshot_age_seconds')}"
                 )
-                # The old code ran none for the hour, and sent no DM in it. Only skybot's clock
-                # steps here, not the controller's: with skybot an hour behind, its sacct
-                # window starts an hour back in Slurm's time, and on a cluster that ended
-                # thousands of jobs in that hour (CI's, after its other tests) each Slurm poll
-                # reads them all again: 3-4 s a poll, so 2 polls in 12 s and the DM 10-11 s
-                # after the end (a known cost, in the issue's note; an idle cluster keeps 2 s).
+                # The old code ran none for the hour, and sent no DM in it.
                 for source, count in polls.items():
-                    assert count >= 2, (step, source, figures)
-                assert delay <= 4 * POLL_SECONDS + 8, (step, figures)
+                    assert count >= 3, (step, source, figures)
+                assert delay <= 2 * POLL_SECONDS + 3, (step, figures)
+                # In Slurm's time (this test's clock is not stepped): from just before now,
+                # within the full look-back, never an hour away.
+                starts = _sacct_starts(tmp_path)
+                assert starts, (step, "no sacct after the step")
+                earliest = time.time() - watched - OVERLAP_SECONDS - 60
+                assert all(earliest <= start <= time.time() for start in starts), (step, starts)
                 assert all(age >= 0 for age in samples(text, "skybot_snapshot_age_seconds"))
                 checks = ready["checks"]
                 assert isinstance(checks, dict)

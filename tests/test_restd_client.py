@@ -276,7 +276,7 @@ async def test_ping_and_diag_are_read_whole(restd: tuple[FakeRestd, Path, str]) 
     fake.routes["/slurm/v0.0.42/diag/"] = answer({"statistics": {"dbd_agent_queue_size": 0}})
     async with RestdClient(address, token_file) as client:
         assert await client.answers_ping() is True
-        assert await client.dbd_queue_size() == 0
+        assert (await client.controller_diag()).dbd_queue_size == 0
 
 
 async def test_a_daemon_upgraded_under_skybot_is_asked_its_version_again(

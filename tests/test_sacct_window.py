@@ -21,7 +21,8 @@ import pytest
 from msgspec.structs import replace
 
 from bot.config import Config, DatabaseConfig, SlurmConfig, load_config
-from scheduler.slurm.cli_source import _DBD_QUEUE, _slurm_time
+from core.controller_diag import ControllerDiag, diag_from_restd, diag_from_sdiag
+from scheduler.slurm.cli_source import _slurm_time
 from scheduler.slurm.poller import SlurmPoller
 from scheduler.slurm.sacct_window import SACCT_CAUGHT_UP_MARGIN_SECONDS
 from store.writer import StoreWriter
@@ -32,11 +33,17 @@ START = 1_764_000_000.0  # the first poll: also the new store's history start
 
 
 class Clock:
+    """This host's wall clock (`now`), which a test may step, and its monotonic clock."""
+
     def __init__(self) -> None:
         self.now = START
+        self.since_start = 0.0
 
     def __call__(self) -> float:
         return self.now
+
+    def monotonic(self) -> float:
+        return self.since_start
 
 
 def _program(bin_dir: Path, command: str, body: str) -> None:
@@ -61,9 +68,11 @@ def bin_dir(tmp_path: Path) -> Path:
         f"exec cat {shlex.quote(str(V38 / 'sacct.json'))}",
     )
     queue = shlex.quote(str(bin_dir / "queue"))
+    slurm_time = shlex.quote(str(bin_dir / "slurm_time"))
     _program(
         bin_dir,
         "sdiag",
+        f'echo "sdiag output at Mon Dec 07 20:28:35 2026 ($(cat {slurm_time}))"\n'
         "echo 'Server thread count:  3'\n"
         "echo 'Agent queue size:     0'\n"
         f'echo "DBD Agent queue size: $(cat {queue})"\n'
@@ -91,15 +100,27 @@ def _windows(bin_dir: Path) -> list[str]:
     return starts
 
 
-async def _polls(tmp_path: Path, bin_dir: Path, steps: list[tuple[float, str, bool]]) -> None:
-    """A poll at each (seconds after START, sdiag's queue length, whether sacct answers)."""
+async def _polls(
+    tmp_path: Path,
+    bin_dir: Path,
+    steps: list[tuple[float, str, bool]],
+    host_clock_step: tuple[float, float] = (0.0, 0.0),
+) -> None:
+    """A poll at each (seconds after START on Slurm's clock, sdiag's queue length, whether
+    sacct answers); from `host_clock_step`'s first second on, this host's wall clock is its
+    second's seconds away from Slurm's."""
     clock = Clock()
     writer = StoreWriter(str(tmp_path / "skybot.db"))
     config = _config(tmp_path, bin_dir)
-    poller = SlurmPoller(config.default_cluster, config, writer, clock=clock)
+    poller = SlurmPoller(
+        config.default_cluster, config, writer, clock=clock, monotonic=clock.monotonic
+    )
+    step_at, step = host_clock_step
     try:
         for at, queue, sacct_answers in steps:
-            clock.now = START + at
+            clock.since_start = at
+            clock.now = START + at + (step if at >= step_at and step_at else 0.0)
+            (bin_dir / "slurm_time").write_text(str(int(START + at)))
             (bin_dir / "queue").write_text(queue)
             (bin_dir / "sacct.fails").unlink(missing_ok=True)
             if not sacct_answers:
@@ -199,13 +220,58 @@ async def test_a_clock_stepped_back_forgets_when_the_queue_was_empty(
     assert _windows(bin_dir)[-1] == _at(0)
 
 
-def test_the_queue_is_read_from_sdiags_own_text() -> None:
+async def test_a_step_of_this_hosts_clock_alone_leaves_the_window_in_slurms_time(
+    tmp_path: Path, bin_dir: Path
+) -> None:
+    """NTP steps the bot's node back an hour, not the controller: the windows are those of
+    a run without the step. They were made from this host's clock, so each started an hour
+    back in Slurm's time and re-read every job end of that hour, poll after poll."""
+    steps = [(0, "0", True), (400, "0", True), (415, "0", True), (430, "0", True)]
+    await _polls(tmp_path, bin_dir, steps, host_clock_step=(415, -3600))
+    assert _windows(bin_dir) == [
+        _at(0),
+        _at(0),
+        _at(400 - OVERLAP),
+        _at(400 - SACCT_CAUGHT_UP_MARGIN_SECONDS),
+    ]
+
+
+async def test_slurms_own_clock_stepped_back_still_forgets_when_the_queue_was_empty(
+    tmp_path: Path, bin_dir: Path
+) -> None:
+    """The controller's clock and this host's both stepped back (sdiag says so): as when
+    there is no sdiag time, the full look-back from the stepped-back time."""
+    steps = [(0, "0", True), (400, "0", True), (415, "0", True), (100, "0", True), (115, "0", True)]
+    await _polls(tmp_path, bin_dir, steps)
+    # The fourth poll's window is made before its sdiag tells the step: from 430 in Slurm's
+    # time, carried on the monotonic clock; the fifth knows it.
+    assert _windows(bin_dir)[-1] == _at(0)
+
+
+def test_the_queue_and_the_time_are_read_from_sdiags_own_text() -> None:
     """The head of sdiag's report as the 22.05 test cluster prints it (24.11's has the same
-    line): the controller's own agent queue is another line."""
+    lines): the controller's own agent queue is another line."""
     shown = (
+        b"*******************************************************\n"
+        b"sdiag output at Mon Dec 07 20:28:35 2026 (1796675315)\n"
+        b"Data since      Mon Dec 07 20:27:35 2026 (1796675255)\n"
+        b"*******************************************************\n"
         b"Server thread count:  3\nAgent queue size:     7\nAgent count:          0\n"
         b"Agent thread count:   0\nDBD Agent queue size: 0\n\nJobs submitted: 181\n"
     )
-    found = _DBD_QUEUE.search(shown)
-    assert found is not None and found[1] == b"0"
-    assert _DBD_QUEUE.search(shown.replace(b"DBD Agent queue size: 0", b"")) is None
+    assert diag_from_sdiag(shown) == ControllerDiag(dbd_queue_size=0, server_time=1796675315)
+    assert diag_from_sdiag(shown.replace(b"DBD Agent queue size: 0", b"")).dbd_queue_size is None
+    assert diag_from_sdiag(b"Jobs submitted: 3\n") == ControllerDiag(None, None)
+
+
+def test_the_queue_and_the_time_are_read_from_slurmrestds_diag() -> None:
+    """As the test clusters' slurmrestd answer: 22.05's v0.0.38 a plain number, 24.11's a
+    number struct."""
+    v38 = {"statistics": {"req_time": 1796675324, "dbd_agent_queue_size": 0}}
+    number = {"set": True, "infinite": False, "number": 1796675332}
+    v41 = {"statistics": {"req_time": number, "dbd_agent_queue_size": 4}}
+    assert diag_from_restd(v38) == ControllerDiag(dbd_queue_size=0, server_time=1796675324)
+    assert diag_from_restd(v41) == ControllerDiag(dbd_queue_size=4, server_time=1796675332)
+    unset = {"statistics": {"req_time": {"set": False, "number": 0}, "dbd_agent_queue_size": "x"}}
+    assert diag_from_restd(unset) == ControllerDiag(None, None)
+    assert diag_from_restd({"errors": []}) == ControllerDiag(None, None)

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from datetime import datetime
 from pathlib import Path
 
 import msgspec
 
 from core.associations import parse_associations, parse_associations_json
+from core.controller_diag import NOT_SAID, ControllerDiag, diag_from_sdiag
 from core.priority import (
     NOT_MULTIFACTOR,
     SPRIO_FORMAT,
@@ -56,7 +56,6 @@ log = logging.getLogger(__name__)
 # RQ: the run `scontrol requeue` stopped (PR and NF are the runs preemption and node failure
 # stopped), so a requeue is told with its cause and Slurm's times for that run.
 SACCT_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,RQ,TO"
-_DBD_QUEUE = re.compile(rb"^\s*DBD Agent queue size:\s*(\d+)\s*$", re.M)
 # What squeue says, exiting 1, for an id slurmctld no longer holds: a job that ended and
 # was purged (MinJobAge) between the states listing and its fetch. An answer, not an outage.
 _UNKNOWN_JOB = "Invalid job id specified"
@@ -132,14 +131,13 @@ class CliSource:
             ],
         )
 
-    async def dbd_queue_size(self) -> int | None:
+    async def controller_diag(self) -> ControllerDiag:
         try:
             shown = await self._run("sdiag", [])
         except SlurmCommandError as error:
             log.debug("sdiag did not answer (sacct looks back in full): %s", error)
-            return None
-        found = _DBD_QUEUE.search(shown)
-        return int(found[1]) if found is not None else None
+            return NOT_SAID
+        return diag_from_sdiag(shown)
 
     async def answers_ping(self) -> bool:
         try:

@@ -36,6 +36,7 @@ from scheduler.slurm.job_reads import DIGEST_TIMEOUT_SECONDS, ControllerReads
 from scheduler.slurm.pending_changes import PendingWatch
 from scheduler.slurm.restd_source import source_for
 from scheduler.slurm.sacct_window import SacctWindow
+from scheduler.slurm.slurm_clock import SlurmClock
 from scheduler.slurm.source import ClusterSource
 from scheduler.slurm.wire import DigestRequest, Generation, LabLimits, PollDigest
 from scheduler.slurm.worker import PollWorker, PollWorkerError
@@ -79,6 +80,8 @@ class SlurmPoller:
         self._caps_backoff = Backoff(base_seconds=slurm.caps_poll_seconds)
         self._limits_backoff = Backoff(base_seconds=slurm.poll_seconds)
         self._sacct = SacctWindow(writer, self.cluster, slurm.sacct_overlap_seconds)
+        # The sacct window is in the controller's time, not this host's (slurm_clock.py).
+        self._slurm_clock = SlurmClock(clock, monotonic)
         # Whether the last failed full poll was one a ping let through.
         self._struggling = False
         # The part of Slurm the current run of failed polls blames (None: the last poll
@@ -179,7 +182,8 @@ class SlurmPoller:
             if self._struggling or not await self._controller_answers_ping():
                 return False
             probed = True
-        start, end = await self._sacct.span(now)
+        slurm_now = self._slurm_clock.now()
+        start, end = await self._sacct.span(slurm_now)
         spool = self._spool()
         started = self._pending.begin_poll()
         controller, sacct, dbd_empty_at = await asyncio.gather(
@@ -203,6 +207,8 @@ class SlurmPoller:
         self._answered_again()
         accounting_error = str(sacct) if sacct is not None else digest.accounting_error
         await self._commit(digest, now, started, accounting_error)
+        if accounting_error is None:
+            self._sacct.answered(slurm_now)
         self._sacct.note_dbd_queue(dbd_empty_at, sacct_read=accounting_error is None)
         self._backoff.succeeded()
         if accounting_error is None and self._caps_backoff.failures:
@@ -272,11 +278,9 @@ class SlurmPoller:
         self._committed = digest.generation
         self._jobs_listed = digest.jobs
         self._pending.committed(started)
-        if accounting_error is None:
-            self._sacct.answered(now)
-            if self._accounting_outage is not None:
-                log.info("sacct on %s answered again: job ends are told again", self.cluster)
-                self._accounting_outage = None
+        if accounting_error is None and self._accounting_outage is not None:
+            log.info("sacct on %s answered again: job ends are told again", self.cluster)
+            self._accounting_outage = None
 
     async def close(self) -> None:
         """Stop the poll worker, let go of the source, and remove the command output files."""
@@ -321,10 +325,16 @@ class SlurmPoller:
         return digest
 
     async def _dbd_queue_empty_at(self) -> float | None:
-        """When the source was asked, if slurmctld's queue of messages for slurmdbd was
-        empty then; None if it was not, or the source did not say (sacct looks back in full)."""
-        asked = self._clock()
-        return asked if await self._source.dbd_queue_size() == 0 else None
+        """When (in the controller's time) slurmctld's queue of messages for slurmdbd was
+        seen empty; None if it was not, or the source did not say (sacct looks back in full).
+        The answer's time also sets the Slurm clock that sacct windows are made from."""
+        asked = self._monotonic()
+        diag = await self._source.controller_diag()
+        if diag.server_time is not None:
+            self._slurm_clock.told(diag.server_time, asked, self._monotonic())
+        if diag.dbd_queue_size != 0:
+            return None
+        return diag.server_time if diag.server_time is not None else self._slurm_clock.now()
 
     def _spool(self) -> Path:
         if self._spool_dir is None or not self._spool_dir.is_dir():

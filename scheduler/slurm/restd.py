@@ -27,6 +27,7 @@ import aiohttp
 import msgspec
 from yarl import URL
 
+from core.controller_diag import ControllerDiag, diag_from_restd
 from core.slurm_failure import Part, failed
 from scheduler.slurm import restd_answer
 from scheduler.slurm.restd_answer import RestdError
@@ -208,13 +209,12 @@ class RestdClient:
         # 22.05 says {"ping": "UP"}, 24.x {"pinged": "UP"}.
         return any(isinstance(p, dict) and "UP" in (p.get("ping"), p.get("pinged")) for p in pings)
 
-    async def dbd_queue_size(self) -> int | None:
-        """slurmctld's queue of messages for slurmdbd (sdiag's "DBD Agent queue size")."""
+    async def controller_diag(self) -> ControllerDiag:
+        """slurmctld's queue of messages for slurmdbd (sdiag's "DBD Agent queue size") and
+        the time on its clock."""
         version = await self.version()
         diag = await self._answer(self._path("slurm", version, "diag"), {}, "diag", whole=True)
-        statistics = diag.get("statistics")
-        size = statistics.get("dbd_agent_queue_size") if isinstance(statistics, dict) else None
-        return size if type(size) is int else None
+        return diag_from_restd(diag)
 
     async def rpc_users(self) -> set[str] | None:
         """The names slurmctld counts RPCs under (sdiag's "by user"): a user it cannot

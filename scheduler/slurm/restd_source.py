@@ -27,6 +27,7 @@ import msgspec
 
 from core.associations import parse_associations_json
 from core.cluster_config import ClusterConfig
+from core.controller_diag import NOT_SAID, ControllerDiag
 from core.priority import PendingPriority, parse_jobs_priorities, pending_priorities
 from core.slurm_limits import (
     SlurmLimits,
@@ -167,12 +168,12 @@ class RestdSource:
             document["jobs"] = [job for job in jobs if _ended(job)]
         await _write_file(path, document)
 
-    async def dbd_queue_size(self) -> int | None:
+    async def controller_diag(self) -> ControllerDiag:
         try:
-            return await self._client.dbd_queue_size()
+            return await self._client.controller_diag()
         except RestdError as error:
             log.debug("slurmrestd's diag did not answer (sacct looks back in full): %s", error)
-            return None
+            return NOT_SAID
 
     async def answers_ping(self) -> bool:
         try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
+from core.controller_diag import ControllerDiag
 from core.records import LabCap
 from core.slurm_limits import SlurmLimits
 
@@ -67,8 +68,9 @@ class ClusterSource(Protocol):
         between `start` and `end` (epoch seconds), every run of a requeued job included."""
         ...
 
-    async def dbd_queue_size(self) -> int | None:
-        """How many messages slurmctld holds for slurmdbd now, or None if it did not say."""
+    async def controller_diag(self) -> ControllerDiag:
+        """How many messages slurmctld holds for slurmdbd now, and its clock's time then;
+        NOT_SAID where it did not answer."""
         ...
 
     async def answers_ping(self) -> bool:
