@@ -462,8 +462,9 @@ def _source_bot(
         '[[clusters.labs]]\nname = "kira-lab"\npartition = "kira-lab"\naccount = "kira-lab"\n'
     )
     log = logs / f"bot-{name}.log"
+    probe = {"PYTHONPATH": str(REPO / "benchmarks" / "pause_probe")} if args.probe else None
     with log.open("wb") as output:
-        process = start_bot(config, slack, signing_secret=SECRET, log=output)
+        process = start_bot(config, slack, signing_secret=SECRET, log=output, extra_env=probe)
     return Bot(
         name,
         process,
@@ -525,7 +526,7 @@ async def measure_sources(bots: list[Bot], args: argparse.Namespace) -> dict[str
                 others = [other for other in bots if other is not bot]
                 for other in others:
                     signal_tree(other.process.pid, signal.SIGSTOP)
-                await send_load(bot, args.seconds / args.stretches, False)
+                await send_load(bot, args.seconds / args.stretches, args.probe)
                 for other in others:
                     signal_tree(other.process.pid, signal.SIGCONT)
         rows = {}
@@ -548,6 +549,9 @@ async def measure_sources(bots: list[Bot], args: argparse.Namespace) -> dict[str
             signal_tree(bot.process.pid, signal.SIGCONT)
             bot.process.terminate()
             bot.process.wait(timeout=60)
+    if args.probe:
+        for bot in bots:
+            print_slow_acks(bot)
     return rows
 
 

@@ -137,9 +137,13 @@ def _pending_line(job: dict[str, Any]) -> str:
     return "".join(f"{values[name]}|" for name in _FIELDS) + "\n"
 
 
-def records_of(folder: Path, turn: int, ids: list[str]) -> bytes:
-    """A jobs document of the records of `ids` it holds, as `squeue --jobs=` prints one."""
-    index = json.loads((folder / f"index-{turn}.json").read_text())
+def records_of(
+    folder: Path, turn: int, ids: list[str], index: dict[str, tuple[int, int]] | None = None
+) -> bytes:
+    """A jobs document of the records of `ids` it holds, as `squeue --jobs=` prints one
+    (`index`: the turn's, read once by the caller)."""
+    if index is None:
+        index = json.loads((folder / f"index-{turn}.json").read_text())
     parts = []
     with (folder / f"squeue-{turn}.json").open("rb") as whole:
         for job_id in ids:
@@ -209,6 +213,7 @@ def serve(folder: Path, port: int, flip_seconds: float) -> None:
         name: (RESTD / f"{name}.json").read_bytes() for name in ("partitions", "slurmdb_jobs")
     }
     meta = json.loads((RESTD / "job_states.json").read_text())["meta"]
+    indexes = [json.loads((folder / f"index-{turn}.json").read_text()) for turn in (0, 1)]
 
     def json_answer(document: dict[str, Any], status: int = 200) -> web.Response:
         body = json.dumps({**document, "meta": meta, "errors": [], "warnings": []})
@@ -237,7 +242,7 @@ def serve(folder: Path, port: int, flip_seconds: float) -> None:
         if what == "jobs/state":
             return web.FileResponse(folder / f"states-{turn}.json")
         if what.startswith("job/"):
-            body = records_of(folder, turn, [parts[3]])
+            body = records_of(folder, turn, [parts[3]], indexes[turn])
             if body.startswith(b'{"jobs": []'):
                 error = {"error_number": 2017, "error": "Invalid job id specified"}
                 return web.json_response({"jobs": [], "errors": [error]}, status=404)

@@ -13,6 +13,7 @@ update_time (`changed_jobs`), which a quiet cluster answers for almost nothing.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -83,5 +84,5 @@ async def job_into(client: RestdClient, path: Path, job_id: str) -> bool:
     if body is None:
         return False
     restd_answer.shape(client.where, f"job/{job_id}", body)
-    path.write_bytes(body)
+    await asyncio.to_thread(path.write_bytes, body)
     return True
