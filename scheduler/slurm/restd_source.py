@@ -180,6 +180,8 @@ class RestdSource:
                 "slurmrestd before 24.x has no jobs/state: read whole, with update_time"
             )
         await _write_file(path, await _answer(restd_jobs.job_states(self._client)))
+        # Every poll reads the states: a rotated token's user is looked up a poll after.
+        await self._check_identity()
 
     async def pending_jobs_into(self, path: Path) -> None:
         raise SlurmCommandError("slurmrestd: no pending listing (every record is read)")
