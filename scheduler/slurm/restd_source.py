@@ -7,10 +7,11 @@ On 24.x (v0.0.40+) a poll reads as the CLI path reads 24.05+'s squeue: `jobs/sta
 job's id and state) each poll and each second's change probe, `job/{id}` for each job whose
 state changed, up to BY_ID_MAX of them, else one whole `jobs` read, streamed into its file,
 which is also read every FULL_RECORDS_EVERY polls (scheduler/slurm/job_reads.py). A whole
-read of 100,000 jobs is 600 MB: held in the bot it doubled its RSS, and any check of it held
-the loop for a second. slurmrestd has no pending-settings listing (pending_changes.py): a
-change that leaves a pending job pending waits for the next whole read; and no sprio: the
-pending jobs' priorities come from the whole reads, found by the poll worker.
+read of 100,000 jobs is 680 MB, which the bot then never holds (its shape check alone held
+the loop for a fifth of a second at 20,000 jobs). slurmrestd has no pending-settings
+listing (pending_changes.py): a change that leaves a pending job pending waits for the next
+whole read; and no sprio: the pending jobs' priorities come from the whole reads, found by
+the poll worker.
 
 22.05 and 23.02 have no `jobs/state`: their polls read every record whole, with
 `update_time`, which a quiet cluster answers for 0.03-0.13 ms of slurmctld's time instead
@@ -117,16 +118,13 @@ class RestdSource:
         self._jobs_file: Path | None = None
         # The pending jobs' priorities in the last whole read (the poll worker's).
         self._priorities: tuple[PendingPriority, ...] = ()
-        # Whether it serves jobs/state (24.x); None until asked.
-        self._states: bool | None = None
 
     async def close(self) -> None:
         await self._client.close()
 
     async def _reads_states(self) -> bool:
-        if self._states is None:
-            self._states = await _answer(restd_jobs.reads_states(self._client))
-        return self._states
+        # Asked each time: the client asks the daemon its version again after an upgrade.
+        return await _answer(restd_jobs.reads_states(self._client))
 
     async def jobs_changed(self) -> bool | None:
         if await self._reads_states():
@@ -150,9 +148,7 @@ class RestdSource:
         # streams into the file as it arrives (the poll worker decodes it).
         async with self._jobs_lock:
             if await self._reads_states():
-                self._jobs_file = None
                 await _answer(restd_jobs.whole_jobs_into(self._client, path))
-                self._jobs_file = path
             else:
                 await self._read_jobs_into(path)
         # After the read: slurmctld has counted the token's requests by then.
