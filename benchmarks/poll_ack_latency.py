@@ -17,9 +17,18 @@ Slack's Web API is the stand-in (tests/support/slack_standin), in this process.
 
 Targets (issue 17): no ack over 50 ms; p99 with polling within 1.5x of p99 paused.
 
+--sources: the same cluster (24.11's shape, benchmarks/synthetic_sources.py) read both ways
+in one run, two polling bots taking turns as above: one through Slurm's commands with
+default settings (states-only polls, the pending-settings listing, `--jobs=` fetches), one
+through slurmrestd (a local aiohttp server on 127.0.0.1 answering with v0.0.42's documents).
+Targets (issue 39): no ack over 50 ms while either polls; the slurmrestd bot's peak RSS
+(VmHWM of the bot's own process) within 1.2x of the CLI bot's; its poll's time per job
+within 1.5x of the CLI's. Exits 1 when one is missed.
+
     python3 benchmarks/poll_ack_latency.py [--jobs 100000] [--nodes 10000] [--seconds 60]
         [--stretches 6] [--changed 0.02]
     python3 benchmarks/poll_ack_latency.py --quick      # 10,000 jobs, 20 s per row
+    python3 benchmarks/poll_ack_latency.py --sources [--jobs 100000] [--changed 0.001]
     python3 benchmarks/poll_ack_latency.py --probe --logs DIR   # what the slow acks waited
         for: the bots run with benchmarks/pause_probe (a watchdog logging, with wall-clock
         times, when the bot's interpreter was held and by which thread), and each slow
@@ -386,6 +395,203 @@ async def run(args: argparse.Namespace) -> int:
     return 0
 
 
+async def run_sources(args: argparse.Namespace) -> int:
+    """--sources: the CLI and slurmrestd side by side (see the module's docstring)."""
+    from synthetic_sources import write_cluster, write_commands
+
+    from tests.support.restd_tokens import make_token, write_token
+
+    with tempfile.TemporaryDirectory(prefix="skybot-bench-") as tmp:
+        folder = Path(tmp)
+        started = time.perf_counter()
+        sizes = write_cluster(folder / "cluster", args.jobs, args.nodes, args.changed)
+        write_commands(folder / "cluster", folder / "bin", args.poll_seconds)
+        print(
+            f"synthetic 24.11 cluster: {args.jobs:,} jobs, {args.nodes:,} nodes, "
+            + ", ".join(f"{name} {mb:.1f} MB" for name, mb in sizes.items())
+            + f"; {args.changed:.1%} of jobs changing state every {args.poll_seconds:g} s; "
+            f"written in {time.perf_counter() - started:.0f} s",
+            flush=True,
+        )
+        port = free_port()
+        restd = subprocess.Popen(
+            [sys.executable, str(REPO / "benchmarks" / "synthetic_sources.py"),
+             str(folder / "cluster"), str(port), str(args.poll_seconds)]
+        )  # fmt: skip
+        write_token(folder / "bench.jwt", make_token("skybot", time.time() + 86_400))
+        restd_table = (
+            f'source = "slurmrestd"\nurl = "http://127.0.0.1:{port}"\n'
+            f'token_file = "{folder}/bench.jwt"\n'
+        )
+        logs = Path(args.logs) if args.logs else folder
+        logs.mkdir(parents=True, exist_ok=True)
+        try:
+            async with SlackStandIn() as slack:
+                bots = [
+                    _source_bot("cli", 'source = "cli"\n', slack, folder, args, logs),
+                    _source_bot("slurmrestd", restd_table, slack, folder, args, logs),
+                ]
+                rows = await measure_sources(bots, args)
+        finally:
+            restd.terminate()
+            restd.wait(timeout=30)
+    return print_sources(rows, args)
+
+
+def _source_bot(
+    name: str,
+    source_table: str,
+    slack: SlackStandIn,
+    folder: Path,
+    args: argparse.Namespace,
+    logs: Path,
+) -> Bot:
+    http, metrics = free_port(), free_port()
+    config = folder / f"skybot-{name}.toml"
+    config.write_text(
+        f'[slack]\nmode = "http"\nhttp_host = "127.0.0.1"\nhttp_port = {http}\n'
+        f'[database]\npath = "{folder}/skybot-{name}.db"\n'
+        f'[metrics]\nhost = "127.0.0.1"\nport = {metrics}\n'
+        f'[identity]\nlinks = {{ "{TEAM}/{USER}" = "alice" }}\n'
+        f'[[clusters]]\nname = "bench"\n{source_table}'
+        f'[clusters.slurm]\nbin_dir = "{folder}/bin"\npoll_seconds = {args.poll_seconds}\n'
+        # Polls as often as asked, however long they take: the harshest case for the acks.
+        "command_timeout_seconds = 120\nmax_poll_share = 1.0\n"
+        '[[clusters.labs]]\nname = "hoffman-lab"\npartition = "hoffman-lab"\n'
+        'account = "hoffman-lab"\n'
+        '[[clusters.labs]]\nname = "kira-lab"\npartition = "kira-lab"\naccount = "kira-lab"\n'
+    )
+    log = logs / f"bot-{name}.log"
+    probe = {"PYTHONPATH": str(REPO / "benchmarks" / "pause_probe")} if args.probe else None
+    with log.open("wb") as output:
+        process = start_bot(config, slack, signing_secret=SECRET, log=output, extra_env=probe)
+    return Bot(
+        name,
+        process,
+        f"http://127.0.0.1:{http}/slack/events",
+        f"http://127.0.0.1:{metrics}",
+        log,
+        logs / f"load-{name}.log",
+    )
+
+
+async def poll_seconds_spent(metrics_url: str) -> tuple[float, float]:
+    """(polls completed, seconds they took) so far, from the bot's own metrics."""
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{metrics_url}/metrics") as response,
+    ):
+        text = await response.text()
+    found = {
+        kind: float(value)
+        for kind, value in re.findall(
+            r'^skybot_poll_duration_seconds_(sum|count){[^}]*source="slurm"[^}]*} (\S+)$',
+            text,
+            re.M,
+        )
+    }
+    return found.get("count", 0.0), found.get("sum", 0.0)
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The process's peak resident set (VmHWM), in MB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    match = re.search(r"^VmHWM:\s+(\d+) kB", status, re.M)
+    return int(match.group(1)) / 1024 if match else 0.0
+
+
+async def timed_polls(bot: Bot, polls: int) -> tuple[float, float]:
+    """(polls, seconds they took) of the next `polls` polls that start now: the poll in
+    flight is let finish first (it may have begun while the bot was stopped, which its
+    duration would count)."""
+
+    async def after(count: float) -> tuple[float, float]:
+        while (now := await poll_seconds_spent(bot.metrics_url))[0] < count:
+            await asyncio.sleep(0.2)
+        return now
+
+    start = await after((await poll_seconds_spent(bot.metrics_url))[0] + 1)
+    end = await after(start[0] + polls)
+    return end[0] - start[0], end[1] - start[1]
+
+
+async def measure_sources(bots: list[Bot], args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """Each bot answers acks in its own stretches while the other is stopped (SIGSTOP, with
+    its worker and commands), so that both see the host as it was in the same minutes."""
+    try:
+        for bot in bots:
+            await wait_ready(bot.metrics_url, timeout=1800)
+        for _ in range(args.stretches):
+            for bot in bots:
+                others = [other for other in bots if other is not bot]
+                for other in others:
+                    signal_tree(other.process.pid, signal.SIGSTOP)
+                await send_load(bot, args.seconds / args.stretches, args.probe)
+                for other in others:
+                    signal_tree(other.process.pid, signal.SIGCONT)
+        rows = {}
+        for bot in bots:
+            others = [other for other in bots if other is not bot]
+            for other in others:
+                signal_tree(other.process.pid, signal.SIGSTOP)
+            polls, seconds = await timed_polls(bot, args.timed_polls)
+            for other in others:
+                signal_tree(other.process.pid, signal.SIGCONT)
+            rows[bot.name] = {
+                **summary([latency for _, latency in bot.sent]),
+                "polls": polls,
+                "s_per_poll": seconds / polls,
+                "ms_per_1000_jobs": 1e6 * seconds / polls / args.jobs,
+                "peak_rss_mb": peak_rss_mb(bot.process.pid),
+            }
+    finally:
+        for bot in bots:
+            signal_tree(bot.process.pid, signal.SIGCONT)
+            bot.process.terminate()
+            bot.process.wait(timeout=60)
+    if args.probe:
+        for bot in bots:
+            print_slow_acks(bot)
+    return rows
+
+
+def print_sources(rows: dict[str, dict[str, float]], args: argparse.Namespace) -> int:
+    print(
+        f"/sky gpus hoffman-lab acks over HTTP, one at a time for {args.seconds:g} s per bot "
+        f"in {args.stretches} alternating stretches, from a separate process; both bots poll "
+        f"every {args.poll_seconds:g} s (max_poll_share 1.0); poll times: {args.timed_polls} "
+        "polls of each bot alone, after its stretches; RSS: the bot process's peak (VmHWM)"
+    )
+    header = ("requests", "p50 ms", "p99 ms", "max ms", ">50 ms", "s/poll", "ms/1k jobs", "RSS MB")
+    print(f"{'':12}" + "".join(f"{h:>11}" for h in header))
+    for name, row in rows.items():
+        print(
+            f"{name:12}{row['requests']:>11,.0f}{row['p50']:>11.2f}{row['p99']:>11.2f}"
+            f"{row['max']:>11.1f}{row['over_50ms']:>11,.0f}{row['s_per_poll']:>11.2f}"
+            f"{row['ms_per_1000_jobs']:>11.2f}{row['peak_rss_mb']:>11.0f}"
+        )
+    cli, restd = rows["cli"], rows["slurmrestd"]
+    rss = restd["peak_rss_mb"] / cli["peak_rss_mb"]
+    per_job = restd["ms_per_1000_jobs"] / cli["ms_per_1000_jobs"]
+    worst = max(cli["max"], restd["max"])
+    missed = [
+        f"an ack took {worst:.1f} ms (target <= {SLOW_MS:.0f} ms)" for _ in [0] if worst > SLOW_MS
+    ]
+    if not rss <= 1.2:
+        missed.append(f"slurmrestd's peak RSS is {rss:.2f}x the CLI's (target <= 1.2x)")
+    if not per_job <= 1.5:
+        missed.append(
+            f"slurmrestd's poll time per job is {per_job:.2f}x the CLI's (target <= 1.5x)"
+        )
+    print(
+        f"max ack {worst:.1f} ms (target <= {SLOW_MS:.0f}); slurmrestd/CLI: peak RSS "
+        f"{rss:.2f}x (target <= 1.2x), poll time per job {per_job:.2f}x (target <= 1.5x)"
+    )
+    for miss in missed:
+        print(f"MISSED: {miss}")
+    return 1 if missed else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100_000)
@@ -400,6 +606,12 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="10,000 jobs, 20 s per row")
     parser.add_argument("--logs", help="keep the bots' logs in this directory")
     parser.add_argument("--probe", action="store_true", help="log what the slow acks waited for")
+    parser.add_argument(
+        "--sources", action="store_true", help="the CLI and slurmrestd side by side (issue 39)"
+    )
+    parser.add_argument(
+        "--timed-polls", type=int, default=20, help="--sources: polls timed per bot"
+    )
     parser.add_argument("--load", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.load:
@@ -407,6 +619,8 @@ def main() -> int:
         return 0
     if args.quick:
         args.jobs, args.nodes, args.seconds = 10_000, 1_000, 20.0
+    if args.sources:
+        return asyncio.run(run_sources(args))
     return asyncio.run(run(args))
 
 

@@ -100,6 +100,22 @@ def parse_jobs_priorities(document: bytes) -> dict[int, int]:
     return found
 
 
+def record_priority(record: object) -> tuple[int, int] | None:
+    """(job id, priority) of a pending record of a decoded jobs document (core.slurm_decode:
+    24.x's priority a set number, 22.05's a number); None for any other record."""
+    if not isinstance(record, dict):
+        return None
+    state = record.get("job_state")
+    job_id, priority = record.get("job_id"), record.get("priority")
+    if (state[0] if isinstance(state, list) and state else state) != "PENDING":
+        return None
+    if isinstance(priority, dict):  # 24.x: {"set", "infinite", "number"}
+        priority = priority.get("number") if priority.get("set") is True else None
+    if type(job_id) is not int or not job_id or type(priority) is not int:
+        return None
+    return job_id, priority
+
+
 def _number(text: str) -> int:
     try:
         return round(float(text))

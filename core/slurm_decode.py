@@ -28,7 +28,7 @@ JOB_FIELDS = (
     "account", "array", "array_job_id", "array_task_id", "array_task_string", "association",
     "batch_host", "comment", "current_working_directory", "end_time", "exit_code",
     "gres_detail", "het", "het_job_id", "het_job_offset", "job_id", "job_state",
-    "mail_type", "name", "node_count", "nodes", "partition", "qos", "restart_cnt",
+    "mail_type", "name", "node_count", "nodes", "partition", "priority", "qos", "restart_cnt",
     "sockets_per_node", "standard_error", "standard_output", "start_time", "state",
     "state_reason", "stderr", "stderr_expanded", "steps", "stdout", "stdout_expanded",
     "submit_time", "tasks", "time", "time_limit", "tres",

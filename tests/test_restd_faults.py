@@ -139,6 +139,7 @@ class Rig:
     writer: StoreWriter
     clock: list[float]
     token: Path
+    runner: web.AppRunner
 
     async def poll(self) -> bool:
         self.clock[0] += POLL
@@ -169,7 +170,7 @@ async def rig(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[R
     source = RestdSource(client)
     nova = replace(config.default_cluster, name="nova")
     poller = SlurmPoller(nova, config, writer, clock=lambda: clock[0], source=source)
-    yield Rig(fake, poller, writer, clock, token)
+    yield Rig(fake, poller, writer, clock, token, runner)
     await poller.close()
     writer.close()
     await runner.cleanup()
@@ -232,7 +233,10 @@ async def test_an_expired_token_and_a_daemon_gone_are_told_apart(
         "slurm", error, None, "1 min", 0
     )
 
-    (tmp_path / "restd.sock").unlink()  # the daemon's socket gone: nothing listens
+    # The daemon gone: its connections closed (how many skybot kept open is aiohttp's
+    # business) and its socket removed, so nothing listens.
+    await rig.runner.cleanup()
+    (tmp_path / "restd.sock").unlink(missing_ok=True)
     write_token(rig.token, make_token("skybot", time.time() + 600))
     assert not await rig.poll()
     error = (await rig.snapshot()).source("slurm").error or ""

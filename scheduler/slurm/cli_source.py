@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
@@ -41,6 +42,7 @@ from core.slurm_limits_text import (
     parse_qos_text,
     parse_reservations_text,
 )
+from scheduler.slurm import job_reads
 from scheduler.slurm.commands import (
     SlurmCommandError,
     raise_reported_errors,
@@ -49,7 +51,7 @@ from scheduler.slurm.commands import (
     run_slurm_json,
 )
 from scheduler.slurm.pending_changes import PENDING_LISTING
-from scheduler.slurm.source import Associations, Limits
+from scheduler.slurm.source import Associations, JobFetching, Limits
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +82,24 @@ class CliSource:
         self._limits_json: dict[str, bool] = {}
 
     @property
+    def fetching(self) -> JobFetching:
+        # job_reads.ONE_BY_ONE_MAX says why; read each time (benchmarks/controller_cost.py
+        # sets it).
+        return JobFetching(
+            "squeue",
+            job_reads.ONE_BY_ONE_MAX,
+            id_lists=True,
+            pending_listing=True,
+            priorities_from_jobs=False,
+        )
+
+    @property
     def nodes_command(self) -> str:
         return self._nodes_source[0]
+
+    def priorities_read(self, priorities: Mapping[int, int]) -> None:
+        # squeue lists the pending jobs' priorities on its own (`limits`).
+        return None
 
     async def jobs_changed(self) -> bool | None:
         # No one-shot command passes the last update time to slurmctld.

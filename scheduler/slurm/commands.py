@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from core.slurm_decode import SlurmDecodeError, decode_slurm_json
+from core.slurm_failure import Part, failed
 
 # How much nicer than the bot the poll's own work runs: the poll worker, and the Slurm
 # client commands it digests the output of. A poll can wait; an answer cannot. On a small
@@ -101,6 +102,10 @@ def slurm_document(command: str, raw: bytes) -> dict[str, Any]:
     try:
         document = decode_slurm_json(raw)
     except SlurmDecodeError as error:
+        if command.startswith("slurmrestd"):
+            # An answer streamed into a file unread (restd_jobs.py): slurmrestd's failure.
+            detail = f"{command} is not Slurm's JSON ({error}); it begins {raw[:80]!r}"
+            raise SlurmCommandError(failed(Part.RESTD_GARBLED, detail)) from None
         raise SlurmCommandError(f"{command} printed something that is not JSON: {error}") from None
     return without_reported_errors(command, document)
 

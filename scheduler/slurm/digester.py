@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import os
 import pwd
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,9 @@ from typing import Any
 from core.het_jobs import fold_het_jobs
 from core.job_output import host_names, with_host_names
 from core.lab_usage import LabName, LabUsage, usage_of_labs
+from core.priority import record_priority
 from core.records import Job, Node
+from core.slurm_failure import Part, failed
 from core.slurm_json import (
     ParseResult,
     SlurmJsonError,
@@ -90,7 +92,8 @@ class PollDigester:
         if sinfo_is_grouped(nodes_document):
             return PollDigest(self._generation, _no_changes(), [], [], nodes_grouped=True)
         base = self._base(request.base)
-        nodes, fetched, warnings = _parsed(nodes_document, request.squeue)
+        priorities: dict[int, int] | None = {} if request.priorities else None
+        nodes, fetched, warnings = _parsed(nodes_document, request, priorities)
         del nodes_document
         states: dict[str, ListedState] = {}
         known: dict[str, Job] = {}
@@ -127,6 +130,7 @@ class PollDigester:
             warnings=self._only_new(warnings),
             accounting_error=accounting_error,
             jobs=len(usable),
+            priorities=priorities,
         )
 
     def _committing(
@@ -154,20 +158,23 @@ class PollDigester:
 
 
 def _parsed(
-    nodes_document: dict[str, Any], squeue: Sequence[Path]
+    nodes_document: dict[str, Any], request: DigestRequest, priorities: dict[int, int] | None
 ) -> tuple[list[Node], list[Job], list[str]]:
-    """The nodes, the jobs fetched and what parsing them warned of; a document that is not
-    Slurm's fails the poll as the command's error."""
+    """The nodes, the jobs fetched and what parsing them warned of (and, given a dict, the
+    pending jobs' priorities into it); a document that is not Slurm's fails the poll as the
+    command's error (slurmrestd's: its answer unreadable)."""
     try:
         nodes = parse_sinfo(nodes_document)
         fetched: list[Job] = []
         warnings = list(nodes.warnings)
-        for path in squeue:
-            parsed = _squeue_jobs(path)
+        for path in request.squeue:
+            parsed = _squeue_jobs(path, request.jobs_command, priorities)
             fetched.extend(parsed.records)
             warnings.extend(parsed.warnings)
     except SlurmJsonError as error:
-        raise SlurmCommandError(str(error)) from None
+        restd = request.jobs_command.startswith("slurmrestd")
+        text = failed(Part.RESTD_GARBLED, str(error)) if restd else str(error)
+        raise SlurmCommandError(text) from None
     return nodes.records, fetched, warnings
 
 
@@ -191,10 +198,31 @@ def _unfolded(live: Sequence[Job], usable: Sequence[Job]) -> list[Job]:
     return [j for j in live if (j.job_id if j.het_job_id is None else j.het_job_id) in kept]
 
 
-def _squeue_jobs(path: Path) -> ParseResult[Job]:
+def _squeue_jobs(
+    path: Path, command: str = "squeue", priorities: dict[int, int] | None = None
+) -> ParseResult[Job]:
     """Every job in a `squeue --json` file, decoded a slice of records at a time: at
-    100,000 jobs the file is 600 MB, which read whole held the worker near 1 GB."""
-    return _jobs_in(path, "squeue", functools.partial(parse_squeue_pieces, user_named=passwd_name))
+    100,000 jobs the file is 600 MB, which read whole held the worker near 1 GB. Given a
+    dict, the pending jobs' priorities are put in it as the slices pass."""
+    parse = functools.partial(parse_squeue_pieces, user_named=passwd_name)
+    if priorities is None:
+        return _jobs_in(path, command, parse)
+
+    def noting_priorities(pieces: Iterable[dict[str, Any]]) -> ParseResult[Job]:
+        return parse(_noted(pieces, priorities))
+
+    return _jobs_in(path, command, noting_priorities)
+
+
+def _noted(
+    pieces: Iterable[dict[str, Any]], priorities: dict[int, int]
+) -> Iterator[dict[str, Any]]:
+    for piece in pieces:
+        jobs = piece.get("jobs")
+        for record in jobs if isinstance(jobs, list) else ():
+            if (found := record_priority(record)) is not None:
+                priorities[found[0]] = found[1]
+        yield piece
 
 
 def passwd_name(uid: int) -> str | None:

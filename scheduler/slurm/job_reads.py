@@ -73,7 +73,8 @@ class ControllerReads:
                     raise answer
             return None
         states = spool / "states.json"
-        list_now = self._states_only is True and self._pending.listing_due()
+        listing = self._source.fetching.pending_listing
+        list_now = listing and self._states_only is True and self._pending.listing_due()
         states_error, nodes_error, listing_error = await asyncio.gather(
             self._source.job_states_into(states),
             nodes,
@@ -85,7 +86,7 @@ class ControllerReads:
                 raise nodes_error
             if listing_error is not None:
                 raise listing_error  # not Slurm's answer (those _list_pending takes)
-            if self._states_only is None:
+            if self._states_only is None and listing:
                 # The first poll: the listing that later ones are compared with.
                 await self._list_pending(spool, started)
             self._states_only = True
@@ -138,21 +139,25 @@ class ControllerReads:
     async def changed_records(
         self, spool: Path, states: Path, committed: Generation | None, jobs_listed: int
     ) -> tuple[Path, ...]:
-        """The full records of the jobs that are new or changed state: one squeue each for
-        up to ONE_BY_ONE_MAX of them, else in as few `--jobs=` lists as the command line
-        allows; every job's, every FULL_RECORDS_EVERY polls."""
+        """The full records of the jobs that are new or changed state: one read each for up
+        to the source's `by_id_max` of them, else in as few `--jobs=` lists as the command
+        line allows (a source without lists: one whole read); every job's, every
+        FULL_RECORDS_EVERY polls."""
         if committed is None or self._polls_since_everything >= FULL_RECORDS_EVERY:
             return await self._every_record(spool)
         self._polls_since_everything += 1
         job_ids = await self._worker.changed_jobs(
             ChangedJobsRequest(states, committed), DIGEST_TIMEOUT_SECONDS
         )
+        fetching = self._source.fetching
         settings_changed = self._pending.to_fetch(job_ids)
-        if len(settings_changed) > max(ONE_BY_ONE_MAX, jobs_listed * EVERY_RECORD_SHARE):
+        if len(settings_changed) > max(fetching.by_id_max, jobs_listed * EVERY_RECORD_SHARE):
             return await self._every_record(spool)
         job_ids += settings_changed
-        if len(job_ids) <= ONE_BY_ONE_MAX:
+        if len(job_ids) <= fetching.by_id_max:
             return await self._records_one_by_one(spool, job_ids)
+        if not fetching.id_lists:
+            return await self._every_record(spool)
         paths = []
         for number, chunk in enumerate(_job_id_lists(job_ids)):
             path = spool / f"squeue-{number}.json"
@@ -212,9 +217,15 @@ def _job_id_lists(job_ids: list[str]) -> list[str]:
 
 
 def _same_bytes(path: Path, other: Path) -> bool:
-    """The listing carries no time (24.11's meta: plugin, client, command, version), so the
-    same queue prints the same bytes."""
+    """The listing carries no time, so the same queue prints the same jobs list. What
+    follows it (24.11's meta) is left out: slurmrestd names the client's connection there
+    ("[127.0.0.1]:41234(fd:9)"), which differs between two answers of the same queue."""
     try:
-        return path.read_bytes() == other.read_bytes()
+        return _jobs_part(path.read_bytes()) == _jobs_part(other.read_bytes())
     except FileNotFoundError:
         return False
+
+
+def _jobs_part(listing: bytes) -> bytes:
+    # Job ids and state names hold no quote, so `"meta"` cannot start inside the list.
+    return listing.partition(b'"meta"')[0]

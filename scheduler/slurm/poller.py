@@ -307,6 +307,7 @@ class SlurmPoller:
                 spool, states, self._committed, self._jobs_listed
             )
         )
+        fetching = self._source.fetching
         request = DigestRequest(
             squeue=squeue,
             nodes=spool / "nodes.json",
@@ -315,6 +316,9 @@ class SlurmPoller:
             base=self._committed,
             states=states,
             nodes_command=self._source.nodes_command,
+            jobs_command=fetching.command,
+            # A whole read (one file, every job): its pending jobs' priorities, if wanted.
+            priorities=fetching.priorities_from_jobs and squeue == (spool / "squeue.json",),
         )
         digest = await self._worker.digest(request, DIGEST_TIMEOUT_SECONDS)
         if digest.nodes_grouped:
@@ -322,6 +326,8 @@ class SlurmPoller:
             await self._source.nodes_into(spool / "nodes.json")
             request = replace(request, nodes_command=self._source.nodes_command)
             digest = await self._worker.digest(request, DIGEST_TIMEOUT_SECONDS)
+        if digest.priorities is not None:
+            self._source.priorities_read(digest.priorities)
         return digest
 
     async def _dbd_queue_empty_at(self) -> float | None:

@@ -24,7 +24,6 @@ from typing import Any
 from urllib.parse import quote
 
 import aiohttp
-import msgspec
 from yarl import URL
 
 from core.controller_diag import ControllerDiag, diag_from_restd
@@ -34,7 +33,7 @@ from scheduler.slurm.restd_answer import RestdError
 from scheduler.slurm.restd_identity import unsafe_token
 from scheduler.slurm.restd_token import TokenFile, TokenFileError
 
-__all__ = ["RawRead", "RestdClient", "RestdError", "SlurmRead"]
+__all__ = ["RestdClient", "RestdError", "SlurmRead"]
 
 # What core.slurm_json decodes, newest first: the client takes the newest the daemon serves.
 # 22.05's v0.0.36/37 are older shapes than the decoders know.
@@ -55,22 +54,6 @@ class SlurmRead:
     update_time: int
 
 
-@dataclass(frozen=True)
-class RawRead:
-    # The jobs answer's bytes (well-formed: restd_answer.shape); None: nothing changed.
-    body: bytes | None
-    update_time: int
-
-
-class _LastUpdate(msgspec.Struct, gc=False):
-    number: int = 0
-
-
-class _Stamp(msgspec.Struct, gc=False):
-    # Only 23.02+ answers carry it, as {"set", "infinite", "number"}.
-    last_update: _LastUpdate | None = None
-
-
 class RestdClient:
     """One slurmrestd. `address` is `http://HOST:PORT` or `unix:/path/to/slurmrestd.sock`."""
 
@@ -88,7 +71,7 @@ class RestdClient:
         self._privileged = privileged
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._seconds = timeout
-        self._clock = clock
+        self.clock = clock
         self._version: str | None = None
         self._session: aiohttp.ClientSession | None = None
         if address.startswith("unix:"):
@@ -141,24 +124,21 @@ class RestdClient:
         params: dict[str, object] = {} if version == LEGACY_VERSION else {"flags": "ALL"}
         return await self._changed_since("jobs", version, params, update_time)
 
-    async def jobs_raw(self, update_time: int | None = None) -> RawRead:
-        """As `jobs`, but the answer's bytes as slurmrestd sent them, checked for shape
-        without being decoded (the poll worker decodes them, off the bot's event loop: at
-        20,000 jobs a decode held the loop for half a second, this check for a fifth)."""
-        version = await self.version()
-        params: dict[str, object] = {} if version == LEGACY_VERSION else {"flags": "ALL"}
-        asked_at = int(self._clock()) - _CLOCK_MARGIN
-        if update_time is not None:
-            params["update_time"] = update_time
-        path = self._path("slurm", version, "jobs")
-        body = await self._body(path, params, unchanged_ok=update_time is not None)
-        if body is None:  # HTTP 304: 22.05
-            assert update_time is not None
-            return RawRead(None, update_time)
-        count, last_update = restd_answer.shape(self._where, "jobs", body)
-        if update_time is not None and last_update == 0 and count == 0:
-            return RawRead(None, update_time)  # 24.x's "no change"
-        return RawRead(body, last_update or asked_at)
+    async def body(
+        self,
+        what: str,
+        params: Mapping[str, object],
+        *,
+        unchanged_ok: bool = False,
+        gone_ok: bool = False,
+        sink: Path | None = None,
+    ) -> bytes | None:
+        """The bytes of slurmctld's answer to `what` (a path under /slurm/VERSION/), not
+        decoded (scheduler/slurm/restd_jobs.py checks and files them). None: unchanged (HTTP
+        304, `unchanged_ok`) or no such job (`gone_ok`). With `sink`, a 200 answer is
+        streamed into that file (its bytes are never held whole; its first ones returned)."""
+        path = self._path("slurm", await self.version(), what)
+        return await self._body(path, params, unchanged_ok, gone_ok=gone_ok, sink=sink)
 
     async def nodes(self, update_time: int | None = None) -> SlurmRead:
         """The nodes, as `scontrol show nodes --json` has them (and 22.05's `sinfo --json`).
@@ -247,7 +227,7 @@ class RestdClient:
     async def _changed_since(
         self, what: str, version: str, params: dict[str, object], update_time: int | None
     ) -> SlurmRead:
-        asked_at = int(self._clock()) - _CLOCK_MARGIN
+        asked_at = int(self.clock()) - _CLOCK_MARGIN
         if update_time is not None:
             params = {**params, "update_time": update_time}
         path = self._path("slurm", version, what)
@@ -255,7 +235,7 @@ class RestdClient:
         if document is None:  # HTTP 304: 22.05, and 24.x's nodes
             assert update_time is not None
             return SlurmRead(None, update_time)
-        restd_answer.records(self._where, what, document, what)
+        restd_answer.records(self.where, what, document, what)
         last_update = document.pop(_STAMP_KEY, 0)
         if update_time is not None and last_update == 0 and not document[what]:
             # 24.x's "no change": an empty list stamped 0, where an empty queue has a time.
@@ -275,7 +255,7 @@ class RestdClient:
         return self._session
 
     @property
-    def _where(self) -> str:
+    def where(self) -> str:
         return f"slurmrestd at {self.address}"
 
     async def _read(
@@ -295,9 +275,9 @@ class RestdClient:
         body = await self._body(path, params, unchanged_ok, probe, nothing_found_ok)
         if body is None:
             return None
-        document = restd_answer.document(self._where, what, body, whole)
+        document = restd_answer.document(self.where, what, body, whole)
         if not whole and what in ("jobs", "nodes"):
-            document[_STAMP_KEY] = _stamp(body)
+            document[_STAMP_KEY] = restd_answer.stamp(body)
         return document
 
     async def _body(
@@ -307,18 +287,22 @@ class RestdClient:
         unchanged_ok: bool = False,
         probe: bool = False,
         nothing_found_ok: bool = False,
+        *,
+        gone_ok: bool = False,
+        sink: Path | None = None,
     ) -> bytes | None:
-        """The body of an HTTP 200 that is not an HTML page (None as for `_read`), else a
-        RestdError: every answer passes here."""
-        status, content_type, body = await self._get(path, params)
+        """The body of an HTTP 200 that is not an HTML page (None as for `_read`, or for a
+        404 that names no such job where `gone_ok`), else a RestdError: every answer passes
+        here."""
+        status, content_type, body = await self._get(path, params, sink)
         if status == 304 and unchanged_ok:
             return None
-        if status == 404 and probe:
+        if status == 404 and (probe or (gone_ok and restd_answer.no_such_job(body))):
             return None
         if status == 500 and nothing_found_ok and restd_answer.nothing_found(body):
             return None
         if restd_answer.is_html(content_type, body) and status not in restd_answer.GATEWAY:
-            raise restd_answer.not_restd(self._where, path, status, body)
+            raise restd_answer.not_restd(self.where, path, status, body)
         if status != 200:
             if status == 404:
                 # An upgraded daemon may no longer serve the version chosen: choose again.
@@ -326,7 +310,7 @@ class RestdClient:
             if status in (401, 403, 511) or (status == 500 and LEGACY_VERSION in path):
                 # The file may have been replaced since: read it again next time.
                 self.token.forget()
-            error = restd_answer.refusal(self._where, path, status, body, str(self.token.path))
+            error = restd_answer.refusal(self.where, path, status, body, str(self.token.path))
             if status == 500 and LEGACY_VERSION in path:
                 # 22.05 answers a token slurmctld refused this way too ("Failed while looking
                 # for jobs", "Unspecified error"), with nothing in the answer to tell it apart.
@@ -344,8 +328,11 @@ class RestdClient:
         assert document is not None  # None only for "no change" or a probe's 404
         return document
 
-    async def _get(self, path: str, params: Mapping[str, object]) -> tuple[int, str, bytes]:
-        """(status, content type, body) of one GET, or a RestdError if there is none."""
+    async def _get(
+        self, path: str, params: Mapping[str, object], sink: Path | None = None
+    ) -> tuple[int, str, bytes]:
+        """(status, content type, body) of one GET, or a RestdError if there is none. With
+        `sink`, a 200 body is streamed into that file and only its first bytes returned."""
         try:
             token = self.token.current()
         except TokenFileError as error:
@@ -359,7 +346,10 @@ class RestdClient:
         try:
             async with self._session_now().get(url, headers=token.headers()) as response:
                 status = response.status
-                body = await response.read()
+                if sink is not None and status == 200:
+                    body = await restd_answer.stream_into(response.content, sink)
+                else:
+                    body = await response.read()
                 return status, response.content_type, body
         except TimeoutError:
             stage = (
@@ -367,17 +357,17 @@ class RestdClient:
                 if status
                 else "did not answer"
             )
-            detail = f"{self._where} {stage} {path} within {self._seconds:g} s"
+            detail = f"{self.where} {stage} {path} within {self._seconds:g} s"
         except (aiohttp.ClientError, OSError) as error:
             reason = getattr(error, "os_error", None) or error
             if status:
                 raise RestdError(
                     failed(
                         Part.RESTD_GARBLED,
-                        f"{self._where} broke off its answer to {path} (HTTP {status}): {reason}",
+                        f"{self.where} broke off its answer to {path} (HTTP {status}): {reason}",
                     )
                 ) from None
-            detail = f"cannot connect to {self._where}: {reason}"
+            detail = f"cannot connect to {self.where}: {reason}"
         raise RestdError(failed(Part.RESTD_UNREACHABLE, detail))
 
 
@@ -386,13 +376,3 @@ def _local_text(epoch: float) -> str:
 
 
 _STAMP_KEY = "skybot_last_update"
-
-
-def _stamp(body: bytes) -> int:
-    """The answer's last_update (23.02+), 0 when it has none or one of another shape: the
-    document around it was read already, so this cannot fail the read."""
-    try:
-        stamp = msgspec.json.decode(body, type=_Stamp)
-    except (msgspec.DecodeError, RecursionError):
-        return 0
-    return stamp.last_update.number if stamp.last_update else 0

@@ -11,8 +11,12 @@ Slurm's words and no prefix: they are slurmctld's (or slurmdbd's) failures.
 
 from __future__ import annotations
 
+import asyncio
+import os
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import msgspec
 
 from core.slurm_decode import SlurmDecodeError, decode_slurm_json
@@ -20,6 +24,11 @@ from core.slurm_failure import Part, failed
 
 # ESLURM_REST_EMPTY_RESULT: the accounting's "no job matched", an answer rather than an error.
 _EMPTY_RESULT = 9003
+# ESLURM_INVALID_JOB_ID: `job/{id}` of a job slurmctld no longer holds (HTTP 404).
+_INVALID_JOB_ID = 2017
+# What a streamed answer is read in, and what of it is kept to judge it by.
+_CHUNK_BYTES = 1 << 20
+_HEAD_BYTES = 4096
 # A proxy's "the server behind me did not answer" (Bad Gateway, Unavailable, Gateway Timeout).
 GATEWAY = (502, 503, 504)
 _FIRST_LINE_CHARS = 120
@@ -31,6 +40,11 @@ class _Record(msgspec.Struct, gc=False):
 
 class _Stamp(msgspec.Struct, gc=False):
     number: int = 0
+
+
+class _Stamped(msgspec.Struct, gc=False):
+    # Only 23.02+ answers carry it, as {"set", "infinite", "number"}.
+    last_update: _Stamp | None = None
 
 
 class _Shape(msgspec.Struct, gc=False):
@@ -202,3 +216,50 @@ def first_error(body: bytes) -> str:
         return first_line(body)
     errors = decoded.get("errors") if isinstance(decoded, dict) else None
     return describe(errors[0]) if isinstance(errors, list) and errors else ""
+
+
+def stamp(body: bytes) -> int:
+    """The answer's last_update (23.02+), 0 when it has none or one of another shape: the
+    document around it was read already, so this cannot fail the read."""
+    try:
+        stamped = msgspec.json.decode(body, type=_Stamped)
+    except (msgspec.DecodeError, RecursionError):
+        return 0
+    return stamped.last_update.number if stamped.last_update else 0
+
+
+def no_such_job(body: bytes) -> bool:
+    """A 404 answer of slurmrestd's own that says slurmctld holds no such job."""
+    try:
+        decoded = msgspec.json.decode(body)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    errors = decoded.get("errors") if isinstance(decoded, dict) else None
+    return isinstance(errors, list) and any(
+        isinstance(e, dict) and e.get("error_number") == _INVALID_JOB_ID for e in errors
+    )
+
+
+async def stream_into(content: aiohttp.StreamReader, sink: Path) -> bytes:
+    """An answer's body written into `sink` as it arrives (a megabyte at a time, so the bot
+    never holds a large queue's answer whole), beside it and renamed over it, so that a
+    digest never reads half of one; its first bytes. Every write is on a thread: written on
+    the loop (680 MB every 20th poll, the nodes every poll at 100,000 jobs and 10,000
+    nodes), 107 acks in a minute took over 50 ms, up to 0.75 s, while the bot ran no CPU
+    (benchmarks/poll_ack_latency.py --sources --probe: the kernel throttling a writer of
+    many dirty pages); on a thread, none did. The old file is removed there too: freeing
+    600 MB of blocks held the loop for 300 ms (cli_source.py)."""
+    partial = sink.with_name(sink.name + ".partial")
+    await asyncio.to_thread(sink.unlink, missing_ok=True)
+    await asyncio.to_thread(partial.unlink, missing_ok=True)
+    head = b""
+    file = await asyncio.to_thread(partial.open, "wb")
+    try:
+        async for chunk in content.iter_chunked(_CHUNK_BYTES):
+            if len(head) < _HEAD_BYTES:
+                head += chunk[: _HEAD_BYTES - len(head)]
+            await asyncio.to_thread(file.write, chunk)
+    finally:
+        await asyncio.to_thread(file.close)
+    await asyncio.to_thread(os.replace, partial, sink)
+    return head

@@ -1,17 +1,24 @@
 """A cluster read through slurmrestd (scheduler/slurm/restd.py), as the poller reads any cluster.
 
 The answers are written to the files the poller names, as the commands' output is, so the poll
-worker digests them alike. What this source adds is `update_time`: `jobs_changed` asks the
-controller whether anything changed since the last jobs document (22.05: HTTP 304; 24.x: an
-empty list stamped 0), for 0.03-0.13 ms of slurmctld's time instead of a read of every job,
-so the poller can ask every second and read only when something changed. When something did,
-the answer is already the whole queue (update_time is the queue's, not a job's): it is kept for
-the jobs read that follows rather than asked for twice. A periodic jobs read whose file is still
-in place is asked with update_time too, and leaves it there when nothing changed.
+worker digests them alike, and the bot's event loop never decodes a large one.
 
-It reads every record, never states only: on 24.x, jobs/state costs slurmctld 0.3 ms at 2,000
-jobs against 0.03-0.05 ms for an unchanged update_time read, and a changed one has the records
-in hand already (../shared/reference/slurmrestd-on-one-host.md, section 5).
+On 24.x (v0.0.40+) a poll reads as the CLI path reads 24.05+'s squeue: `jobs/state` (every
+job's id and state) each poll and each second's change probe, `job/{id}` for each job whose
+state changed, up to BY_ID_MAX of them, else one whole `jobs` read, streamed into its file,
+which is also read every FULL_RECORDS_EVERY polls (scheduler/slurm/job_reads.py). A whole
+read of 100,000 jobs is 680 MB, which the bot then never holds (its shape check alone held
+the loop for a fifth of a second at 20,000 jobs). slurmrestd has no pending-settings
+listing (pending_changes.py): a change that leaves a pending job pending waits for the next
+whole read; and no sprio: the pending jobs' priorities come from the whole reads, found by
+the poll worker.
+
+22.05 and 23.02 have no `jobs/state`: their polls read every record whole, with
+`update_time`, which a quiet cluster answers for 0.03-0.13 ms of slurmctld's time instead
+of a read of every job, so the poller can ask every second and read only when something
+changed. When something did, the answer is already the whole queue: it is kept for the jobs
+read that follows rather than asked for twice. A periodic jobs read whose file is still in
+place is asked with update_time too, and leaves it there when nothing changed.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,13 +35,14 @@ import msgspec
 from core.associations import parse_associations_json
 from core.cluster_config import ClusterConfig
 from core.controller_diag import NOT_SAID, ControllerDiag
-from core.priority import PendingPriority, parse_jobs_priorities, pending_priorities
+from core.priority import PendingPriority, pending_priorities
 from core.slurm_limits import (
     SlurmLimits,
     parse_partitions_json,
     parse_qos_json,
     parse_reservations_json,
 )
+from scheduler.slurm import restd_jobs
 from scheduler.slurm.cli_source import CliSource
 from scheduler.slurm.commands import SlurmCommandError
 from scheduler.slurm.restd import RestdClient, RestdError
@@ -44,7 +52,7 @@ from scheduler.slurm.restd_identity import (
     slurm_conf_facts,
 )
 from scheduler.slurm.restd_token import TokenFileError
-from scheduler.slurm.source import Associations, ClusterSource, Limits
+from scheduler.slurm.source import Associations, ClusterSource, JobFetching, Limits
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +76,15 @@ _ENDED_STATES = frozenset(
 )
 
 
+# Changed jobs fetched one `job/{id}` each, at most: each costs slurmctld a single-job read
+# (REQUEST_JOB_INFO_SINGLE, 0.1-0.2 ms at 20,000 jobs, benchmarks/controller_cost.py) and
+# the bot one small HTTP answer, against a whole read's 51-56 ms and 140 MB at 20,000.
+BY_ID_MAX = 200
+_FETCHING = JobFetching(
+    "slurmrestd jobs", BY_ID_MAX, id_lists=False, pending_listing=False, priorities_from_jobs=True
+)
+
+
 def source_for(cluster: ClusterConfig) -> ClusterSource:
     """How skybot reads `cluster`: its commands, or its slurmrestd."""
     timeout = cluster.slurm.command_timeout_seconds
@@ -84,6 +101,7 @@ class RestdSource:
     """One cluster's slurmrestd as a ClusterSource."""
 
     nodes_command = "slurmrestd nodes"
+    fetching = _FETCHING
 
     def __init__(self, client: RestdClient, facts: SlurmConfFacts | None = None) -> None:
         self._client = client
@@ -99,18 +117,23 @@ class RestdSource:
         self._kept: bytes | None = None
         # The jobs file last written, left in place when the controller says nothing changed.
         self._jobs_file: Path | None = None
-        # The pending jobs' priorities read from it, and which file (inode, mtime) that was.
+        # The pending jobs' priorities in the last whole read (the poll worker's).
         self._priorities: tuple[PendingPriority, ...] = ()
-        self._priorities_from: tuple[int, int] | None = None
 
     async def close(self) -> None:
         await self._client.close()
 
-    async def jobs_changed(self) -> bool:
+    async def _reads_states(self) -> bool:
+        # Asked each time: the client asks the daemon its version again after an upgrade.
+        return await _answer(restd_jobs.reads_states(self._client))
+
+    async def jobs_changed(self) -> bool | None:
+        if await self._reads_states():
+            return None  # the poller compares jobs/state's answers
         async with self._jobs_lock:
             if self._kept is not None or self._jobs_update_time is None:
                 return True
-            read = await _answer(self._client.jobs_raw(self._jobs_update_time))
+            read = await _answer(restd_jobs.changed_jobs(self._client, self._jobs_update_time))
             if read.body is None:
                 return False
             self._kept, self._jobs_update_time = read.body, read.update_time
@@ -118,10 +141,17 @@ class RestdSource:
 
     async def jobs_into(self, path: Path, job_ids: str | None = None) -> bool:
         if job_ids is not None:
-            # Only states-only polls fetch by id, and job_states_into refuses those.
-            raise SlurmCommandError("slurmrestd: jobs are read whole, not by id")
+            # One id at a time: with more than BY_ID_MAX changed, job_reads reads whole.
+            if "," in job_ids:
+                raise SlurmCommandError("slurmrestd: jobs are fetched one id at a time")
+            return await _answer(restd_jobs.job_into(self._client, path, job_ids))
+        # One whole read at a time: a second waits for the first, and a read of 24.x
+        # streams into the file as it arrives (the poll worker decodes it).
         async with self._jobs_lock:
-            await self._read_jobs_into(path)
+            if await self._reads_states():
+                await _answer(restd_jobs.whole_jobs_into(self._client, path))
+            else:
+                await self._read_jobs_into(path)
         # After the read: slurmctld has counted the token's requests by then.
         await self._check_identity()
         return True
@@ -131,7 +161,7 @@ class RestdSource:
         if body is None:
             in_place = self._jobs_file == path and path.exists()
             since = self._jobs_update_time if in_place else None
-            read = await _answer(self._client.jobs_raw(since))
+            read = await _answer(restd_jobs.changed_jobs(self._client, since))
             self._jobs_update_time = read.update_time
             if read.body is None:
                 return  # last time's file is the answer
@@ -142,9 +172,13 @@ class RestdSource:
         self._jobs_file = path
 
     async def job_states_into(self, path: Path) -> None:
-        raise SlurmCommandError(
-            "slurmrestd: read whole, with update_time (cheaper for slurmctld than jobs/state)"
-        )
+        if not await self._reads_states():
+            raise SlurmCommandError(
+                "slurmrestd before 24.x has no jobs/state: read whole, with update_time"
+            )
+        await _write_file(path, await _answer(restd_jobs.job_states(self._client)))
+        # Every poll reads the states: a rotated token's user is looked up a poll after.
+        await self._check_identity()
 
     async def pending_jobs_into(self, path: Path) -> None:
         raise SlurmCommandError("slurmrestd: no pending listing (every record is read)")
@@ -152,10 +186,9 @@ class RestdSource:
     async def nodes_into(self, path: Path) -> None:
         # Whole, without update_time: 22.05 answers HTTP 500 "Unspecified error" once a node
         # changed after update_time while the partitions did not (it reads both with it), and
-        # a whole read costs slurmctld about 0.3 ms.
-        read = await _answer(self._client.nodes())
-        assert read.document is not None
-        await _write_file(path, read.document)
+        # a whole read costs slurmctld about 0.3 ms. Streamed into the file unread, as a
+        # whole jobs read is: the poll worker decodes it, never the bot's event loop.
+        await _answer(self._client.body("nodes", {}, sink=path))
 
     def nodes_are_grouped(self) -> None:
         # slurmrestd lists nodes one by one on every version; nothing to switch to.
@@ -226,40 +259,16 @@ class RestdSource:
             tuple(parse_partitions_json(partitions)),
             tuple(parse_qos_json(qos)),
             tuple(parse_reservations_json(reservations)),
-            await self._pending_priorities(),
+            self._priorities,
         )
         return limits, []
 
-    async def _pending_priorities(self) -> tuple[PendingPriority, ...]:
-        """The pending jobs' priorities, from the jobs document the last jobs read wrote.
+    def priorities_read(self, priorities: Mapping[int, int]) -> None:
+        """The pending jobs' priorities in the whole jobs read the poll worker just digested.
         slurmrestd has no pending-only listing, and a read of its own would dump the whole
-        queue a second time each poll; this one costs slurmctld nothing and is decoded (its
-        job ids, states and priorities only) on a thread, once per document. slurmrestd has
-        no sprio: no factors or weights."""
-        path = self._jobs_file
-        if path is None:
-            return ()
-
-        def read() -> tuple[tuple[int, int], dict[int, int]] | None:
-            try:
-                with path.open("rb") as file:
-                    stat = os.fstat(file.fileno())
-                    key = (stat.st_ino, stat.st_mtime_ns)
-                    if key == self._priorities_from:
-                        return None
-                    return key, parse_jobs_priorities(file.read())
-            except FileNotFoundError:
-                return None
-
-        try:
-            found = await asyncio.to_thread(read)
-        except (OSError, msgspec.DecodeError) as error:
-            log.warning("pending jobs' priorities unread (the jobs document): %s", error)
-            return self._priorities
-        if found is not None:
-            self._priorities_from, priorities = found
-            self._priorities = pending_priorities(priorities, {})
-        return self._priorities
+        queue again; this costs slurmctld nothing. slurmrestd has no sprio: no factors or
+        weights."""
+        self._priorities = pending_priorities(dict(priorities), {})
 
 
 async def _answer(call: Awaitable[T]) -> T:

@@ -14,6 +14,8 @@ poll and keeps the last snapshot.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -27,8 +29,28 @@ Associations = tuple[list[LabCap], dict[str, set[str]], list[str]]
 Limits = tuple[SlurmLimits, list[str]]
 
 
+@dataclass(frozen=True)
+class JobFetching:
+    """How a states-only poll (scheduler/slurm/job_reads.py) fetches the changed jobs' records
+    from this source, and what else it reads."""
+
+    # What prints the jobs documents (their name in the digest's errors).
+    command: str
+    # Up to this many are fetched one id at a time (`squeue --jobs=ID`, slurmrestd's job/ID).
+    by_id_max: int
+    # More are fetched by lists of ids (`squeue --jobs=A,B,…`); without: one whole read.
+    id_lists: bool
+    # The pending jobs' settings are listed (scheduler/slurm/pending_changes.py).
+    pending_listing: bool
+    # The pending jobs' priorities come from the whole jobs reads (`priorities_read`).
+    priorities_from_jobs: bool
+
+
 class ClusterSource(Protocol):
     """One cluster's Slurm, as the poller reads it."""
+
+    @property
+    def fetching(self) -> JobFetching: ...
 
     @property
     def nodes_command(self) -> str:
@@ -83,6 +105,11 @@ class ClusterSource(Protocol):
 
     async def limits(self) -> Limits:
         """The partitions' and QOS' limits and the reservations (core/slurm_limits.py)."""
+        ...
+
+    def priorities_read(self, priorities: Mapping[int, int]) -> None:
+        """The pending jobs' priorities (job id -> priority) in the last whole jobs read, as
+        the poll worker found them; only asked of a source whose `priorities_from_jobs`."""
         ...
 
     async def close(self) -> None:

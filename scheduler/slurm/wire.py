@@ -47,6 +47,10 @@ class DigestRequest:
     states: Path | None = None
     # What printed `nodes` (sinfo or scontrol), for its errors.
     nodes_command: str = "sinfo"
+    # What printed `squeue`'s files (squeue, or "slurmrestd jobs"), for their errors.
+    jobs_command: str = "squeue"
+    # `squeue` holds every job: the digest reports the pending jobs' priorities.
+    priorities: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,3 +73,5 @@ class PollDigest:
     # The node document was 23.02+'s grouped sinfo: nothing else was read.
     nodes_grouped: bool = False
     jobs: int = 0
+    # Each pending job's priority, where the request asked for them.
+    priorities: dict[int, int] | None = None
