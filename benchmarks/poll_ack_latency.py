@@ -184,7 +184,21 @@ def start_benchmark_bot(
 ) -> Bot:
     http, metrics = free_port(), free_port()
     config = write_config(folder, bin_dir, poll_seconds, http, metrics)
-    log = logs / f"bot-{int(poll_seconds)}.log"
+    return _launch(name, config, slack, (http, metrics), logs, str(int(poll_seconds)), probe)
+
+
+def _launch(
+    name: str,
+    config: Path,
+    slack: SlackStandIn,
+    ports: tuple[int, int],
+    logs: Path,
+    log_suffix: str,
+    probe: bool,
+) -> Bot:
+    """`skybot run` on `config` (its HTTP and metrics ports), logging to logs/bot-SUFFIX.log."""
+    http, metrics = ports
+    log = logs / f"bot-{log_suffix}.log"
     extra_env = {"PYTHONPATH": str(REPO / "benchmarks" / "pause_probe")} if probe else None
     with log.open("wb") as output:
         process = start_bot(config, slack, signing_secret=SECRET, log=output, extra_env=extra_env)
@@ -194,7 +208,7 @@ def start_benchmark_bot(
         f"http://127.0.0.1:{http}/slack/events",
         f"http://127.0.0.1:{metrics}",
         log,
-        logs / f"load-{int(poll_seconds)}.log",
+        logs / f"load-{log_suffix}.log",
     )
 
 
@@ -461,18 +475,7 @@ def _source_bot(
         'account = "hoffman-lab"\n'
         '[[clusters.labs]]\nname = "kira-lab"\npartition = "kira-lab"\naccount = "kira-lab"\n'
     )
-    log = logs / f"bot-{name}.log"
-    probe = {"PYTHONPATH": str(REPO / "benchmarks" / "pause_probe")} if args.probe else None
-    with log.open("wb") as output:
-        process = start_bot(config, slack, signing_secret=SECRET, log=output, extra_env=probe)
-    return Bot(
-        name,
-        process,
-        f"http://127.0.0.1:{http}/slack/events",
-        f"http://127.0.0.1:{metrics}",
-        log,
-        logs / f"load-{name}.log",
-    )
+    return _launch(name, config, slack, (http, metrics), logs, name, args.probe)
 
 
 async def poll_seconds_spent(metrics_url: str) -> tuple[float, float]:
